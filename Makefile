@@ -1,0 +1,118 @@
+# lockd - one non-recursive Makefile. Output goes to build/ (normal) and
+# build/san/ (AddressSanitizer + UndefinedBehaviorSanitizer).
+#
+#   make deps    install the Debian packages (root, apt-get) when missing
+#   make         build/lockd and build/lockctl
+#   make run     deps if missing, build, run lockd on the memory backend
+#   make test    lint, unit + integration tests, then again under ASan/UBSan
+#   make bench   the peer benchmark (not part of make test)
+
+CC      ?= cc
+PKGS    := libmicrohttpd jansson hiredis libcurl
+WARN    := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes \
+           -Wmissing-prototypes -Wwrite-strings -Wpointer-arith -Wformat=2 -Wvla -Wundef \
+           -fno-common
+VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
+CFLAGS  ?= -O2 -g
+CPPFLAGS_ALL = -I. -Ibuild/gen -DLOCKD_VERSION='"$(VERSION)"' $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+LDLIBS_ALL   = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lev -lpthread -lm
+SANFLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
+
+DEB_PKGS := build-essential pkg-config libmicrohttpd-dev libjansson-dev libhiredis-dev libev-dev \
+            libcmocka-dev libcurl4-openssl-dev uthash-dev libgnutls28-dev redis-server \
+            redis-tools curl clang nodejs npm valgrind nginx etcd-server etcd-client \
+            gnutls-bin man-db
+
+LIB_SRC  := $(filter-out server/main.c,$(wildcard server/*.c)) $(wildcard api/*.c) $(wildcard config/*.c)
+LUA      := $(wildcard server/scripts/*.lua)
+CLI_SRC  := $(wildcard cli/*.c)
+TLIB_SRC := $(wildcard tests/lib/*.c)
+UNIT     := $(patsubst tests/unit/%.c,%,$(wildcard tests/unit/*.c))
+INTEG    := $(patsubst tests/integration/%.c,%,$(wildcard tests/integration/*.c))
+BENCH    := $(patsubst bench/%.c,%,$(wildcard bench/*.c))
+
+.PHONY: all deps run test test-fast test-san lint unit-% clean bench check-deps fuzz format
+all: build/lockd build/lockctl
+
+# --- code generation: Lua scripts become C strings (server/scripts is the only copy)
+build/gen/scripts.c: $(LUA) tools/lua2c.sh
+	@mkdir -p $(@D)
+	sh tools/lua2c.sh $(LUA) > $@.tmp && mv $@.tmp $@
+
+# --- one pattern per flavour: $(1)=dir  $(2)=extra cflags
+define flavour
+$(1)/obj/%.o: %.c
+	@mkdir -p $$(@D)
+	$$(CC) $$(WARN) $(2) $$(CPPFLAGS_ALL) -MMD -MP -c $$< -o $$@
+$(1)/obj/gen/scripts.o: build/gen/scripts.c
+	@mkdir -p $$(@D)
+	$$(CC) $$(WARN) $(2) $$(CPPFLAGS_ALL) -Wno-missing-prototypes -c $$< -o $$@
+$(1)/liblockd.a: $(patsubst %.c,$(1)/obj/%.o,$(LIB_SRC)) $(1)/obj/gen/scripts.o
+	@rm -f $$@
+	ar rcs $$@ $$^
+$(1)/lockd: $(1)/obj/server/main.o $(1)/liblockd.a
+	$$(CC) $(2) -o $$@ $$^ $$(LDLIBS_ALL)
+$(1)/lockctl: $(patsubst %.c,$(1)/obj/%.o,$(CLI_SRC))
+	$$(CC) $(2) -o $$@ $$^ $$(LDLIBS_ALL)
+$(1)/tests/unit/%: $(1)/obj/tests/unit/%.o $(1)/liblockd.a
+	@mkdir -p $$(@D)
+	$$(CC) $(2) -o $$@ $$^ $$(LDLIBS_ALL) -lcmocka
+$(1)/tests/integration/%: $(1)/obj/tests/integration/%.o $(patsubst %.c,$(1)/obj/%.o,$(TLIB_SRC)) $(1)/liblockd.a
+	@mkdir -p $$(@D)
+	$$(CC) $(2) -o $$@ $$^ $$(LDLIBS_ALL)
+$(1)/tests: $(addprefix $(1)/tests/unit/,$(UNIT)) $(addprefix $(1)/tests/integration/,$(INTEG)) $(1)/lockd $(1)/lockctl
+endef
+
+$(eval $(call flavour,build,$(CFLAGS)))
+$(eval $(call flavour,build/san,$(SANFLAGS)))
+
+build/bench/%: bench/%.c
+	@mkdir -p $(@D)
+	$(CC) $(WARN) -O2 -g $(CPPFLAGS_ALL) -o $@ $< $(LDLIBS_ALL)
+
+-include $(shell find build -name '*.d' 2>/dev/null)
+
+# --- set-up
+deps:
+	@missing=""; for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	else echo "all Debian packages present"; fi
+	@[ -x node_modules/.bin/redocly ] || npm install --no-audit --no-fund --silent
+
+run:
+	@pkg-config --exists $(PKGS) && command -v redis-server >/dev/null || $(MAKE) deps
+	$(MAKE) all
+	./build/lockd --backend memory
+
+# --- tests: lint, then the suite normally, then under ASan/UBSan
+test: lint check-deps
+	$(MAKE) build/tests
+	tests/run.sh build
+	$(MAKE) build/san/tests
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 tests/run.sh build/san
+
+test-fast: build/tests
+	tests/run.sh build
+
+lint:
+	@[ -x node_modules/.bin/redocly ] || npm install --no-audit --no-fund --silent
+	node_modules/.bin/redocly lint openapi.yaml
+
+# api -> engine -> backend: the engine and backends include no HTTP or JSON headers.
+check-deps:
+	@bad=$$(grep -lE '#include [<"](microhttpd|jansson|api/)' server/*.c server/*.h config/*.c config/*.h 2>/dev/null); \
+	if [ -n "$$bad" ]; then echo "dependency rule broken (server/ and config/ must not include HTTP/JSON/api headers): $$bad"; exit 1; fi; \
+	bad=$$(grep -lE '#include [<"](hiredis|server/backend_)' api/*.c api/*.h 2>/dev/null); \
+	if [ -n "$$bad" ]; then echo "dependency rule broken (api/ must not include backend internals): $$bad"; exit 1; fi; \
+	echo "check-deps: ok"
+
+bench: all $(addprefix build/bench/,$(BENCH))
+	bench/run.sh
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h')
+
+clean:
+	rm -rf build

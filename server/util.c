@@ -1,0 +1,139 @@
+/*
+ * util.c - allocators that abort on OOM (leases expire at their TTL when lockd
+ * dies, a tested fault), clocks, RFC 3339, randomness, name validation.
+ */
+#include "server/util.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+const char *lk_code_name(enum lk_code code)
+{
+    switch (code) {
+    case LK_OK: return "ok";
+    case LK_AGAIN: return "again";
+    case LK_INVALID: return "invalid";
+    case LK_INTERNAL: return "internal";
+    case LK_LOCKED: return "locked";
+    case LK_HELD_BY_OTHER: return "held_by_other";
+    case LK_NOT_HELD: return "not_held";
+    case LK_SESSION_NOT_FOUND: return "session_not_found";
+    case LK_NOT_FOUND: return "not_found";
+    case LK_BACKEND_DOWN: return "backend_unavailable";
+    case LK_SHUTTING_DOWN: return "shutting_down";
+    case LK_LIMIT_MISMATCH: return "limit_mismatch";
+    case LK_UNSUPPORTED: return "unsupported_by_backend";
+    case LK_CANCELLED: return "cancelled";
+    }
+    return "internal";
+}
+
+static void oom(size_t n)
+{
+    fprintf(stderr, "{\"level\":\"fatal\",\"msg\":\"out of memory allocating %zu bytes\"}\n", n);
+    abort();
+}
+
+void *lk_malloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (p == NULL)
+        oom(n);
+    return p;
+}
+
+void *lk_calloc(size_t n, size_t size)
+{
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    if (p == NULL)
+        oom(n * size);
+    return p;
+}
+
+void *lk_realloc(void *p, size_t n)
+{
+    void *q = realloc(p, n ? n : 1);
+    if (q == NULL)
+        oom(n);
+    return q;
+}
+
+char *lk_strdup(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *p = lk_malloc(n);
+    memcpy(p, s, n);
+    return p;
+}
+
+static int64_t clock_us(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+int64_t lk_now_ms(void) { return clock_us(CLOCK_MONOTONIC) / 1000; }
+int64_t lk_now_us(void) { return clock_us(CLOCK_MONOTONIC); }
+int64_t lk_wall_ms(void) { return clock_us(CLOCK_REALTIME) / 1000; }
+int64_t lk_wall_us(void) { return clock_us(CLOCK_REALTIME); }
+
+void lk_rfc3339(int64_t wall_ms, char out[32])
+{
+    time_t secs = (time_t)(wall_ms / 1000);
+    struct tm tm;
+    gmtime_r(&secs, &tm);
+    snprintf(out, 32, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
+             tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(wall_ms % 1000));
+}
+
+void lk_random_hex(char *out, size_t nbytes)
+{
+    static const char hex[] = "0123456789abcdef";
+    unsigned char buf[64];
+    size_t got = 0;
+    if (nbytes > sizeof(buf))
+        nbytes = sizeof(buf);
+    while (got < nbytes) {
+        ssize_t r = getrandom(buf + got, nbytes - got, 0);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            abort(); /* no entropy: a guessable lease is worse than no lockd */
+        }
+        got += (size_t)r;
+    }
+    for (size_t i = 0; i < nbytes; i++) {
+        out[2 * i] = hex[buf[i] >> 4];
+        out[2 * i + 1] = hex[buf[i] & 15];
+    }
+    out[2 * nbytes] = '\0';
+}
+
+bool lk_name_valid(const char *s, size_t len)
+{
+    if (len == 0 || len > LK_NAME_MAX)
+        return false;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                  c == '.' || c == '_' || c == ':' || c == '-';
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+bool lk_streq_ct(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    unsigned char diff = (unsigned char)(la != lb);
+    size_t n = la < lb ? la : lb;
+    for (size_t i = 0; i < n; i++)
+        diff |= (unsigned char)(a[i] ^ b[i]);
+    return diff == 0;
+}

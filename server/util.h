@@ -1,0 +1,63 @@
+/*
+ * util.h - the one result enum, aborting allocators, clocks and small helpers
+ * shared by every module. Safe to call from any thread.
+ */
+#ifndef LOCKD_SERVER_UTIL_H
+#define LOCKD_SERVER_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define LK_WUR __attribute__((warn_unused_result))
+
+/* One result code across the project; api/errors.c maps each to HTTP. */
+enum lk_code {
+    LK_OK = 0,
+    LK_AGAIN,           /* parked: the callback runs later on the same loop */
+    LK_INVALID,         /* bad input (api maps the detail) */
+    LK_INTERNAL,
+    LK_LOCKED,          /* acquire not granted */
+    LK_HELD_BY_OTHER,   /* renew/release: another lease holds the lock */
+    LK_NOT_HELD,        /* renew/release: nobody holds the lock */
+    LK_SESSION_NOT_FOUND,
+    LK_NOT_FOUND,
+    LK_BACKEND_DOWN,    /* never a grant on doubt: answered 503 */
+    LK_SHUTTING_DOWN,
+    LK_LIMIT_MISMATCH,
+    LK_UNSUPPORTED,
+    LK_CANCELLED,       /* waiter left before it was answered */
+};
+
+const char *lk_code_name(enum lk_code code);
+
+void *lk_malloc(size_t n);
+void *lk_calloc(size_t n, size_t size);
+void *lk_realloc(void *p, size_t n);
+char *lk_strdup(const char *s);
+
+/* Monotonic milliseconds / microseconds for deadlines. */
+int64_t lk_now_ms(void);
+int64_t lk_now_us(void);
+/* Wall clock, only for expires_at and for seeding fencing tokens. */
+int64_t lk_wall_ms(void);
+int64_t lk_wall_us(void);
+
+/* Formats unix milliseconds as RFC 3339 UTC with ms ("2026-11-22T01:02:03.456Z"). */
+void lk_rfc3339(int64_t wall_ms, char out[32]);
+
+/* Fills out with 2*nbytes hex chars + NUL from getrandom(2). */
+void lk_random_hex(char *out, size_t nbytes);
+
+/* Lock names: 1..255 bytes of [A-Za-z0-9._:-]. */
+#define LK_NAME_MAX 255
+bool lk_name_valid(const char *s, size_t len);
+
+#define LK_LEASE_LEN 32 /* 128 random bits, hex */
+#define LK_OWNER_MAX 128
+#define LK_SESSION_LEN 32
+
+/* Constant-time equality of two NUL-terminated strings. */
+bool lk_streq_ct(const char *a, const char *b);
+
+#endif

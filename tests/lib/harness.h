@@ -1,0 +1,120 @@
+/*
+ * harness.h - test process harness: real redis-server and lockd processes on
+ * free loopback ports in a temp dir, bounded waits, kill by PID, and a small
+ * libcurl client. Used by tests/integration and tests/fault. Not thread safe
+ * except th_http (each thread its own th_client).
+ */
+#ifndef LOCKD_TESTS_LIB_HARNESS_H
+#define LOCKD_TESTS_LIB_HARNESS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <jansson.h>
+
+/* ---- checks: print file:line and exit(1) on failure ---- */
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond))                                                                               \
+            th_fail(__FILE__, __LINE__, "CHECK(%s)", #cond);                                       \
+    } while (0)
+#define CHECK_EQ_INT(a, b)                                                                         \
+    do {                                                                                           \
+        long long a_ = (long long)(a), b_ = (long long)(b);                                        \
+        if (a_ != b_)                                                                              \
+            th_fail(__FILE__, __LINE__, "%s == %s: %lld != %lld", #a, #b, a_, b_);                 \
+    } while (0)
+#define CHECK_STR(a, b)                                                                            \
+    do {                                                                                           \
+        const char *a_ = (a), *b_ = (b);                                                           \
+        if (a_ == NULL || b_ == NULL || strcmp(a_, b_) != 0)                                       \
+            th_fail(__FILE__, __LINE__, "%s == %s: '%s' != '%s'", #a, #b, a_ ? a_ : "(null)",      \
+                    b_ ? b_ : "(null)");                                                           \
+    } while (0)
+
+void th_fail(const char *file, int line, const char *fmt, ...)
+    __attribute__((noreturn, format(printf, 3, 4)));
+
+/* Runs a named test case, printing "ok NAME" / counting. */
+#define TH_RUN(fn)                                                                                 \
+    do {                                                                                           \
+        th_case_begin(#fn);                                                                        \
+        fn();                                                                                      \
+        th_case_end(#fn);                                                                          \
+    } while (0)
+void th_case_begin(const char *name);
+void th_case_end(const char *name);
+/* Prints "N passed, 0 failed" and returns 0 (a failure already exited). */
+int th_done(void);
+
+/* ---- time ---- */
+int64_t th_now_ms(void);
+void th_sleep_ms(int64_t ms);
+/* Polls cond(arg) every 5 ms until true or timeout; returns whether it held. */
+bool th_wait_for(bool (*cond)(void *arg), void *arg, int64_t timeout_ms);
+
+/* ---- processes ---- */
+/* A temp dir removed by th_cleanup() (registered atexit on first use). */
+const char *th_tmpdir(void);
+
+struct th_redis {
+    pid_t pid;
+    int port;
+    char dir[256];
+};
+/* Starts redis-server on a free port (extra: NULL-terminated extra
+ * "directive value" strings, e.g. "requirepass secret"). Waits until it
+ * answers PING. port 0 = pick a free one. */
+void th_redis_start(struct th_redis *r, int port, const char *const *extra);
+void th_redis_stop(struct th_redis *r); /* SIGKILL by PID, waits */
+/* Runs redis-cli against it; returns stdout (static buffer). */
+const char *th_redis_cli(const struct th_redis *r, const char *args);
+/* Total calls of one command from INFO commandstats (e.g. "evalsha"). */
+long long th_redis_calls(const struct th_redis *r, const char *cmd);
+
+struct th_lockd {
+    pid_t pid;
+    int port;
+    char url[64]; /* http://127.0.0.1:PORT */
+    char log[256]; /* path of its stderr log */
+};
+/* Starts $LOCKD_BIN (default build/lockd) with --listen 127.0.0.1:0 plus
+ * args (NULL-terminated "--key", "value" pairs), waits until /healthz is 200.
+ * env: NULL-terminated "KEY=VALUE" strings added to the environment, or NULL. */
+void th_lockd_start(struct th_lockd *l, const char *const *args, const char *const *env);
+/* Same, but returns false instead of failing when it does not come up (for
+ * startup-error tests); exit_code gets its exit status if it exited. */
+bool th_lockd_try_start(struct th_lockd *l, const char *const *args, const char *const *env,
+                        int *exit_code);
+void th_lockd_kill(struct th_lockd *l, int sig); /* signal + wait for exit */
+/* Sends sig and waits up to timeout_ms; returns exit status or -1. */
+int th_lockd_signal_wait(struct th_lockd *l, int sig, int64_t timeout_ms);
+
+/* ---- HTTP (libcurl) ---- */
+struct th_resp {
+    long status;
+    char *body;     /* NUL-terminated, malloc'd */
+    size_t len;
+    json_t *json;   /* parsed body or NULL; new reference */
+    char headers[4096];
+};
+/* One keep-alive connection; one per thread. */
+struct th_client;
+struct th_client *th_client_new(void);
+void th_client_free(struct th_client *c);
+/* method "GET"/"POST"/..., url absolute, body may be NULL, hdrs NULL-terminated
+ * "Name: value" strings or NULL. */
+void th_http(struct th_client *c, const char *method, const char *url, const char *body,
+             const char *const *hdrs, struct th_resp *out);
+void th_resp_free(struct th_resp *r);
+/* Header value from a response (static per-call buffer) or NULL. */
+const char *th_header(const struct th_resp *r, const char *name);
+/* Convenience: json field getters (0 / NULL when missing). */
+const char *th_jstr(const struct th_resp *r, const char *key);
+long long th_jint(const struct th_resp *r, const char *key);
+/* The error code string of an error response or NULL. */
+const char *th_jerr(const struct th_resp *r);
+
+#endif
