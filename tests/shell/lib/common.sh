@@ -1,0 +1,92 @@
+# common.sh - sourced by tests/shell/*.sh: paths, a private lockd on a free
+# loopback port, bounded waits, TAP-ish "ok"/"not ok" lines and the closing
+# "N passed, N failed" line. Not a test itself (tests/run.sh runs *.sh only
+# directly under tests/shell/).
+#
+# Environment: REPO (repo root), LOCKD_BIN, LOCKCTL_BIN (defaults: build/).
+
+REPO=${REPO:-$(cd "$(dirname "$0")/../.." && pwd)}
+LOCKD_BIN=${LOCKD_BIN:-$REPO/build/lockd}
+LOCKCTL_BIN=${LOCKCTL_BIN:-$REPO/build/lockctl}
+case $LOCKD_BIN in /*) ;; *) LOCKD_BIN=$REPO/$LOCKD_BIN ;; esac
+case $LOCKCTL_BIN in /*) ;; *) LOCKCTL_BIN=$REPO/$LOCKCTL_BIN ;; esac
+export REPO LOCKD_BIN LOCKCTL_BIN
+
+T_TMP=$(mktemp -d "${TMPDIR:-/tmp}/lockd-shell.XXXXXX")
+T_PASS=0
+T_FAIL=0
+T_PIDS=""
+
+t_cleanup() {
+    for p in $T_PIDS; do
+        kill "$p" 2>/dev/null || true
+    done
+    for p in $T_PIDS; do
+        # bounded: wait only for our own children, they got SIGTERM above
+        i=0
+        while kill -0 "$p" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+        kill -9 "$p" 2>/dev/null || true
+    done
+    rm -rf "$T_TMP"
+}
+trap t_cleanup EXIT
+trap 'exit 130' INT TERM
+
+t_ok() { T_PASS=$((T_PASS + 1)); echo "ok - $1"; }
+t_not_ok() { T_FAIL=$((T_FAIL + 1)); echo "not ok - $1"; }
+
+# t_check DESCRIPTION COMMAND...: passes when COMMAND exits 0.
+t_check() {
+    t_desc=$1
+    shift
+    if "$@"; then t_ok "$t_desc"; else t_not_ok "$t_desc"; fi
+}
+
+# t_status EXPECTED DESCRIPTION COMMAND...: passes when COMMAND exits EXPECTED.
+t_status() {
+    t_want=$1 t_desc=$2
+    shift 2
+    set +e
+    "$@"
+    t_got=$?
+    set -e
+    if [ "$t_got" = "$t_want" ]; then t_ok "$t_desc"; else t_not_ok "$t_desc (exit $t_got, want $t_want)"; fi
+}
+
+# t_wait_for TIMEOUT_TENTHS COMMAND...: polls COMMAND every 0.1 s; 0 once it succeeds.
+t_wait_for() {
+    t_n=$1
+    shift
+    while [ "$t_n" -gt 0 ]; do
+        if "$@"; then return 0; fi
+        sleep 0.1
+        t_n=$((t_n - 1))
+    done
+    return 1
+}
+
+t_port_ready() { [ -s "$1" ] && grep -qE '^[0-9]+$' "$1"; }
+
+# t_start_lockd NAME [lockd args...]: starts lockd on 127.0.0.1:0; sets
+# T_LOCKD_PID and T_LOCKD_URL; log in $T_TMP/NAME.log.
+t_start_lockd() {
+    t_name=$1
+    shift
+    rm -f "$T_TMP/$t_name.port"
+    "$LOCKD_BIN" --listen 127.0.0.1:0 --port_file "$T_TMP/$t_name.port" "$@" \
+        >"$T_TMP/$t_name.log" 2>&1 &
+    T_LOCKD_PID=$!
+    T_PIDS="$T_PIDS $T_LOCKD_PID"
+    if ! t_wait_for 100 t_port_ready "$T_TMP/$t_name.port"; then
+        echo "lockd did not start within 10 s; its log:" >&2
+        cat "$T_TMP/$t_name.log" >&2
+        exit 1
+    fi
+    T_LOCKD_URL="http://127.0.0.1:$(cat "$T_TMP/$t_name.port")"
+}
+
+# t_done: prints the closing line; exit status says whether all passed.
+t_done() {
+    echo "$T_PASS passed, $T_FAIL failed"
+    [ "$T_FAIL" -eq 0 ]
+}
