@@ -182,13 +182,18 @@ static atomic_uint_fast64_t g_ops;  /* completed operations, for --max */
 static atomic_int g_connected;      /* waiters mode: requests sent */
 static uint64_t g_t0_ns, g_deadline_ns;
 
-/* Contended handoff bookkeeping; contended modes run on one thread, so plain
- * variables are enough (the mode forces threads = 1). */
-static uint64_t g_rel_sent_ns;  /* release of the current holder was sent */
-static uint64_t g_rel_done_ns;  /* ... and answered */
-static uint64_t g_grant_ns;     /* the next grant arrived before that answer */
-static bool g_rel_pending;      /* a release was sent, no grant after it yet */
-static bool g_grant_early;      /* grant seen before the release was answered */
+/* Contended handoff bookkeeping. Grants and releases of one name alternate:
+ * release k is followed by grant k+1, whose answer may overtake release k's
+ * own answer. One slot per release; contended modes run on one thread (the
+ * mode forces threads = 1), so plain variables are enough. */
+struct handoff {
+    uint64_t sent_ns, done_ns, grant_ns;
+    bool has_done, has_grant;
+};
+#define HO_RING 1024
+static struct handoff g_ho[HO_RING];
+static uint64_t g_rel_seq;     /* releases sent so far */
+static uint64_t g_granted_seq; /* the last release whose successor was granted */
 
 static uint64_t now_ns(void)
 {
@@ -219,6 +224,7 @@ struct conn {
     char etcd_lease[32]; /* etcd lease id, decimal */
     char etcd_key[512];  /* etcd lock key, base64 */
     uint64_t rnd;
+    uint64_t rel_id; /* contended: sequence number of this client's release */
 };
 
 struct worker {
@@ -466,41 +472,40 @@ static bool json_str(const char *body, size_t len, const char *key, char *out, s
     return true;
 }
 
+static void handoff_finish(struct worker *w, const struct handoff *h)
+{
+    /* release answered -> next grant received; 0 when the grant came first */
+    hist_add(&w->handoff, h->grant_ns > h->done_ns ? h->grant_ns - h->done_ns : 0);
+}
+
 static void record_grant(struct worker *w, uint64_t t)
 {
-    if (!g_rel_pending)
+    if (g_rel_seq == g_granted_seq)
         return; /* first grant of the run, nobody released before it */
-    if (g_rel_done_ns) {
-        hist_add(&w->handoff, t - g_rel_done_ns);
-        hist_add(&w->handoff_send, t - g_rel_sent_ns);
-        g_rel_pending = false;
-        g_rel_done_ns = 0;
-    } else {
-        /* The grant overtook the release's own answer: handoff 0 by the
-         * "answered" definition; complete it when that answer comes. */
-        g_grant_early = true;
-        g_grant_ns = t;
-        hist_add(&w->handoff_send, t - g_rel_sent_ns);
-    }
+    g_granted_seq = g_rel_seq;
+    struct handoff *h = &g_ho[g_rel_seq % HO_RING];
+    h->grant_ns = t;
+    h->has_grant = true;
+    hist_add(&w->handoff_send, t - h->sent_ns);
+    if (h->has_done)
+        handoff_finish(w, h);
 }
 
-static void record_release_sent(uint64_t t)
+static void record_release_sent(struct conn *c, uint64_t t)
 {
-    g_rel_sent_ns = t;
-    g_rel_done_ns = 0;
-    g_rel_pending = true;
-    g_grant_early = false;
+    c->rel_id = ++g_rel_seq;
+    struct handoff *h = &g_ho[c->rel_id % HO_RING];
+    memset(h, 0, sizeof *h);
+    h->sent_ns = t;
 }
 
-static void record_release_done(struct worker *w, uint64_t t)
+static void record_release_done(struct worker *w, struct conn *c, uint64_t t)
 {
-    if (g_grant_early) {
-        hist_add(&w->handoff, 0);
-        g_grant_early = false;
-        g_rel_pending = false;
-        return;
-    }
-    g_rel_done_ns = t;
+    struct handoff *h = &g_ho[c->rel_id % HO_RING];
+    h->done_ns = t;
+    h->has_done = true;
+    if (h->has_grant)
+        handoff_finish(w, h);
 }
 
 /* Handles one complete response on c. */
@@ -563,7 +568,7 @@ static void on_response(struct worker *w, struct conn *c, const struct response 
         c->step = S_RELEASE;
         send_request(w, c);
         if (contended)
-            record_release_sent(c->t_req_ns);
+            record_release_sent(c, c->t_req_ns);
         return;
     case S_RELEASE:
         if (r->status != 200) {
@@ -574,7 +579,7 @@ static void on_response(struct worker *w, struct conn *c, const struct response 
         hist_add(&w->rel, lat);
         hist_add(&w->pair, t - c->t_pair_ns);
         if (contended)
-            record_release_done(w, t);
+            record_release_done(w, c, t);
         op_done(w);
         start_cycle(w, c);
         return;
@@ -617,7 +622,7 @@ static void on_response(struct worker *w, struct conn *c, const struct response 
         c->step = S_UNLOCK;
         send_request(w, c);
         if (contended)
-            record_release_sent(c->t_req_ns);
+            record_release_sent(c, c->t_req_ns);
         return;
     case S_UNLOCK:
         if (r->status != 200)
@@ -625,7 +630,7 @@ static void on_response(struct worker *w, struct conn *c, const struct response 
         hist_add(&w->rel, lat);
         hist_add(&w->pair, t - c->t_pair_ns);
         if (contended)
-            record_release_done(w, t);
+            record_release_done(w, c, t);
         op_done(w);
         start_cycle(w, c);
         return;
@@ -904,7 +909,8 @@ static void *worker_main(void *arg)
 static void usage(void)
 {
     fprintf(stderr,
-            "usage: loadgen --mode MODE --port PORT [--clients N] [--threads T] [--secs S]\n"
+            "usage: loadgen --free_port\n"
+            "       loadgen --mode MODE --port PORT [--clients N] [--threads T] [--secs S]\n"
             "               [--max OPS] [--path P] [--method M] [--body JSON] [--name NAME]\n"
             "               [--ttl_ms MS] [--wait_ms MS] [--hold_us US] [--etcd_lease pair|client]\n"
             "               [--label TEXT] [--ready_file F]\n"
@@ -913,8 +919,27 @@ static void usage(void)
     exit(2);
 }
 
+/* Prints a port that 127.0.0.1 can bind now (for run.sh's peers). */
+static int print_free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = 0};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t sl = sizeof sa;
+    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 ||
+        getsockname(fd, (struct sockaddr *)&sa, &sl) < 0) {
+        perror("loadgen: free port");
+        return 1;
+    }
+    printf("%d\n", ntohs(sa.sin_port));
+    close(fd);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 2 && !strcmp(argv[1], "--free_port"))
+        return print_free_port();
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;

@@ -1,0 +1,426 @@
+#!/usr/bin/env bash
+# bench/run.sh - lockd next to its peers, in one run on one machine, so that the
+# ratios hold although absolute figures drift. `make bench` runs it after
+# building build/lockd and build/bench/loadgen. Not a test.
+#
+# Peers (each started here on a free 127.0.0.1 port in a temp dir, stopped by PID):
+#   raw Redis running lockd's own Lua scripts through redis-benchmark (EVALSHA),
+#   nginx `return 200` with a small JSON body (the HTTP ceiling),
+#   etcd through its HTTP JSON gateway (lease grant + lock + unlock),
+#   lockd on the memory backend and on one Redis.
+#
+# Environment:
+#   BENCH_SECS=10          seconds per measurement
+#   BENCH_CLIENTS=64       concurrent keep-alive connections
+#   BENCH_CONTENDED=16     clients on one name for the handoff measurement
+#   BENCH_LOADGEN_THREADS=1
+#   BENCH_NGINX_WORKERS=1  nginx worker processes
+#   BENCH_LOCKD_ARGS="--threads 2 --log_level warn --access_log false"
+#   BENCH_HELD=100000      leases held for the RSS figure
+#   BENCH_WAITERS=10000    waiting clients for the RSS figure
+#   BENCH_ONLY="nginx redis etcd memory rediscontended lockdredis rss"  subset to run
+#   BENCH_TMP=/tmp         where the temp dir goes (etcd's data dir is in it)
+set -u
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+SECS=${BENCH_SECS:-10}
+CLIENTS=${BENCH_CLIENTS:-64}
+CONTENDED=${BENCH_CONTENDED:-16}
+LG_THREADS=${BENCH_LOADGEN_THREADS:-1}
+NGINX_WORKERS=${BENCH_NGINX_WORKERS:-1}
+LOCKD_ARGS=${BENCH_LOCKD_ARGS:---threads 2 --log_level warn --access_log false}
+HELD=${BENCH_HELD:-100000}
+WAITERS=${BENCH_WAITERS:-10000}
+ONLY=${BENCH_ONLY:-nginx redis etcd memory lockdredis rss}
+LOADGEN=$ROOT/build/bench/loadgen
+LOCKD=$ROOT/build/lockd
+SCRIPTS=$ROOT/server/scripts
+TMP=$(mktemp -d "${BENCH_TMP:-/tmp}/lockd-bench.XXXXXX")
+RAW=$TMP/results.txt
+CLK_TCK=$(getconf CLK_TCK)
+declare -A R    # R[label.key]=value from loadgen RESULT lines and our own figures
+declare -a NOTES
+PIDS=()
+
+log() { printf '[bench %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+note() { NOTES+=("$*"); log "note: $*"; }
+want() { [[ " $ONLY " == *" $1 "* ]]; }
+
+stop_pid() { # stop_pid PID: TERM, up to 5 s, then KILL
+    local pid=$1 i
+    kill -0 "$pid" 2>/dev/null || return 0
+    kill -TERM "$pid" 2>/dev/null
+    for ((i = 0; i < 100; i++)); do
+        kill -0 "$pid" 2>/dev/null || { wait "$pid" 2>/dev/null; return 0; }
+        sleep 0.05
+    done
+    kill -KILL "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+}
+cleanup() {
+    local p
+    for p in "${PIDS[@]}"; do stop_pid "$p"; done
+    [[ -n "${BENCH_KEEP_TMP:-}" ]] || rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+wait_for() { # wait_for TIMEOUT_S CMD...: poll CMD every 50 ms, bounded
+    local deadline=$((SECONDS + $1)); shift
+    until "$@" >/dev/null 2>&1; do
+        ((SECONDS < deadline)) || return 1
+        sleep 0.05
+    done
+}
+free_port() { "$LOADGEN" --free_port; }
+http_ok() { curl -s -o /dev/null -m 1 "http://127.0.0.1:$1${2:-/}"; }
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
+us_per() { # us_per TICKS COUNT
+    awk -v t="$1" -v n="$2" -v hz="$CLK_TCK" 'BEGIN { if (n > 0) printf "%.1f", t * 1e6 / hz / n; else print "n/a" }'
+}
+
+# run_loadgen LABEL ARGS...: runs loadgen, stores its RESULT fields as R[LABEL.key]
+run_loadgen() {
+    local label=$1 line kv; shift
+    log "loadgen $label: $*"
+    line=$("$LOADGEN" --label "$label" --secs "$SECS" --threads "$LG_THREADS" "$@" 2>>"$TMP/loadgen.err" | grep '^RESULT')
+    echo "$line" >>"$RAW"
+    for kv in $line; do
+        [[ $kv == *=* ]] && R[$label.${kv%%=*}]=${kv#*=}
+    done
+    [[ -n $line ]]
+}
+
+start_redis() { # start_redis VAR_PORT VAR_PID
+    local port pid
+    port=$(free_port)
+    redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$TMP" \
+        --logfile "$TMP/redis-$port.log" --daemonize no &
+    pid=$!
+    PIDS+=("$pid")
+    wait_for 10 redis-cli -p "$port" ping || { log "redis did not start"; return 1; }
+    printf -v "$1" %s "$port"
+    printf -v "$2" %s "$pid"
+}
+
+start_lockd() { # start_lockd VAR_PORT VAR_PID EXTRA_ARGS...
+    local vport=$1 vpid=$2 pf pid; shift 2
+    pf=$TMP/lockd-port.$RANDOM
+    # shellcheck disable=SC2086
+    "$LOCKD" --listen 127.0.0.1:0 --port_file "$pf" $LOCKD_ARGS "$@" >>"$TMP/lockd.log" 2>&1 &
+    pid=$!
+    PIDS+=("$pid")
+    if ! wait_for 10 test -s "$pf" || ! wait_for 10 http_ok "$(cat "$pf")" /healthz; then
+        log "lockd did not start: $(tail -3 "$TMP/lockd.log")"
+        return 1
+    fi
+    printf -v "$vport" %s "$(cat "$pf")"
+    printf -v "$vpid" %s "$pid"
+}
+
+lockd_serves_locks() { # a real acquire + release on the memory or redis backend
+    local port=$1 lease
+    lease=$(curl -s -m 2 -D - -o /dev/null -X POST "http://127.0.0.1:$port/locks/bench-probe" \
+        -d '{"ttl_ms":1000}' | tr -d '\r' | awk -F': ' 'tolower($1)=="lock-lease" {print $2}')
+    [[ -n $lease ]] || return 1
+    curl -s -m 2 -o /dev/null -X DELETE -H "Lock-Lease: $lease" "http://127.0.0.1:$port/locks/bench-probe"
+}
+
+redis_cmdcount() { # total calls in INFO commandstats
+    redis-cli -p "$1" info commandstats | tr -d '\r' | awk -F'[=,:]' '/^cmdstat_/ {s += $3} END {print s + 0}'
+}
+
+# ------------------------------------------------------------------ peers
+
+bench_nginx() {
+    local port pid conf
+    command -v nginx >/dev/null || { note "nginx not installed: skipped"; return; }
+    port=$(free_port)
+    mkdir -p "$TMP/nginx"
+    conf=$TMP/nginx/nginx.conf
+    cat >"$conf" <<EOF
+daemon off;
+master_process on;
+worker_processes $NGINX_WORKERS;
+pid $TMP/nginx/nginx.pid;
+error_log $TMP/nginx/error.log warn;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    client_body_temp_path $TMP/nginx/cb; proxy_temp_path $TMP/nginx/px;
+    fastcgi_temp_path $TMP/nginx/fc; uwsgi_temp_path $TMP/nginx/uw; scgi_temp_path $TMP/nginx/sc;
+    keepalive_requests 100000000;
+    server {
+        listen 127.0.0.1:$port;
+        location / { default_type application/json; return 200 '{"name":"x","fencing_token":1}'; }
+    }
+}
+EOF
+    nginx -c "$conf" -p "$TMP/nginx" &
+    pid=$!
+    PIDS+=("$pid")
+    wait_for 10 http_ok "$port" || { note "nginx did not start"; return; }
+    run_loadgen nginx --mode http --method POST --path /locks/x --body '{"ttl_ms":30000}' \
+        --port "$port" --clients "$CLIENTS"
+    R[nginx.pairs_per_s]=$(awk -v r="${R[nginx.reqs_per_s]:-0}" 'BEGIN {printf "%.0f", r / 2}')
+    stop_pid "$pid"
+}
+
+# The KEYS and ARGV of server/scripts/{acquire,release}.lua, as backend_redis.c
+# calls them. Filled in by redis_script_args once the scripts exist.
+redis_script_args() {
+    local hdr
+    [[ -f $SCRIPTS/acquire.lua && -f $SCRIPTS/release.lua ]] || return 1
+    hdr=$(head -40 "$SCRIPTS/acquire.lua" "$SCRIPTS/release.lua")
+    echo "$hdr" >"$TMP/script-headers.txt"
+    return 0
+}
+
+# bench_raw_redis: the floor of a Redis-backed lock: the very scripts lockd runs,
+# driven by redis-benchmark at the same concurrency. Acquire on fresh random
+# names; release on names acquired beforehand with the same lease (hit rate
+# measured from DBSIZE), so both scripts take their success path.
+bench_raw_redis() {
+    local port pid acq_sha rel_sha n_acq n_rel rate keys before after t0 t1 hits
+    command -v redis-benchmark >/dev/null || { note "redis-benchmark not installed: skipped"; return; }
+    if ! redis_script_args; then
+        note "raw Redis: server/scripts/acquire.lua / release.lua not written yet: skipped"
+        return
+    fi
+    start_redis port pid || return
+    acq_sha=$(redis-cli -p "$port" script load "$(cat "$SCRIPTS/acquire.lua")")
+    rel_sha=$(redis-cli -p "$port" script load "$(cat "$SCRIPTS/release.lua")")
+    # shellcheck source=/dev/null
+    source "$ROOT/bench/redis_args.sh"
+    # calibrate for ~SECS seconds each
+    rate=$(redis-benchmark -p "$port" -c "$CLIENTS" -n 20000 -r 1000000000 --csv \
+        "${ACQ_CMD[@]/#SHA/$acq_sha}" 2>/dev/null | awk -F'"' 'NR == 2 {printf "%.0f", $4}')
+    n_acq=$(( ${rate:-20000} * SECS ))
+    log "raw redis acquire: $n_acq requests (calibrated at $rate/s)"
+    t0=$(cpu_ticks "$pid")
+    R[redis.acq_csv]=$(redis-benchmark -p "$port" -c "$CLIENTS" -n "$n_acq" -r 1000000000 --csv \
+        "${ACQ_CMD[@]/#SHA/$acq_sha}" 2>/dev/null | sed -n 2p)
+    t1=$(cpu_ticks "$pid")
+    R[redis.acq_cpu_us]=$(us_per $((t1 - t0)) "$n_acq")
+    # release: KEYSPACE names pre-acquired with lease BENCH_LEASE, then n_rel
+    # random releases over them (about 90% hit a held lock)
+    redis-cli -p "$port" flushall >/dev/null
+    keys=$(( n_acq * 2 / 5 ))
+    ((keys > 4000000)) && keys=4000000
+    ((keys < 100000)) && keys=100000
+    n_rel=$(( keys / 5 ))
+    log "raw redis release: preloading $keys held locks"
+    redis_preload "$port" "$acq_sha" "$keys" | redis-cli -p "$port" --pipe >/dev/null
+    before=$(redis-cli -p "$port" dbsize)
+    t0=$(cpu_ticks "$pid")
+    R[redis.rel_csv]=$(redis-benchmark -p "$port" -c "$CLIENTS" -n "$n_rel" -r "$keys" --csv \
+        "${REL_CMD[@]/#SHA/$rel_sha}" 2>/dev/null | sed -n 2p)
+    t1=$(cpu_ticks "$pid")
+    after=$(redis-cli -p "$port" dbsize)
+    hits=$((before - after))
+    R[redis.rel_hit_pct]=$(awk -v h="$hits" -v n="$n_rel" 'BEGIN {printf "%.0f", 100 * h / n}')
+    R[redis.rel_cpu_us]=$(us_per $((t1 - t0)) "$n_rel")
+    R[redis.acq_rps]=$(echo "${R[redis.acq_csv]}" | awk -F'"' '{printf "%.0f", $4}')
+    R[redis.rel_rps]=$(echo "${R[redis.rel_csv]}" | awk -F'"' '{printf "%.0f", $4}')
+    R[redis.acq_p50_ms]=$(echo "${R[redis.acq_csv]}" | awk -F'"' '{print $10}')
+    R[redis.acq_p99_ms]=$(echo "${R[redis.acq_csv]}" | awk -F'"' '{print $14}')
+    R[redis.rel_p50_ms]=$(echo "${R[redis.rel_csv]}" | awk -F'"' '{print $10}')
+    R[redis.rel_p99_ms]=$(echo "${R[redis.rel_csv]}" | awk -F'"' '{print $14}')
+    R[redis.pairs_per_s]=$(awk -v a="${R[redis.acq_rps]}" -v r="${R[redis.rel_rps]}" \
+        'BEGIN { if (a > 0 && r > 0) printf "%.0f", 1 / (1 / a + 1 / r); else print 0 }')
+    R[redis.cpu_us_per_pair]=$(awk -v a="${R[redis.acq_cpu_us]}" -v r="${R[redis.rel_cpu_us]}" \
+        'BEGIN {printf "%.1f", a + r}')
+    echo "RAW_REDIS acq=${R[redis.acq_csv]} rel=${R[redis.rel_csv]} rel_hit_pct=${R[redis.rel_hit_pct]}" >>"$RAW"
+    stop_pid "$pid"
+}
+
+bench_etcd() {
+    local cport pport pid
+    command -v etcd >/dev/null || { note "etcd not installed: skipped"; return; }
+    cport=$(free_port)
+    pport=$(free_port)
+    etcd --name bench --data-dir "$TMP/etcd" \
+        --listen-client-urls "http://127.0.0.1:$cport" --advertise-client-urls "http://127.0.0.1:$cport" \
+        --listen-peer-urls "http://127.0.0.1:$pport" --initial-advertise-peer-urls "http://127.0.0.1:$pport" \
+        --initial-cluster "bench=http://127.0.0.1:$pport" --log-level error --logger zap \
+        >"$TMP/etcd.log" 2>&1 &
+    pid=$!
+    PIDS+=("$pid")
+    wait_for 20 curl -sf -m 1 -X POST "http://127.0.0.1:$cport/v3/maintenance/status" -d '{}' ||
+        { note "etcd did not start"; return; }
+    # a pair = lease grant (the TTL) + lock + unlock, like a lockd acquire with ttl_ms + release
+    run_loadgen etcd --mode etcd --port "$cport" --clients "$CLIENTS"
+    # one lease per client (like a lockd session): lock + unlock only
+    run_loadgen etcd_session --mode etcd --etcd_lease client --port "$cport" --clients "$CLIENTS"
+    run_loadgen etcd_contended --mode etcd-contended --etcd_lease client --port "$cport" \
+        --clients "$CONTENDED" --name bench-contended
+    stop_pid "$pid"
+}
+
+# bench_lockd LABEL BACKEND_ARGS...: pairs, single, contended, CPU per pair
+bench_lockd() {
+    local label=$1 port pid t0 t1 rt0 rt1 c0 c1 rport=${REDIS_PORT:-} rpid=${REDIS_PID:-}
+    shift
+    start_lockd port pid "$@" || { note "$label: lockd did not start"; return 1; }
+    if ! lockd_serves_locks "$port"; then
+        note "$label: lockd does not serve POST/DELETE /locks yet: skipped"
+        stop_pid "$pid"
+        return 1
+    fi
+    t0=$(cpu_ticks "$pid")
+    [[ -n $rpid ]] && rt0=$(cpu_ticks "$rpid")
+    run_loadgen "$label" --mode pairs --port "$port" --clients "$CLIENTS"
+    t1=$(cpu_ticks "$pid")
+    R[$label.cpu_us_per_pair]=$(us_per $((t1 - t0)) "${R[$label.ops]:-0}")
+    if [[ -n $rpid ]]; then
+        rt1=$(cpu_ticks "$rpid")
+        R[$label.redis_cpu_us_per_pair]=$(us_per $((rt1 - rt0)) "${R[$label.ops]:-0}")
+    fi
+    run_loadgen "${label}_single" --mode single --port "$port"
+    [[ -n $rport ]] && c0=$(redis_cmdcount "$rport")
+    run_loadgen "${label}_contended" --mode contended --port "$port" --clients "$CONTENDED" \
+        --name bench-contended --wait_ms 10000
+    if [[ -n $rport ]]; then
+        c1=$(redis_cmdcount "$rport")
+        R[$label.redis_cmds_per_grant]=$(awk -v c=$((c1 - c0)) -v g="${R[${label}_contended.grants]:-0}" \
+            'BEGIN { if (g > 0) printf "%.2f", c / g; else print "n/a" }')
+    fi
+    stop_pid "$pid"
+}
+
+bench_rss() {
+    local port pid
+    start_lockd port pid || return
+    lockd_serves_locks "$port" || { note "rss: lockd does not serve /locks yet: skipped"; stop_pid "$pid"; return; }
+    sleep 0.5
+    R[rss.idle_kb]=$(rss_kb "$pid")
+    # 100,000 held leases, long TTL, then measure; bounded by time and count
+    SECS_SAVE=$SECS
+    SECS=120 run_loadgen rss_hold --mode hold --port "$port" --clients "$CLIENTS" --max "$HELD" --ttl_ms 600000
+    SECS=$SECS_SAVE
+    sleep 0.5
+    R[rss.held_kb]=$(rss_kb "$pid")
+    R[rss.held_n]=${R[rss_hold.ops]:-0}
+    stop_pid "$pid"
+
+    # 10,000 waiting clients on one name (needs the connection limit raised)
+    ulimit -n $((WAITERS + 1000)) 2>/dev/null || note "rss: cannot raise the fd limit"
+    start_lockd port pid --max_connections $((WAITERS + 100)) || return
+    R[rss.idle2_kb]=$(rss_kb "$pid")
+    rm -f "$TMP/waiters.ready"
+    "$LOADGEN" --label rss_waiters --mode waiters --port "$port" --clients $((WAITERS + 1)) \
+        --secs 60 --wait_ms 120000 --ttl_ms 600000 --ready_file "$TMP/waiters.ready" \
+        >"$TMP/waiters.out" 2>>"$TMP/loadgen.err" &
+    local lg=$!
+    PIDS+=("$lg")
+    if wait_for 60 test -s "$TMP/waiters.ready"; then
+        # every request is sent; wait until lockd has queued them (bounded)
+        local w=0 i
+        for ((i = 0; i < 100; i++)); do
+            w=$(curl -s -m 2 "http://127.0.0.1:$port/locks/bench-contended" |
+                sed -n 's/.*"waiters"[: ]*\([0-9]*\).*/\1/p')
+            [[ ${w:-0} -ge $WAITERS ]] && break
+            sleep 0.1
+        done
+        R[rss.waiters_n]=${w:-unknown}
+        R[rss.waiters_kb]=$(rss_kb "$pid")
+    else
+        note "rss: waiters did not all connect within 60 s"
+    fi
+    stop_pid "$lg"
+    stop_pid "$pid"
+}
+
+# ------------------------------------------------------------------ report
+
+fmt() { [[ -n ${1:-} ]] && echo "$1" || echo "-"; }
+ratio() { awk -v a="${1:-0}" -v b="${2:-0}" 'BEGIN { if (a > 0 && b > 0) printf "%.2f", a / b; else print "-" }'; }
+row() { # row NAME LABEL RATE_KEY NOTE
+    local l=$2
+    printf '| %-34s | %9s | %8s | %8s | %8s | %8s | %s |\n' "$1" "$(fmt "${R[$l.$3]:-}")" \
+        "$(fmt "${R[$l.pair_p50_us]:-${R[$l.req_p50_us]:-}}")" "$(fmt "${R[$l.pair_p90_us]:-${R[$l.req_p90_us]:-}}")" \
+        "$(fmt "${R[$l.pair_p99_us]:-${R[$l.req_p99_us]:-}}")" "$(fmt "${R[$l.pair_p999_us]:-${R[$l.req_p999_us]:-}}")" "$4"
+}
+
+report() {
+    echo
+    echo "## lockd benchmark: $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) CPUs ($(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)), kernel $(uname -r)"
+    echo "clients=$CLIENTS secs=$SECS loadgen_threads=$LG_THREADS nginx_workers=$NGINX_WORKERS lockd_args='$LOCKD_ARGS' lockd=$(git -C "$ROOT" describe --always --dirty 2>/dev/null)"
+    echo
+    echo "| what | pairs/s | p50 µs | p90 µs | p99 µs | p99.9 µs | note |"
+    echo "|---|---:|---:|---:|---:|---:|---|"
+    row "nginx return 200 (POST)" nginx pairs_per_s "${R[nginx.reqs_per_s]:-?} req/s ÷ 2; latency per request"
+    printf '| %-34s | %9s | %8s | %8s | %8s | %8s | %s |\n' "raw Redis, same Lua (redis-benchmark)" \
+        "$(fmt "${R[redis.pairs_per_s]:-}")" "acq $(fmt "${R[redis.acq_p50_ms]:-}")ms" "-" \
+        "acq $(fmt "${R[redis.acq_p99_ms]:-}")ms" "-" \
+        "acq ${R[redis.acq_rps]:-?}/s, rel ${R[redis.rel_rps]:-?}/s (${R[redis.rel_hit_pct]:-?}% hit), 1/(1/a+1/r)"
+    row "etcd grant+lock+unlock" etcd ops_per_s "3 requests per pair"
+    row "etcd lock+unlock (lease per client)" etcd_session ops_per_s "2 requests per pair"
+    row "lockd memory" memory ops_per_s "pair = acquire + release"
+    row "lockd redis" lockdredis ops_per_s "pair = acquire + release"
+    row "lockd memory, 1 client" memory_single ops_per_s "acquire p50 ${R[memory_single.acq_p50_us]:--} µs"
+    row "lockd redis, 1 client" lockdredis_single ops_per_s "acquire p50 ${R[lockdredis_single.acq_p50_us]:--} µs"
+    echo
+    echo "| handoff ($CONTENDED clients on one name) | handoffs/s | p50 µs | p90 µs | p99 µs | p99.9 µs | note |"
+    echo "|---|---:|---:|---:|---:|---:|---|"
+    local l
+    for l in memory_contended lockdredis_contended etcd_contended; do
+        printf '| %-34s | %9s | %8s | %8s | %8s | %8s | %s |\n' "$l" "$(fmt "${R[$l.ops_per_s]:-}")" \
+            "$(fmt "${R[$l.handoff_p50_us]:-}")" "$(fmt "${R[$l.handoff_p90_us]:-}")" \
+            "$(fmt "${R[$l.handoff_p99_us]:-}")" "$(fmt "${R[$l.handoff_p999_us]:-}")" \
+            "release answered → next grant; from release sent: p50 ${R[$l.handoff_send_p50_us]:--} p99 ${R[$l.handoff_send_p99_us]:--}; timeouts ${R[$l.timeouts]:--}"
+    done
+    echo
+    echo "| figure | value | target |"
+    echo "|---|---:|---|"
+    echo "| lockd redis / raw Redis pairs/s | $(ratio "${R[lockdredis.ops_per_s]:-}" "${R[redis.pairs_per_s]:-}") | ≥ 0.7 |"
+    echo "| lockd redis / etcd pairs/s | $(ratio "${R[lockdredis.ops_per_s]:-}" "${R[etcd.ops_per_s]:-}") | ≥ 8 |"
+    echo "| lockd memory / nginx pairs/s | $(ratio "${R[memory.ops_per_s]:-}" "${R[nginx.pairs_per_s]:-}") | ≥ 0.8 |"
+    echo "| lockd memory / raw Redis pairs/s | $(ratio "${R[memory.ops_per_s]:-}" "${R[redis.pairs_per_s]:-}") | |"
+    echo "| etcd / lockd handoff p50 (memory) | $(ratio "${R[etcd_contended.handoff_p50_us]:-}" "${R[memory_contended.handoff_p50_us]:-}") | |"
+    echo "| etcd / lockd handoff p50 (redis) | $(ratio "${R[etcd_contended.handoff_p50_us]:-}" "${R[lockdredis_contended.handoff_p50_us]:-}") | lockd p50 ≤ 1000 µs |"
+    echo "| lockd redis pair p99 | $(fmt "${R[lockdredis.pair_p99_us]:-}") µs | ≤ 5000 µs |"
+    echo "| lockd memory pair p99 | $(fmt "${R[memory.pair_p99_us]:-}") µs | < 2000 µs |"
+    echo "| lockd redis single-client acquire p50 | $(fmt "${R[lockdredis_single.acq_p50_us]:-}") µs | ≤ 200 µs |"
+    echo "| lockd CPU per pair, memory | $(fmt "${R[memory.cpu_us_per_pair]:-}") µs | |"
+    echo "| lockd CPU per pair, redis | $(fmt "${R[lockdredis.cpu_us_per_pair]:-}") µs | ≤ 30 µs |"
+    echo "| Redis CPU per pair behind lockd | $(fmt "${R[lockdredis.redis_cpu_us_per_pair]:-}") µs | ≤ 10 µs |"
+    echo "| Redis CPU per pair, raw (redis-benchmark) | $(fmt "${R[redis.cpu_us_per_pair]:-}") µs | |"
+    echo "| Redis commands per grant, contended | $(fmt "${R[lockdredis.redis_cmds_per_grant]:-}") | ≤ 1.1 acquire attempts + 1 release |"
+    echo "| lockd RSS idle | $(fmt "${R[rss.idle_kb]:-}") kB | < 16384 kB |"
+    echo "| lockd RSS with ${R[rss.held_n]:-?} held leases (memory) | $(fmt "${R[rss.held_kb]:-}") kB | < 65536 kB |"
+    echo "| lockd RSS with ${R[rss.waiters_n]:-?} waiting clients | $(fmt "${R[rss.waiters_kb]:-}") kB | < 204800 kB |"
+    if ((${#NOTES[@]})); then
+        echo
+        for l in "${NOTES[@]}"; do echo "- $l"; done
+    fi
+    echo
+    echo "errors: $(for l in nginx etcd etcd_session memory lockdredis memory_contended lockdredis_contended etcd_contended; do printf '%s=%s/%s ' "$l" "${R[$l.errors]:--}" "${R[$l.conn_errors]:--}"; done)"
+}
+
+# ------------------------------------------------------------------ main
+
+[[ -x $LOADGEN ]] || { echo "build/bench/loadgen missing: run make bench" >&2; exit 1; }
+log "temp dir $TMP, $SECS s per measurement, $CLIENTS clients"
+want nginx && bench_nginx
+want redis && bench_raw_redis
+want etcd && bench_etcd
+if [[ -x $LOCKD ]]; then
+    want memory && bench_lockd memory --backend memory
+    if want lockdredis; then
+        if start_redis REDIS_PORT REDIS_PID; then
+            bench_lockd lockdredis --redis "redis://127.0.0.1:$REDIS_PORT"
+            stop_pid "$REDIS_PID"
+            unset REDIS_PORT REDIS_PID
+        fi
+    fi
+    want rss && bench_rss
+else
+    note "build/lockd missing: lockd rows skipped"
+fi
+report | tee "$TMP/table.md"
+mkdir -p "$ROOT/build/bench"
+cp "$TMP/table.md" "$ROOT/build/bench/last-table.md"
+cp "$RAW" "$ROOT/build/bench/last-raw.txt" 2>/dev/null
+log "table in build/bench/last-table.md, raw RESULT lines in build/bench/last-raw.txt"
