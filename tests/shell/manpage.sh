@@ -23,6 +23,6 @@ for cmd in acquire renew release status list "session create" "session heartbeat
     t_check "command '$cmd' documented" grep -qF -- "lockctl $cmd" "$out"
 done
 for code in 64 69 75; do
-    t_check "exit status $code documented" grep -qE "^ +$code +[A-Z]" "$out"
+    t_check "exit status $code documented" grep -qE "^ +$code +[[:alpha:]]" "$out"
 done
 t_done
