@@ -92,31 +92,31 @@ run_loadgen() {
     [[ -n $line ]]
 }
 
-start_redis() { # start_redis VAR_PORT VAR_PID
-    local port pid
-    port=$(free_port)
-    redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$TMP" \
-        --logfile "$TMP/redis-$port.log" --daemonize no &
-    pid=$!
-    PIDS+=("$pid")
-    wait_for 10 redis-cli -p "$port" ping || { log "redis did not start"; return 1; }
-    printf -v "$1" %s "$port"
-    printf -v "$2" %s "$pid"
+start_redis() { # start_redis VAR_PORT VAR_PID (locals are _-prefixed: printf -v targets the caller's)
+    local _port _pid
+    _port=$(free_port)
+    redis-server --port "$_port" --bind 127.0.0.1 --save '' --appendonly no --dir "$TMP" \
+        --logfile "$TMP/redis-$_port.log" --daemonize no &
+    _pid=$!
+    PIDS+=("$_pid")
+    wait_for 10 redis-cli -p "$_port" ping || { log "redis did not start"; return 1; }
+    printf -v "$1" %s "$_port"
+    printf -v "$2" %s "$_pid"
 }
 
 start_lockd() { # start_lockd VAR_PORT VAR_PID EXTRA_ARGS...
-    local vport=$1 vpid=$2 pf pid; shift 2
-    pf=$TMP/lockd-port.$RANDOM
+    local _vport=$1 _vpid=$2 _pf _pid; shift 2
+    _pf=$TMP/lockd-port.$RANDOM
     # shellcheck disable=SC2086
-    "$LOCKD" --listen 127.0.0.1:0 --port_file "$pf" $LOCKD_ARGS "$@" >>"$TMP/lockd.log" 2>&1 &
-    pid=$!
-    PIDS+=("$pid")
-    if ! wait_for 10 test -s "$pf" || ! wait_for 10 http_ok "$(cat "$pf")" /healthz; then
+    "$LOCKD" --listen 127.0.0.1:0 --port_file "$_pf" $LOCKD_ARGS "$@" >>"$TMP/lockd.log" 2>&1 &
+    _pid=$!
+    PIDS+=("$_pid")
+    if ! wait_for 10 test -s "$_pf" || ! wait_for 10 http_ok "$(cat "$_pf")" /healthz; then
         log "lockd did not start: $(tail -3 "$TMP/lockd.log")"
         return 1
     fi
-    printf -v "$vport" %s "$(cat "$pf")"
-    printf -v "$vpid" %s "$pid"
+    printf -v "$_vport" %s "$(cat "$_pf")"
+    printf -v "$_vpid" %s "$_pid"
 }
 
 lockd_serves_locks() { # a real acquire + release on the memory or redis backend
