@@ -47,6 +47,7 @@ struct lc_opts {
     bool json;
     bool help;
     bool reentrant;
+    bool ready;
     const char *ttl;
     const char *wait;
     const char *session;
@@ -80,6 +81,7 @@ static const struct lc_optdef lc_optdefs[] = {
     LC_FLAG(json),
     LC_FLAG(help),
     LC_FLAG(reentrant),
+    LC_FLAG(ready),
     LC_STR(ttl),
     LC_STR(wait),
     LC_STR(session),
@@ -106,6 +108,7 @@ static const char lc_usage[] =
     "  list [--prefix P] [--limit N]\n"
     "  session create [--ttl D] [--owner S] [--lock-delay D]\n"
     "  session heartbeat|status|end ID\n"
+    "  health [--ready]                         (GET /healthz, or /readyz)\n"
     "  run NAME [--ttl D] [--wait D] [--session-ttl D] [--owner S]\n"
     "           [--on-lost term|kill|ignore] -- COMMAND [ARG...]\n"
     "\n"
@@ -534,9 +537,7 @@ static int ctx_init(struct lc_ctx *x)
         if (rc != 0)
             return rc;
     }
-    x->client.cacert = x->o.cacert != NULL ? x->o.cacert : getenv("LOCKD_CACERT");
-    if (x->client.cacert != NULL && *x->client.cacert == '\0')
-        x->client.cacert = NULL;
+    x->client.cacert = x->o.cacert;
     x->h = curl_easy_init();
     if (x->h == NULL) {
         lc_err("cannot initialise libcurl");
@@ -855,6 +856,29 @@ static int cmd_session(struct lc_ctx *x)
     if (strcmp(verb, "end") == 0)
         return simple_call(x, "session end", "DELETE", "/sessions", o->pos[1], NULL, NULL, 200);
     return lc_usage_error("unknown session command '%s'", verb);
+}
+
+/* GET /healthz (or /readyz with --ready): exit 0 when lockd answers 200. */
+static int cmd_health(struct lc_ctx *x)
+{
+    if (x->o.npos != 0)
+        return lc_usage_error("health takes no argument");
+    const char *path = x->o.ready ? "/readyz" : "/healthz";
+    struct lc_resp r;
+    if (client_call(&x->client, x->h, "GET", path, NULL, NULL, LOCKCTL_TIMEOUT_MS, false, &r) !=
+        LC_OK)
+        return EX_UNAVAILABLE;
+    int rc;
+    if (r.status == 200) {
+        print_answer(&r, x->o.json);
+        rc = 0;
+    } else {
+        rc = resp_fail(&r, path + 1, x->o.json);
+        if (rc != EX_NOPERM)
+            rc = EX_UNAVAILABLE;
+    }
+    resp_release(&r);
+    return rc;
 }
 
 /* -------------------------------------------------------------------- run */
@@ -1263,6 +1287,7 @@ static const struct lc_command lc_commands[] = {
     {"list", ",prefix,limit,", cmd_list},
     {"session", ",ttl,owner,lock-delay,", cmd_session},
     {"run", ",ttl,wait,session-ttl,owner,on-lost,", cmd_run},
+    {"health", ",ready,", cmd_health},
 };
 
 int main(int argc, char **argv)
