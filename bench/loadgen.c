@@ -194,6 +194,8 @@ struct handoff {
 static struct handoff g_ho[HO_RING];
 static uint64_t g_rel_seq;     /* releases sent so far */
 static uint64_t g_granted_seq; /* the last release whose successor was granted */
+static int g_last_holder = -1; /* client id of the last grant */
+static uint64_t g_regrants;    /* grants to the client that held the lock just before */
 
 static uint64_t now_ns(void)
 {
@@ -478,8 +480,11 @@ static void handoff_finish(struct worker *w, const struct handoff *h)
     hist_add(&w->handoff, h->grant_ns > h->done_ns ? h->grant_ns - h->done_ns : 0);
 }
 
-static void record_grant(struct worker *w, uint64_t t)
+static void record_grant(struct worker *w, const struct conn *c, uint64_t t)
 {
+    if (c->id == g_last_holder)
+        g_regrants++; /* the releaser won again: no fairness */
+    g_last_holder = c->id;
     if (g_rel_seq == g_granted_seq)
         return; /* first grant of the run, nobody released before it */
     g_granted_seq = g_rel_seq;
@@ -545,7 +550,7 @@ static void on_response(struct worker *w, struct conn *c, const struct response 
         }
         hist_add(&w->acq, lat);
         if (contended)
-            record_grant(w, t);
+            record_grant(w, c, t);
         if (opt.mode == M_HOLD) {
             op_done(w);
             start_cycle(w, c);
@@ -616,7 +621,7 @@ static void on_response(struct worker *w, struct conn *c, const struct response 
         }
         hist_add(&w->acq, lat);
         if (contended)
-            record_grant(w, t);
+            record_grant(w, c, t);
         snprintf(body, sizeof body, "{\"key\":\"%s\"}", c->etcd_key);
         req_build(c, "POST", "/v3/lock/unlock", "", body);
         c->step = S_UNLOCK;
@@ -1072,10 +1077,10 @@ int main(int argc, char **argv)
     }
     printf("RESULT label=%s mode=%s port=%d clients=%d threads=%d secs=%.2f ops=%" PRIu64
            " ops_per_s=%.0f reqs=%" PRIu64 " reqs_per_s=%.0f errors=%" PRIu64 " timeouts=%" PRIu64
-           " conn_errors=%" PRIu64 " grants=%" PRIu64,
+           " conn_errors=%" PRIu64 " grants=%" PRIu64 " regrants=%" PRIu64,
            opt.label[0] ? opt.label : mode_names[opt.mode], mode_names[opt.mode], opt.port,
            opt.clients, opt.threads, elapsed, tot.ops, (double)tot.ops / elapsed, tot.reqs,
-           (double)tot.reqs / elapsed, tot.errors, tot.timeouts, tot.conn_errors, tot.acq.count);
+           (double)tot.reqs / elapsed, tot.errors, tot.timeouts, tot.conn_errors, tot.acq.count, g_regrants);
     hist_print(stdout, "req", &tot.req);
     hist_print(stdout, "acq", &tot.acq);
     hist_print(stdout, "rel", &tot.rel);

@@ -7,6 +7,7 @@
 #   raw Redis running lockd's own Lua scripts through redis-benchmark (EVALSHA),
 #   nginx `return 200` with a small JSON body (the HTTP ceiling),
 #   etcd through its HTTP JSON gateway (lease grant + lock + unlock),
+#   Node.js + the npm redlock package behind a tiny HTTP server (bench/node/),
 #   lockd on the memory backend and on one Redis.
 #
 # Environment:
@@ -18,7 +19,7 @@
 #   BENCH_LOCKD_ARGS="--threads 2 --log_level warn --access_log false"
 #   BENCH_HELD=100000      leases held for the RSS figure
 #   BENCH_WAITERS=10000    waiting clients for the RSS figure
-#   BENCH_ONLY="nginx redis etcd memory rediscontended lockdredis rss"  subset to run
+#   BENCH_ONLY="nginx redis etcd node memory lockdredis rss"  subset to run
 #   BENCH_TMP=/tmp         where the temp dir goes (etcd's data dir is in it)
 set -u
 
@@ -31,7 +32,7 @@ NGINX_WORKERS=${BENCH_NGINX_WORKERS:-1}
 LOCKD_ARGS=${BENCH_LOCKD_ARGS:---threads 2 --log_level warn --access_log false}
 HELD=${BENCH_HELD:-100000}
 WAITERS=${BENCH_WAITERS:-10000}
-ONLY=${BENCH_ONLY:-nginx redis etcd memory lockdredis rss}
+ONLY=${BENCH_ONLY:-nginx redis etcd node memory lockdredis rss}
 LOADGEN=$ROOT/build/bench/loadgen
 LOCKD=$ROOT/build/lockd
 SCRIPTS=$ROOT/server/scripts
@@ -258,6 +259,32 @@ bench_etcd() {
     stop_pid "$pid"
 }
 
+# bench_node: the optional peer 4, npm redlock behind node's http module
+bench_node() {
+    local rport rpid port pid s0 s1
+    command -v node >/dev/null || { note "node not installed: Node.js + redlock peer skipped"; return; }
+    if [[ ! -d $ROOT/bench/node/node_modules/redlock ]]; then
+        log "npm install in bench/node"
+        (cd "$ROOT/bench/node" && timeout 120 npm install --no-audit --no-fund --silent >/dev/null 2>&1) ||
+            { note "npm install of bench/node failed: Node.js + redlock peer skipped"; return; }
+    fi
+    start_redis rport rpid || return
+    port=$(free_port)
+    PORT=$port REDIS_PORT=$rport node "$ROOT/bench/node/server.js" >"$TMP/node.log" 2>&1 &
+    pid=$!
+    PIDS+=("$pid")
+    wait_for 20 http_ok "$port" /healthz || { note "node redlock server did not start"; return; }
+    run_loadgen node --mode pairs --port "$port" --clients "$CLIENTS"
+    s0=$(curl -s "http://127.0.0.1:$port/stats")
+    run_loadgen node_contended --mode contended --port "$port" --clients "$CONTENDED" \
+        --name bench-contended --wait_ms 10000
+    s1=$(curl -s "http://127.0.0.1:$port/stats")
+    R[node.failed_per_grant]=$(printf '%s %s\n' "$s0" "$s1" | tr -c '0-9\n' ' ' |
+        awk '{ g = $3 - $1; a = $4 - $2; if (g > 0) printf "%.2f", (a - g) / g; else print "n/a" }')
+    stop_pid "$pid"
+    stop_pid "$rpid"
+}
+
 # bench_lockd LABEL BACKEND_ARGS...: pairs, single, contended, CPU per pair
 bench_lockd() {
     local label=$1 port pid t0 t1 rt0 rt1 c0 c1 rport=${REDIS_PORT:-} rpid=${REDIS_PID:-}
@@ -357,6 +384,7 @@ report() {
         "acq ${R[redis.acq_rps]:-?}/s, rel ${R[redis.rel_rps]:-?}/s (${R[redis.rel_hit_pct]:-?}% hit), 1/(1/a+1/r)"
     row "etcd grant+lock+unlock" etcd ops_per_s "3 requests per pair"
     row "etcd lock+unlock (lease per client)" etcd_session ops_per_s "2 requests per pair"
+    row "Node.js + npm redlock (1 Redis)" node ops_per_s "node http + redlock 4.2, retries on wait"
     row "lockd memory" memory ops_per_s "pair = acquire + release"
     row "lockd redis" lockdredis ops_per_s "pair = acquire + release"
     row "lockd memory, 1 client" memory_single ops_per_s "acquire p50 ${R[memory_single.acq_p50_us]:--} µs"
@@ -365,17 +393,19 @@ report() {
     echo "| handoff ($CONTENDED clients on one name) | handoffs/s | p50 µs | p90 µs | p99 µs | p99.9 µs | note |"
     echo "|---|---:|---:|---:|---:|---:|---|"
     local l
-    for l in memory_contended lockdredis_contended etcd_contended; do
+    for l in memory_contended lockdredis_contended etcd_contended node_contended; do
         printf '| %-34s | %9s | %8s | %8s | %8s | %8s | %s |\n' "$l" "$(fmt "${R[$l.ops_per_s]:-}")" \
             "$(fmt "${R[$l.handoff_p50_us]:-}")" "$(fmt "${R[$l.handoff_p90_us]:-}")" \
             "$(fmt "${R[$l.handoff_p99_us]:-}")" "$(fmt "${R[$l.handoff_p999_us]:-}")" \
-            "release answered → next grant; from release sent: p50 ${R[$l.handoff_send_p50_us]:--} p99 ${R[$l.handoff_send_p99_us]:--}; timeouts ${R[$l.timeouts]:--}"
+            "release answered → next grant; from release sent: p50 ${R[$l.handoff_send_p50_us]:--} p99 ${R[$l.handoff_send_p99_us]:--}; timeouts ${R[$l.timeouts]:--}; releaser re-granted ${R[$l.regrants]:--} of ${R[$l.grants]:--}"
     done
     echo
     echo "| figure | value | target |"
     echo "|---|---:|---|"
     echo "| lockd redis / raw Redis pairs/s | $(ratio "${R[lockdredis.ops_per_s]:-}" "${R[redis.pairs_per_s]:-}") | ≥ 0.7 |"
     echo "| lockd redis / etcd pairs/s | $(ratio "${R[lockdredis.ops_per_s]:-}" "${R[etcd.ops_per_s]:-}") | ≥ 8 |"
+    echo "| lockd redis / Node.js redlock pairs/s | $(ratio "${R[lockdredis.ops_per_s]:-}" "${R[node.ops_per_s]:-}") | ≥ 2 |"
+    echo "| Node.js redlock failed acquires per contended grant | $(fmt "${R[node.failed_per_grant]:-}") | |"
     echo "| lockd memory / nginx pairs/s | $(ratio "${R[memory.ops_per_s]:-}" "${R[nginx.pairs_per_s]:-}") | ≥ 0.8 |"
     echo "| lockd memory / raw Redis pairs/s | $(ratio "${R[memory.ops_per_s]:-}" "${R[redis.pairs_per_s]:-}") | |"
     echo "| etcd / lockd handoff p50 (memory) | $(ratio "${R[etcd_contended.handoff_p50_us]:-}" "${R[memory_contended.handoff_p50_us]:-}") | |"
@@ -406,6 +436,7 @@ log "temp dir $TMP, $SECS s per measurement, $CLIENTS clients"
 want nginx && bench_nginx
 want redis && bench_raw_redis
 want etcd && bench_etcd
+want node && bench_node
 if [[ -x $LOCKD ]]; then
     want memory && bench_lockd memory --backend memory
     if want lockdredis; then
