@@ -1,15 +1,1531 @@
 /*
- * backend_redis.c - placeholder until the Redis backend lands (issue 3).
+ * backend_redis.c - the `redis` backend: one Redis server; every lock
+ * operation is one EVALSHA of a script from server/scripts/ (EVAL on
+ * NOSCRIPT). One hiredis async context per event loop (contexts are not
+ * thread safe) with many requests pipelined on it, our own ev_timer deadline
+ * per command (hiredis 0.14 has none), and a subscriber thread of our own for
+ * release notifications. Operations run on the loop they are given; nodes(),
+ * watch() and set_release_hook() may be called from any thread.
+ * See DESIGN.md §3 and NOTES in the comments below.
  */
-#include <stdio.h>
+#include <ev.h>
+#include <hiredis/adapters/libev.h>
+#include <hiredis/async.h>
+#include <hiredis/hiredis.h>
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <uthash.h>
+
+#include "config/config.h"
 #include "server/backend.h"
+#include "server/log.h"
+#include "server/loop.h"
+#include "server/redis_url.h"
+#include "server/sha1.h"
+#include "server/util.h"
+
+/* build/gen/scripts.c, generated from the Lua files in server/scripts */
+extern const char lk_lua_acquire[];
+extern const char lk_lua_renew[];
+extern const char lk_lua_release[];
+extern const char lk_lua_inspect[];
+extern const char lk_lua_list[];
+extern const char lk_lua_renew_many[];
+
+#define RB_MAX_LOOPS 256      /* loop_index() values we accept */
+#define RB_BATCH 200          /* leases per renew_many EVALSHA */
+#define RB_BACKOFF_MIN_MS 50  /* first reconnect delay (before jitter) */
+#define RB_BACKOFF_MAX_MS 1000 /* cap: a restarted Redis is found within ~1 s */
+#define RB_SUB_CHUNK 256      /* channels per SUBSCRIBE after a reconnect */
+
+enum { SC_ACQUIRE, SC_RENEW, SC_RELEASE, SC_INSPECT, SC_LIST, SC_RENEW_MANY, SC_COUNT };
+
+struct rscript {
+    const char *name;
+    const char *body;
+    size_t len;
+    char sha[41];
+};
+
+enum rc_state { RC_DOWN, RC_CONNECTING, RC_READY };
+
+/* One async connection, owned by one loop thread (a worker loop, or the
+ * subscriber thread). Only `up` and `reason` are read by other threads,
+ * under rb.mu. */
+struct rconn {
+    struct rb *bk;
+    struct ev_loop *ev;
+    redisAsyncContext *ac; /* NULL while down; never reused once it failed */
+    enum rc_state state;
+    bool is_sub;
+    bool closing;  /* detach/free in progress: no reconnect */
+    int attempt;   /* consecutive failures, for the backoff */
+    int hello_left; /* AUTH/SELECT replies still to come */
+    uint64_t rng;
+    int64_t last_err_log_ms;
+    ev_timer retry;    /* backoff before the next connect */
+    ev_timer deadline; /* connect + AUTH/SELECT must finish by then */
+    /* under rb.mu */
+    bool up;
+    char reason[128];
+};
+
+struct watch_ent {
+    UT_hash_handle hh;
+    int refs;
+    char name[LK_NAME_MAX + 1];
+};
+
+struct rb {
+    struct redis_url url;
+    char addr[300];         /* host:port, for logs and nodes(); never the password */
+    char connect_host[256]; /* numeric address resolved at startup, else the host name */
+    char *prefix;
+    size_t prefix_len;
+    int64_t timeout_ms;
+    int64_t wait_replicas;
+    struct rscript scripts[SC_COUNT];
+
+    pthread_mutex_t mu; /* guards conns[] membership, each conn's up/reason, hook */
+    struct rconn *conns[RB_MAX_LOOPS];
+    struct rconn *sub;
+    bool startup_up;
+    char startup_reason[128];
+    bk_release_fn hook;
+    void *hook_arg;
+
+    struct lk_loop *sub_lp; /* the subscriber thread's loop */
+    pthread_t sub_th;
+    bool sub_running;
+    struct watch_ent *watched; /* subscriber thread only */
+};
+
+enum rk { RK_ACQUIRE, RK_RENEW, RK_RELEASE, RK_INSPECT, RK_LIST, RK_BATCH, RK_PING, RK_UNDO };
+
+struct rbatch {
+    struct bk_renew_item *items;
+    size_t n;
+    int parts_left;
+    bk_batch_fn done;
+    void *arg;
+};
+
+/* One request in flight. hiredis keeps a pointer to it until it calls
+ * on_reply (with a reply, or NULL when the context goes away), even after
+ * our deadline answered the caller: `refs` counts those pending hiredis
+ * callbacks and `answered` makes the caller's callback run exactly once. */
+struct rcmd {
+    struct rconn *conn;
+    struct ev_loop *ev; /* kept apart from conn: a deferred hiredis free may outlive conn */
+    struct rb *bk;
+    enum rk kind;
+    int script; /* SC_* or -1 for a plain command */
+    int refs;
+    int skip_waits; /* WAIT replies that belong to an EVALSHA that got NOSCRIPT */
+    bool answered;
+    bool evaled;    /* already fell back to EVAL */
+    bool with_wait; /* acquire followed by WAIT in the same round trip */
+    bool granted;   /* acquire: the script granted; the answer waits for WAIT */
+    bool wait_lost; /* acquire: its WAIT could not be queued */
+    bool timing;
+    ev_timer deadline;
+    bk_done_fn done;
+    bk_info_fn info;
+    bk_list_fn list;
+    void *arg;
+    struct rbatch *batch;
+    size_t first, count;
+    int64_t ttl_ms;
+    struct bk_reply reply;
+    int argc;
+    const char **argv;
+    size_t *argvlen;
+    char *buf;
+};
+
+static void conn_start(struct rconn *c);
+static void sub_connected(struct rconn *c);
+
+/* ---------------------------------------------------------------- argv */
+
+struct argb {
+    char *buf;
+    size_t len, cap;
+    size_t *off, *lens;
+    int n, ncap;
+};
+
+static void argb_put(struct argb *b, const char *s, size_t len)
+{
+    if (b->len + len + 1 > b->cap) {
+        while (b->len + len + 1 > b->cap)
+            b->cap = b->cap ? b->cap * 2 : 512;
+        b->buf = lk_realloc(b->buf, b->cap);
+    }
+    if (b->n == b->ncap) {
+        b->ncap = b->ncap ? b->ncap * 2 : 16;
+        b->off = lk_realloc(b->off, (size_t)b->ncap * sizeof(*b->off));
+        b->lens = lk_realloc(b->lens, (size_t)b->ncap * sizeof(*b->lens));
+    }
+    memcpy(b->buf + b->len, s, len);
+    b->buf[b->len + len] = '\0'; /* hiredis replies aside, keys double as C strings */
+    b->off[b->n] = b->len;
+    b->lens[b->n] = len;
+    b->n++;
+    b->len += len + 1;
+}
+
+static void argb_str(struct argb *b, const char *s) { argb_put(b, s, strlen(s)); }
+
+static void argb_int(struct argb *b, long long v)
+{
+    char tmp[32];
+    int n = snprintf(tmp, sizeof(tmp), "%lld", v);
+    argb_put(b, tmp, (size_t)n);
+}
+
+/* <prefix>{<name>}<suffix>: every key of one lock shares the {name} hash tag. */
+static void argb_key(struct argb *b, const struct rb *bk, const char *name, const char *suffix)
+{
+    size_t nl = strlen(name), sl = strlen(suffix);
+    size_t len = bk->prefix_len + nl + sl + 2;
+    char *tmp = lk_malloc(len + 1);
+    memcpy(tmp, bk->prefix, bk->prefix_len);
+    tmp[bk->prefix_len] = '{';
+    memcpy(tmp + bk->prefix_len + 1, name, nl);
+    tmp[bk->prefix_len + 1 + nl] = '}';
+    memcpy(tmp + bk->prefix_len + 2 + nl, suffix, sl);
+    argb_put(b, tmp, len);
+    free(tmp);
+}
+
+static void argb_channel(struct argb *b, const struct rb *bk, const char *name)
+{
+    size_t len = bk->prefix_len + strlen("released:") + strlen(name) + 2;
+    char *tmp = lk_malloc(len + 1);
+    snprintf(tmp, len + 1, "%sreleased:{%s}", bk->prefix, name);
+    argb_put(b, tmp, len);
+    free(tmp);
+}
+
+/* ---------------------------------------------------------------- status */
+
+static void set_status(struct rconn *c, bool up, const char *reason)
+{
+    struct rb *bk = c->bk;
+    pthread_mutex_lock(&bk->mu);
+    bool changed = c->up != up || strcmp(c->reason, reason) != 0;
+    c->up = up;
+    snprintf(c->reason, sizeof(c->reason), "%s", reason);
+    pthread_mutex_unlock(&bk->mu);
+    if (!changed || c->closing)
+        return;
+    if (up)
+        lk_log(LK_INFO, "redis '%s' is reachable%s", bk->addr, c->is_sub ? " (subscriber)" : "");
+    else
+        lk_log(LK_WARN, "cannot use redis '%s': %s", bk->addr, reason);
+}
+
+/* hiredis says "Connection refused"; our log lines are lowercase. */
+static void lower_reason(char *dst, size_t cap, const char *prefix, const char *why)
+{
+    snprintf(dst, cap, "%s%s", prefix, why && why[0] ? why : "unknown error");
+    size_t pl = strlen(prefix);
+    if (pl < cap && dst[pl] >= 'A' && dst[pl] <= 'Z')
+        dst[pl] = (char)(dst[pl] - 'A' + 'a');
+}
+
+/* ---------------------------------------------------------------- connections */
+
+static uint64_t conn_rand(struct rconn *c)
+{
+    /* xorshift64: jitter only, needs no quality */
+    c->rng ^= c->rng << 13;
+    c->rng ^= c->rng >> 7;
+    c->rng ^= c->rng << 17;
+    return c->rng;
+}
+
+/* The context is gone (or going): schedule a new one after a capped,
+ * jittered exponential backoff so that many lockd processes do not reconnect
+ * in lockstep after a Redis restart. */
+static void conn_failed(struct rconn *c, const char *reason)
+{
+    c->state = RC_DOWN;
+    c->ac = NULL;
+    ev_timer_stop(c->ev, &c->deadline);
+    set_status(c, false, reason);
+    if (c->closing)
+        return;
+    int64_t d = RB_BACKOFF_MIN_MS;
+    for (int i = 0; i < c->attempt && d < RB_BACKOFF_MAX_MS; i++)
+        d *= 2;
+    if (d > RB_BACKOFF_MAX_MS)
+        d = RB_BACKOFF_MAX_MS;
+    d = d / 2 + (int64_t)(conn_rand(c) % (uint64_t)(d / 2 + 1));
+    c->attempt++;
+    ev_timer_stop(c->ev, &c->retry);
+    ev_timer_set(&c->retry, (double)d / 1000.0, 0.);
+    ev_timer_start(c->ev, &c->retry);
+}
+
+/* Abandons the current context on our own initiative (timeout, failed AUTH).
+ * A failed context is freed, never reused. Its pending callbacks run with a
+ * NULL reply (now, or right after the hiredis callback we are in returns),
+ * which answers their callers LK_BACKEND_DOWN. */
+static void conn_drop(struct rconn *c, const char *reason)
+{
+    redisAsyncContext *ac = c->ac;
+    if (ac == NULL)
+        return;
+    ac->data = NULL; /* on_connect/on_disconnect ignore it from now on */
+    conn_failed(c, reason);
+    redisAsyncFree(ac);
+}
+
+static void conn_ready(struct rconn *c)
+{
+    c->state = RC_READY;
+    c->attempt = 0;
+    ev_timer_stop(c->ev, &c->deadline);
+    set_status(c, true, "");
+    if (c->is_sub)
+        sub_connected(c);
+}
+
+static void on_connect(const redisAsyncContext *cac, int status)
+{
+    redisAsyncContext *ac = (redisAsyncContext *)cac;
+    struct rconn *c = ac->data;
+    if (c == NULL)
+        return;
+    if (status != REDIS_OK) {
+        /* hiredis frees this context right after we return */
+        char why[128];
+        lower_reason(why, sizeof(why), "", ac->c.errstr);
+        ac->data = NULL;
+        conn_failed(c, why);
+        return;
+    }
+    (void)redisEnableKeepAlive(&ac->c);
+    if (c->hello_left == 0)
+        conn_ready(c);
+}
+
+static void on_disconnect(const redisAsyncContext *cac, int status)
+{
+    redisAsyncContext *ac = (redisAsyncContext *)cac;
+    struct rconn *c = ac->data;
+    if (c == NULL)
+        return;
+    char why[128];
+    if (status == REDIS_OK)
+        snprintf(why, sizeof(why), "connection closed");
+    else
+        lower_reason(why, sizeof(why), "connection lost: ", ac->errstr);
+    ac->data = NULL;
+    conn_failed(c, why);
+}
+
+static void on_hello(redisAsyncContext *ac, void *r, void *priv)
+{
+    (void)priv;
+    redisReply *reply = r;
+    struct rconn *c = ac->data;
+    if (c == NULL || reply == NULL)
+        return; /* the context is going away; on_disconnect/conn_drop decided */
+    if (reply->type == REDIS_REPLY_ERROR) {
+        char why[128];
+        bool auth = strncmp(reply->str, "WRONGPASS", 9) == 0 ||
+                    strncmp(reply->str, "NOAUTH", 6) == 0 || strstr(reply->str, "AUTH") != NULL;
+        lower_reason(why, sizeof(why), auth ? "auth failed: " : "select failed: ", reply->str);
+        conn_drop(c, why);
+        return;
+    }
+    if (--c->hello_left == 0 && c->state == RC_CONNECTING && (ac->c.flags & REDIS_CONNECTED))
+        conn_ready(c);
+}
+
+static void on_conn_deadline(struct ev_loop *ev, ev_timer *w, int revents)
+{
+    (void)ev;
+    (void)revents;
+    struct rconn *c = w->data;
+    conn_drop(c, "connect timed out");
+}
+
+static void on_retry(struct ev_loop *ev, ev_timer *w, int revents)
+{
+    (void)ev;
+    (void)revents;
+    conn_start(w->data);
+}
+
+/* Every connection authenticates and selects its database first; the
+ * replies are pipelined ahead of any command queued while it connects. */
+static void conn_start(struct rconn *c)
+{
+    struct rb *bk = c->bk;
+    redisAsyncContext *ac = redisAsyncConnect(bk->connect_host, bk->url.port);
+    if (ac == NULL) {
+        conn_failed(c, "out of memory");
+        return;
+    }
+    if (ac->err) {
+        char why[128];
+        lower_reason(why, sizeof(why), "", ac->errstr);
+        redisAsyncFree(ac);
+        conn_failed(c, why);
+        return;
+    }
+    ac->data = c;
+    if (redisLibevAttach(c->ev, ac) != REDIS_OK) {
+        ac->data = NULL;
+        redisAsyncFree(ac);
+        conn_failed(c, "cannot attach to the event loop");
+        return;
+    }
+    redisAsyncSetConnectCallback(ac, on_connect);
+    redisAsyncSetDisconnectCallback(ac, on_disconnect);
+    c->ac = ac;
+    c->state = RC_CONNECTING;
+    c->hello_left = 0;
+    if (bk->url.password[0] != '\0') {
+        const char *argv[3] = {"AUTH", bk->url.user, bk->url.password};
+        size_t lens[3] = {4, strlen(bk->url.user), strlen(bk->url.password)};
+        int argc = 3;
+        if (bk->url.user[0] == '\0') {
+            argv[1] = bk->url.password;
+            lens[1] = lens[2];
+            argc = 2;
+        }
+        if (redisAsyncCommandArgv(ac, on_hello, NULL, argc, argv, lens) == REDIS_OK)
+            c->hello_left++;
+    }
+    if (bk->url.db != 0 && !c->is_sub) {
+        if (redisAsyncCommand(ac, on_hello, NULL, "SELECT %d", bk->url.db) == REDIS_OK)
+            c->hello_left++;
+    }
+    ev_timer_set(&c->deadline, (double)bk->timeout_ms / 1000.0, 0.);
+    ev_timer_start(c->ev, &c->deadline);
+}
+
+static struct rconn *conn_new(struct rb *bk, struct ev_loop *ev, bool is_sub)
+{
+    struct rconn *c = lk_calloc(1, sizeof(*c));
+    c->bk = bk;
+    c->ev = ev;
+    c->is_sub = is_sub;
+    c->rng = (uint64_t)lk_now_us() ^ (uint64_t)(uintptr_t)c ^ 0x9e3779b97f4a7c15ull;
+    c->up = bk->startup_up;
+    snprintf(c->reason, sizeof(c->reason), "%s", bk->startup_reason);
+    ev_timer_init(&c->retry, on_retry, 0., 0.);
+    c->retry.data = c;
+    ev_timer_init(&c->deadline, on_conn_deadline, 0., 0.);
+    c->deadline.data = c;
+    return c;
+}
+
+/* On the connection's own thread. Pending commands are answered
+ * LK_BACKEND_DOWN while hiredis frees the context. */
+static void conn_free(struct rconn *c)
+{
+    c->closing = true;
+    ev_timer_stop(c->ev, &c->retry);
+    ev_timer_stop(c->ev, &c->deadline);
+    conn_drop(c, "detached");
+    free(c);
+}
+
+/* ---------------------------------------------------------------- commands */
+
+static struct rcmd *cmd_new(struct rb *bk, struct rconn *c, enum rk kind, int script)
+{
+    struct rcmd *cmd = lk_calloc(1, sizeof(*cmd));
+    cmd->bk = bk;
+    cmd->conn = c;
+    cmd->ev = c ? c->ev : NULL;
+    cmd->kind = kind;
+    cmd->script = script;
+    return cmd;
+}
+
+/* Takes the builder's buffer. Scripts get argv[0..1] = EVALSHA sha. */
+static void cmd_take_args(struct rcmd *cmd, struct argb *b)
+{
+    int extra = cmd->script >= 0 ? 2 : 0;
+    cmd->argc = b->n + extra;
+    cmd->argv = lk_malloc((size_t)cmd->argc * sizeof(*cmd->argv));
+    cmd->argvlen = lk_malloc((size_t)cmd->argc * sizeof(*cmd->argvlen));
+    cmd->buf = b->buf;
+    if (extra) {
+        const struct rscript *s = &cmd->bk->scripts[cmd->script];
+        cmd->argv[0] = "EVALSHA";
+        cmd->argvlen[0] = 7;
+        cmd->argv[1] = s->sha;
+        cmd->argvlen[1] = 40;
+    }
+    for (int i = 0; i < b->n; i++) {
+        cmd->argv[extra + i] = b->buf + b->off[i];
+        cmd->argvlen[extra + i] = b->lens[i];
+    }
+    free(b->off);
+    free(b->lens);
+    memset(b, 0, sizeof(*b));
+}
+
+static void cmd_free(struct rcmd *cmd)
+{
+    free(cmd->argv);
+    free(cmd->argvlen);
+    free(cmd->buf);
+    free(cmd);
+}
+
+static void batch_part_done(struct rbatch *b)
+{
+    if (--b->parts_left > 0)
+        return;
+    b->done(b->arg, b->items, b->n);
+    free(b);
+}
+
+/* Exactly once: set before the caller's callback runs, so that neither a
+ * late reply nor the deadline can call it again. */
+static void cmd_mark_answered(struct rcmd *cmd)
+{
+    cmd->answered = true;
+    if (cmd->timing) {
+        ev_timer_stop(cmd->ev, &cmd->deadline);
+        cmd->timing = false;
+    }
+}
+
+static void cmd_answer(struct rcmd *cmd, const struct bk_reply *r)
+{
+    if (cmd->answered)
+        return;
+    cmd_mark_answered(cmd);
+    if (cmd->done != NULL)
+        cmd->done(cmd->arg, r);
+}
+
+/* Never a grant on doubt: timeouts, NULL replies and error replies all end here. */
+static void cmd_answer_down(struct rcmd *cmd)
+{
+    if (cmd->answered)
+        return;
+    struct bk_reply r;
+    memset(&r, 0, sizeof(r));
+    r.code = LK_BACKEND_DOWN;
+    switch (cmd->kind) {
+    case RK_INSPECT: {
+        cmd_mark_answered(cmd);
+        struct bk_info info;
+        memset(&info, 0, sizeof(info));
+        info.code = LK_BACKEND_DOWN;
+        cmd->info(cmd->arg, &info);
+        return;
+    }
+    case RK_LIST:
+        cmd_mark_answered(cmd);
+        cmd->list(cmd->arg, LK_BACKEND_DOWN, NULL, 0, NULL);
+        return;
+    case RK_BATCH:
+        cmd_mark_answered(cmd);
+        for (size_t i = 0; i < cmd->count; i++)
+            cmd->batch->items[cmd->first + i].result = LK_BACKEND_DOWN;
+        batch_part_done(cmd->batch);
+        return;
+    default:
+        cmd_answer(cmd, &r);
+        return;
+    }
+}
+
+static void on_reply(redisAsyncContext *ac, void *r, void *priv);
+static void on_wait(redisAsyncContext *ac, void *r, void *priv);
+
+/* Queues the command (and its WAIT) on the loop's context. 0 or -1. */
+static int cmd_send(struct rcmd *cmd)
+{
+    struct rconn *c = cmd->conn;
+    if (c == NULL || c->ac == NULL)
+        return -1;
+    if (redisAsyncCommandArgv(c->ac, on_reply, cmd, cmd->argc, cmd->argv, cmd->argvlen) !=
+        REDIS_OK)
+        return -1;
+    cmd->refs++;
+    if (cmd->with_wait) {
+        /* WAIT answers within half our deadline, so a missing replica is
+         * reported as such rather than as a timeout. */
+        long long wait_ms = cmd->bk->timeout_ms / 2 > 0 ? cmd->bk->timeout_ms / 2 : 1;
+        if (redisAsyncCommand(c->ac, on_wait, cmd, "WAIT %lld %lld",
+                              (long long)cmd->bk->wait_replicas, wait_ms) == REDIS_OK)
+            cmd->refs++;
+        else
+            cmd->wait_lost = true; /* a grant whose WAIT was never sent is undone */
+    }
+    return 0;
+}
+
+static void on_deadline(struct ev_loop *ev, ev_timer *w, int revents)
+{
+    (void)ev;
+    (void)revents;
+    struct rcmd *cmd = w->data;
+    struct rconn *c = cmd->conn;
+    cmd->timing = false;
+    lk_log(LK_WARN, "redis '%s' did not answer within %lld ms; reconnecting", cmd->bk->addr,
+           (long long)cmd->bk->timeout_ms);
+    cmd_answer_down(cmd);
+    /* A connection that let one command time out is suspect: replies behind
+     * it would be late too. Dropping it answers every pending command. cmd
+     * may be freed from here on. */
+    conn_drop(c, "command timed out");
+}
+
+/* Sends the command, or answers LK_BACKEND_DOWN at once when the loop's
+ * connection is down (between reconnects): the caller gets its 503 now
+ * rather than after a deadline. */
+static enum lk_code cmd_submit(struct rcmd *cmd)
+{
+    if (cmd_send(cmd) != 0) {
+        cmd_answer_down(cmd);
+        cmd_free(cmd);
+        return LK_OK;
+    }
+    if (!cmd->answered) {
+        ev_now_update(cmd->ev); /* the loop's cached time may be stale by a whole iteration */
+        ev_timer_init(&cmd->deadline, on_deadline, (double)cmd->bk->timeout_ms / 1000.0, 0.);
+        cmd->deadline.data = cmd;
+        ev_timer_start(cmd->ev, &cmd->deadline);
+        cmd->timing = true;
+    }
+    return LK_AGAIN;
+}
+
+/* After the last hiredis callback, the command is freed; a caller that was
+ * not answered by then gets LK_BACKEND_DOWN. */
+static void cmd_settle(struct rcmd *cmd)
+{
+    if (cmd->refs > 0)
+        return;
+    if (!cmd->answered)
+        cmd_answer_down(cmd);
+    cmd_free(cmd);
+}
+
+/* ---------------------------------------------------------------- replies */
+
+static bool is_array(const redisReply *r, size_t min)
+{
+    return r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements >= min;
+}
+
+static int64_t rint64(const redisReply *e)
+{
+    if (e == NULL)
+        return 0;
+    if (e->type == REDIS_REPLY_INTEGER)
+        return e->integer;
+    if (e->type == REDIS_REPLY_STRING || e->type == REDIS_REPLY_STATUS)
+        return strtoll(e->str, NULL, 10);
+    return 0;
+}
+
+static bool rtrue(const redisReply *e) { return rint64(e) != 0; }
+
+/* el[0..3] = owner, token, sb, pttl */
+static void holder_from(redisReply **el, struct bk_holder *h)
+{
+    memset(h, 0, sizeof(*h));
+    if (el[0]->type == REDIS_REPLY_STRING)
+        snprintf(h->owner, sizeof(h->owner), "%.*s", (int)el[0]->len, el[0]->str);
+    h->fencing_token = rint64(el[1]);
+    h->session_bound = rtrue(el[2]);
+    int64_t p = rint64(el[3]);
+    h->expires_in_ms = p > 0 ? p : 0;
+}
+
+/* Status {0} / {2, holder...} shared by renew and release. */
+static bool owner_result(const redisReply *r, struct bk_reply *out)
+{
+    int64_t st = rint64(r->element[0]);
+    if (st == 0) {
+        out->code = LK_NOT_HELD;
+        return true;
+    }
+    if (st == 2 && r->elements >= 5) {
+        out->code = LK_HELD_BY_OTHER;
+        holder_from(r->element + 1, &out->holder);
+        return true;
+    }
+    return false;
+}
+
+static void cmd_undo(struct rcmd *acq);
+
+static void handle_acquire(struct rcmd *cmd, const redisReply *r)
+{
+    struct bk_reply out;
+    memset(&out, 0, sizeof(out));
+    if (!is_array(r, 1))
+        return;
+    int64_t st = rint64(r->element[0]);
+    if (st == 1 && r->elements >= 2) {
+        if (cmd->answered || cmd->wait_lost) {
+            /* Nobody will ever use this grant (the caller already got 503):
+             * give it back now rather than at its TTL. */
+            cmd_undo(cmd);
+            if (!cmd->answered)
+                cmd_answer_down(cmd);
+            return;
+        }
+        out.code = LK_OK;
+        out.fencing_token = rint64(r->element[1]);
+        out.ttl_ms = cmd->ttl_ms;
+        if (cmd->with_wait) {
+            cmd->reply = out; /* answered when WAIT says enough replicas have it */
+            cmd->granted = true;
+            return;
+        }
+        cmd_answer(cmd, &out);
+    } else if (st == 0 && r->elements >= 5) {
+        out.code = LK_LOCKED;
+        holder_from(r->element + 1, &out.holder);
+        cmd_answer(cmd, &out);
+    } else if (st == 2 && r->elements >= 2) {
+        out.code = LK_LOCKED;
+        out.holder.lock_delay = true;
+        out.holder.expires_in_ms = rint64(r->element[1]);
+        cmd_answer(cmd, &out);
+    }
+}
+
+static void handle_renew_release(struct rcmd *cmd, const redisReply *r)
+{
+    struct bk_reply out;
+    memset(&out, 0, sizeof(out));
+    if (!is_array(r, 1))
+        return;
+    if (rint64(r->element[0]) == 1 && r->elements >= 2) {
+        out.code = LK_OK;
+        out.fencing_token = rint64(r->element[1]);
+        if (cmd->kind == RK_RENEW && r->elements >= 3)
+            out.ttl_ms = rint64(r->element[2]);
+        cmd_answer(cmd, &out);
+    } else if (owner_result(r, &out)) {
+        cmd_answer(cmd, &out);
+    }
+}
+
+static void handle_inspect(struct rcmd *cmd, const redisReply *r)
+{
+    struct bk_info info;
+    memset(&info, 0, sizeof(info));
+    if (!is_array(r, 1))
+        return;
+    int64_t st = rint64(r->element[0]);
+    if (st == 1 && r->elements >= 5) {
+        info.held = true;
+        holder_from(r->element + 1, &info.holder);
+    } else if (st == 2 && r->elements >= 2) {
+        info.holder.lock_delay = true;
+        info.holder.expires_in_ms = rint64(r->element[1]);
+    } else if (st != 0) {
+        return;
+    }
+    info.code = LK_OK;
+    cmd_mark_answered(cmd);
+    cmd->info(cmd->arg, &info);
+}
+
+static void handle_list(struct rcmd *cmd, const redisReply *r)
+{
+    if (!is_array(r, 1) || r->element[0]->type != REDIS_REPLY_STRING)
+        return;
+    size_t n = (r->elements - 1) / 5;
+    struct bk_entry *ents = lk_calloc(n ? n : 1, sizeof(*ents));
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        redisReply **el = r->element + 1 + 5 * i;
+        if (el[0]->type != REDIS_REPLY_STRING)
+            continue;
+        ents[k].name = el[0]->str; /* valid while the reply lives: during the callback */
+        holder_from(el + 1, &ents[k].holder);
+        k++;
+    }
+    const char *next = strcmp(r->element[0]->str, "0") == 0 ? NULL : r->element[0]->str;
+    cmd_mark_answered(cmd);
+    cmd->list(cmd->arg, LK_OK, ents, k, next);
+    free(ents);
+}
+
+static void handle_batch(struct rcmd *cmd, const redisReply *r)
+{
+    if (!is_array(r, cmd->count))
+        return;
+    for (size_t i = 0; i < cmd->count; i++) {
+        int64_t v = rint64(r->element[i]);
+        cmd->batch->items[cmd->first + i].result =
+            v == 1 ? LK_OK : v == 2 ? LK_HELD_BY_OTHER : LK_NOT_HELD;
+    }
+    cmd_mark_answered(cmd);
+    batch_part_done(cmd->batch);
+}
+
+static void handle_ping(struct rcmd *cmd, const redisReply *r)
+{
+    if (r == NULL || r->type != REDIS_REPLY_STATUS)
+        return;
+    struct bk_reply out;
+    memset(&out, 0, sizeof(out));
+    out.code = LK_OK;
+    cmd_answer(cmd, &out);
+}
+
+/* Dispatches a reply; a reply it cannot use leaves the command unanswered,
+ * and cmd_settle then answers LK_BACKEND_DOWN. */
+static void cmd_handle(struct rcmd *cmd, const redisReply *r)
+{
+    if (r == NULL || r->type == REDIS_REPLY_ERROR)
+        return;
+    if (cmd->answered && cmd->kind != RK_ACQUIRE)
+        return;
+    switch (cmd->kind) {
+    case RK_ACQUIRE: handle_acquire(cmd, r); break;
+    case RK_RENEW:
+    case RK_RELEASE: handle_renew_release(cmd, r); break;
+    case RK_INSPECT: handle_inspect(cmd, r); break;
+    case RK_LIST: handle_list(cmd, r); break;
+    case RK_BATCH: handle_batch(cmd, r); break;
+    case RK_PING: handle_ping(cmd, r); break;
+    case RK_UNDO: break;
+    }
+}
+
+static void log_error_reply(struct rcmd *cmd, const redisReply *r)
+{
+    struct rconn *c = cmd->conn;
+    int64_t now = lk_now_ms();
+    if (now - c->last_err_log_ms < 1000)
+        return; /* one line a second per connection, not one per request */
+    c->last_err_log_ms = now;
+    lk_log(LK_WARN, "redis '%s' refused a command: %.*s", cmd->bk->addr, (int)r->len, r->str);
+}
+
+static void on_reply(redisAsyncContext *ac, void *r, void *priv)
+{
+    (void)ac;
+    struct rcmd *cmd = priv;
+    redisReply *reply = r;
+    cmd->refs--;
+    if (reply != NULL && reply->type == REDIS_REPLY_ERROR) {
+        if (cmd->script >= 0 && !cmd->evaled && strncmp(reply->str, "NOSCRIPT", 8) == 0) {
+            /* Redis lost its script cache (restart, SCRIPT FLUSH): send the
+             * body once; EVAL caches it again for everyone's next EVALSHA. */
+            const struct rscript *s = &cmd->bk->scripts[cmd->script];
+            cmd->evaled = true;
+            cmd->argv[0] = "EVAL";
+            cmd->argvlen[0] = 4;
+            cmd->argv[1] = s->body;
+            cmd->argvlen[1] = s->len;
+            if (cmd->with_wait)
+                cmd->skip_waits++; /* the WAIT already queued follows the failed EVALSHA */
+            if (cmd_send(cmd) == 0)
+                goto out;
+        } else {
+            log_error_reply(cmd, reply);
+        }
+        reply = NULL;
+    }
+    cmd_handle(cmd, reply);
+out:
+    cmd_settle(cmd);
+}
+
+static void on_wait(redisAsyncContext *ac, void *r, void *priv)
+{
+    (void)ac;
+    struct rcmd *cmd = priv;
+    redisReply *reply = r;
+    cmd->refs--;
+    if (cmd->skip_waits > 0) {
+        cmd->skip_waits--;
+    } else if (cmd->granted && !cmd->answered) {
+        if (reply != NULL && reply->type == REDIS_REPLY_INTEGER &&
+            reply->integer >= cmd->bk->wait_replicas) {
+            cmd_answer(cmd, &cmd->reply);
+        } else {
+            /* A failover to a replica that lacks this grant would hand the
+             * lock to someone else: undo it (compare-and-delete) and 503. */
+            if (reply != NULL && reply->type == REDIS_REPLY_INTEGER)
+                lk_log(LK_WARN, "grant reached %lld of %lld replicas in time; undone",
+                       (long long)reply->integer, (long long)cmd->bk->wait_replicas);
+            cmd_undo(cmd);
+            cmd_answer_down(cmd);
+        }
+    }
+    cmd_settle(cmd);
+}
+
+/* Releases the grant an acquire command just made (release.lua with the
+ * same lease: compare-and-delete, so never someone else's lock). Nobody
+ * waits for the answer; if it is lost, the lease expires at its TTL. */
+static void cmd_undo(struct rcmd *acq)
+{
+    struct rb *bk = acq->bk;
+    /* acquire argv: EVAL(SHA) sha 3 lock fence delay lease ... */
+    const char *lock = acq->argv[3];
+    size_t lock_len = acq->argvlen[3];
+    char name[LK_NAME_MAX + 1];
+    size_t nlen = lock_len - bk->prefix_len - 2;
+    if (nlen > LK_NAME_MAX)
+        return;
+    memcpy(name, lock + bk->prefix_len + 1, nlen);
+    name[nlen] = '\0';
+    struct rcmd *u = cmd_new(bk, acq->conn, RK_UNDO, SC_RELEASE);
+    u->answered = true;
+    struct argb b = {0};
+    argb_str(&b, "2");
+    argb_put(&b, lock, lock_len);
+    argb_put(&b, acq->argv[5], acq->argvlen[5]);
+    argb_put(&b, acq->argv[6], acq->argvlen[6]);
+    argb_str(&b, "0");
+    argb_channel(&b, bk, name);
+    argb_str(&b, name);
+    cmd_take_args(u, &b);
+    (void)cmd_submit(u);
+}
+
+/* ---------------------------------------------------------------- operations */
+
+static struct rconn *conn_of(struct rb *bk, struct lk_loop *lp)
+{
+    int i = loop_index(lp);
+    if (i < 0 || i >= RB_MAX_LOOPS)
+        return NULL;
+    return bk->conns[i]; /* written only by this same thread (attach/detach) */
+}
+
+static enum lk_code rb_attach(void *state, struct lk_loop *lp)
+{
+    struct rb *bk = state;
+    int i = loop_index(lp);
+    if (i < 0 || i >= RB_MAX_LOOPS) {
+        lk_log(LK_ERROR, "cannot attach loop %d to redis: more than %d loops", i, RB_MAX_LOOPS);
+        return LK_INVALID;
+    }
+    if (bk->conns[i] != NULL)
+        return LK_OK;
+    struct rconn *c = conn_new(bk, loop_ev(lp), false);
+    pthread_mutex_lock(&bk->mu);
+    bk->conns[i] = c;
+    pthread_mutex_unlock(&bk->mu);
+    conn_start(c);
+    return LK_OK;
+}
+
+static void rb_detach(void *state, struct lk_loop *lp)
+{
+    struct rb *bk = state;
+    int i = loop_index(lp);
+    if (i < 0 || i >= RB_MAX_LOOPS || bk->conns[i] == NULL)
+        return;
+    struct rconn *c = bk->conns[i];
+    pthread_mutex_lock(&bk->mu);
+    bk->conns[i] = NULL;
+    pthread_mutex_unlock(&bk->mu);
+    conn_free(c);
+}
+
+static enum lk_code rb_acquire(void *state, struct lk_loop *lp, const struct bk_acquire *a,
+                               bk_done_fn done, void *arg)
+{
+    struct rb *bk = state;
+    struct rcmd *cmd = cmd_new(bk, conn_of(bk, lp), RK_ACQUIRE, SC_ACQUIRE);
+    cmd->done = done;
+    cmd->arg = arg;
+    cmd->ttl_ms = a->ttl_ms;
+    cmd->with_wait = bk->wait_replicas > 0;
+    struct argb b = {0};
+    argb_str(&b, "3");
+    argb_key(&b, bk, a->name, "");
+    argb_key(&b, bk, a->name, ":fence");
+    argb_key(&b, bk, a->name, ":delay");
+    argb_str(&b, a->lease);
+    argb_str(&b, a->owner ? a->owner : "");
+    argb_int(&b, a->ttl_ms);
+    argb_str(&b, a->session_bound ? "1" : "0");
+    argb_int(&b, lk_wall_us()); /* fencing floor, see acquire.lua */
+    cmd_take_args(cmd, &b);
+    return cmd_submit(cmd);
+}
+
+static enum lk_code rb_renew(void *state, struct lk_loop *lp, const char *name, const char *lease,
+                             int64_t ttl_ms, bk_done_fn done, void *arg)
+{
+    struct rb *bk = state;
+    struct rcmd *cmd = cmd_new(bk, conn_of(bk, lp), RK_RENEW, SC_RENEW);
+    cmd->done = done;
+    cmd->arg = arg;
+    struct argb b = {0};
+    argb_str(&b, "1");
+    argb_key(&b, bk, name, "");
+    argb_str(&b, lease);
+    argb_int(&b, ttl_ms > 0 ? ttl_ms : 0);
+    cmd_take_args(cmd, &b);
+    return cmd_submit(cmd);
+}
+
+static enum lk_code rb_release(void *state, struct lk_loop *lp, const char *name,
+                               const char *lease, int64_t delay_ms, bk_done_fn done, void *arg)
+{
+    struct rb *bk = state;
+    struct rcmd *cmd = cmd_new(bk, conn_of(bk, lp), RK_RELEASE, SC_RELEASE);
+    cmd->done = done;
+    cmd->arg = arg;
+    struct argb b = {0};
+    argb_str(&b, "2");
+    argb_key(&b, bk, name, "");
+    argb_key(&b, bk, name, ":delay");
+    argb_str(&b, lease);
+    argb_int(&b, delay_ms > 0 ? delay_ms : 0);
+    argb_channel(&b, bk, name);
+    argb_str(&b, name);
+    cmd_take_args(cmd, &b);
+    return cmd_submit(cmd);
+}
+
+static enum lk_code rb_inspect(void *state, struct lk_loop *lp, const char *name, bk_info_fn done,
+                               void *arg)
+{
+    struct rb *bk = state;
+    struct rcmd *cmd = cmd_new(bk, conn_of(bk, lp), RK_INSPECT, SC_INSPECT);
+    cmd->info = done;
+    cmd->arg = arg;
+    struct argb b = {0};
+    argb_str(&b, "2");
+    argb_key(&b, bk, name, "");
+    argb_key(&b, bk, name, ":delay");
+    cmd_take_args(cmd, &b);
+    return cmd_submit(cmd);
+}
+
+/* Appends s with Redis glob metacharacters escaped (the prefix is config). */
+static size_t glob_escape(char *out, const char *s)
+{
+    size_t o = 0;
+    for (; *s; s++) {
+        if (strchr("*?[]\\", *s) != NULL)
+            out[o++] = '\\';
+        out[o++] = *s;
+    }
+    return o;
+}
+
+static enum lk_code rb_list(void *state, struct lk_loop *lp, const char *prefix,
+                            const char *cursor, size_t limit, bk_list_fn done, void *arg)
+{
+    struct rb *bk = state;
+    const char *cur = cursor && cursor[0] ? cursor : "0";
+    size_t cl = strlen(cur);
+    bool ok = cl <= 20 && strspn(cur, "0123456789") == cl;
+    if (!ok || strlen(prefix) > LK_NAME_MAX) {
+        done(arg, LK_INVALID, NULL, 0, NULL);
+        return LK_OK;
+    }
+    struct rcmd *cmd = cmd_new(bk, conn_of(bk, lp), RK_LIST, SC_LIST);
+    cmd->list = done;
+    cmd->arg = arg;
+    /* MATCH <prefix>{<filter>*}: ends in '}', so :fence/:delay keys never match */
+    char *pat = lk_malloc(2 * bk->prefix_len + 2 * strlen(prefix) + 4);
+    size_t o = glob_escape(pat, bk->prefix);
+    pat[o++] = '{';
+    o += glob_escape(pat + o, prefix);
+    pat[o++] = '*';
+    pat[o++] = '}';
+    struct argb b = {0};
+    argb_str(&b, "0");
+    argb_str(&b, cur);
+    argb_put(&b, pat, o);
+    argb_int(&b, (long long)(limit > 0 ? limit : 100));
+    argb_int(&b, (long long)bk->prefix_len);
+    free(pat);
+    cmd_take_args(cmd, &b);
+    return cmd_submit(cmd);
+}
+
+static enum lk_code rb_renew_many(void *state, struct lk_loop *lp, struct bk_renew_item *items,
+                                  size_t n, bk_batch_fn done, void *arg)
+{
+    struct rb *bk = state;
+    if (n == 0) {
+        done(arg, items, 0);
+        return LK_OK;
+    }
+    struct rconn *c = conn_of(bk, lp);
+    struct rbatch *batch = lk_calloc(1, sizeof(*batch));
+    batch->items = items;
+    batch->n = n;
+    batch->done = done;
+    batch->arg = arg;
+    batch->parts_left = 1; /* held while parts are submitted: done runs once, at the end */
+    for (size_t first = 0; first < n; first += RB_BATCH) {
+        size_t count = n - first < RB_BATCH ? n - first : RB_BATCH;
+        struct rcmd *cmd = cmd_new(bk, c, RK_BATCH, SC_RENEW_MANY);
+        cmd->batch = batch;
+        cmd->first = first;
+        cmd->count = count;
+        struct argb b = {0};
+        argb_int(&b, (long long)count);
+        for (size_t i = 0; i < count; i++)
+            argb_key(&b, bk, items[first + i].name, "");
+        for (size_t i = 0; i < count; i++) {
+            argb_str(&b, items[first + i].lease);
+            argb_int(&b, items[first + i].ttl_ms > 0 ? items[first + i].ttl_ms : 0);
+        }
+        cmd_take_args(cmd, &b);
+        batch->parts_left++;
+        (void)cmd_submit(cmd);
+    }
+    if (batch->parts_left == 1) {
+        batch_part_done(batch); /* every part was answered at once: done has run */
+        return LK_OK;
+    }
+    batch_part_done(batch);
+    return LK_AGAIN;
+}
+
+static enum lk_code rb_ping(void *state, struct lk_loop *lp, bk_done_fn done, void *arg)
+{
+    struct rb *bk = state;
+    struct rcmd *cmd = cmd_new(bk, conn_of(bk, lp), RK_PING, -1);
+    cmd->done = done;
+    cmd->arg = arg;
+    struct argb b = {0};
+    argb_str(&b, "PING");
+    cmd_take_args(cmd, &b);
+    return cmd_submit(cmd);
+}
+
+/* One node: up while every connection we have to it is up. */
+static size_t rb_nodes(void *state, struct bk_node *out, size_t max)
+{
+    struct rb *bk = state;
+    if (max == 0)
+        return 0;
+    memset(out, 0, sizeof(*out));
+    snprintf(out->addr, sizeof(out->addr), "%.127s", bk->addr);
+    pthread_mutex_lock(&bk->mu);
+    bool any = false, up = true;
+    const char *reason = NULL;
+    for (int i = 0; i < RB_MAX_LOOPS + 1; i++) {
+        const struct rconn *c = i < RB_MAX_LOOPS ? bk->conns[i] : bk->sub;
+        if (c == NULL)
+            continue;
+        any = true;
+        if (!c->up && reason == NULL) {
+            up = false;
+            reason = c->reason;
+        }
+    }
+    if (!any) {
+        up = bk->startup_up;
+        reason = bk->startup_reason;
+    }
+    out->up = up;
+    snprintf(out->reason, sizeof(out->reason), "%s", up ? "" : reason ? reason : "down");
+    pthread_mutex_unlock(&bk->mu);
+    return 1;
+}
+
+/* ---------------------------------------------------------------- pub/sub */
+
+/* On the subscriber thread: a release message names the lock. */
+static void on_message(redisAsyncContext *ac, void *r, void *priv)
+{
+    (void)ac;
+    struct rb *bk = priv;
+    redisReply *reply = r;
+    if (!is_array(reply, 3) || reply->element[0]->type != REDIS_REPLY_STRING ||
+        strcmp(reply->element[0]->str, "message") != 0 ||
+        reply->element[2]->type != REDIS_REPLY_STRING)
+        return;
+    const redisReply *m = reply->element[2];
+    if (!lk_name_valid(m->str, m->len))
+        return;
+    pthread_mutex_lock(&bk->mu);
+    bk_release_fn fn = bk->hook;
+    void *arg = bk->hook_arg;
+    pthread_mutex_unlock(&bk->mu);
+    if (fn != NULL)
+        fn(arg, m->str);
+}
+
+static void sub_send(struct rb *bk, const char *cmd, const char *const *names, size_t n)
+{
+    struct rconn *c = bk->sub;
+    if (c == NULL || c->ac == NULL || c->state != RC_READY || n == 0)
+        return;
+    struct argb b = {0};
+    argb_str(&b, cmd);
+    for (size_t i = 0; i < n; i++)
+        argb_channel(&b, bk, names[i]);
+    const char **argv = lk_malloc((size_t)b.n * sizeof(*argv));
+    for (int i = 0; i < b.n; i++)
+        argv[i] = b.buf + b.off[i];
+    /* UNSUBSCRIBE takes no callback in hiredis: each channel's entry goes */
+    int rc = strcmp(cmd, "SUBSCRIBE") == 0
+                 ? redisAsyncCommandArgv(c->ac, on_message, bk, b.n, argv, b.lens)
+                 : redisAsyncCommandArgv(c->ac, NULL, NULL, b.n, argv, b.lens);
+    if (rc != REDIS_OK)
+        lk_log(LK_WARN, "cannot %s on redis '%s'", cmd, bk->addr);
+    free(argv);
+    free(b.buf);
+    free(b.off);
+    free(b.lens);
+}
+
+/* A new subscriber connection has none of the old subscriptions: subscribe
+ * every watched name again, then wake each name's waiters once, since a
+ * release may have been published while we were not listening. */
+static void sub_connected(struct rconn *c)
+{
+    struct rb *bk = c->bk;
+    const char *names[RB_SUB_CHUNK];
+    size_t n = 0;
+    struct watch_ent *w, *tmp;
+    HASH_ITER(hh, bk->watched, w, tmp)
+    {
+        names[n++] = w->name;
+        if (n == RB_SUB_CHUNK) {
+            sub_send(bk, "SUBSCRIBE", names, n);
+            n = 0;
+        }
+    }
+    sub_send(bk, "SUBSCRIBE", names, n);
+    pthread_mutex_lock(&bk->mu);
+    bk_release_fn fn = bk->hook;
+    void *arg = bk->hook_arg;
+    pthread_mutex_unlock(&bk->mu);
+    if (fn == NULL)
+        return;
+    HASH_ITER(hh, bk->watched, w, tmp)
+    {
+        fn(arg, w->name);
+    }
+}
+
+struct watch_msg {
+    struct rb *bk;
+    bool on;
+    char name[LK_NAME_MAX + 1];
+};
+
+static void sub_watch(void *p)
+{
+    struct watch_msg *m = p;
+    struct rb *bk = m->bk;
+    struct watch_ent *w = NULL;
+    const char *names[1] = {m->name};
+    HASH_FIND_STR(bk->watched, m->name, w);
+    if (m->on) {
+        if (w == NULL) {
+            w = lk_calloc(1, sizeof(*w));
+            snprintf(w->name, sizeof(w->name), "%s", m->name);
+            HASH_ADD_STR(bk->watched, name, w);
+            sub_send(bk, "SUBSCRIBE", names, 1);
+        }
+        w->refs++;
+    } else if (w != NULL && --w->refs <= 0) {
+        HASH_DEL(bk->watched, w);
+        free(w);
+        sub_send(bk, "UNSUBSCRIBE", names, 1);
+    }
+    free(m);
+}
+
+static void rb_watch(void *state, const char *name, bool on)
+{
+    struct rb *bk = state;
+    if (strlen(name) > LK_NAME_MAX)
+        return;
+    struct watch_msg *m = lk_calloc(1, sizeof(*m));
+    m->bk = bk;
+    m->on = on;
+    snprintf(m->name, sizeof(m->name), "%s", name);
+    loop_post(bk->sub_lp, sub_watch, m); /* the table and connection live on that thread */
+}
+
+static void rb_set_release_hook(void *state, bk_release_fn fn, void *arg)
+{
+    struct rb *bk = state;
+    pthread_mutex_lock(&bk->mu);
+    bk->hook = fn;
+    bk->hook_arg = arg;
+    pthread_mutex_unlock(&bk->mu);
+}
+
+static void sub_init(void *p)
+{
+    struct rb *bk = p;
+    struct rconn *c = conn_new(bk, loop_ev(bk->sub_lp), true);
+    pthread_mutex_lock(&bk->mu);
+    bk->sub = c;
+    pthread_mutex_unlock(&bk->mu);
+    conn_start(c);
+}
+
+static void sub_fini(void *p)
+{
+    struct rb *bk = p;
+    pthread_mutex_lock(&bk->mu);
+    struct rconn *c = bk->sub;
+    bk->sub = NULL;
+    pthread_mutex_unlock(&bk->mu);
+    if (c != NULL)
+        conn_free(c);
+    struct watch_ent *w, *tmp;
+    HASH_ITER(hh, bk->watched, w, tmp)
+    {
+        HASH_DEL(bk->watched, w);
+        free(w);
+    }
+    loop_stop(bk->sub_lp);
+}
+
+static void *sub_main(void *p)
+{
+    struct rb *bk = p;
+    loop_run(bk->sub_lp);
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- lifecycle */
+
+static void rb_free(void *state)
+{
+    struct rb *bk = state;
+    if (bk == NULL)
+        return;
+    if (bk->sub_running) {
+        loop_post(bk->sub_lp, sub_fini, bk);
+        pthread_join(bk->sub_th, NULL);
+    }
+    if (bk->sub_lp != NULL)
+        loop_free(bk->sub_lp);
+    for (int i = 0; i < RB_MAX_LOOPS; i++)
+        if (bk->conns[i] != NULL)
+            lk_log(LK_ERROR, "redis backend freed with loop %d still attached", i);
+    pthread_mutex_destroy(&bk->mu);
+    free(bk->prefix);
+    free(bk);
+}
+
+static const struct backend_ops rb_ops = {
+    .name = "redis",
+    .attach = rb_attach,
+    .detach = rb_detach,
+    .acquire = rb_acquire,
+    .renew = rb_renew,
+    .release = rb_release,
+    .inspect = rb_inspect,
+    .list = rb_list,
+    .renew_many = rb_renew_many,
+    .ping = rb_ping,
+    .nodes = rb_nodes,
+    .set_release_hook = rb_set_release_hook,
+    .watch = rb_watch,
+    .free = rb_free,
+};
+
+/* Resolves the host once, here on the main thread: hiredis 0.14 resolves
+ * names with a blocking getaddrinfo, which must not run on a loop thread at
+ * every reconnect. A name that does not resolve yet is kept (resolved then). */
+static void resolve_host(struct rb *bk)
+{
+    snprintf(bk->connect_host, sizeof(bk->connect_host), "%s", bk->url.host);
+    struct addrinfo hints, *res = NULL;
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    if (getaddrinfo(bk->url.host, NULL, &hints, &res) != 0 || res == NULL) {
+        lk_log(LK_WARN, "cannot resolve redis host '%s' yet; will retry on connect",
+               bk->url.host);
+        return;
+    }
+    char tmp[INET6_ADDRSTRLEN];
+    const void *a = res->ai_family == AF_INET
+                        ? (const void *)&((struct sockaddr_in *)(void *)res->ai_addr)->sin_addr
+                        : (const void *)&((struct sockaddr_in6 *)(void *)res->ai_addr)->sin6_addr;
+    if (inet_ntop(res->ai_family, a, tmp, sizeof(tmp)) != NULL)
+        snprintf(bk->connect_host, sizeof(bk->connect_host), "%s", tmp);
+    freeaddrinfo(res);
+}
+
+/* Startup checks with a blocking connection (main thread, before serving).
+ * Bad credentials or database are configuration errors (LK_INVALID, exit 2);
+ * an unreachable Redis is not: lockd starts, /readyz says 503 with the
+ * reason, and the loops' connections keep retrying. */
+static enum lk_code startup_probe(struct rb *bk, char *err, size_t errlen)
+{
+    struct timeval tv = {(time_t)(bk->timeout_ms / 1000), (suseconds_t)(bk->timeout_ms % 1000) * 1000};
+    redisContext *c = redisConnectWithTimeout(bk->connect_host, bk->url.port, tv);
+    enum lk_code rc = LK_OK;
+    redisReply *r = NULL;
+    if (c == NULL || c->err) {
+        lower_reason(bk->startup_reason, sizeof(bk->startup_reason), "",
+                     c ? c->errstr : "out of memory");
+        lk_log(LK_WARN, "cannot connect to '%s': %s; starting anyway, not ready until it answers",
+               bk->addr, bk->startup_reason);
+        goto out;
+    }
+    (void)redisSetTimeout(c, tv);
+    if (bk->url.password[0] != '\0') {
+        if (bk->url.user[0] != '\0')
+            r = redisCommand(c, "AUTH %s %s", bk->url.user, bk->url.password);
+        else
+            r = redisCommand(c, "AUTH %s", bk->url.password);
+        if (r == NULL)
+            goto io_error;
+        if (r->type == REDIS_REPLY_ERROR) {
+            snprintf(err, errlen, "cannot authenticate to redis '%s'%s%s%s: %s", bk->addr,
+                     bk->url.user[0] ? " as '" : "", bk->url.user, bk->url.user[0] ? "'" : "",
+                     r->str);
+            rc = LK_INVALID;
+            goto out;
+        }
+        freeReplyObject(r);
+        r = NULL;
+    }
+    if (bk->url.db != 0) {
+        r = redisCommand(c, "SELECT %d", bk->url.db);
+        if (r == NULL)
+            goto io_error;
+        if (r->type == REDIS_REPLY_ERROR) {
+            snprintf(err, errlen, "cannot select database %d on redis '%s': %s", bk->url.db,
+                     bk->addr, r->str);
+            rc = LK_INVALID;
+            goto out;
+        }
+        freeReplyObject(r);
+        r = NULL;
+    }
+    for (int i = 0; i < SC_COUNT; i++) {
+        const struct rscript *s = &bk->scripts[i];
+        r = redisCommand(c, "SCRIPT LOAD %b", s->body, s->len);
+        if (r == NULL)
+            goto io_error;
+        if (r->type == REDIS_REPLY_ERROR) {
+            if (strncmp(r->str, "NOAUTH", 6) == 0) {
+                snprintf(err, errlen,
+                         "redis '%s' requires a password: use redis://[user:]password@host:port",
+                         bk->addr);
+                rc = LK_INVALID;
+            } else if (strncmp(r->str, "ERR Error compiling", 19) == 0) {
+                snprintf(err, errlen, "redis '%s' rejected script %s.lua: %s", bk->addr,
+                         s->name, r->str);
+                rc = LK_INTERNAL;
+            } else {
+                lower_reason(bk->startup_reason, sizeof(bk->startup_reason), "", r->str);
+                lk_log(LK_WARN, "cannot load scripts into '%s': %s; starting anyway", bk->addr,
+                       r->str);
+            }
+            goto out;
+        }
+        if (r->type != REDIS_REPLY_STRING || strcmp(r->str, s->sha) != 0) {
+            snprintf(err, errlen, "redis '%s' named script %s.lua differently than lockd",
+                     bk->addr, s->name);
+            rc = LK_INTERNAL;
+            goto out;
+        }
+        freeReplyObject(r);
+        r = NULL;
+    }
+    bk->startup_up = true;
+    bk->startup_reason[0] = '\0';
+    goto out;
+io_error:
+    lower_reason(bk->startup_reason, sizeof(bk->startup_reason), "", c->errstr);
+    lk_log(LK_WARN, "cannot talk to redis '%s': %s; starting anyway", bk->addr,
+           bk->startup_reason);
+out:
+    if (r != NULL)
+        freeReplyObject(r);
+    if (c != NULL)
+        redisFree(c);
+    return rc;
+}
 
 enum lk_code backend_redis_new(const struct lk_config *cfg, struct backend *out, char *err,
                                size_t errlen)
 {
-    (void)cfg;
-    (void)out;
-    snprintf(err, errlen, "the redis backend is not built yet");
-    return LK_UNSUPPORTED;
+    const char *urls = cfg->redis ? cfg->redis : "";
+    if (urls[0] == '\0') {
+        snprintf(err, errlen, "backend 'redis' needs a URL in 'redis' (redis://host:port)");
+        return LK_INVALID;
+    }
+    if (strchr(urls, ',') != NULL) {
+        snprintf(err, errlen, "backend 'redis' takes one URL in 'redis'; use 'redlock' for several");
+        return LK_INVALID;
+    }
+    struct rb *bk = lk_calloc(1, sizeof(*bk));
+    pthread_mutex_init(&bk->mu, NULL);
+    enum lk_code rc = redis_url_parse(urls, &bk->url, err, errlen);
+    if (rc != LK_OK)
+        goto fail;
+    bool v6 = strchr(bk->url.host, ':') != NULL;
+    snprintf(bk->addr, sizeof(bk->addr), "%s%s%s:%d", v6 ? "[" : "", bk->url.host, v6 ? "]" : "",
+             bk->url.port);
+    bk->prefix = lk_strdup(cfg->key_prefix ? cfg->key_prefix : "");
+    bk->prefix_len = strlen(bk->prefix);
+    bk->timeout_ms = cfg->backend_timeout_ms > 0 ? cfg->backend_timeout_ms : 2000;
+    bk->wait_replicas = cfg->redis_wait_replicas;
+    static const struct {
+        const char *name;
+        const char *body;
+    } src[SC_COUNT] = {
+        [SC_ACQUIRE] = {"acquire", lk_lua_acquire},
+        [SC_RENEW] = {"renew", lk_lua_renew},
+        [SC_RELEASE] = {"release", lk_lua_release},
+        [SC_INSPECT] = {"inspect", lk_lua_inspect},
+        [SC_LIST] = {"list", lk_lua_list},
+        [SC_RENEW_MANY] = {"renew_many", lk_lua_renew_many},
+    };
+    for (int i = 0; i < SC_COUNT; i++) {
+        struct rscript *s = &bk->scripts[i];
+        s->name = src[i].name;
+        s->body = src[i].body;
+        s->len = strlen(s->body);
+        sha1_hex(s->body, s->len, s->sha); /* EVALSHA works even if Redis was down at startup */
+    }
+    snprintf(bk->startup_reason, sizeof(bk->startup_reason), "not connected yet");
+    resolve_host(bk);
+    rc = startup_probe(bk, err, errlen);
+    if (rc != LK_OK)
+        goto fail;
+    bk->sub_lp = loop_new(-1);
+    loop_post(bk->sub_lp, sub_init, bk); /* runs first thing on the new thread */
+    if (pthread_create(&bk->sub_th, NULL, sub_main, bk) != 0) {
+        snprintf(err, errlen, "cannot start the redis subscriber thread");
+        rc = LK_INTERNAL;
+        goto fail;
+    }
+    bk->sub_running = true;
+    out->ops = &rb_ops;
+    out->state = bk;
+    return LK_OK;
+fail:
+    rb_free(bk);
+    return rc;
 }

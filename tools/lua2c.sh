@@ -1,7 +1,7 @@
 #!/bin/sh
 # lua2c.sh - turns server/scripts/NAME.lua into `const char lk_lua_NAME[]`.
 set -eu
-echo '/* generated from server/scripts/*.lua by tools/lua2c.sh; do not edit */'
+echo '/* generated from the Lua files in server/scripts by tools/lua2c.sh; do not edit */'
 for f in "$@"; do
     name=$(basename "$f" .lua)
     printf 'const char lk_lua_%s[] =\n' "$name"
