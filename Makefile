@@ -43,7 +43,8 @@ build/gen/scripts.c: $(LUA) tools/lua2c.sh
 define flavour
 $(1)/obj/%.o: %.c
 	@mkdir -p $$(@D)
-	$$(CC) $$(WARN) $(2) $$(CPPFLAGS_ALL) -MMD -MP -c $$< -o $$@
+	@echo "  CC    $$@"
+	@$$(CC) $$(WARN) $(2) $$(CPPFLAGS_ALL) -MMD -MP -c $$< -o $$@
 $(1)/obj/gen/scripts.o: build/gen/scripts.c
 	@mkdir -p $$(@D)
 	$$(CC) $$(WARN) $(2) $$(CPPFLAGS_ALL) -Wno-missing-prototypes -c $$< -o $$@

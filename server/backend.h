@@ -44,6 +44,7 @@ struct bk_reply {
      * release), LK_BACKEND_DOWN, LK_UNSUPPORTED. */
     enum lk_code code;
     int64_t fencing_token;   /* OK: the lease's token */
+    int64_t ttl_ms;          /* OK (acquire, renew): the ttl the lease now has */
     struct bk_holder holder; /* LOCKED / HELD_BY_OTHER: who holds it now */
 };
 
@@ -100,7 +101,8 @@ struct backend_ops {
      * fencing token greater than every token granted for the name before. */
     enum lk_code (*acquire)(void *bk, struct lk_loop *lp, const struct bk_acquire *a,
                             bk_done_fn done, void *arg);
-    /* Extends lease to ttl_ms if, and only if, it still holds the name. */
+    /* Extends lease to ttl_ms if, and only if, it still holds the name.
+     * ttl_ms 0 means the ttl the lease was last given (so backends store it). */
     enum lk_code (*renew)(void *bk, struct lk_loop *lp, const char *name, const char *lease,
                           int64_t ttl_ms, bk_done_fn done, void *arg);
     /* Deletes the lock if lease holds it (compare-and-delete) and tells other

@@ -44,7 +44,9 @@ static size_t put_escaped(char *buf, size_t off, size_t cap, const char *s)
 static size_t put_raw(char *buf, size_t off, size_t cap, const char *s)
 {
     size_t n = strlen(s);
-    if (off + n >= cap)
+    if (off + 1 >= cap)
+        return off;
+    if (n > cap - off - 1)
         n = cap - off - 1;
     memcpy(buf + off, s, n);
     return off + n;

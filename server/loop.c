@@ -8,6 +8,7 @@
 #include <ev.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdlib.h>
 
 #include "server/util.h"
 

@@ -87,8 +87,11 @@ void lk_rfc3339(int64_t wall_ms, char out[32])
     time_t secs = (time_t)(wall_ms / 1000);
     struct tm tm;
     gmtime_r(&secs, &tm);
-    snprintf(out, 32, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
-             tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(wall_ms % 1000));
+    char buf[96];
+    snprintf(buf, sizeof(buf), "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+             tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(wall_ms % 1000));
+    memcpy(out, buf, 31);
+    out[31] = '\0';
 }
 
 void lk_random_hex(char *out, size_t nbytes)

@@ -1,0 +1,702 @@
+/*
+ * http.c - libmicrohttpd in external-loop epoll mode, one daemon per worker
+ * loop, all on one port through SO_REUSEPORT (DESIGN.md §Execution model,
+ * shape a). The request lifecycle follows MHD's: context on the first call,
+ * body chunks, dispatch on the last call, free in the completion callback.
+ * Everything here for one request runs on its worker's thread.
+ */
+#include "api/http.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <ev.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "api/auth.h"
+#include "api/errors.h"
+#include "api/router.h"
+#include "config/config.h"
+#include "server/engine.h"
+#include "server/log.h"
+#include "server/loop.h"
+#include "server/metrics.h"
+
+struct http_worker {
+    struct http_server *srv;
+    int index;
+    struct lk_loop *lp;
+    struct MHD_Daemon *d;
+    int lfd;             /* owned by the daemon once it started */
+    pthread_t thread;
+    bool started;
+    ev_io epoll_w;
+    ev_timer mhd_timer;
+    ev_prepare prep;
+    bool need_run;
+    uint64_t req_seq;
+};
+
+struct http_server {
+    const struct lk_config *cfg;
+    struct engine *e;
+    int n;
+    struct http_worker *w;
+    int port;
+    char *tls_cert;
+    char *tls_key;
+};
+
+struct engine *http_engine(const struct req *r) { return r->wk->srv->e; }
+struct lk_loop *http_loop(const struct req *r) { return r->wk->lp; }
+const struct lk_config *http_config(const struct req *r) { return r->wk->srv->cfg; }
+int http_port(const struct http_server *s) { return s->port; }
+int http_nloops(const struct http_server *s) { return s->n; }
+struct lk_loop *http_loop_at(struct http_server *s, int i) { return s->w[i].lp; }
+
+/* ---- driving MHD from libev ---- */
+
+static void mhd_drive(struct http_worker *wk)
+{
+    wk->need_run = false;
+    MHD_run(wk->d);
+    MHD_UNSIGNED_LONG_LONG ms;
+    ev_timer_stop(loop_ev(wk->lp), &wk->mhd_timer);
+    if (MHD_get_timeout(wk->d, &ms) == MHD_YES) {
+        ev_timer_set(&wk->mhd_timer, (double)ms / 1000.0, 0.);
+        ev_timer_start(loop_ev(wk->lp), &wk->mhd_timer);
+    }
+}
+
+static void on_epoll(struct ev_loop *ev, ev_io *w, int revents)
+{
+    (void)ev;
+    (void)revents;
+    mhd_drive(w->data);
+}
+
+static void on_mhd_timer(struct ev_loop *ev, ev_timer *t, int revents)
+{
+    (void)ev;
+    (void)revents;
+    mhd_drive(t->data);
+}
+
+/* Before the loop blocks: run MHD if a suspended request was resumed. */
+static void on_prepare(struct ev_loop *ev, ev_prepare *p, int revents)
+{
+    (void)ev;
+    (void)revents;
+    struct http_worker *wk = p->data;
+    if (wk->need_run)
+        mhd_drive(wk);
+}
+
+/* ---- responses ---- */
+
+void http_add_header(struct req *r, const char *name, const char *value)
+{
+    if (r->nhdrs >= REQ_MAX_HEADERS)
+        return;
+    snprintf(r->hdr_name[r->nhdrs], sizeof(r->hdr_name[0]), "%s", name);
+    snprintf(r->hdr_value[r->nhdrs], sizeof(r->hdr_value[0]), "%s", value);
+    r->nhdrs++;
+}
+
+static void stop_eof_watch(struct req *r)
+{
+    if (r->eof_watch != NULL) {
+        ev_io_stop(loop_ev(r->wk->lp), r->eof_watch);
+        free(r->eof_watch);
+        r->eof_watch = NULL;
+    }
+}
+
+static void set_ready(struct req *r)
+{
+    r->ready = true;
+    if (r->suspended) {
+        r->suspended = false;
+        stop_eof_watch(r);
+        MHD_resume_connection(r->conn);
+        r->wk->need_run = true;
+    }
+}
+
+void http_respond_text(struct req *r, int status, const char *content_type, char *text,
+                       size_t len)
+{
+    free(r->resp);
+    r->status = status;
+    r->resp = text;
+    r->resp_len = len;
+    r->content_type = content_type;
+    set_ready(r);
+}
+
+void http_respond_json(struct req *r, int status, json_t *json)
+{
+    char *text = NULL;
+    size_t len = 0;
+    if (json != NULL) {
+        text = json_dumps(json, JSON_COMPACT | JSON_ENSURE_ASCII);
+        json_decref(json);
+        if (text == NULL)
+            abort(); /* out of memory */
+        len = strlen(text);
+        text = realloc(text, len + 2);
+        if (text == NULL)
+            abort();
+        text[len++] = '\n';
+        text[len] = '\0';
+    }
+    http_respond_text(r, status, "application/json", text, len);
+}
+
+static enum MHD_Result queue(struct req *r)
+{
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(r->resp_len, r->resp ? r->resp : (void *)"",
+                                        r->resp ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+    r->resp = NULL;
+    if (resp == NULL)
+        return MHD_NO;
+    if (r->content_type != NULL)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, r->content_type);
+    MHD_add_response_header(resp, "X-Request-Id", r->req_id);
+    for (int i = 0; i < r->nhdrs; i++)
+        MHD_add_response_header(resp, r->hdr_name[i], r->hdr_value[i]);
+    enum MHD_Result ret = MHD_queue_response(r->conn, (unsigned)r->status, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+/* ---- requests ---- */
+
+const char *http_header(const struct req *r, const char *name)
+{
+    return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
+}
+
+struct qiter {
+    bool (*fn)(void *arg, const char *k, const char *v);
+    void *arg;
+    bool stop;
+};
+
+static enum MHD_Result query_cb(void *cls, enum MHD_ValueKind kind, const char *key,
+                                const char *value)
+{
+    (void)kind;
+    struct qiter *q = cls;
+    if (q->stop)
+        return MHD_NO;
+    if (!q->fn(q->arg, key, value ? value : "")) {
+        q->stop = true;
+        return MHD_NO;
+    }
+    return MHD_YES;
+}
+
+void http_query_each(const struct req *r, bool (*fn)(void *arg, const char *k, const char *v),
+                     void *arg)
+{
+    struct qiter q = {fn, arg, false};
+    MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, query_cb, &q);
+}
+
+/* The client of a suspended long poll hung up: withdraw its waiter. */
+static void on_eof(struct ev_loop *ev, ev_io *w, int revents)
+{
+    (void)ev;
+    (void)revents;
+    struct req *r = w->data;
+    char c;
+    ssize_t n = recv(r->sock, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        return;
+    stop_eof_watch(r);
+    if (n > 0)
+        return; /* pipelined data, not a hang-up: we can no longer tell */
+    if (r->waiting) {
+        r->waiting = false;
+        engine_cancel(http_engine(r), r->waiter);
+        r->waiter = NULL;
+        errors_respond(r, 499, "client_closed", "the client closed the connection", NULL);
+    }
+}
+
+static void watch_eof(struct req *r)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (ci == NULL)
+        return;
+    r->sock = ci->connect_fd;
+    ev_io *w = malloc(sizeof(*w));
+    if (w == NULL)
+        abort();
+    ev_io_init(w, on_eof, r->sock, EV_READ);
+    w->data = r;
+    r->eof_watch = w;
+    ev_io_start(loop_ev(r->wk->lp), w);
+}
+
+static void req_start(struct http_worker *wk, struct req *r, struct MHD_Connection *conn,
+                      const char *url, const char *method)
+{
+    r->wk = wk;
+    r->conn = conn;
+    r->url = url;
+    r->method = method;
+    r->start_us = lk_now_us();
+    r->sock = -1;
+    const char *rid = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Request-Id");
+    if (rid != NULL && strlen(rid) < sizeof(r->req_id) && rid[0] != '\0') {
+        bool clean = true;
+        for (const char *p = rid; *p; p++)
+            if ((unsigned char)*p < 0x21 || (unsigned char)*p > 0x7e)
+                clean = false;
+        if (clean)
+            snprintf(r->req_id, sizeof(r->req_id), "%s", rid);
+    }
+    if (r->req_id[0] == '\0')
+        snprintf(r->req_id, sizeof(r->req_id), "%x-%llx", wk->index,
+                 (unsigned long long)++wk->req_seq);
+}
+
+static void route_request(struct req *r)
+{
+    char allow[64];
+    int status = 404;
+    const char *param = NULL, *label;
+    r->route = router_match(r->method, r->url, &param, &status, allow, sizeof(allow), &label);
+    if (r->route == NULL) {
+        if (status == 405) {
+            http_add_header(r, "Allow", allow);
+            char msg[128];
+            snprintf(msg, sizeof(msg), "method %.16s is not allowed here; use %s", r->method,
+                     allow);
+            errors_respond(r, 405, "method_not_allowed", msg, NULL);
+        } else {
+            errors_respond(r, 404, "not_found", "no such route", NULL);
+        }
+        return;
+    }
+    if (param != NULL) {
+        r->param_buf = strdup(param);
+        if (r->param_buf == NULL)
+            abort();
+        r->param = r->param_buf;
+    }
+    if (r->route->guarded || r->wk->srv->cfg->auth_metrics) {
+        if (!auth_check(http_header(r, MHD_HTTP_HEADER_AUTHORIZATION))) {
+            http_add_header(r, "WWW-Authenticate", "Bearer realm=\"lockd\"");
+            errors_respond(r, 401, "unauthorized", "missing or invalid bearer token", NULL);
+        }
+    }
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload_data, size_t *upload_size, void **con_cls)
+{
+    (void)version;
+    struct http_worker *wk = cls;
+    struct req *r = *con_cls;
+    if (r == NULL) {
+        r = calloc(1, sizeof(*r));
+        if (r == NULL)
+            abort();
+        *con_cls = r;
+        req_start(wk, r, conn, url, method);
+        route_request(r);
+        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                     MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if (cl != NULL && strtoull(cl, NULL, 10) > (unsigned long long)wk->srv->cfg->max_body_bytes) {
+            /* Answer before reading: MHD closes the connection after. */
+            r->body_too_large = true;
+            char msg[96];
+            snprintf(msg, sizeof(msg), "request body is larger than %lld bytes",
+                     (long long)wk->srv->cfg->max_body_bytes);
+            errors_respond(r, 413, "body_too_large", msg, NULL);
+            return queue(r);
+        }
+        return MHD_YES;
+    }
+    if (*upload_size > 0) {
+        size_t n = *upload_size;
+        *upload_size = 0;
+        if (r->body_too_large)
+            return MHD_YES; /* chunked and too large: discard, bounded memory */
+        if (r->body_len + n > (size_t)wk->srv->cfg->max_body_bytes) {
+            r->body_too_large = true;
+            free(r->body);
+            r->body = NULL;
+            r->body_len = 0;
+            return MHD_YES;
+        }
+        r->body = realloc(r->body, r->body_len + n + 1);
+        if (r->body == NULL)
+            abort();
+        memcpy(r->body + r->body_len, upload_data, n);
+        r->body_len += n;
+        r->body[r->body_len] = '\0';
+        return MHD_YES;
+    }
+    if (r->ready)
+        return queue(r);
+    if (r->body_too_large) {
+        char msg[96];
+        snprintf(msg, sizeof(msg), "request body is larger than %lld bytes",
+                 (long long)wk->srv->cfg->max_body_bytes);
+        errors_respond(r, 413, "body_too_large", msg, NULL);
+        return queue(r);
+    }
+    r->route->fn(r);
+    if (r->ready)
+        return queue(r);
+    /* The engine answers later on this loop: park the connection. */
+    r->suspended = true;
+    MHD_suspend_connection(conn);
+    if (r->waiting)
+        watch_eof(r);
+    return MHD_YES;
+}
+
+static void release_ignored(void *arg, const struct eng_result *res)
+{
+    (void)arg;
+    (void)res;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    (void)cls;
+    (void)conn;
+    struct req *r = *con_cls;
+    if (r == NULL)
+        return;
+    *con_cls = NULL;
+    struct http_worker *wk = r->wk;
+    stop_eof_watch(r);
+    if (r->waiting) {
+        engine_cancel(wk->srv->e, r->waiter);
+        r->waiting = false;
+    }
+    if (r->grant_pending && toe != MHD_REQUEST_TERMINATED_COMPLETED_OK) {
+        /* The client never got its lease: give the lock back now. */
+        enum lk_code c = engine_release(wk->srv->e, wk->lp, r->grant_name, r->grant_lease,
+                                        release_ignored, NULL);
+        (void)c;
+    }
+    int64_t us = lk_now_us() - r->start_us;
+    const char *label = r->route ? r->route->label : "other";
+    metrics_http(label, r->method, r->status);
+    metrics_observe(H_HTTP_DURATION, us);
+    if (wk->srv->cfg->access_log && lk_log_level <= LK_INFO) {
+        char status[8], dur[24];
+        snprintf(status, sizeof(status), "%d", r->status);
+        snprintf(dur, sizeof(dur), "%.3f", (double)us / 1000.0);
+        lk_log_kv(LK_INFO, "request", "req_id", r->req_id, "method", r->method, "path", r->url,
+                  "status", status, "ms", dur, NULL);
+    }
+    free(r->param_buf);
+    free(r->body);
+    free(r->resp);
+    free(r);
+}
+
+/* Decodes %XX except %00, which stays literal (and is then an invalid
+ * name): a NUL must never cut a lock name short. */
+static size_t unescape(void *cls, struct MHD_Connection *c, char *s)
+{
+    (void)cls;
+    (void)c;
+    char *w = s;
+    for (char *p = s; *p; p++) {
+        if (p[0] == '%' && p[1] && p[2]) {
+            char hex[3] = {p[1], p[2], 0};
+            char *end;
+            unsigned long v = strtoul(hex, &end, 16);
+            if (*end == '\0' && v != 0 && hex[0] != '+' && hex[0] != '-' && hex[0] != ' ') {
+                *w++ = (char)v;
+                p += 2;
+                continue;
+            }
+        }
+        *w++ = *p;
+    }
+    *w = '\0';
+    return (size_t)(w - s);
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    (void)cls;
+    char msg[512];
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    size_t n = strlen(msg);
+    while (n > 0 && msg[n - 1] == '\n')
+        msg[--n] = '\0';
+    lk_log(LK_DEBUG, "libmicrohttpd: %s", msg);
+}
+
+/* ---- listening ---- */
+
+static int parse_listen(const char *listen, struct sockaddr_storage *ss, socklen_t *sl)
+{
+    char host[128];
+    const char *colon;
+    const char *h = listen;
+    size_t hl;
+    if (listen[0] == '[') {
+        const char *close = strchr(listen, ']');
+        if (close == NULL || close[1] != ':')
+            return -1;
+        h = listen + 1;
+        hl = (size_t)(close - h);
+        colon = close + 1;
+    } else {
+        colon = strrchr(listen, ':');
+        if (colon == NULL)
+            return -1;
+        hl = (size_t)(colon - listen);
+    }
+    if (hl >= sizeof(host))
+        return -1;
+    memcpy(host, h, hl);
+    host[hl] = '\0';
+    char *end;
+    long port = strtol(colon + 1, &end, 10);
+    if (*end != '\0' || port < 0 || port > 65535 || colon[1] == '\0')
+        return -1;
+    memset(ss, 0, sizeof(*ss));
+    struct sockaddr_in *in4 = (struct sockaddr_in *)ss;
+    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
+    if (strcmp(host, "localhost") == 0)
+        snprintf(host, sizeof(host), "127.0.0.1");
+    if (host[0] == '\0' || strcmp(host, "*") == 0)
+        snprintf(host, sizeof(host), "0.0.0.0");
+    if (inet_pton(AF_INET, host, &in4->sin_addr) == 1) {
+        in4->sin_family = AF_INET;
+        in4->sin_port = htons((uint16_t)port);
+        *sl = sizeof(*in4);
+        return 0;
+    }
+    if (inet_pton(AF_INET6, host, &in6->sin6_addr) == 1) {
+        in6->sin6_family = AF_INET6;
+        in6->sin6_port = htons((uint16_t)port);
+        *sl = sizeof(*in6);
+        return 0;
+    }
+    return -1;
+}
+
+static int open_listener(struct sockaddr_storage *ss, socklen_t sl, char *err, size_t errlen)
+{
+    int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot create socket: %s", strerror(errno));
+        return -1;
+    }
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
+    if (ss->ss_family == AF_INET6)
+        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+    if (bind(fd, (struct sockaddr *)ss, sl) != 0 || listen(fd, 4096) != 0) {
+        snprintf(err, errlen, "cannot listen: %s", strerror(errno));
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static void *worker_main(void *arg)
+{
+    struct http_worker *wk = arg;
+    loop_run(wk->lp);
+    return NULL;
+}
+
+static void worker_init(void *arg)
+{
+    struct http_worker *wk = arg;
+    struct ev_loop *ev = loop_ev(wk->lp);
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(wk->d, MHD_DAEMON_INFO_EPOLL_FD);
+    ev_io_init(&wk->epoll_w, on_epoll, di->epoll_fd, EV_READ);
+    wk->epoll_w.data = wk;
+    ev_io_start(ev, &wk->epoll_w);
+    ev_timer_init(&wk->mhd_timer, on_mhd_timer, 0., 0.);
+    wk->mhd_timer.data = wk;
+    ev_prepare_init(&wk->prep, on_prepare);
+    wk->prep.data = wk;
+    ev_prepare_start(ev, &wk->prep);
+    mhd_drive(wk);
+}
+
+static int start_daemon(struct http_worker *wk, char *err, size_t errlen)
+{
+    const struct lk_config *cfg = wk->srv->cfg;
+    unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG | MHD_USE_TURBO;
+    unsigned limit = (unsigned)((cfg->max_connections + wk->srv->n - 1) / wk->srv->n);
+    struct MHD_OptionItem opts[16];
+    int n = 0;
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_LISTEN_SOCKET, wk->lfd, NULL};
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT, (intptr_t)limit, NULL};
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_TIMEOUT,
+                                        (intptr_t)(cfg->connection_timeout_ms / 1000), NULL};
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_MEMORY_LIMIT, 32 * 1024, NULL};
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, NULL};
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_UNESCAPE_CALLBACK, (intptr_t)unescape, NULL};
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_log, NULL};
+    if (wk->srv->tls_cert != NULL) {
+        flags |= MHD_USE_TLS;
+        opts[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, wk->srv->tls_cert};
+        opts[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, wk->srv->tls_key};
+    }
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
+    wk->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, wk, MHD_OPTION_ARRAY, opts,
+                             MHD_OPTION_END);
+    if (wk->d == NULL) {
+        snprintf(err, errlen, "cannot start the HTTP server (libmicrohttpd refused the options)");
+        return -1;
+    }
+    return 0;
+}
+
+static char *slurp(const char *path, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) {
+        snprintf(err, errlen, "cannot open '%s': %s", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 65536, len = 0;
+    char *buf = lk_malloc(cap + 1);
+    size_t r;
+    while ((r = fread(buf + len, 1, cap - len, f)) > 0 && len + r < cap)
+        len += r;
+    len += r;
+    fclose(f);
+    buf[len < cap ? len : cap] = '\0';
+    return buf;
+}
+
+struct http_server *http_start(const struct lk_config *cfg, struct engine *e, char *err,
+                               size_t errlen)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl;
+    if (parse_listen(cfg->listen, &ss, &sl) != 0) {
+        snprintf(err, errlen, "invalid value '%s' for 'listen': expected HOST:PORT", cfg->listen);
+        return NULL;
+    }
+    struct http_server *s = lk_calloc(1, sizeof(*s));
+    s->cfg = cfg;
+    s->e = e;
+    s->n = (int)cfg->threads;
+    s->w = lk_calloc((size_t)s->n, sizeof(*s->w));
+    if (cfg->tls_cert[0] != '\0') {
+        s->tls_cert = slurp(cfg->tls_cert, err, errlen);
+        s->tls_key = s->tls_cert ? slurp(cfg->tls_key, err, errlen) : NULL;
+        if (s->tls_key == NULL)
+            goto fail;
+    }
+    for (int i = 0; i < s->n; i++) {
+        struct http_worker *wk = &s->w[i];
+        wk->srv = s;
+        wk->index = i;
+        wk->lfd = open_listener(&ss, sl, err, errlen);
+        if (wk->lfd < 0)
+            goto fail;
+        if (i == 0) {
+            /* Port 0: the others join the port the first one got. */
+            struct sockaddr_storage got;
+            socklen_t gl = sizeof(got);
+            getsockname(wk->lfd, (struct sockaddr *)&got, &gl);
+            s->port = ntohs(got.ss_family == AF_INET ? ((struct sockaddr_in *)&got)->sin_port
+                                                     : ((struct sockaddr_in6 *)&got)->sin6_port);
+            if (ss.ss_family == AF_INET)
+                ((struct sockaddr_in *)&ss)->sin_port = htons((uint16_t)s->port);
+            else
+                ((struct sockaddr_in6 *)&ss)->sin6_port = htons((uint16_t)s->port);
+        }
+        if (start_daemon(wk, err, errlen) != 0)
+            goto fail;
+        wk->lp = loop_new(i);
+        loop_set_user(wk->lp, wk);
+    }
+    for (int i = 0; i < s->n; i++) {
+        struct http_worker *wk = &s->w[i];
+        if (engine_attach(e, wk->lp) != LK_OK) {
+            snprintf(err, errlen, "cannot attach the backend to worker %d", i);
+            goto fail;
+        }
+        loop_post(wk->lp, worker_init, wk);
+        if (pthread_create(&wk->thread, NULL, worker_main, wk) != 0) {
+            snprintf(err, errlen, "cannot start worker thread: %s", strerror(errno));
+            goto fail;
+        }
+        wk->started = true;
+    }
+    return s;
+fail:
+    http_stop(s);
+    return NULL;
+}
+
+static void worker_fini(void *arg)
+{
+    struct http_worker *wk = arg;
+    struct ev_loop *ev = loop_ev(wk->lp);
+    ev_io_stop(ev, &wk->epoll_w);
+    ev_timer_stop(ev, &wk->mhd_timer);
+    ev_prepare_stop(ev, &wk->prep);
+    if (wk->d != NULL) {
+        MHD_stop_daemon(wk->d); /* completion callbacks run here, on this loop */
+        wk->d = NULL;
+    }
+    engine_detach(wk->srv->e, wk->lp);
+    loop_stop(wk->lp);
+}
+
+void http_stop(struct http_server *s)
+{
+    if (s == NULL)
+        return;
+    for (int i = 0; i < s->n; i++) {
+        struct http_worker *wk = &s->w[i];
+        if (wk->started) {
+            loop_post(wk->lp, worker_fini, wk);
+            pthread_join(wk->thread, NULL);
+        } else if (wk->d != NULL) {
+            MHD_stop_daemon(wk->d);
+            wk->d = NULL;
+            wk->lfd = -1; /* closed by MHD */
+        }
+        if (wk->lp != NULL)
+            loop_free(wk->lp);
+        if (wk->lfd > 0 && !wk->started && wk->d == NULL)
+            close(wk->lfd);
+    }
+    free(s->tls_cert);
+    free(s->tls_key);
+    free(s->w);
+    free(s);
+}
+
+void http_each_loop(struct http_server *s, void (*fn)(void *arg), void *arg)
+{
+    for (int i = 0; i < s->n; i++)
+        loop_post(s->w[i].lp, fn, arg);
+}

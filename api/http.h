@@ -1,0 +1,95 @@
+/*
+ * http.h - libmicrohttpd glue. One worker per configured thread: its own
+ * event loop, listening socket (SO_REUSEPORT on one port) and MHD daemon in
+ * external-loop epoll mode, so a request starts and finishes on one loop.
+ * A handler answers at once or later on the same loop; in between the
+ * connection is suspended, not a thread.
+ */
+#ifndef LOCKD_API_HTTP_H
+#define LOCKD_API_HTTP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+struct engine;
+struct lk_config;
+struct lk_loop;
+struct http_server;
+struct eng_waiter;
+struct route;
+
+#define REQ_MAX_HEADERS 6
+
+/* One HTTP request, allocated on its first callback and freed in the
+ * completion callback. A suspended request is reached only through this
+ * struct, never through the stack. */
+struct req {
+    struct http_worker *wk;
+    struct MHD_Connection *conn;
+    const struct route *route;
+    const char *method;  /* MHD's copy, valid for the request */
+    const char *url;     /* decoded path (MHD's copy) */
+    const char *param;   /* the {name} or {id} part of the path, NUL-terminated copy */
+    char *param_buf;
+    char *body;
+    size_t body_len;
+    bool body_too_large;
+    int64_t start_us;
+    char req_id[40];
+
+    /* the answer, set by http_respond*() */
+    bool ready;
+    bool suspended;
+    int status;
+    char *resp;          /* malloc'd */
+    size_t resp_len;
+    const char *content_type;
+    char hdr_name[REQ_MAX_HEADERS][24];
+    char hdr_value[REQ_MAX_HEADERS][72];
+    int nhdrs;
+
+    /* blocking acquire */
+    struct eng_waiter *waiter;
+    bool waiting;        /* engine callback not run yet */
+    int sock;            /* watched for EOF while suspended */
+    void *eof_watch;     /* ev_io *, malloc'd */
+    /* a grant that must be released if the client never receives it */
+    char grant_name[256];
+    char grant_lease[33];
+    bool grant_pending;
+};
+
+struct http_worker;
+
+struct engine *http_engine(const struct req *r);
+struct lk_loop *http_loop(const struct req *r);
+const struct lk_config *http_config(const struct req *r);
+
+/* Sets the answer (takes ownership of json, may be NULL for an empty body).
+ * On the request's loop; resumes the connection if it was suspended. */
+void http_respond_json(struct req *r, int status, json_t *json);
+void http_respond_text(struct req *r, int status, const char *content_type, char *text,
+                       size_t len);
+void http_add_header(struct req *r, const char *name, const char *value);
+
+/* Request headers and query arguments. */
+const char *http_header(const struct req *r, const char *name);
+/* Calls fn for every query argument; stops early when fn returns false. */
+void http_query_each(const struct req *r, bool (*fn)(void *arg, const char *k, const char *v),
+                     void *arg);
+
+/* Starts the workers (binds, spawns threads). On failure writes err. */
+struct http_server *http_start(const struct lk_config *cfg, struct engine *e, char *err,
+                               size_t errlen);
+int http_port(const struct http_server *s);
+/* Stops accepting, stops the loops, joins threads, frees. */
+void http_stop(struct http_server *s);
+/* Any thread: runs fn on every worker's loop. */
+void http_each_loop(struct http_server *s, void (*fn)(void *arg), void *arg);
+struct lk_loop *http_loop_at(struct http_server *s, int i);
+int http_nloops(const struct http_server *s);
+
+#endif

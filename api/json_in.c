@@ -1,0 +1,121 @@
+/*
+ * json_in.c - decoding and validation of request bodies with jansson.
+ */
+#include "api/json_in.h"
+
+#include <string.h>
+
+#include "api/errors.h"
+#include "server/util.h"
+
+json_t *json_in_parse(const char *body, size_t len, struct api_error *e)
+{
+    size_t i = 0;
+    while (i < len && (body[i] == ' ' || body[i] == '\t' || body[i] == '\r' || body[i] == '\n'))
+        i++;
+    if (i == len)
+        return json_object(); /* empty body: all defaults */
+    json_error_t jerr;
+    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES /* \u0000 is refused by default */, &jerr);
+    if (root == NULL) {
+        api_error_set(e, 400, "invalid_json", "body is not valid JSON: %s (at byte %d)", jerr.text,
+                      jerr.position);
+        return NULL;
+    }
+    if (!json_is_object(root)) {
+        json_decref(root);
+        api_error_set(e, 400, "invalid_json", "body must be a JSON object");
+        return NULL;
+    }
+    return root;
+}
+
+bool json_in_only(json_t *obj, const char *const *allowed, struct api_error *e)
+{
+    const char *key;
+    json_t *v;
+    json_object_foreach(obj, key, v)
+    {
+        bool ok = false;
+        for (const char *const *a = allowed; *a != NULL; a++)
+            if (strcmp(*a, key) == 0)
+                ok = true;
+        if (!ok) {
+            api_error_set(e, 400, "unknown_field", "unknown field '%.64s'", key);
+            return false;
+        }
+    }
+    return true;
+}
+
+bool json_in_int(json_t *obj, const char *key, int64_t min, int64_t max, int64_t *out,
+                 struct api_error *e)
+{
+    json_t *v = json_object_get(obj, key);
+    if (v == NULL)
+        return true;
+    if (!json_is_integer(v)) {
+        api_error_set(e, 400, "invalid_field", "field '%s' must be an integer", key);
+        return false;
+    }
+    json_int_t n = json_integer_value(v);
+    if (n < min || n > max) {
+        api_error_set(e, 400, "invalid_field", "field '%s' must be between %lld and %lld", key,
+                      (long long)min, (long long)max);
+        return false;
+    }
+    *out = n;
+    return true;
+}
+
+bool json_in_str(json_t *obj, const char *key, size_t maxlen, const char **out,
+                 struct api_error *e)
+{
+    json_t *v = json_object_get(obj, key);
+    if (v == NULL)
+        return true;
+    if (!json_is_string(v)) {
+        api_error_set(e, 400, "invalid_field", "field '%s' must be a string", key);
+        return false;
+    }
+    if (json_string_length(v) > maxlen) {
+        api_error_set(e, 400, "invalid_field", "field '%s' must be at most %zu bytes", key,
+                      maxlen);
+        return false;
+    }
+    *out = json_string_value(v);
+    return true;
+}
+
+bool json_in_bool(json_t *obj, const char *key, bool *out, struct api_error *e)
+{
+    json_t *v = json_object_get(obj, key);
+    if (v == NULL)
+        return true;
+    if (!json_is_boolean(v)) {
+        api_error_set(e, 400, "invalid_field", "field '%s' must be true or false", key);
+        return false;
+    }
+    *out = json_is_true(v);
+    return true;
+}
+
+bool json_in_name(const char *s, struct api_error *e)
+{
+    if (!lk_name_valid(s, strlen(s))) {
+        api_error_set(e, 400, "invalid_name",
+                      "lock names are 1 to 255 bytes of A-Z a-z 0-9 . _ : -");
+        return false;
+    }
+    return true;
+}
+
+bool json_in_lease_ok(const char *s)
+{
+    if (strlen(s) != LK_LEASE_LEN)
+        return false;
+    for (const char *p = s; *p; p++)
+        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
+            return false;
+    return true;
+}

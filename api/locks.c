@@ -1,0 +1,443 @@
+/*
+ * locks.c - /locks handlers: request -> engine call -> JSON response.
+ * Nothing else: validation rules come from json_in, statuses from errors.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/errors.h"
+#include "api/http.h"
+#include "api/json_in.h"
+#include "api/router.h"
+#include "config/config.h"
+#include "server/engine.h"
+
+#define SESSION_MAX 64
+
+/* ---- shared pieces ---- */
+
+struct qcheck {
+    const char *const *allowed;
+    struct api_error *e;
+    bool ok;
+    const char *lease;
+    bool lease_conflict;
+};
+
+static bool query_field(void *arg, const char *k, const char *v)
+{
+    struct qcheck *q = arg;
+    bool known = false;
+    for (const char *const *a = q->allowed; *a != NULL; a++)
+        if (strcmp(*a, k) == 0)
+            known = true;
+    if (!known) {
+        api_error_set(q->e, 400, "unknown_field", "unknown query parameter '%.64s'", k);
+        q->ok = false;
+        return false;
+    }
+    if (strcmp(k, "lease") == 0) {
+        if (q->lease != NULL && strcmp(q->lease, v) != 0)
+            q->lease_conflict = true;
+        q->lease = v;
+    }
+    return true;
+}
+
+/* Checks query parameter names; collects ?lease= values. */
+static bool check_query(struct req *r, const char *const *allowed, const char **lease,
+                        bool *conflict, struct api_error *e)
+{
+    struct qcheck q = {allowed, e, true, NULL, false};
+    http_query_each(r, query_field, &q);
+    if (lease != NULL)
+        *lease = q.lease;
+    if (conflict != NULL)
+        *conflict = q.lease_conflict;
+    return q.ok;
+}
+
+/* The lease from header, query or body: present ones must agree. */
+static bool find_lease(struct req *r, json_t *body, const char *query_lease, bool query_conflict,
+                       const char **out, struct api_error *e)
+{
+    const char *hdr = http_header(r, "Lock-Lease");
+    const char *bl = NULL;
+    if (!json_in_str(body, "lease", 64, &bl, e))
+        return false;
+    const char *srcs[3] = {hdr, query_lease, bl};
+    const char *lease = NULL;
+    bool conflict = query_conflict;
+    for (int i = 0; i < 3; i++) {
+        if (srcs[i] == NULL)
+            continue;
+        if (lease != NULL && strcmp(lease, srcs[i]) != 0)
+            conflict = true;
+        lease = srcs[i];
+    }
+    if (conflict) {
+        api_error_set(e, 400, "conflicting_lease",
+                      "the leases sent in the header, query and body differ");
+        return false;
+    }
+    if (lease == NULL) {
+        api_error_set(e, 400, "invalid_field",
+                      "field 'lease' is required (header Lock-Lease, ?lease= or body)");
+        return false;
+    }
+    if (!json_in_lease_ok(lease)) {
+        api_error_set(e, 400, "invalid_field", "field 'lease' must be 32 lowercase hex digits");
+        return false;
+    }
+    *out = lease;
+    return true;
+}
+
+static json_t *holder_json(const struct bk_holder *h)
+{
+    json_t *o = json_object();
+    if (h->lock_delay) {
+        json_object_set_new(o, "lock_delay", json_true());
+    } else {
+        json_object_set_new(o, "owner", json_string(h->owner));
+        json_object_set_new(o, "fencing_token", json_integer(h->fencing_token));
+        json_object_set_new(o, "session_bound", json_boolean(h->session_bound));
+    }
+    json_object_set_new(o, "expires_in_ms", json_integer(h->expires_in_ms));
+    return o;
+}
+
+static void retry_after(struct req *r, int64_t ms)
+{
+    char buf[24];
+    int64_t s = ms > 0 ? (ms + 999) / 1000 : 1;
+    snprintf(buf, sizeof(buf), "%lld", (long long)s);
+    http_add_header(r, "Retry-After", buf);
+}
+
+static void grant_json(struct req *r, const struct eng_result *res)
+{
+    char expires[32], token[24];
+    lk_rfc3339(res->expires_at_ms, expires);
+    json_t *o = json_object();
+    json_object_set_new(o, "name", json_string(res->name));
+    json_object_set_new(o, "lease", json_string(res->lease));
+    json_object_set_new(o, "fencing_token", json_integer(res->fencing_token));
+    json_object_set_new(o, "ttl_ms", json_integer(res->ttl_ms));
+    json_object_set_new(o, "expires_at", json_string(expires));
+    json_object_set_new(o, "session", res->session ? json_string(res->session) : json_null());
+    json_object_set_new(o, "owner", json_string(res->owner ? res->owner : ""));
+    json_object_set_new(o, "count", json_integer(res->count));
+    json_object_set_new(o, "mode", json_string("exclusive"));
+    snprintf(token, sizeof(token), "%lld", (long long)res->fencing_token);
+    http_add_header(r, "Lock-Lease", res->lease);
+    http_add_header(r, "Lock-Fencing-Token", token);
+    http_respond_json(r, 200, o);
+}
+
+static void not_granted(struct req *r, const struct eng_result *res, bool waited)
+{
+    json_t *extra = json_object();
+    if (res->has_holder) {
+        json_object_set_new(extra, "holder", holder_json(&res->holder));
+        if (res->code == LK_LOCKED)
+            retry_after(r, res->holder.expires_in_ms);
+    }
+    if (waited)
+        json_object_set_new(extra, "waited_ms", json_integer(res->waited_ms));
+    errors_respond_code(r, res->code, extra);
+}
+
+/* ---- acquire ---- */
+
+static void acquire_cb(void *arg, const struct eng_result *res)
+{
+    struct req *r = arg;
+    r->waiting = false;
+    r->waiter = NULL;
+    if (res->code == LK_OK) {
+        snprintf(r->grant_name, sizeof(r->grant_name), "%s", res->name);
+        snprintf(r->grant_lease, sizeof(r->grant_lease), "%s", res->lease);
+        r->grant_pending = true;
+        grant_json(r, res);
+        return;
+    }
+    not_granted(r, res, res->code == LK_LOCKED);
+}
+
+void locks_acquire(struct req *r)
+{
+    static const char *const fields[] = {"ttl_ms", "wait_ms", "session", "owner", "reentrant",
+                                         "mode", "limit", "max_hold_ms", NULL};
+    static const char *const qfields[] = {NULL};
+    const struct lk_config *cfg = http_config(r);
+    struct api_error e;
+    json_t *body = NULL;
+    if (!json_in_name(r->param, &e) || !check_query(r, qfields, NULL, NULL, &e))
+        goto bad;
+    body = json_in_parse(r->body, r->body_len, &e);
+    if (body == NULL || !json_in_only(body, fields, &e))
+        goto bad;
+    struct eng_acquire a = {
+        .name = r->param,
+        .ttl_ms = cfg->default_ttl_ms,
+        .wait_ms = 0,
+        .session = NULL,
+        .owner = "",
+        .reentrant = false,
+        .max_hold_ms = -1,
+    };
+    const char *mode = "exclusive";
+    int64_t limit = 1;
+    if (!json_in_int(body, "ttl_ms", 100, cfg->max_ttl_ms, &a.ttl_ms, &e) ||
+        !json_in_int(body, "wait_ms", 0, cfg->max_wait_ms, &a.wait_ms, &e) ||
+        !json_in_str(body, "session", SESSION_MAX, &a.session, &e) ||
+        !json_in_str(body, "owner", 128, &a.owner, &e) ||
+        !json_in_bool(body, "reentrant", &a.reentrant, &e) ||
+        !json_in_str(body, "mode", 16, &mode, &e) ||
+        !json_in_int(body, "limit", 1, 1000000, &limit, &e) ||
+        !json_in_int(body, "max_hold_ms", 0, 30LL * 86400000, &a.max_hold_ms, &e))
+        goto bad;
+    if (strcmp(mode, "exclusive") != 0 && strcmp(mode, "shared") != 0) {
+        api_error_set(&e, 400, "invalid_field", "field 'mode' must be \"exclusive\" or \"shared\"");
+        goto bad;
+    }
+    if (strcmp(mode, "shared") == 0 || limit > 1) {
+        api_error_set(&e, 400, "unsupported_by_backend",
+                      "shared locks and semaphores (limit > 1) are not supported yet");
+        goto bad;
+    }
+    if (a.session == NULL && (a.reentrant || a.max_hold_ms >= 0)) {
+        api_error_set(&e, 400, "invalid_field", "fields 'reentrant' and 'max_hold_ms' need 'session'");
+        goto bad;
+    }
+    struct eng_waiter *w = NULL;
+    enum lk_code c = engine_acquire(http_engine(r), http_loop(r), &a, acquire_cb, r, &w);
+    json_decref(body); /* the engine copied what it keeps */
+    if (c == LK_AGAIN && !r->ready && w != NULL) {
+        r->waiting = true;
+        r->waiter = w;
+    }
+    return;
+bad:
+    json_decref(body);
+    errors_respond_input(r, &e);
+}
+
+/* ---- renew and release ---- */
+
+static void renew_cb(void *arg, const struct eng_result *res)
+{
+    struct req *r = arg;
+    if (res->code == LK_OK)
+        grant_json(r, res);
+    else
+        not_granted(r, res, false);
+}
+
+void locks_renew(struct req *r)
+{
+    static const char *const fields[] = {"lease", "ttl_ms", NULL};
+    static const char *const qfields[] = {"lease", NULL};
+    const struct lk_config *cfg = http_config(r);
+    struct api_error e;
+    json_t *body = NULL;
+    const char *ql = NULL, *lease;
+    bool qconf = false;
+    int64_t ttl = 0;
+    if (!json_in_name(r->param, &e) || !check_query(r, qfields, &ql, &qconf, &e))
+        goto bad;
+    body = json_in_parse(r->body, r->body_len, &e);
+    if (body == NULL || !json_in_only(body, fields, &e) ||
+        !find_lease(r, body, ql, qconf, &lease, &e) ||
+        !json_in_int(body, "ttl_ms", 100, cfg->max_ttl_ms, &ttl, &e))
+        goto bad;
+    char lease_copy[40];
+    snprintf(lease_copy, sizeof(lease_copy), "%s", lease);
+    json_decref(body);
+    enum lk_code c = engine_renew(http_engine(r), http_loop(r), r->param, lease_copy, ttl,
+                                  renew_cb, r);
+    (void)c;
+    return;
+bad:
+    json_decref(body);
+    errors_respond_input(r, &e);
+}
+
+static void release_cb(void *arg, const struct eng_result *res)
+{
+    struct req *r = arg;
+    if (res->code != LK_OK) {
+        not_granted(r, res, false);
+        return;
+    }
+    json_t *o = json_object();
+    json_object_set_new(o, "name", json_string(res->name));
+    json_object_set_new(o, "released", json_true());
+    json_object_set_new(o, "fencing_token", json_integer(res->fencing_token));
+    json_object_set_new(o, "count", json_integer(res->count));
+    http_respond_json(r, 200, o);
+}
+
+void locks_release(struct req *r)
+{
+    static const char *const fields[] = {"lease", NULL};
+    static const char *const qfields[] = {"lease", NULL};
+    struct api_error e;
+    json_t *body = NULL;
+    const char *ql = NULL, *lease;
+    bool qconf = false;
+    if (!json_in_name(r->param, &e) || !check_query(r, qfields, &ql, &qconf, &e))
+        goto bad;
+    body = json_in_parse(r->body, r->body_len, &e);
+    if (body == NULL || !json_in_only(body, fields, &e) ||
+        !find_lease(r, body, ql, qconf, &lease, &e))
+        goto bad;
+    char lease_copy[40];
+    snprintf(lease_copy, sizeof(lease_copy), "%s", lease);
+    json_decref(body);
+    enum lk_code c =
+        engine_release(http_engine(r), http_loop(r), r->param, lease_copy, release_cb, r);
+    (void)c;
+    return;
+bad:
+    json_decref(body);
+    errors_respond_input(r, &e);
+}
+
+/* ---- inspect and list ---- */
+
+static json_t *inspect_json(const char *name, const struct bk_info *info)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "name", json_string(name));
+    json_object_set_new(o, "held", json_boolean(info->held));
+    json_object_set_new(o, "mode", json_string("exclusive"));
+    json_object_set_new(o, "limit", json_integer(1));
+    json_t *list = json_array();
+    if (info->held) {
+        const struct bk_holder *h = &info->holder;
+        json_object_set_new(o, "owner", json_string(h->owner));
+        json_object_set_new(o, "fencing_token", json_integer(h->fencing_token));
+        json_object_set_new(o, "expires_in_ms", json_integer(h->expires_in_ms));
+        json_object_set_new(o, "session_bound", json_boolean(h->session_bound));
+        json_object_set_new(o, "holders", json_integer(1));
+        json_t *one = json_object();
+        json_object_set_new(one, "owner", json_string(h->owner));
+        json_object_set_new(one, "fencing_token", json_integer(h->fencing_token));
+        json_object_set_new(one, "expires_in_ms", json_integer(h->expires_in_ms));
+        json_object_set_new(one, "session_bound", json_boolean(h->session_bound));
+        json_array_append_new(list, one);
+    } else {
+        json_object_set_new(o, "owner", json_null());
+        json_object_set_new(o, "fencing_token", json_null());
+        json_object_set_new(o, "expires_in_ms", json_null());
+        json_object_set_new(o, "session_bound", json_false());
+        json_object_set_new(o, "holders", json_integer(0));
+        if (info->holder.lock_delay) {
+            json_object_set_new(o, "lock_delay", json_true());
+            json_object_set_new(o, "lock_delay_ms", json_integer(info->holder.expires_in_ms));
+        }
+    }
+    json_object_set_new(o, "holder_list", list);
+    return o;
+}
+
+static void inspect_cb(void *arg, const struct bk_info *info, int64_t waiters)
+{
+    struct req *r = arg;
+    if (info->code != LK_OK) {
+        errors_respond_code(r, info->code, NULL);
+        return;
+    }
+    json_t *o = inspect_json(r->param, info);
+    json_object_set_new(o, "waiters", json_integer(waiters));
+    http_respond_json(r, 200, o);
+}
+
+void locks_inspect(struct req *r)
+{
+    static const char *const qfields[] = {NULL};
+    struct api_error e;
+    if (!json_in_name(r->param, &e) || !check_query(r, qfields, NULL, NULL, &e)) {
+        errors_respond_input(r, &e);
+        return;
+    }
+    enum lk_code c = engine_inspect(http_engine(r), http_loop(r), r->param, inspect_cb, r);
+    (void)c;
+}
+
+static void list_cb(void *arg, enum lk_code code, const struct bk_entry *ents, size_t n,
+                    const char *next)
+{
+    struct req *r = arg;
+    if (code != LK_OK) {
+        errors_respond_code(r, code, NULL);
+        return;
+    }
+    json_t *o = json_object();
+    json_t *arr = json_array();
+    for (size_t i = 0; i < n; i++) {
+        struct bk_info info = {.code = LK_OK, .held = true, .holder = ents[i].holder};
+        json_array_append_new(arr, inspect_json(ents[i].name, &info));
+    }
+    json_object_set_new(o, "locks", arr);
+    json_object_set_new(o, "next_cursor", next ? json_string(next) : json_null());
+    http_respond_json(r, 200, o);
+}
+
+struct list_args {
+    const char *prefix, *cursor, *limit;
+    struct api_error *e;
+    bool ok;
+};
+
+static bool list_query(void *arg, const char *k, const char *v)
+{
+    struct list_args *la = arg;
+    const char **slot = strcmp(k, "prefix") == 0   ? &la->prefix
+                        : strcmp(k, "cursor") == 0 ? &la->cursor
+                        : strcmp(k, "limit") == 0  ? &la->limit
+                                                   : NULL;
+    if (slot == NULL) {
+        api_error_set(la->e, 400, "unknown_field", "unknown query parameter '%.64s'", k);
+        la->ok = false;
+        return false;
+    }
+    *slot = v;
+    return true;
+}
+
+void locks_list(struct req *r)
+{
+    struct api_error e;
+    struct list_args la = {"", "", NULL, &e, true};
+    http_query_each(r, list_query, &la);
+    if (!la.ok)
+        goto bad;
+    if (la.prefix[0] != '\0' && !lk_name_valid(la.prefix, strlen(la.prefix))) {
+        api_error_set(&e, 400, "invalid_field",
+                      "query 'prefix' must be up to 255 bytes of A-Z a-z 0-9 . _ : -");
+        goto bad;
+    }
+    if (strlen(la.cursor) > 512) {
+        api_error_set(&e, 400, "invalid_field", "query 'cursor' is too long");
+        goto bad;
+    }
+    long long limit = 100;
+    if (la.limit != NULL) {
+        char *end;
+        limit = strtoll(la.limit, &end, 10);
+        if (la.limit[0] == '\0' || *end != '\0' || limit < 1 || limit > 1000) {
+            api_error_set(&e, 400, "invalid_field", "query 'limit' must be between 1 and 1000");
+            goto bad;
+        }
+    }
+    enum lk_code c = engine_list(http_engine(r), http_loop(r), la.prefix, la.cursor,
+                                 (size_t)limit, list_cb, r);
+    (void)c;
+    return;
+bad:
+    errors_respond_input(r, &e);
+}

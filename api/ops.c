@@ -1,0 +1,95 @@
+/*
+ * ops.c - /healthz, /readyz and /metrics.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/errors.h"
+#include "api/http.h"
+#include "api/router.h"
+#include "server/engine.h"
+#include "server/metrics.h"
+#include "server/util.h"
+
+#ifndef LOCKD_VERSION
+#define LOCKD_VERSION "dev"
+#endif
+
+void ops_healthz(struct req *r)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "status", json_string("ok"));
+    http_respond_json(r, 200, o);
+}
+
+static json_t *nodes_json(struct engine *e)
+{
+    struct bk_node nodes[16];
+    size_t n = engine_nodes(e, nodes, 16);
+    json_t *a = json_array();
+    for (size_t i = 0; i < n; i++) {
+        json_t *o = json_object();
+        json_object_set_new(o, "node", json_string(nodes[i].addr));
+        json_object_set_new(o, "up", json_boolean(nodes[i].up));
+        if (!nodes[i].up)
+            json_object_set_new(o, "reason", json_string(nodes[i].reason));
+        json_array_append_new(a, o);
+    }
+    return a;
+}
+
+static void ping_cb(void *arg, const struct bk_reply *br)
+{
+    struct req *r = arg;
+    struct engine *e = http_engine(r);
+    json_t *extra = json_object();
+    json_object_set_new(extra, "backend", json_string(engine_backend_name(e)));
+    json_object_set_new(extra, "nodes", nodes_json(e));
+    if (engine_draining(e)) {
+        errors_respond(r, 503, "shutting_down", "lockd is shutting down", extra);
+        return;
+    }
+    if (br->code != LK_OK) {
+        errors_respond(r, 503, "backend_unavailable", "the lock backend does not answer", extra);
+        return;
+    }
+    json_object_set_new(extra, "status", json_string("ready"));
+    http_respond_json(r, 200, extra);
+}
+
+void ops_readyz(struct req *r)
+{
+    enum lk_code c = engine_ping(http_engine(r), http_loop(r), ping_cb, r);
+    (void)c;
+}
+
+void ops_metrics(struct req *r)
+{
+    struct engine *e = http_engine(r);
+    struct bk_node nodes[16];
+    size_t n = engine_nodes(e, nodes, 16);
+    char extra[4096];
+    size_t off = 0;
+    off += (size_t)snprintf(extra + off, sizeof(extra) - off,
+                            "# HELP lockd_backend_up Whether the backend node answers.\n"
+                            "# TYPE lockd_backend_up gauge\n");
+    for (size_t i = 0; i < n && off < sizeof(extra); i++)
+        off += (size_t)snprintf(extra + off, sizeof(extra) - off,
+                                "lockd_backend_up{node=\"%s\"} %d\n", nodes[i].addr,
+                                nodes[i].up ? 1 : 0);
+    if (off < sizeof(extra))
+        off += (size_t)snprintf(extra + off, sizeof(extra) - off,
+                                "# HELP lockd_backend_errors_total Backend calls that failed.\n"
+                                "# TYPE lockd_backend_errors_total counter\n"
+                                "lockd_backend_errors_total{node=\"%s\"} %lld\n"
+                                "# HELP lockd_build_info Build information.\n"
+                                "# TYPE lockd_build_info gauge\n"
+                                "lockd_build_info{version=\"%s\",backend=\"%s\"} 1\n",
+                                n ? nodes[0].addr : "none",
+                                (long long)metrics_get(M_BACKEND_ERRORS), LOCKD_VERSION,
+                                engine_backend_name(e));
+    size_t len;
+    char *text = metrics_render(extra, &len);
+    http_respond_text(r, 200, "text/plain; version=0.0.4; charset=utf-8", text, len);
+}

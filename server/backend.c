@@ -1,0 +1,19 @@
+/*
+ * backend.c - picks the backend the configuration names.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "config/config.h"
+#include "server/backend.h"
+
+enum lk_code backend_open(const struct lk_config *cfg, struct backend *out, char *err,
+                          size_t errlen)
+{
+    if (strcmp(cfg->backend, "memory") == 0)
+        return backend_memory_new(cfg, out);
+    if (strcmp(cfg->backend, "redis") == 0)
+        return backend_redis_new(cfg, out, err, errlen);
+    snprintf(err, errlen, "invalid value '%s' for 'backend': not built yet", cfg->backend);
+    return LK_UNSUPPORTED;
+}

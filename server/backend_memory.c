@@ -1,0 +1,337 @@
+/*
+ * backend_memory.c - the embedded store: a uthash table of locks behind one
+ * mutex (held only for in-memory work, never across I/O). Every operation
+ * completes synchronously. Expired entries are dropped lazily on access and
+ * by list/inspect; fencing tokens come from one counter seeded from the wall
+ * clock in microseconds, so they keep increasing across a lockd restart.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uthash.h>
+
+#include "config/config.h"
+#include "server/backend.h"
+#include "server/util.h"
+
+struct mem_lock {
+    char name[LK_NAME_MAX + 1];
+    char lease[LK_LEASE_LEN + 1]; /* "" while only a lock-delay is running */
+    char owner[LK_OWNER_MAX + 1];
+    int64_t token;
+    int64_t ttl_ms;           /* the ttl last given, for renew without one */
+    int64_t expires_ms;       /* monotonic */
+    int64_t delay_until_ms;   /* lock-delay (Chubby) after a session expiry */
+    bool session_bound;
+    UT_hash_handle hh;
+};
+
+struct mem {
+    pthread_mutex_t mu;
+    struct mem_lock *locks;
+    int64_t last_token;
+};
+
+/* Strictly above every token this process granted, and above the wall clock
+ * in microseconds so a restarted lockd counts past its previous life. */
+static int64_t next_token(struct mem *m)
+{
+    int64_t t = lk_wall_us();
+    if (t <= m->last_token)
+        t = m->last_token + 1;
+    m->last_token = t;
+    return t;
+}
+
+static bool alive(const struct mem_lock *l, int64_t now)
+{
+    return l->lease[0] != '\0' && l->expires_ms > now;
+}
+
+/* Returns the entry if it is held or delayed, dropping it when neither. */
+static struct mem_lock *find(struct mem *m, const char *name, int64_t now)
+{
+    struct mem_lock *l;
+    HASH_FIND_STR(m->locks, name, l);
+    if (l == NULL)
+        return NULL;
+    if (l->lease[0] != '\0' && l->expires_ms <= now)
+        l->lease[0] = '\0';
+    if (l->lease[0] == '\0' && l->delay_until_ms <= now) {
+        HASH_DEL(m->locks, l);
+        free(l);
+        return NULL;
+    }
+    return l;
+}
+
+static void holder_of(const struct mem_lock *l, int64_t now, struct bk_holder *h)
+{
+    memset(h, 0, sizeof(*h));
+    if (alive(l, now)) {
+        memcpy(h->owner, l->owner, sizeof(h->owner));
+        h->fencing_token = l->token;
+        h->expires_in_ms = l->expires_ms - now;
+        h->session_bound = l->session_bound;
+    } else {
+        h->lock_delay = true;
+        h->expires_in_ms = l->delay_until_ms - now;
+    }
+}
+
+static enum lk_code mem_attach(void *bk, struct lk_loop *lp)
+{
+    (void)bk;
+    (void)lp;
+    return LK_OK;
+}
+
+static void mem_detach(void *bk, struct lk_loop *lp)
+{
+    (void)bk;
+    (void)lp;
+}
+
+static enum lk_code mem_acquire(void *bk, struct lk_loop *lp, const struct bk_acquire *a,
+                                bk_done_fn done, void *arg)
+{
+    (void)lp;
+    struct mem *m = bk;
+    struct bk_reply r;
+    memset(&r, 0, sizeof(r));
+    int64_t now = lk_now_ms();
+    pthread_mutex_lock(&m->mu);
+    struct mem_lock *l = find(m, a->name, now);
+    if (l != NULL && (alive(l, now) || l->delay_until_ms > now)) {
+        r.code = LK_LOCKED;
+        holder_of(l, now, &r.holder);
+    } else {
+        if (l == NULL) {
+            l = lk_calloc(1, sizeof(*l));
+            snprintf(l->name, sizeof(l->name), "%s", a->name);
+            HASH_ADD_STR(m->locks, name, l);
+        }
+        snprintf(l->lease, sizeof(l->lease), "%s", a->lease);
+        snprintf(l->owner, sizeof(l->owner), "%s", a->owner ? a->owner : "");
+        l->token = next_token(m);
+        l->ttl_ms = a->ttl_ms;
+        l->expires_ms = now + a->ttl_ms;
+        l->delay_until_ms = 0;
+        l->session_bound = a->session_bound;
+        r.code = LK_OK;
+        r.fencing_token = l->token;
+        r.ttl_ms = l->ttl_ms;
+    }
+    pthread_mutex_unlock(&m->mu);
+    done(arg, &r);
+    return LK_OK;
+}
+
+/* Owner check shared by renew and release: compare the lease first. */
+static struct mem_lock *owned(struct mem *m, const char *name, const char *lease, int64_t now,
+                              struct bk_reply *r)
+{
+    struct mem_lock *l = find(m, name, now);
+    if (l == NULL || !alive(l, now)) {
+        r->code = LK_NOT_HELD;
+        return NULL;
+    }
+    if (!lk_streq_ct(l->lease, lease)) {
+        r->code = LK_HELD_BY_OTHER;
+        holder_of(l, now, &r->holder);
+        return NULL;
+    }
+    r->code = LK_OK;
+    r->fencing_token = l->token;
+    return l;
+}
+
+static enum lk_code mem_renew(void *bk, struct lk_loop *lp, const char *name, const char *lease,
+                              int64_t ttl_ms, bk_done_fn done, void *arg)
+{
+    (void)lp;
+    struct mem *m = bk;
+    struct bk_reply r;
+    memset(&r, 0, sizeof(r));
+    int64_t now = lk_now_ms();
+    pthread_mutex_lock(&m->mu);
+    struct mem_lock *l = owned(m, name, lease, now, &r);
+    if (l != NULL) {
+        if (ttl_ms > 0)
+            l->ttl_ms = ttl_ms;
+        l->expires_ms = now + l->ttl_ms;
+        r.ttl_ms = l->ttl_ms;
+    }
+    pthread_mutex_unlock(&m->mu);
+    done(arg, &r);
+    return LK_OK;
+}
+
+static enum lk_code mem_release(void *bk, struct lk_loop *lp, const char *name, const char *lease,
+                                int64_t delay_ms, bk_done_fn done, void *arg)
+{
+    (void)lp;
+    struct mem *m = bk;
+    struct bk_reply r;
+    memset(&r, 0, sizeof(r));
+    int64_t now = lk_now_ms();
+    pthread_mutex_lock(&m->mu);
+    struct mem_lock *l = owned(m, name, lease, now, &r);
+    if (l != NULL) {
+        if (delay_ms > 0) {
+            l->lease[0] = '\0';
+            l->delay_until_ms = now + delay_ms;
+        } else {
+            HASH_DEL(m->locks, l);
+            free(l);
+        }
+    }
+    pthread_mutex_unlock(&m->mu);
+    done(arg, &r);
+    return LK_OK;
+}
+
+static enum lk_code mem_inspect(void *bk, struct lk_loop *lp, const char *name, bk_info_fn done,
+                                void *arg)
+{
+    (void)lp;
+    struct mem *m = bk;
+    struct bk_info info;
+    memset(&info, 0, sizeof(info));
+    int64_t now = lk_now_ms();
+    pthread_mutex_lock(&m->mu);
+    struct mem_lock *l = find(m, name, now);
+    if (l != NULL) {
+        info.held = alive(l, now);
+        holder_of(l, now, &info.holder);
+    }
+    pthread_mutex_unlock(&m->mu);
+    info.code = LK_OK;
+    done(arg, &info);
+    return LK_OK;
+}
+
+static int cmp_entry(const void *a, const void *b)
+{
+    return strcmp(((const struct bk_entry *)a)->name, ((const struct bk_entry *)b)->name);
+}
+
+/* The cursor is the last name of the previous page; names sort bytewise. */
+static enum lk_code mem_list(void *bk, struct lk_loop *lp, const char *prefix, const char *cursor,
+                             size_t limit, bk_list_fn done, void *arg)
+{
+    (void)lp;
+    struct mem *m = bk;
+    int64_t now = lk_now_ms();
+    size_t plen = strlen(prefix);
+    size_t cap = 64, n = 0;
+    struct bk_entry *ents = lk_malloc(cap * sizeof(*ents));
+    pthread_mutex_lock(&m->mu);
+    struct mem_lock *l, *tmp;
+    HASH_ITER(hh, m->locks, l, tmp)
+    {
+        if (find(m, l->name, now) == NULL || !alive(l, now))
+            continue;
+        if (strncmp(l->name, prefix, plen) != 0 || strcmp(l->name, cursor) <= 0)
+            continue;
+        if (n == cap) {
+            cap *= 2;
+            ents = lk_realloc(ents, cap * sizeof(*ents));
+        }
+        ents[n].name = lk_strdup(l->name);
+        holder_of(l, now, &ents[n].holder);
+        n++;
+    }
+    pthread_mutex_unlock(&m->mu);
+    qsort(ents, n, sizeof(*ents), cmp_entry);
+    size_t page = n < limit ? n : limit;
+    const char *next = n > limit ? ents[page - 1].name : NULL;
+    done(arg, LK_OK, ents, page, next);
+    for (size_t i = 0; i < n; i++)
+        free((char *)ents[i].name);
+    free(ents);
+    return LK_OK;
+}
+
+static enum lk_code mem_renew_many(void *bk, struct lk_loop *lp, struct bk_renew_item *items,
+                                   size_t n, bk_batch_fn done, void *arg)
+{
+    (void)lp;
+    struct mem *m = bk;
+    int64_t now = lk_now_ms();
+    pthread_mutex_lock(&m->mu);
+    for (size_t i = 0; i < n; i++) {
+        struct bk_reply r;
+        struct mem_lock *l = owned(m, items[i].name, items[i].lease, now, &r);
+        if (l != NULL) {
+            l->ttl_ms = items[i].ttl_ms;
+            l->expires_ms = now + items[i].ttl_ms;
+        }
+        items[i].result = r.code;
+    }
+    pthread_mutex_unlock(&m->mu);
+    done(arg, items, n);
+    return LK_OK;
+}
+
+static enum lk_code mem_ping(void *bk, struct lk_loop *lp, bk_done_fn done, void *arg)
+{
+    (void)bk;
+    (void)lp;
+    struct bk_reply r;
+    memset(&r, 0, sizeof(r));
+    r.code = LK_OK;
+    done(arg, &r);
+    return LK_OK;
+}
+
+static size_t mem_nodes(void *bk, struct bk_node *out, size_t max)
+{
+    (void)bk;
+    if (max == 0)
+        return 0;
+    memset(out, 0, sizeof(*out));
+    snprintf(out->addr, sizeof(out->addr), "memory");
+    out->up = true;
+    return 1;
+}
+
+static void mem_free(void *bk)
+{
+    struct mem *m = bk;
+    struct mem_lock *l, *tmp;
+    HASH_ITER(hh, m->locks, l, tmp)
+    {
+        HASH_DEL(m->locks, l);
+        free(l);
+    }
+    pthread_mutex_destroy(&m->mu);
+    free(m);
+}
+
+static const struct backend_ops mem_ops = {
+    .name = "memory",
+    .attach = mem_attach,
+    .detach = mem_detach,
+    .acquire = mem_acquire,
+    .renew = mem_renew,
+    .release = mem_release,
+    .inspect = mem_inspect,
+    .list = mem_list,
+    .renew_many = mem_renew_many,
+    .ping = mem_ping,
+    .nodes = mem_nodes,
+    .set_release_hook = NULL,
+    .watch = NULL,
+    .free = mem_free,
+};
+
+enum lk_code backend_memory_new(const struct lk_config *cfg, struct backend *out)
+{
+    (void)cfg;
+    struct mem *m = lk_calloc(1, sizeof(*m));
+    pthread_mutex_init(&m->mu, NULL);
+    out->ops = &mem_ops;
+    out->state = m;
+    return LK_OK;
+}

@@ -1,0 +1,210 @@
+/*
+ * metrics.c - atomic counters and fixed-bucket histograms; rendering to
+ * Prometheus text. HTTP counters live in a small fixed table of
+ * (route, method, code) slots found by linear probing under no lock: slots are
+ * claimed with compare-and-swap and never freed.
+ */
+#include "server/metrics.h"
+
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/util.h"
+
+static _Atomic int64_t counters[M__COUNT];
+
+/* Seconds: 100us .. 10s. */
+static const double bucket_s[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
+                                  0.025,  0.05,    0.1,    0.25,  0.5,    1,     2.5,
+                                  5,      10};
+#define NBUCKETS (sizeof(bucket_s) / sizeof(bucket_s[0]))
+
+struct hist {
+    _Atomic int64_t buckets[NBUCKETS + 1]; /* last = +Inf */
+    _Atomic int64_t sum_us;
+    _Atomic int64_t count;
+};
+
+static struct hist hists[H__COUNT];
+
+void metrics_add(enum metric_id id, int64_t delta)
+{
+    atomic_fetch_add_explicit(&counters[id], delta, memory_order_relaxed);
+}
+
+int64_t metrics_get(enum metric_id id)
+{
+    return atomic_load_explicit(&counters[id], memory_order_relaxed);
+}
+
+void metrics_observe(enum hist_id id, int64_t usec)
+{
+    struct hist *h = &hists[id];
+    size_t i = 0;
+    while (i < NBUCKETS && (double)usec > bucket_s[i] * 1e6)
+        i++;
+    atomic_fetch_add_explicit(&h->buckets[i], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&h->sum_us, usec, memory_order_relaxed);
+    atomic_fetch_add_explicit(&h->count, 1, memory_order_relaxed);
+}
+
+#define HTTP_SLOTS 256
+struct http_slot {
+    _Atomic uint32_t key; /* 0 = empty; else hash claimed */
+    char route[32];
+    char method[8];
+    int status;
+    _Atomic int ready;
+    _Atomic int64_t n;
+};
+static struct http_slot http_slots[HTTP_SLOTS];
+
+static uint32_t hash3(const char *a, const char *b, int c)
+{
+    uint32_t h = 2166136261u;
+    for (; *a; a++)
+        h = (h ^ (unsigned char)*a) * 16777619u;
+    for (; *b; b++)
+        h = (h ^ (unsigned char)*b) * 16777619u;
+    h = (h ^ (uint32_t)c) * 16777619u;
+    return h ? h : 1;
+}
+
+void metrics_http(const char *route, const char *method, int status)
+{
+    uint32_t h = hash3(route, method, status);
+    for (size_t probe = 0; probe < HTTP_SLOTS; probe++) {
+        struct http_slot *s = &http_slots[(h + probe) % HTTP_SLOTS];
+        uint32_t k = atomic_load(&s->key);
+        if (k == 0) {
+            uint32_t zero = 0;
+            if (atomic_compare_exchange_strong(&s->key, &zero, h)) {
+                snprintf(s->route, sizeof(s->route), "%s", route);
+                snprintf(s->method, sizeof(s->method), "%s", method);
+                s->status = status;
+                atomic_store(&s->ready, 1);
+                atomic_fetch_add_explicit(&s->n, 1, memory_order_relaxed);
+                return;
+            }
+            k = atomic_load(&s->key);
+        }
+        if (k == h) {
+            while (!atomic_load(&s->ready))
+                ;
+            if (s->status == status && strcmp(s->route, route) == 0 &&
+                strcmp(s->method, method) == 0) {
+                atomic_fetch_add_explicit(&s->n, 1, memory_order_relaxed);
+                return;
+            }
+        }
+    }
+}
+
+struct sbuf {
+    char *p;
+    size_t len, cap;
+};
+
+static void sb_printf(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_printf(struct sbuf *b, const char *fmt, ...)
+{
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+        va_end(ap);
+        if (n >= 0 && (size_t)n < b->cap - b->len) {
+            b->len += (size_t)n;
+            return;
+        }
+        b->cap = b->cap * 2 + (size_t)(n > 0 ? n : 0);
+        b->p = lk_realloc(b->p, b->cap);
+    }
+}
+
+static void render_counter(struct sbuf *b, const char *name, const char *help, const char *type)
+{
+    sb_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void render_hist(struct sbuf *b, enum hist_id id, const char *name, const char *help)
+{
+    struct hist *h = &hists[id];
+    render_counter(b, name, help, "histogram");
+    int64_t cum = 0;
+    for (size_t i = 0; i < NBUCKETS; i++) {
+        cum += atomic_load_explicit(&h->buckets[i], memory_order_relaxed);
+        sb_printf(b, "%s_bucket{le=\"%g\"} %lld\n", name, bucket_s[i], (long long)cum);
+    }
+    cum += atomic_load_explicit(&h->buckets[NBUCKETS], memory_order_relaxed);
+    sb_printf(b, "%s_bucket{le=\"+Inf\"} %lld\n", name, (long long)cum);
+    sb_printf(b, "%s_sum %.6f\n", name,
+              (double)atomic_load_explicit(&h->sum_us, memory_order_relaxed) / 1e6);
+    sb_printf(b, "%s_count %lld\n", name, (long long)cum);
+}
+
+char *metrics_render(const char *extra, size_t *len)
+{
+    struct sbuf b = {lk_malloc(8192), 0, 8192};
+    b.p[0] = '\0';
+    render_counter(&b, "lockd_http_requests_total", "HTTP requests by route, method and status.",
+                   "counter");
+    for (size_t i = 0; i < HTTP_SLOTS; i++) {
+        struct http_slot *s = &http_slots[i];
+        if (atomic_load(&s->key) == 0 || !atomic_load(&s->ready))
+            continue;
+        sb_printf(&b, "lockd_http_requests_total{route=\"%s\",method=\"%s\",code=\"%d\"} %lld\n",
+                  s->route, s->method, s->status,
+                  (long long)atomic_load_explicit(&s->n, memory_order_relaxed));
+    }
+    render_hist(&b, H_HTTP_DURATION, "lockd_http_request_duration_seconds",
+                "HTTP request latency.");
+    static const struct {
+        const char *name, *help, *label;
+        enum metric_id ids[3];
+        const char *vals[3];
+    } fams[] = {
+        {"lockd_acquire_total", "Acquire attempts by result.", "result",
+         {M_ACQUIRE_GRANTED, M_ACQUIRE_LOCKED, M_ACQUIRE_ERROR}, {"granted", "locked", "error"}},
+        {"lockd_release_total", "Releases by result.", "result",
+         {M_RELEASE_OK, M_RELEASE_NOT_HELD, M_RELEASE_ERROR}, {"released", "not_held", "error"}},
+        {"lockd_renew_total", "Client renewals by result.", "result",
+         {M_RENEW_OK, M_RENEW_NOT_HELD, M_RENEW_ERROR}, {"renewed", "not_held", "error"}},
+        {"lockd_watchdog_renewals_total", "Watchdog renewals by result.", "result",
+         {M_WATCHDOG_OK, M_WATCHDOG_LOST, M_WATCHDOG_ERROR}, {"renewed", "lost", "error"}},
+    };
+    for (size_t f = 0; f < sizeof(fams) / sizeof(fams[0]); f++) {
+        render_counter(&b, fams[f].name, fams[f].help, "counter");
+        for (int j = 0; j < 3; j++)
+            sb_printf(&b, "%s{%s=\"%s\"} %lld\n", fams[f].name, fams[f].label, fams[f].vals[j],
+                      (long long)metrics_get(fams[f].ids[j]));
+    }
+    static const struct {
+        const char *name, *help, *type;
+        enum metric_id id;
+    } singles[] = {
+        {"lockd_leases_lost_total", "Session leases the watchdog found lost.", "counter",
+         M_LEASES_LOST},
+        {"lockd_sessions_expired_total", "Sessions expired by the reaper.", "counter",
+         M_SESSIONS_EXPIRED},
+        {"lockd_locks_held", "Leases granted through this lockd and not yet released.", "gauge",
+         M_LOCKS_HELD},
+        {"lockd_sessions", "Live sessions.", "gauge", M_SESSIONS},
+        {"lockd_waiters", "Blocked acquires queued in this lockd.", "gauge", M_WAITERS},
+    };
+    for (size_t i = 0; i < sizeof(singles) / sizeof(singles[0]); i++) {
+        render_counter(&b, singles[i].name, singles[i].help, singles[i].type);
+        sb_printf(&b, "%s %lld\n", singles[i].name, (long long)metrics_get(singles[i].id));
+    }
+    render_hist(&b, H_BACKEND_DURATION, "lockd_backend_request_duration_seconds",
+                "Backend operation latency.");
+    render_hist(&b, H_HANDOFF, "lockd_handoff_seconds",
+                "Time from a release to the next waiter's grant in this lockd.");
+    if (extra != NULL)
+        sb_printf(&b, "%s", extra);
+    *len = b.len;
+    return b.p;
+}

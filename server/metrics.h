@@ -1,0 +1,49 @@
+/*
+ * metrics.h - process-wide counters, gauges and histograms, updated with
+ * relaxed atomics so any thread may count and a scrape never stalls a
+ * request. metrics_render() writes Prometheus text exposition 0.0.4.
+ */
+#ifndef LOCKD_SERVER_METRICS_H
+#define LOCKD_SERVER_METRICS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Counters and gauges without labels, or with one fixed label value. */
+enum metric_id {
+    M_ACQUIRE_GRANTED,
+    M_ACQUIRE_LOCKED,
+    M_ACQUIRE_ERROR,
+    M_RELEASE_OK,
+    M_RELEASE_NOT_HELD,
+    M_RELEASE_ERROR,
+    M_RENEW_OK,
+    M_RENEW_NOT_HELD,
+    M_RENEW_ERROR,
+    M_WATCHDOG_OK,
+    M_WATCHDOG_LOST,
+    M_WATCHDOG_ERROR,
+    M_LEASES_LOST,
+    M_SESSIONS_EXPIRED,
+    M_BACKEND_ERRORS,
+    M_LOCKS_HELD, /* gauge */
+    M_SESSIONS,   /* gauge */
+    M_WAITERS,    /* gauge */
+    M__COUNT
+};
+
+enum hist_id { H_HTTP_DURATION, H_BACKEND_DURATION, H_HANDOFF, H__COUNT };
+
+void metrics_add(enum metric_id id, int64_t delta);
+int64_t metrics_get(enum metric_id id);
+/* Observes a duration in microseconds. */
+void metrics_observe(enum hist_id id, int64_t usec);
+
+/* HTTP request counter by route, method and status code. */
+void metrics_http(const char *route, const char *method, int status);
+
+/* Renders the exposition into a malloc'd buffer; caller frees. backend_up
+ * lines come from the caller through extra (already formatted, may be NULL). */
+char *metrics_render(const char *extra, size_t *len);
+
+#endif

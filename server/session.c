@@ -1,0 +1,668 @@
+/*
+ * session.c - sessions, the watchdog and the reaper. A client heartbeats its
+ * session; the janitor thread (its own loop, never a request thread) renews
+ * every lease held under a live session at ttl/3 in batched backend calls,
+ * and expires sessions that missed their heartbeat, releasing their locks
+ * with compare-and-delete (and Chubby's lock-delay when asked).
+ *
+ * Timers are two min-heaps under smu with one entry per session and per
+ * session lock; an entry whose object died is freed when it is popped, so
+ * the heaps never point at freed memory.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "config/config.h"
+#include "server/engine_int.h"
+#include "server/log.h"
+#include "server/loop.h"
+#include "server/metrics.h"
+
+#define JANITOR_TICK_S 0.01
+#define WATCHDOG_BATCH 4096
+#define RETRY_MS 100
+
+static struct session *find_live(struct engine *e, const char *id)
+{
+    struct session *s;
+    HASH_FIND_STR(e->sessions, id, s);
+    if (s != NULL && s->deadline_ms <= lk_now_ms())
+        return NULL; /* missed its heartbeat; the reaper frees it */
+    return s;
+}
+
+bool session_alive(struct engine *e, const char *id)
+{
+    pthread_mutex_lock(&e->smu);
+    bool ok = find_live(e, id) != NULL;
+    pthread_mutex_unlock(&e->smu);
+    return ok;
+}
+
+static void push_renew(struct engine *e, struct sess_lock *sl, int64_t at)
+{
+    sl->in_heap = true;
+    heap_push(&e->renew_heap, at, sl);
+}
+
+enum lk_code session_add_lock(struct engine *e, const char *id, const char *name,
+                              const char *lease, const char *owner, int64_t token,
+                              int64_t ttl_ms, int64_t max_hold_ms)
+{
+    int64_t now = lk_now_ms();
+    pthread_mutex_lock(&e->smu);
+    struct session *s = find_live(e, id);
+    if (s == NULL) {
+        pthread_mutex_unlock(&e->smu);
+        return LK_SESSION_NOT_FOUND;
+    }
+    struct sess_lock *sl = lk_calloc(1, sizeof(*sl));
+    snprintf(sl->name, sizeof(sl->name), "%s", name);
+    snprintf(sl->lease, sizeof(sl->lease), "%s", lease);
+    snprintf(sl->owner, sizeof(sl->owner), "%s", owner);
+    sl->token = token;
+    sl->ttl_ms = ttl_ms;
+    sl->count = 1;
+    sl->expires_ms = now + ttl_ms;
+    if (max_hold_ms < 0)
+        max_hold_ms = e->cfg->max_hold_ms;
+    sl->hold_until_ms = max_hold_ms > 0 ? now + max_hold_ms : 0;
+    sl->s = s;
+    struct sess_lock *old;
+    HASH_FIND_STR(e->held, name, old);
+    if (old != NULL) /* a stale record of an earlier lease (lost meanwhile) */
+        HASH_DEL(e->held, old);
+    HASH_ADD_STR(e->held, name, sl);
+    HASH_ADD_KEYPTR(sh, s->locks, sl->name, strlen(sl->name), sl);
+    push_renew(e, sl, now + ttl_ms / 3);
+    metrics_add(M_LOCKS_HELD, 1);
+    pthread_mutex_unlock(&e->smu);
+    return LK_OK;
+}
+
+bool session_reenter(struct engine *e, const char *id, const char *name, struct eng_result *r,
+                     char lease_out[LK_LEASE_LEN + 1], char owner_out[LK_OWNER_MAX + 1])
+{
+    bool ok = false;
+    pthread_mutex_lock(&e->smu);
+    struct session *s = find_live(e, id);
+    struct sess_lock *sl = NULL;
+    if (s != NULL)
+        HASH_FIND(sh, s->locks, name, strlen(name), sl);
+    if (sl != NULL && !sl->dead) {
+        sl->count++;
+        memcpy(lease_out, sl->lease, LK_LEASE_LEN + 1);
+        memcpy(owner_out, sl->owner, LK_OWNER_MAX + 1);
+        r->code = LK_OK;
+        r->lease = lease_out;
+        r->owner = owner_out;
+        r->fencing_token = sl->token; /* same lease, same token */
+        r->ttl_ms = sl->ttl_ms;
+        r->expires_at_ms = lk_wall_ms() + (sl->expires_ms - lk_now_ms());
+        r->session = s->id;
+        r->count = sl->count;
+        ok = true;
+    }
+    pthread_mutex_unlock(&e->smu);
+    return ok;
+}
+
+/* Detaches sl from its session and from held (under smu); the heap entry
+ * frees it later. */
+static void detach_lock(struct engine *e, struct sess_lock *sl)
+{
+    if (sl->dead)
+        return;
+    sl->dead = true;
+    struct sess_lock *cur;
+    HASH_FIND_STR(e->held, sl->name, cur);
+    if (cur == sl)
+        HASH_DEL(e->held, sl);
+    if (sl->s != NULL)
+        HASH_DELETE(sh, sl->s->locks, sl);
+    sl->s = NULL;
+    metrics_add(M_LOCKS_HELD, -1);
+}
+
+static void free_if_unreferenced(struct sess_lock *sl)
+{
+    if (sl->dead && !sl->in_heap && !sl->in_flight)
+        free(sl);
+}
+
+bool session_release_hold(struct engine *e, const char *name, const char *lease, int64_t *left,
+                          int64_t *token)
+{
+    bool kept = false;
+    pthread_mutex_lock(&e->smu);
+    struct sess_lock *sl;
+    HASH_FIND_STR(e->held, name, sl);
+    if (sl != NULL && !sl->dead && lk_streq_ct(sl->lease, lease)) {
+        if (sl->count > 1) {
+            sl->count--;
+            *left = sl->count;
+            *token = sl->token;
+            kept = true;
+        } else {
+            /* Last hold: the caller releases it in the backend. */
+            detach_lock(e, sl);
+            free_if_unreferenced(sl);
+        }
+    }
+    pthread_mutex_unlock(&e->smu);
+    return kept;
+}
+
+void session_note_renew(struct engine *e, const char *name, const char *lease, int64_t ttl_ms)
+{
+    pthread_mutex_lock(&e->smu);
+    struct sess_lock *sl;
+    HASH_FIND_STR(e->held, name, sl);
+    if (sl != NULL && !sl->dead && strcmp(sl->lease, lease) == 0 && ttl_ms > 0) {
+        sl->ttl_ms = ttl_ms;
+        sl->expires_ms = lk_now_ms() + ttl_ms;
+    }
+    pthread_mutex_unlock(&e->smu);
+}
+
+static void add_lost(struct session *s, const char *name)
+{
+    s->lost = lk_realloc(s->lost, (s->nlost + 1) * sizeof(*s->lost));
+    s->lost[s->nlost++] = lk_strdup(name);
+}
+
+static void clear_lost(struct session *s)
+{
+    for (size_t i = 0; i < s->nlost; i++)
+        free(s->lost[i]);
+    free(s->lost);
+    s->lost = NULL;
+    s->nlost = 0;
+}
+
+/* Marks sl lost (under smu): the client sees it in `lost`. */
+static void mark_lost(struct engine *e, struct sess_lock *sl, const char *why)
+{
+    if (sl->s != NULL)
+        add_lost(sl->s, sl->name);
+    lk_log_kv(LK_WARN, "lease lost", "name", sl->name, "reason", why, NULL);
+    metrics_add(M_LEASES_LOST, 1);
+    detach_lock(e, sl);
+}
+
+/* ---- the session API ---- */
+
+static void view_of(struct session *s, struct eng_session_view *v, const char **names,
+                    size_t cap)
+{
+    memset(v, 0, sizeof(*v));
+    v->code = LK_OK;
+    v->session = s->id;
+    v->ttl_ms = s->ttl_ms;
+    v->expires_at_ms = lk_wall_ms() + (s->deadline_ms - lk_now_ms());
+    v->owner = s->owner;
+    size_t n = 0;
+    struct sess_lock *sl, *tmp;
+    HASH_ITER(sh, s->locks, sl, tmp)
+    {
+        if (n < cap)
+            names[n++] = sl->name;
+    }
+    v->locks = names;
+    v->nlocks = n;
+    v->lost = (const char *const *)s->lost;
+    v->nlost = s->nlost;
+}
+
+enum lk_code engine_session_create(struct engine *e, int64_t ttl_ms, const char *owner,
+                                   int64_t lock_delay_ms, eng_session_fn done, void *arg)
+{
+    struct eng_session_view v;
+    memset(&v, 0, sizeof(v));
+    if (atomic_load(&e->draining)) {
+        v.code = LK_SHUTTING_DOWN;
+        done(arg, &v);
+        return LK_OK;
+    }
+    struct session *s = lk_calloc(1, sizeof(*s));
+    lk_random_hex(s->id, LK_SESSION_LEN / 2);
+    snprintf(s->owner, sizeof(s->owner), "%s", owner ? owner : "");
+    s->ttl_ms = ttl_ms > 0 ? ttl_ms : e->cfg->session_ttl_ms;
+    s->lock_delay_ms = lock_delay_ms;
+    s->deadline_ms = lk_now_ms() + s->ttl_ms;
+    pthread_mutex_lock(&e->smu);
+    if ((int64_t)e->nsessions >= e->cfg->max_sessions) {
+        pthread_mutex_unlock(&e->smu);
+        free(s);
+        v.code = LK_INTERNAL;
+        done(arg, &v);
+        return LK_OK;
+    }
+    HASH_ADD_STR(e->sessions, id, s);
+    heap_push(&e->sess_heap, s->deadline_ms, s);
+    e->nsessions++;
+    metrics_add(M_SESSIONS, 1);
+    view_of(s, &v, NULL, 0);
+    done(arg, &v); /* under smu: the view points into s */
+    pthread_mutex_unlock(&e->smu);
+    return LK_OK;
+}
+
+enum lk_code engine_session_get(struct engine *e, const char *id, bool touch, eng_session_fn done,
+                                void *arg)
+{
+    struct eng_session_view v;
+    pthread_mutex_lock(&e->smu);
+    struct session *s = find_live(e, id);
+    if (s == NULL) {
+        pthread_mutex_unlock(&e->smu);
+        memset(&v, 0, sizeof(v));
+        v.code = LK_SESSION_NOT_FOUND;
+        done(arg, &v);
+        return LK_OK;
+    }
+    if (touch)
+        s->deadline_ms = lk_now_ms() + s->ttl_ms;
+    size_t cap = HASH_CNT(sh, s->locks);
+    const char **names = lk_malloc((cap ? cap : 1) * sizeof(*names));
+    view_of(s, &v, names, cap);
+    /* Callbacks build their JSON here, before the lock is dropped. */
+    done(arg, &v);
+    if (touch)
+        clear_lost(s); /* reported once, on the next heartbeat */
+    pthread_mutex_unlock(&e->smu);
+    free(names);
+    return LK_OK;
+}
+
+/* Fan-in of the releases done when a session ends. */
+struct end_op {
+    struct engine *e;
+    eng_session_fn done;
+    void *arg;
+    size_t pending;
+    char id[LK_SESSION_LEN + 1];
+    char **names;
+    size_t n;
+};
+
+static void end_finish(struct end_op *eo)
+{
+    struct eng_session_view v;
+    memset(&v, 0, sizeof(v));
+    v.code = LK_OK;
+    v.session = eo->id;
+    v.locks = (const char *const *)eo->names;
+    v.nlocks = eo->n;
+    eo->done(eo->arg, &v);
+    for (size_t i = 0; i < eo->n; i++)
+        free(eo->names[i]);
+    free(eo->names);
+    free(eo);
+}
+
+static void end_release_done(void *arg, const struct bk_reply *r)
+{
+    struct end_op *eo = arg;
+    if (r->code == LK_OK)
+        metrics_add(M_RELEASE_OK, 1);
+    else if (r->code == LK_BACKEND_DOWN)
+        metrics_add(M_RELEASE_ERROR, 1);
+    if (--eo->pending == 0)
+        end_finish(eo);
+}
+
+/* Unlinks s (under smu) and collects (name, lease) of its locks. */
+static size_t end_session(struct engine *e, struct session *s, char ***names, char ***leases)
+{
+    size_t n = HASH_CNT(sh, s->locks), i = 0;
+    *names = lk_calloc(n ? n : 1, sizeof(char *));
+    *leases = lk_calloc(n ? n : 1, sizeof(char *));
+    struct sess_lock *sl, *tmp;
+    HASH_ITER(sh, s->locks, sl, tmp)
+    {
+        (*names)[i] = lk_strdup(sl->name);
+        (*leases)[i] = lk_strdup(sl->lease);
+        i++;
+        detach_lock(e, sl);
+        free_if_unreferenced(sl);
+    }
+    s->dead = true;
+    HASH_DEL(e->sessions, s);
+    e->nsessions--;
+    metrics_add(M_SESSIONS, -1);
+    return n;
+}
+
+enum lk_code engine_session_end(struct engine *e, struct lk_loop *lp, const char *id,
+                                eng_session_fn done, void *arg)
+{
+    pthread_mutex_lock(&e->smu);
+    struct session *s = find_live(e, id);
+    if (s == NULL) {
+        pthread_mutex_unlock(&e->smu);
+        struct eng_session_view v;
+        memset(&v, 0, sizeof(v));
+        v.code = LK_SESSION_NOT_FOUND;
+        done(arg, &v);
+        return LK_OK;
+    }
+    char **names, **leases;
+    size_t n = end_session(e, s, &names, &leases);
+    pthread_mutex_unlock(&e->smu);
+    waiters_fail(e, id);
+
+    struct end_op *eo = lk_calloc(1, sizeof(*eo));
+    eo->e = e;
+    eo->done = done;
+    eo->arg = arg;
+    snprintf(eo->id, sizeof(eo->id), "%s", id);
+    eo->names = names;
+    eo->n = n;
+    eo->pending = n + 1; /* +1 held until every release is issued */
+    bool sync_done = true;
+    for (size_t i = 0; i < n; i++) {
+        /* A clean end: no lock-delay (that is for sessions that expire). */
+        enum lk_code c = e->bk.ops->release(e->bk.state, lp, names[i], leases[i], 0,
+                                            end_release_done, eo);
+        if (c == LK_AGAIN)
+            sync_done = false;
+        waiters_kick(e, names[i]);
+        free(leases[i]);
+    }
+    free(leases);
+    if (--eo->pending == 0) {
+        end_finish(eo);
+        return LK_OK;
+    }
+    (void)sync_done;
+    return LK_AGAIN;
+}
+
+size_t engine_session_count(struct engine *e)
+{
+    pthread_mutex_lock(&e->smu);
+    size_t n = e->nsessions;
+    pthread_mutex_unlock(&e->smu);
+    return n;
+}
+
+/* ---- the janitor: reaper and watchdog ---- */
+
+struct reap_op {
+    struct engine *e;
+    char name[LK_NAME_MAX + 1];
+};
+
+static void reap_release_done(void *arg, const struct bk_reply *r)
+{
+    struct reap_op *ro = arg;
+    if (r->code == LK_OK)
+        waiters_kick(ro->e, ro->name);
+    free(ro);
+}
+
+static void reap(struct engine *e, int64_t now)
+{
+    for (;;) {
+        pthread_mutex_lock(&e->smu);
+        const struct heap_item *top = heap_top(&e->sess_heap);
+        if (top == NULL || top->key > now) {
+            pthread_mutex_unlock(&e->smu);
+            return;
+        }
+        struct session *s = top->ptr;
+        heap_pop(&e->sess_heap);
+        if (s->dead) {
+            clear_lost(s);
+            free(s);
+            pthread_mutex_unlock(&e->smu);
+            continue;
+        }
+        if (s->deadline_ms > now) { /* heartbeated since: look again then */
+            heap_push(&e->sess_heap, s->deadline_ms, s);
+            pthread_mutex_unlock(&e->smu);
+            continue;
+        }
+        char **names, **leases;
+        size_t n = end_session(e, s, &names, &leases);
+        int64_t delay = s->lock_delay_ms;
+        char id[LK_SESSION_LEN + 1];
+        memcpy(id, s->id, sizeof(id));
+        heap_push(&e->sess_heap, now, s); /* freed on the next pop */
+        pthread_mutex_unlock(&e->smu);
+        metrics_add(M_SESSIONS_EXPIRED, 1);
+        lk_log_kv(LK_INFO, "session expired", "session", id, NULL);
+        waiters_fail(e, id);
+        for (size_t i = 0; i < n; i++) {
+            struct reap_op *ro = lk_calloc(1, sizeof(*ro));
+            ro->e = e;
+            snprintf(ro->name, sizeof(ro->name), "%s", names[i]);
+            /* Compare-and-delete: never someone else's lock. */
+            enum lk_code c = e->bk.ops->release(e->bk.state, e->jloop, names[i], leases[i], delay,
+                                                reap_release_done, ro);
+            (void)c;
+            free(names[i]);
+            free(leases[i]);
+        }
+        free(names);
+        free(leases);
+    }
+}
+
+struct batch {
+    struct engine *e;
+    size_t n;
+    int64_t sent_ms;
+    struct sess_lock **locks;
+    struct bk_renew_item *items;
+};
+
+static void batch_done(void *arg, struct bk_renew_item *items, size_t n)
+{
+    struct batch *b = arg;
+    struct engine *e = b->e;
+    int64_t now = lk_now_ms();
+    pthread_mutex_lock(&e->smu);
+    for (size_t i = 0; i < n; i++) {
+        struct sess_lock *sl = b->locks[i];
+        sl->in_flight = false;
+        if (sl->dead) {
+            free_if_unreferenced(sl);
+            continue;
+        }
+        switch (items[i].result) {
+        case LK_OK: {
+            metrics_add(M_WATCHDOG_OK, 1);
+            sl->expires_ms = b->sent_ms + items[i].ttl_ms;
+            int64_t next = now + sl->ttl_ms / 3;
+            if (sl->hold_until_ms > 0 && next > sl->hold_until_ms)
+                next = sl->hold_until_ms; /* declared lost right when it lapses */
+            push_renew(e, sl, next);
+            break;
+        }
+        case LK_NOT_HELD:
+        case LK_HELD_BY_OTHER:
+            metrics_add(M_WATCHDOG_LOST, 1);
+            mark_lost(e, sl, lk_code_name(items[i].result));
+            free_if_unreferenced(sl);
+            break;
+        default:
+            /* Backend in doubt: retry until the lease's own TTL runs out. */
+            metrics_add(M_WATCHDOG_ERROR, 1);
+            if (now >= sl->expires_ms) {
+                mark_lost(e, sl, "backend unavailable until the lease expired");
+                free_if_unreferenced(sl);
+            } else {
+                int64_t retry = sl->ttl_ms / 10 < RETRY_MS ? sl->ttl_ms / 10 : RETRY_MS;
+                push_renew(e, sl, now + (retry > 0 ? retry : 1));
+            }
+            break;
+        }
+    }
+    pthread_mutex_unlock(&e->smu);
+    free(b->locks);
+    free(b->items);
+    free(b);
+}
+
+static void watchdog(struct engine *e, int64_t now)
+{
+    for (;;) {
+        struct batch *b = NULL;
+        char (*expired)[2][LK_NAME_MAX + 1] = NULL;
+        size_t nexpired = 0;
+        pthread_mutex_lock(&e->smu);
+        for (;;) {
+            const struct heap_item *top = heap_top(&e->renew_heap);
+            if (top == NULL || top->key > now)
+                break;
+            struct sess_lock *sl = top->ptr;
+            heap_pop(&e->renew_heap);
+            sl->in_heap = false;
+            if (sl->dead) {
+                free_if_unreferenced(sl);
+                continue;
+            }
+            int64_t ttl = sl->ttl_ms;
+            if (sl->hold_until_ms > 0) {
+                /* max_hold_ms: renew only up to the deadline, then let go. */
+                if (now >= sl->hold_until_ms) {
+                    /* Free it for others too: the lease may outlive the cap. */
+                    expired = lk_realloc(expired, (nexpired + 1) * sizeof(*expired));
+                    memcpy(expired[nexpired][0], sl->name, sizeof(sl->name));
+                    memcpy(expired[nexpired][1], sl->lease, sizeof(sl->lease));
+                    nexpired++;
+                    mark_lost(e, sl, "max_hold_ms reached");
+                    free_if_unreferenced(sl);
+                    continue;
+                }
+                if (sl->hold_until_ms - now < ttl)
+                    ttl = sl->hold_until_ms - now;
+            }
+            if (b == NULL) {
+                b = lk_calloc(1, sizeof(*b));
+                b->e = e;
+                b->sent_ms = now;
+                b->locks = lk_malloc(WATCHDOG_BATCH * sizeof(*b->locks));
+                b->items = lk_malloc(WATCHDOG_BATCH * sizeof(*b->items));
+            }
+            sl->in_flight = true;
+            b->locks[b->n] = sl;
+            b->items[b->n].name = sl->name;
+            b->items[b->n].lease = sl->lease;
+            b->items[b->n].ttl_ms = ttl;
+            b->items[b->n].result = LK_BACKEND_DOWN;
+            b->n++;
+            if (b->n == WATCHDOG_BATCH)
+                break;
+        }
+        pthread_mutex_unlock(&e->smu);
+        for (size_t i = 0; i < nexpired; i++)
+            engine_release_bg(e, e->jloop, expired[i][0], expired[i][1], 0);
+        free(expired);
+        if (b == NULL)
+            return;
+        size_t n = b->n;
+        enum lk_code c = e->bk.ops->renew_many(e->bk.state, e->jloop, b->items, n, batch_done, b);
+        (void)c;
+        if (n < WATCHDOG_BATCH)
+            return;
+    }
+}
+
+static void on_tick(struct ev_loop *ev, ev_timer *t, int revents)
+{
+    (void)ev;
+    (void)revents;
+    struct engine *e = t->data;
+    int64_t now = lk_now_ms();
+    reap(e, now);
+    watchdog(e, now);
+}
+
+static void *janitor_main(void *arg)
+{
+    struct engine *e = arg;
+    loop_run(e->jloop);
+    return NULL;
+}
+
+static void janitor_init(void *arg)
+{
+    struct engine *e = arg;
+    ev_timer_init(&e->jtick, on_tick, JANITOR_TICK_S, JANITOR_TICK_S);
+    e->jtick.data = e;
+    ev_timer_start(loop_ev(e->jloop), &e->jtick);
+}
+
+enum lk_code janitor_start(struct engine *e)
+{
+    e->jloop = loop_new(-1);
+    enum lk_code c = e->bk.ops->attach(e->bk.state, e->jloop);
+    if (c != LK_OK) {
+        loop_free(e->jloop);
+        e->jloop = NULL;
+        return c;
+    }
+    loop_post(e->jloop, janitor_init, e);
+    if (pthread_create(&e->jthread, NULL, janitor_main, e) != 0) {
+        e->bk.ops->detach(e->bk.state, e->jloop);
+        loop_free(e->jloop);
+        e->jloop = NULL;
+        return LK_INTERNAL;
+    }
+    e->jstarted = true;
+    return LK_OK;
+}
+
+static void janitor_fini(void *arg)
+{
+    struct engine *e = arg;
+    ev_timer_stop(loop_ev(e->jloop), &e->jtick);
+    e->bk.ops->detach(e->bk.state, e->jloop);
+}
+
+void janitor_stop(struct engine *e)
+{
+    if (!e->jstarted)
+        return;
+    loop_post(e->jloop, janitor_fini, e);
+    loop_stop(e->jloop);
+    pthread_join(e->jthread, NULL);
+    loop_free(e->jloop);
+    e->jloop = NULL;
+    e->jstarted = false;
+}
+
+void sessions_free_all(struct engine *e)
+{
+    /* Every object is reachable from exactly one heap entry or the tables. */
+    struct session *s, *st;
+    HASH_ITER(hh, e->sessions, s, st)
+    {
+        struct sess_lock *sl, *lt;
+        HASH_ITER(sh, s->locks, sl, lt)
+        {
+            HASH_DELETE(sh, s->locks, sl);
+            sl->s = NULL;
+        }
+        HASH_DEL(e->sessions, s);
+        s->dead = true;
+    }
+    e->held = NULL; /* the same objects are in renew_heap or were freed */
+    for (size_t i = 0; i < e->renew_heap.len; i++)
+        free(e->renew_heap.items[i].ptr);
+    for (size_t i = 0; i < e->sess_heap.len; i++) {
+        struct session *x = e->sess_heap.items[i].ptr;
+        clear_lost(x);
+        free(x);
+    }
+    heap_release(&e->renew_heap);
+    heap_release(&e->sess_heap);
+}
+
+void engine_shutdown(struct engine *e)
+{
+    (void)e; /* release_on_shutdown is applied by main through the API loops */
+}

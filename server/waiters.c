@@ -1,0 +1,516 @@
+/*
+ * waiters.c - blocking acquires. Each name with waiters has a FIFO queue in
+ * this lockd; only its head asks the backend, once per release event (a
+ * release here, a pub/sub message from another lockd, or the holder's expiry
+ * learned from the failed attempt's PTTL). No thread waits: a waiter is a
+ * struct with a timer on the loop of the HTTP connection it answers.
+ *
+ * Threads: a waiter is created, attempted, answered and freed only on its
+ * own loop. Other threads touch queues under wmu and hand work to a waiter's
+ * loop with loop_post(name): posts carry names, never waiter pointers, so a
+ * waiter freed meanwhile cannot be reached.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <utlist.h>
+
+#include "config/config.h"
+#include "server/engine_int.h"
+#include "server/log.h"
+#include "server/loop.h"
+#include "server/metrics.h"
+
+enum wstate { W_QUEUED, W_ATTEMPTING, W_DONE };
+
+struct eng_waiter {
+    struct engine *e;
+    struct lk_loop *lp;
+    struct wqueue *q;
+    char name[LK_NAME_MAX + 1];
+    char lease[LK_LEASE_LEN + 1];
+    char owner[LK_OWNER_MAX + 1];
+    char session[LK_SESSION_LEN + 1];
+    bool has_session;
+    int64_t ttl_ms;
+    int64_t max_hold_ms;
+    eng_done_fn done;
+    void *arg;
+    int64_t start_ms;
+    int64_t deadline_ms;
+    int64_t retry_at_ms; /* head only: when to try again; 0 = on a kick only */
+    ev_timer timer;
+    enum wstate state;  /* under wmu */
+    bool cancelled;     /* under wmu: the client left */
+    bool kick_pending;  /* under wmu: a release came while attempting */
+    bool failed;        /* under wmu: answer fail_code at the next chance */
+    enum lk_code fail_code;
+    struct eng_waiter *prev, *next;
+};
+
+struct wqueue {
+    char name[LK_NAME_MAX + 1];
+    struct eng_waiter *list;
+    struct bk_holder holder;    /* from the last failed attempt */
+    bool has_holder;
+    int64_t holder_expiry_ms;   /* monotonic; when the holder's lease runs out */
+    int64_t kicked_us;          /* release seen, for the handoff histogram */
+    UT_hash_handle hh;
+};
+
+static void attempt(struct eng_waiter *w);
+static void arm(struct eng_waiter *w);
+
+static void watch(struct engine *e, const char *name, bool on)
+{
+    if (e->bk.ops->watch != NULL)
+        e->bk.ops->watch(e->bk.state, name, on);
+}
+
+/* Removes w from its queue (under wmu). Returns true if the queue is now
+ * empty and was freed; *new_head gets the head that replaced w, if any. */
+static bool unlink_waiter(struct engine *e, struct eng_waiter *w, struct eng_waiter **new_head)
+{
+    struct wqueue *q = w->q;
+    bool was_head = q->list == w;
+    DL_DELETE(q->list, w);
+    w->q = NULL;
+    metrics_add(M_WAITERS, -1);
+    *new_head = was_head ? q->list : NULL;
+    if (q->list == NULL) {
+        watch(e, q->name, false);
+        HASH_DEL(e->queues, q);
+        free(q);
+        return true;
+    }
+    return false;
+}
+
+struct poke {
+    struct engine *e;
+    struct lk_loop *lp;
+    bool attempt; /* try the backend now, rather than arm the head's timer */
+    char name[LK_NAME_MAX + 1];
+};
+
+static void on_poke(void *arg);
+
+static void post_poke(struct engine *e, struct lk_loop *lp, const char *name, bool now)
+{
+    struct poke *p = lk_malloc(sizeof(*p));
+    p->e = e;
+    p->lp = lp;
+    p->attempt = now;
+    snprintf(p->name, sizeof(p->name), "%s", name);
+    loop_post(lp, on_poke, p);
+}
+
+/* Called after w left the head of its queue (under wmu): tell the new head. */
+static void promote(struct engine *e, struct eng_waiter *h, bool attempt_now)
+{
+    if (h != NULL)
+        post_poke(e, h->lp, h->name, attempt_now);
+}
+
+static void finish(struct eng_waiter *w, struct eng_result *r)
+{
+    ev_timer_stop(loop_ev(w->lp), &w->timer);
+    w->state = W_DONE;
+    r->waited_ms = lk_now_ms() - w->start_ms;
+    w->done(w->arg, r);
+    free(w);
+}
+
+static void result_of(struct eng_waiter *w, struct eng_result *r, enum lk_code code)
+{
+    memset(r, 0, sizeof(*r));
+    r->code = code;
+    r->name = w->name;
+    r->owner = w->owner;
+}
+
+/* Answers w (already unlinked) with a failure code. */
+static void fail(struct eng_waiter *w, enum lk_code code, const struct bk_holder *holder)
+{
+    struct eng_result r;
+    result_of(w, &r, code);
+    if (holder != NULL) {
+        r.holder = *holder;
+        r.has_holder = true;
+    }
+    if (code == LK_LOCKED)
+        metrics_add(M_ACQUIRE_LOCKED, 1);
+    else
+        metrics_add(M_ACQUIRE_ERROR, 1);
+    finish(w, &r);
+}
+
+static void attempt_done(void *arg, const struct bk_reply *br)
+{
+    struct eng_waiter *w = arg;
+    struct engine *e = w->e;
+    int64_t now = lk_now_ms();
+    struct eng_waiter *h = NULL;
+    pthread_mutex_lock(&e->wmu);
+    struct wqueue *q = w->q;
+    if (br->code == LK_OK) {
+        int64_t kicked = q->kicked_us;
+        unlink_waiter(e, w, &h);
+        bool cancelled = w->cancelled;
+        if (h != NULL) {
+            struct wqueue *nq = h->q;
+            nq->has_holder = true;
+            memset(&nq->holder, 0, sizeof(nq->holder));
+            snprintf(nq->holder.owner, sizeof(nq->holder.owner), "%s", w->owner);
+            nq->holder.fencing_token = br->fencing_token;
+            nq->holder_expiry_ms = now + w->ttl_ms;
+            nq->kicked_us = 0;
+        }
+        promote(e, h, false);
+        pthread_mutex_unlock(&e->wmu);
+        if (kicked > 0)
+            metrics_observe(H_HANDOFF, lk_now_us() - kicked);
+        if (cancelled) {
+            /* Granted in the instant its client left: nobody knows this
+             * lease, so give the lock back at once. */
+            engine_release_bg(e, w->lp, w->name, w->lease, 0);
+            ev_timer_stop(loop_ev(w->lp), &w->timer);
+            free(w);
+            return;
+        }
+        struct eng_result r;
+        result_of(w, &r, LK_OK);
+        if (w->has_session &&
+            session_add_lock(e, w->session, w->name, w->lease, w->owner, br->fencing_token,
+                             w->ttl_ms, w->max_hold_ms) != LK_OK) {
+            engine_release_bg(e, w->lp, w->name, w->lease, 0);
+            fail(w, LK_SESSION_NOT_FOUND, NULL);
+            return;
+        }
+        metrics_add(M_ACQUIRE_GRANTED, 1);
+        r.lease = w->lease;
+        r.fencing_token = br->fencing_token;
+        r.ttl_ms = br->ttl_ms > 0 ? br->ttl_ms : w->ttl_ms;
+        r.expires_at_ms = lk_wall_ms() + r.ttl_ms;
+        r.session = w->has_session ? w->session : NULL;
+        r.count = 1;
+        finish(w, &r);
+        return;
+    }
+    if (br->code == LK_LOCKED && !w->cancelled && !w->failed && now < w->deadline_ms) {
+        q->holder = br->holder;
+        q->has_holder = true;
+        q->holder_expiry_ms = now + (br->holder.expires_in_ms > 0 ? br->holder.expires_in_ms : 0);
+        if (w->kick_pending) {
+            /* A release arrived while we asked: ask again. */
+            w->kick_pending = false;
+            pthread_mutex_unlock(&e->wmu);
+            attempt(w);
+            return;
+        }
+        w->state = W_QUEUED;
+        w->retry_at_ms = q->holder_expiry_ms + 1;
+        pthread_mutex_unlock(&e->wmu);
+        arm(w);
+        return;
+    }
+    /* Timed out, cancelled, failed or the backend could not answer. */
+    bool cancelled = w->cancelled;
+    enum lk_code code = w->failed ? w->fail_code : br->code;
+    struct bk_holder holder = br->holder;
+    unlink_waiter(e, w, &h);
+    promote(e, h, code != LK_LOCKED);
+    pthread_mutex_unlock(&e->wmu);
+    if (cancelled) {
+        ev_timer_stop(loop_ev(w->lp), &w->timer);
+        free(w);
+        return;
+    }
+    fail(w, code, code == LK_LOCKED ? &holder : NULL);
+}
+
+/* On w's loop, with w->state == W_ATTEMPTING set under wmu by the caller. */
+static void attempt(struct eng_waiter *w)
+{
+    struct engine *e = w->e;
+    if (w->has_session && !session_alive(e, w->session)) {
+        pthread_mutex_lock(&e->wmu);
+        w->failed = true;
+        w->fail_code = LK_SESSION_NOT_FOUND;
+        pthread_mutex_unlock(&e->wmu);
+    }
+    if (atomic_load(&e->draining)) {
+        pthread_mutex_lock(&e->wmu);
+        w->failed = true;
+        w->fail_code = LK_SHUTTING_DOWN;
+        pthread_mutex_unlock(&e->wmu);
+    }
+    if (w->failed) {
+        struct bk_reply r;
+        memset(&r, 0, sizeof(r));
+        r.code = w->fail_code;
+        attempt_done(w, &r);
+        return;
+    }
+    struct bk_acquire ba = {
+        .name = w->name,
+        .lease = w->lease,
+        .owner = w->owner,
+        .ttl_ms = w->ttl_ms,
+        .session_bound = w->has_session,
+    };
+    enum lk_code c = e->bk.ops->acquire(e->bk.state, w->lp, &ba, attempt_done, w);
+    (void)c; /* attempt_done runs either way */
+}
+
+/* Deadline and retry timer of a queued waiter. */
+static void on_timer(struct ev_loop *ev, ev_timer *t, int revents)
+{
+    (void)ev;
+    (void)revents;
+    struct eng_waiter *w = t->data;
+    struct engine *e = w->e;
+    int64_t now = lk_now_ms();
+    pthread_mutex_lock(&e->wmu);
+    if (w->state != W_QUEUED) {
+        pthread_mutex_unlock(&e->wmu);
+        return;
+    }
+    if (now >= w->deadline_ms || w->failed) {
+        struct wqueue *q = w->q;
+        struct bk_holder holder = q->holder;
+        bool has = q->has_holder;
+        enum lk_code code = w->failed ? w->fail_code : LK_LOCKED;
+        struct eng_waiter *h;
+        unlink_waiter(e, w, &h);
+        promote(e, h, false);
+        pthread_mutex_unlock(&e->wmu);
+        fail(w, code, code == LK_LOCKED && has ? &holder : NULL);
+        return;
+    }
+    if (w->q->list == w && w->retry_at_ms > 0 && now >= w->retry_at_ms) {
+        w->state = W_ATTEMPTING;
+        pthread_mutex_unlock(&e->wmu);
+        attempt(w);
+        return;
+    }
+    pthread_mutex_unlock(&e->wmu);
+    arm(w);
+}
+
+/* (Re)arms w's timer for its deadline or its retry, whichever is first. */
+static void arm(struct eng_waiter *w)
+{
+    int64_t at = w->deadline_ms;
+    if (w->retry_at_ms > 0 && w->retry_at_ms < at)
+        at = w->retry_at_ms;
+    double after = (double)(at - lk_now_ms()) / 1000.0;
+    if (after < 0)
+        after = 0;
+    ev_timer_stop(loop_ev(w->lp), &w->timer);
+    ev_timer_set(&w->timer, after, 0.);
+    ev_timer_start(loop_ev(w->lp), &w->timer);
+}
+
+/* On a loop: something changed for name (released, new head, failures). */
+static void on_poke(void *arg)
+{
+    struct poke *p = arg;
+    struct engine *e = p->e;
+    struct eng_waiter *todo = NULL, *rearm[64], *w;
+    size_t nrearm = 0;
+    pthread_mutex_lock(&e->wmu);
+    struct wqueue *q;
+    HASH_FIND_STR(e->queues, p->name, q);
+    if (q != NULL) {
+        /* Failed waiters of this loop are answered by their timer, now. */
+        DL_FOREACH(q->list, w)
+        {
+            if (w->lp == p->lp && w->failed && w->state == W_QUEUED && nrearm < 64) {
+                w->retry_at_ms = lk_now_ms();
+                rearm[nrearm++] = w;
+            }
+        }
+        w = q->list;
+        if (w->lp == p->lp && w->state == W_QUEUED && !w->failed) {
+            if (p->attempt || (q->holder_expiry_ms > 0 && q->holder_expiry_ms <= lk_now_ms())) {
+                w->state = W_ATTEMPTING;
+                todo = w;
+            } else {
+                w->retry_at_ms = q->holder_expiry_ms > 0 ? q->holder_expiry_ms + 1 : 0;
+                if (nrearm < 64)
+                    rearm[nrearm++] = w;
+            }
+        }
+    }
+    pthread_mutex_unlock(&e->wmu);
+    free(p);
+    /* Safe: only this loop frees these waiters, and it is busy here. */
+    for (size_t i = 0; i < nrearm; i++)
+        arm(rearm[i]);
+    if (todo != NULL)
+        attempt(todo);
+}
+
+enum lk_code waiters_acquire(struct engine *e, struct lk_loop *lp, const struct eng_acquire *a,
+                             const char *lease, eng_done_fn done, void *arg,
+                             struct eng_waiter **out)
+{
+    struct eng_waiter *w = lk_calloc(1, sizeof(*w));
+    w->e = e;
+    w->lp = lp;
+    snprintf(w->name, sizeof(w->name), "%s", a->name);
+    snprintf(w->lease, sizeof(w->lease), "%s", lease);
+    snprintf(w->owner, sizeof(w->owner), "%s", a->owner ? a->owner : "");
+    if (a->session != NULL) {
+        w->has_session = true;
+        snprintf(w->session, sizeof(w->session), "%s", a->session);
+    }
+    w->ttl_ms = a->ttl_ms;
+    w->max_hold_ms = a->max_hold_ms;
+    w->done = done;
+    w->arg = arg;
+    w->start_ms = lk_now_ms();
+    w->deadline_ms = w->start_ms + a->wait_ms;
+    ev_timer_init(&w->timer, on_timer, 0., 0.);
+    w->timer.data = w;
+
+    pthread_mutex_lock(&e->wmu);
+    if (e->cfg->max_waiters > 0 && metrics_get(M_WAITERS) >= e->cfg->max_waiters) {
+        pthread_mutex_unlock(&e->wmu);
+        struct eng_result r;
+        result_of(w, &r, LK_LOCKED);
+        free(w);
+        r.name = a->name;
+        r.owner = "";
+        metrics_add(M_ACQUIRE_LOCKED, 1);
+        done(arg, &r);
+        return LK_OK;
+    }
+    struct wqueue *q;
+    HASH_FIND_STR(e->queues, a->name, q);
+    if (q == NULL) {
+        q = lk_calloc(1, sizeof(*q));
+        snprintf(q->name, sizeof(q->name), "%s", a->name);
+        HASH_ADD_STR(e->queues, name, q);
+        watch(e, a->name, true); /* subscribe before asking: no lost wake-up */
+    }
+    DL_APPEND(q->list, w);
+    w->q = q;
+    metrics_add(M_WAITERS, 1);
+    bool head = q->list == w;
+    w->state = head ? W_ATTEMPTING : W_QUEUED;
+    pthread_mutex_unlock(&e->wmu);
+
+    /* The callback may run inside attempt() and free w: callers use *out
+     * only while their callback has not run. */
+    *out = w;
+    if (head) {
+        attempt(w);
+    } else {
+        arm(w);
+    }
+    return LK_AGAIN;
+}
+
+void engine_cancel(struct engine *e, struct eng_waiter *w)
+{
+    pthread_mutex_lock(&e->wmu);
+    if (w->state == W_ATTEMPTING) {
+        /* attempt_done frees it, releasing a grant nobody will receive. */
+        w->cancelled = true;
+        pthread_mutex_unlock(&e->wmu);
+        return;
+    }
+    struct eng_waiter *h;
+    unlink_waiter(e, w, &h);
+    promote(e, h, false);
+    pthread_mutex_unlock(&e->wmu);
+    ev_timer_stop(loop_ev(w->lp), &w->timer);
+    free(w);
+}
+
+void waiters_kick(struct engine *e, const char *name)
+{
+    pthread_mutex_lock(&e->wmu);
+    struct wqueue *q;
+    HASH_FIND_STR(e->queues, name, q);
+    if (q != NULL) {
+        struct eng_waiter *h = q->list;
+        q->kicked_us = lk_now_us();
+        q->holder_expiry_ms = 0;
+        if (h->state == W_ATTEMPTING)
+            h->kick_pending = true;
+        else if (h->state == W_QUEUED)
+            post_poke(e, h->lp, name, true);
+    }
+    pthread_mutex_unlock(&e->wmu);
+}
+
+bool waiters_queued(struct engine *e, const char *name, struct bk_holder *holder)
+{
+    bool queued = false;
+    pthread_mutex_lock(&e->wmu);
+    struct wqueue *q;
+    HASH_FIND_STR(e->queues, name, q);
+    if (q != NULL) {
+        queued = true;
+        memset(holder, 0, sizeof(*holder));
+        if (q->has_holder) {
+            *holder = q->holder;
+            int64_t left = q->holder_expiry_ms - lk_now_ms();
+            holder->expires_in_ms = left > 0 ? left : 0;
+        }
+    }
+    pthread_mutex_unlock(&e->wmu);
+    return queued;
+}
+
+int64_t waiters_count(struct engine *e, const char *name)
+{
+    int64_t n = 0;
+    pthread_mutex_lock(&e->wmu);
+    struct wqueue *q;
+    HASH_FIND_STR(e->queues, name, q);
+    if (q != NULL) {
+        struct eng_waiter *w;
+        DL_COUNT(q->list, w, n);
+    }
+    pthread_mutex_unlock(&e->wmu);
+    return n;
+}
+
+void waiters_fail(struct engine *e, const char *session)
+{
+    pthread_mutex_lock(&e->wmu);
+    struct wqueue *q, *qt;
+    HASH_ITER(hh, e->queues, q, qt)
+    {
+        struct eng_waiter *w;
+        DL_FOREACH(q->list, w)
+        {
+            if (session != NULL && (!w->has_session || strcmp(w->session, session) != 0))
+                continue;
+            w->failed = true;
+            w->fail_code = session != NULL ? LK_SESSION_NOT_FOUND : LK_SHUTTING_DOWN;
+            /* Its own loop answers it: a zero-delay timer via a poke. */
+            post_poke(e, w->lp, q->name, false);
+        }
+    }
+    pthread_mutex_unlock(&e->wmu);
+}
+
+void waiters_free_all(struct engine *e)
+{
+    struct wqueue *q, *qt;
+    HASH_ITER(hh, e->queues, q, qt)
+    {
+        struct eng_waiter *w, *wt;
+        DL_FOREACH_SAFE(q->list, w, wt)
+        {
+            DL_DELETE(q->list, w);
+            free(w);
+        }
+        HASH_DEL(e->queues, q);
+        free(q);
+    }
+}
