@@ -1,0 +1,3 @@
+module lockd.example/lockd-example
+
+go 1.19
