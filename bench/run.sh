@@ -40,7 +40,7 @@ TMP=$(mktemp -d "${BENCH_TMP:-/tmp}/lockd-bench.XXXXXX")
 RAW=$TMP/results.txt
 CLK_TCK=$(getconf CLK_TCK)
 declare -A R    # R[label.key]=value from loadgen RESULT lines and our own figures
-declare -a NOTES
+NOTES=()
 PIDS=()
 
 log() { printf '[bench %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
@@ -373,6 +373,11 @@ row() { # row NAME LABEL RATE_KEY NOTE
 report() {
     echo
     echo "## lockd benchmark: $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) CPUs ($(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)), kernel $(uname -r)"
+    local s1 steal
+    s1=$(grep '^cpu ' /proc/stat)
+    steal=$(printf '%s\n%s\n' "$STAT0" "$s1" | awk '{ t = 0; for (i = 2; i <= NF; i++) t += $i; T[NR] = t; S[NR] = $9 }
+        END { if (T[2] > T[1]) printf "%.1f", 100 * (S[2] - S[1]) / (T[2] - T[1]) }')
+    echo "CPU steal during the run ${steal:-?}%, load average at the end $(cut -d' ' -f1-3 /proc/loadavg) (other processes on the machine skew absolute figures; ratios come from one run)"
     echo "clients=$CLIENTS secs=$SECS loadgen_threads=$LG_THREADS nginx_workers=$NGINX_WORKERS lockd_args='$LOCKD_ARGS' lockd=$(git -C "$ROOT" describe --always --dirty 2>/dev/null)"
     echo
     echo "| what | pairs/s | p50 µs | p90 µs | p99 µs | p99.9 µs | note |"
@@ -433,6 +438,7 @@ report() {
 
 [[ -x $LOADGEN ]] || { echo "build/bench/loadgen missing: run make bench" >&2; exit 1; }
 log "temp dir $TMP, $SECS s per measurement, $CLIENTS clients"
+STAT0=$(grep '^cpu ' /proc/stat)
 want nginx && bench_nginx
 want redis && bench_raw_redis
 want etcd && bench_etcd
