@@ -73,7 +73,11 @@ t_start_lockd() {
     t_name=$1
     shift
     rm -f "$T_TMP/$t_name.port"
-    "$LOCKD_BIN" --listen 127.0.0.1:0 --port_file "$T_TMP/$t_name.port" "$@" \
+    # lockd reads LOCKD_<KEY> variables and rejects unknown keys: hide the test
+    # runner's and lockctl's own LOCKD_* variables from it.
+    env -u LOCKD_BIN -u LOCKD_URL -u LOCKD_TOKEN -u LOCKD_TOKEN_FILE -u LOCKD_LEASE \
+        -u LOCKD_LOCK -u LOCKD_FENCING_TOKEN \
+        "$LOCKD_BIN" --listen 127.0.0.1:0 --port_file "$T_TMP/$t_name.port" "$@" \
         >"$T_TMP/$t_name.log" 2>&1 &
     T_LOCKD_PID=$!
     T_PIDS="$T_PIDS $T_LOCKD_PID"
