@@ -1,0 +1,651 @@
+/*
+ * api_locks.c - the lock API end to end against a real lockd (memory, or
+ * Redis when TH_BACKEND=redis): every route, every error code of the memory
+ * backend, lease via header/query/body, expiry, fencing across restarts,
+ * blocking waits, and 16 concurrent clients that must never overlap.
+ */
+#include <dirent.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include "tests/lib/fixture.h"
+
+static struct fixture fx;
+static struct th_client *cl;
+
+static void req(const char *method, const char *path, const char *body, struct th_resp *out)
+{
+    th_http(cl, method, fx_url(&fx, "%s", path), body, NULL, out);
+}
+
+static void req_h(const char *method, const char *path, const char *body, const char *hdr,
+                  struct th_resp *out)
+{
+    const char *hdrs[] = {hdr, NULL};
+    th_http(cl, method, fx_url(&fx, "%s", path), body, hdrs, out);
+}
+
+/* Acquires name; returns the lease (static) and token. */
+static const char *grab(const char *name, const char *body, long long *token)
+{
+    static char lease[64];
+    struct th_resp r;
+    char path[300];
+    snprintf(path, sizeof(path), "/locks/%s", name);
+    req("POST", path, body, &r);
+    if (r.status != 200)
+        th_fail(__FILE__, __LINE__, "acquire %s: %ld %s", name, r.status, r.body);
+    snprintf(lease, sizeof(lease), "%s", th_jstr(&r, "lease"));
+    if (token)
+        *token = th_jint(&r, "fencing_token");
+    th_resp_free(&r);
+    return lease;
+}
+
+static void test_walkthrough(void)
+{
+    struct th_resp r;
+    req("POST", "/locks/demo", "{\"ttl_ms\":5000,\"owner\":\"pod-a\"}", &r);
+    CHECK_EQ_INT(r.status, 200);
+    const char *lease = th_jstr(&r, "lease");
+    CHECK(lease != NULL && strlen(lease) == 32);
+    char lcopy[40];
+    snprintf(lcopy, sizeof(lcopy), "%s", lease);
+    long long token = th_jint(&r, "fencing_token");
+    CHECK(token > 0 && token < (1LL << 53));
+    CHECK_STR(th_header(&r, "Lock-Lease"), lcopy);
+    char tok[32];
+    snprintf(tok, sizeof(tok), "%lld", token);
+    CHECK_STR(th_header(&r, "Lock-Fencing-Token"), tok);
+    CHECK_STR(th_header(&r, "Content-Type"), "application/json");
+    CHECK_EQ_INT(th_jint(&r, "ttl_ms"), 5000);
+    CHECK_STR(th_jstr(&r, "owner"), "pod-a");
+    CHECK_STR(th_jstr(&r, "mode"), "exclusive");
+    CHECK_EQ_INT(th_jint(&r, "count"), 1);
+    CHECK(json_is_null(json_object_get(r.json, "session")));
+    const char *exp = th_jstr(&r, "expires_at");
+    CHECK(exp != NULL && strlen(exp) == 24 && exp[10] == 'T' && exp[23] == 'Z');
+    th_resp_free(&r);
+
+    req("GET", "/locks/demo", NULL, &r);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK(json_is_true(json_object_get(r.json, "held")));
+    CHECK_STR(th_jstr(&r, "owner"), "pod-a");
+    CHECK_EQ_INT(th_jint(&r, "fencing_token"), token);
+    CHECK(th_jint(&r, "expires_in_ms") > 4000 && th_jint(&r, "expires_in_ms") <= 5000);
+    CHECK_EQ_INT(th_jint(&r, "holders"), 1);
+    CHECK_EQ_INT(json_array_size(json_object_get(r.json, "holder_list")), 1);
+    CHECK_EQ_INT(th_jint(&r, "waiters"), 0);
+    CHECK(strstr(r.body, lcopy) == NULL); /* inspect never reveals the lease */
+    th_resp_free(&r);
+
+    /* Renew keeps the token, takes the new ttl. */
+    char hdr[80];
+    snprintf(hdr, sizeof(hdr), "Lock-Lease: %s", lcopy);
+    req_h("PUT", "/locks/demo", "{\"ttl_ms\":20000}", hdr, &r);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK_EQ_INT(th_jint(&r, "fencing_token"), token);
+    CHECK_EQ_INT(th_jint(&r, "ttl_ms"), 20000);
+    th_resp_free(&r);
+    /* Renew without ttl_ms: the ttl the lease was last given. */
+    req_h("PUT", "/locks/demo", NULL, hdr, &r);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK_EQ_INT(th_jint(&r, "ttl_ms"), 20000);
+    th_resp_free(&r);
+
+    req_h("DELETE", "/locks/demo", NULL, hdr, &r);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK(json_is_true(json_object_get(r.json, "released")));
+    CHECK_EQ_INT(th_jint(&r, "fencing_token"), token);
+    CHECK_EQ_INT(th_jint(&r, "count"), 0);
+    th_resp_free(&r);
+
+    req("GET", "/locks/demo", NULL, &r);
+    CHECK(json_is_false(json_object_get(r.json, "held")));
+    CHECK(json_is_null(json_object_get(r.json, "fencing_token")));
+    CHECK_EQ_INT(th_jint(&r, "holders"), 0);
+    th_resp_free(&r);
+
+    /* The same lease again: nobody holds it. */
+    req_h("DELETE", "/locks/demo", NULL, hdr, &r);
+    CHECK_EQ_INT(r.status, 404);
+    CHECK_STR(th_jerr(&r), "not_held");
+    th_resp_free(&r);
+    req_h("PUT", "/locks/demo", NULL, hdr, &r);
+    CHECK_EQ_INT(r.status, 404);
+    CHECK_STR(th_jerr(&r), "not_held");
+    th_resp_free(&r);
+}
+
+static void test_conflict_and_wrong_lease(void)
+{
+    long long t1;
+    char l1[64];
+    snprintf(l1, sizeof(l1), "%s", grab("c1", "{\"ttl_ms\":10000,\"owner\":\"first\"}", &t1));
+    struct th_resp r;
+    req("POST", "/locks/c1", NULL, &r);
+    CHECK_EQ_INT(r.status, 409);
+    CHECK_STR(th_jerr(&r), "locked");
+    CHECK(th_jstr(&r, "message") != NULL);
+    json_t *h = json_object_get(r.json, "holder");
+    CHECK(json_is_object(h));
+    CHECK_STR(json_string_value(json_object_get(h, "owner")), "first");
+    CHECK_EQ_INT(json_integer_value(json_object_get(h, "fencing_token")), t1);
+    CHECK(json_integer_value(json_object_get(h, "expires_in_ms")) > 9000);
+    CHECK_STR(th_header(&r, "Retry-After"), "10");
+    CHECK(strstr(r.body, l1) == NULL);
+    th_resp_free(&r);
+
+    /* A wrong lease can neither renew nor release. */
+    req_h("PUT", "/locks/c1", NULL, "Lock-Lease: 0123456789abcdef0123456789abcdef", &r);
+    CHECK_EQ_INT(r.status, 409);
+    CHECK_STR(th_jerr(&r), "held_by_other");
+    th_resp_free(&r);
+    req_h("DELETE", "/locks/c1", NULL, "Lock-Lease: 0123456789abcdef0123456789abcdef", &r);
+    CHECK_EQ_INT(r.status, 409);
+    CHECK_STR(th_jerr(&r), "held_by_other");
+    th_resp_free(&r);
+    req("GET", "/locks/c1", NULL, &r);
+    CHECK(json_is_true(json_object_get(r.json, "held")));
+    CHECK_EQ_INT(th_jint(&r, "fencing_token"), t1);
+    th_resp_free(&r);
+
+    /* Lease by query, by body, and all three agreeing. */
+    char path[128], body[128], hdr[80];
+    snprintf(path, sizeof(path), "/locks/c1?lease=%s", l1);
+    req("PUT", path, NULL, &r);
+    CHECK_EQ_INT(r.status, 200);
+    th_resp_free(&r);
+    snprintf(body, sizeof(body), "{\"lease\":\"%s\",\"ttl_ms\":3000}", l1);
+    req("PUT", "/locks/c1", body, &r);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK_EQ_INT(th_jint(&r, "ttl_ms"), 3000);
+    th_resp_free(&r);
+    snprintf(hdr, sizeof(hdr), "Lock-Lease: %s", l1);
+    snprintf(body, sizeof(body), "{\"lease\":\"%s\"}", l1);
+    req_h("DELETE", path, body, hdr, &r);
+    CHECK_EQ_INT(r.status, 200);
+    th_resp_free(&r);
+}
+
+static void test_expiry(void)
+{
+    long long t1, t2;
+    grab("ex1", "{\"ttl_ms\":300}", &t1);
+    struct th_resp r;
+    req("POST", "/locks/ex1", NULL, &r);
+    CHECK_EQ_INT(r.status, 409);
+    th_resp_free(&r);
+    th_sleep_ms(400);
+    req("GET", "/locks/ex1", NULL, &r);
+    CHECK(json_is_false(json_object_get(r.json, "held")));
+    th_resp_free(&r);
+    grab("ex1", "{\"ttl_ms\":300}", &t2);
+    CHECK(t2 > t1);
+}
+
+static void test_tokens_across_restart(void)
+{
+    long long last = 0, t;
+    for (int i = 0; i < 5; i++) {
+        const char *l = grab("tok", "{\"ttl_ms\":10000}", &t);
+        CHECK(t > last);
+        last = t;
+        char hdr[80];
+        snprintf(hdr, sizeof(hdr), "Lock-Lease: %s", l);
+        struct th_resp r;
+        req_h("DELETE", "/locks/tok", NULL, hdr, &r);
+        CHECK_EQ_INT(r.status, 200);
+        th_resp_free(&r);
+    }
+    fx_restart(&fx, NULL);
+    grab("tok", "{\"ttl_ms\":10000}", &t);
+    CHECK(t > last);
+    /* Another name after the restart also counts past everything before. */
+    long long other;
+    grab("tok-other", "{\"ttl_ms\":10000}", &other);
+    CHECK(other > last);
+}
+
+static void test_list(void)
+{
+    char name[64];
+    for (int i = 0; i < 7; i++) {
+        snprintf(name, sizeof(name), "lst-%d", i);
+        grab(name, "{\"ttl_ms\":20000,\"owner\":\"lister\"}", NULL);
+    }
+    grab("other-x", "{\"ttl_ms\":20000}", NULL);
+    int seen = 0, pages = 0;
+    char cursor[600] = "";
+    for (;;) {
+        char path[700];
+        snprintf(path, sizeof(path), "/locks?prefix=lst-&limit=3%s%s", cursor[0] ? "&cursor=" : "",
+                 cursor);
+        struct th_resp r;
+        req("GET", path, NULL, &r);
+        CHECK_EQ_INT(r.status, 200);
+        json_t *locks = json_object_get(r.json, "locks");
+        CHECK(json_is_array(locks));
+        CHECK(json_array_size(locks) <= 3);
+        size_t i;
+        json_t *it;
+        json_array_foreach(locks, i, it)
+        {
+            const char *n = json_string_value(json_object_get(it, "name"));
+            CHECK(n != NULL && strncmp(n, "lst-", 4) == 0);
+            CHECK(json_is_true(json_object_get(it, "held")));
+            CHECK_STR(json_string_value(json_object_get(it, "owner")), "lister");
+            seen++;
+        }
+        pages++;
+        json_t *next = json_object_get(r.json, "next_cursor");
+        if (json_is_null(next)) {
+            th_resp_free(&r);
+            break;
+        }
+        snprintf(cursor, sizeof(cursor), "%s", json_string_value(next));
+        th_resp_free(&r);
+        CHECK(pages < 20);
+    }
+    CHECK_EQ_INT(seen, 7);
+}
+
+/* Runs every tests/cases/NAME/{request,expect}: the lock case-lock is held
+ * throughout and must be exactly as it was after each bad request. */
+static void test_cases(void)
+{
+    long long token;
+    grab("case-lock", "{\"ttl_ms\":600000,\"owner\":\"cases\"}", &token);
+    const char *dirp = getenv("REPO") ? getenv("REPO") : ".";
+    char dir[512];
+    snprintf(dir, sizeof(dir), "%s/tests/cases", dirp);
+    DIR *d = opendir(dir);
+    CHECK(d != NULL);
+    struct dirent *de;
+    int n = 0;
+    while ((de = readdir(d)) != NULL) {
+        if (de->d_name[0] == '.')
+            continue;
+        char path[1024];
+        snprintf(path, sizeof(path), "%s/%s/request", dir, de->d_name);
+        FILE *f = fopen(path, "rb");
+        CHECK(f != NULL);
+        static char text[65536];
+        size_t len = fread(text, 1, sizeof(text) - 1, f);
+        fclose(f);
+        text[len] = '\0';
+        snprintf(path, sizeof(path), "%s/%s/expect", dir, de->d_name);
+        f = fopen(path, "r");
+        CHECK(f != NULL);
+        int status;
+        char code[64];
+        CHECK(fscanf(f, "%d %63s", &status, code) == 2);
+        fclose(f);
+        /* request: "METHOD PATH\n" header lines "\n" body */
+        char *line_end = strchr(text, '\n');
+        CHECK(line_end != NULL);
+        *line_end = '\0';
+        char method[16], upath[8192];
+        CHECK(sscanf(text, "%15s %8191s", method, upath) == 2);
+        const char *hdrs[8];
+        int nh = 0;
+        char *p = line_end + 1;
+        while (*p != '\0' && *p != '\n' && nh < 7) {
+            char *e = strchr(p, '\n');
+            if (e == NULL)
+                break;
+            *e = '\0';
+            hdrs[nh++] = p;
+            p = e + 1;
+        }
+        hdrs[nh] = NULL;
+        if (*p == '\n')
+            p++;
+        size_t blen = len - (size_t)(p - text);
+        struct th_resp r;
+        /* The body may hold bytes that are not text: send it raw. */
+        char *body = blen ? malloc(blen + 1) : NULL;
+        if (body) {
+            memcpy(body, p, blen);
+            body[blen] = '\0';
+        }
+        th_http(cl, method, fx_url(&fx, "%s", upath), body, hdrs, &r);
+        free(body);
+        if (r.status != status || th_jerr(&r) == NULL || strcmp(th_jerr(&r), code) != 0)
+            th_fail(__FILE__, __LINE__, "case %s: want %d %s, got %ld %s", de->d_name, status,
+                    code, r.status, r.body);
+        CHECK(th_jstr(&r, "message") != NULL);
+        CHECK_STR(th_header(&r, "Content-Type"), "application/json");
+        if (status == 405)
+            CHECK(th_header(&r, "Allow") != NULL);
+        th_resp_free(&r);
+        /* Nothing changed. */
+        req("GET", "/locks/case-lock", NULL, &r);
+        CHECK_EQ_INT(r.status, 200);
+        CHECK(json_is_true(json_object_get(r.json, "held")));
+        CHECK_EQ_INT(th_jint(&r, "fencing_token"), token);
+        th_resp_free(&r);
+        req("GET", "/locks/case-x", NULL, &r);
+        CHECK(json_is_false(json_object_get(r.json, "held")));
+        th_resp_free(&r);
+        n++;
+    }
+    closedir(d);
+    CHECK(n >= 40);
+    fprintf(stderr, "    %d bad-input cases\n", n);
+}
+
+/* A client that sends part of a request and stops must not stall others. */
+static void test_slow_client_and_raw_garbage(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof(a));
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)fx.lockd.port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    CHECK(connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0);
+    const char *partial = "POST /locks/slow HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"tt";
+    CHECK(write(fd, partial, strlen(partial)) > 0);
+    int64_t t0 = th_now_ms();
+    long long tok;
+    grab("while-slow", "{\"ttl_ms\":1000}", &tok);
+    CHECK(th_now_ms() - t0 < 1000);
+    close(fd);
+    /* Garbage that is not HTTP at all. */
+    fd = socket(AF_INET, SOCK_STREAM, 0);
+    CHECK(connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0);
+    const char *junk = "\x01\x02\xff garbage\r\n\r\n";
+    CHECK(write(fd, junk, strlen(junk)) > 0);
+    char buf[256];
+    ssize_t got = read(fd, buf, sizeof(buf));
+    (void)got;
+    close(fd);
+    struct th_resp r;
+    req("GET", "/healthz", NULL, &r);
+    CHECK_EQ_INT(r.status, 200);
+    th_resp_free(&r);
+}
+
+static void test_ops(void)
+{
+    struct th_resp r;
+    req("GET", "/healthz", NULL, &r);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK_STR(th_jstr(&r, "status"), "ok");
+    th_resp_free(&r);
+    req("GET", "/readyz", NULL, &r);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK_STR(th_jstr(&r, "status"), "ready");
+    th_resp_free(&r);
+    req("GET", "/metrics", NULL, &r);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK(strstr(r.body, "# TYPE lockd_acquire_total counter") != NULL);
+    CHECK(strstr(r.body, "lockd_acquire_total{result=\"granted\"}") != NULL);
+    th_resp_free(&r);
+    req("POST", "/healthz", NULL, &r);
+    CHECK_EQ_INT(r.status, 405);
+    CHECK_STR(th_header(&r, "Allow"), "GET");
+    th_resp_free(&r);
+}
+
+/* ---- blocking waits ---- */
+
+struct waiter_arg {
+    const char *name;
+    const char *body;
+    long status;
+    long long token;
+    int64_t done_ms;
+    long long waited;
+    char lease[64];
+};
+
+static void *wait_thread(void *p)
+{
+    struct waiter_arg *w = p;
+    struct th_client *c = th_client_new();
+    struct th_resp r;
+    char path[300];
+    snprintf(path, sizeof(path), "/locks/%s", w->name);
+    th_http(c, "POST", fx_url(&fx, "%s", path), w->body, NULL, &r);
+    w->status = r.status;
+    w->token = th_jint(&r, "fencing_token");
+    w->waited = th_jint(&r, "waited_ms");
+    if (th_jstr(&r, "lease"))
+        snprintf(w->lease, sizeof(w->lease), "%s", th_jstr(&r, "lease"));
+    w->done_ms = th_now_ms();
+    th_resp_free(&r);
+    th_client_free(c);
+    return NULL;
+}
+
+static bool has_waiters(void *arg)
+{
+    const char *name = ((const char **)arg)[0];
+    long long want = atoll(((const char **)arg)[1]);
+    struct th_client *c = th_client_new();
+    struct th_resp r;
+    char path[300];
+    snprintf(path, sizeof(path), "/locks/%s", name);
+    th_http(c, "GET", fx_url(&fx, "%s", path), NULL, NULL, &r);
+    bool ok = th_jint(&r, "waiters") >= want;
+    th_resp_free(&r);
+    th_client_free(c);
+    return ok;
+}
+
+static void wait_for_waiters(const char *name, int n)
+{
+    char ns[16];
+    snprintf(ns, sizeof(ns), "%d", n);
+    const char *arg[2] = {name, ns};
+    CHECK(th_wait_for(has_waiters, arg, 5000));
+}
+
+static void release(const char *name, const char *lease)
+{
+    struct th_resp r;
+    char path[300], hdr[80];
+    snprintf(path, sizeof(path), "/locks/%s", name);
+    snprintf(hdr, sizeof(hdr), "Lock-Lease: %s", lease);
+    req_h("DELETE", path, NULL, hdr, &r);
+    if (r.status != 200)
+        th_fail(__FILE__, __LINE__, "release %s: %ld %s", name, r.status, r.body);
+    th_resp_free(&r);
+}
+
+static void test_wait_handoff(void)
+{
+    char lease[64];
+    long long t0;
+    snprintf(lease, sizeof(lease), "%s", grab("wt", "{\"ttl_ms\":30000}", &t0));
+    struct waiter_arg w = {.name = "wt", .body = "{\"wait_ms\":5000}"};
+    pthread_t th;
+    pthread_create(&th, NULL, wait_thread, &w);
+    wait_for_waiters("wt", 1);
+    /* A try-once acquire does not jump the queue. */
+    struct th_resp r;
+    req("POST", "/locks/wt", NULL, &r);
+    CHECK_EQ_INT(r.status, 409);
+    th_resp_free(&r);
+    int64_t rel = th_now_ms();
+    release("wt", lease);
+    pthread_join(th, NULL);
+    CHECK_EQ_INT(w.status, 200);
+    CHECK(w.token > t0);
+    fprintf(stderr, "    handoff %lld ms\n", (long long)(w.done_ms - rel));
+    CHECK(w.done_ms - rel < 50);
+    release("wt", w.lease);
+}
+
+static void test_wait_timeout(void)
+{
+    grab("wto", "{\"ttl_ms\":30000,\"owner\":\"blocker\"}", NULL);
+    int64_t t0 = th_now_ms();
+    struct th_resp r;
+    req("POST", "/locks/wto", "{\"wait_ms\":500}", &r);
+    int64_t took = th_now_ms() - t0;
+    CHECK_EQ_INT(r.status, 409);
+    CHECK_STR(th_jerr(&r), "locked");
+    CHECK(th_jint(&r, "waited_ms") >= 450 && th_jint(&r, "waited_ms") <= 600);
+    CHECK(took >= 450 && took <= 650);
+    json_t *h = json_object_get(r.json, "holder");
+    CHECK_STR(json_string_value(json_object_get(h, "owner")), "blocker");
+    th_resp_free(&r);
+}
+
+static void test_wait_expiry_wakes(void)
+{
+    /* Nobody releases: the waiter wakes at the holder's expiry (its PTTL). */
+    grab("wexp", "{\"ttl_ms\":400}", NULL);
+    int64_t t0 = th_now_ms();
+    struct th_resp r;
+    req("POST", "/locks/wexp", "{\"wait_ms\":3000}", &r);
+    CHECK_EQ_INT(r.status, 200);
+    int64_t took = th_now_ms() - t0;
+    CHECK(took >= 300 && took < 800);
+    th_resp_free(&r);
+}
+
+static void test_wait_fifo(void)
+{
+    char lease[64];
+    snprintf(lease, sizeof(lease), "%s", grab("fifo", "{\"ttl_ms\":30000}", NULL));
+    struct waiter_arg w[5];
+    pthread_t th[5];
+    for (int i = 0; i < 5; i++) {
+        memset(&w[i], 0, sizeof(w[i]));
+        w[i].name = "fifo";
+        w[i].body = "{\"wait_ms\":10000,\"ttl_ms\":30000}";
+        pthread_create(&th[i], NULL, wait_thread, &w[i]);
+        wait_for_waiters("fifo", i + 1); /* queue them in a known order */
+    }
+    long long last = 0;
+    for (int i = 0; i < 5; i++) {
+        release("fifo", lease);
+        pthread_join(th[i], NULL);
+        CHECK_EQ_INT(w[i].status, 200);
+        CHECK(w[i].token > last);
+        last = w[i].token;
+        snprintf(lease, sizeof(lease), "%s", w[i].lease);
+    }
+    release("fifo", lease);
+}
+
+static void test_wait_disconnect(void)
+{
+    char lease[64];
+    snprintf(lease, sizeof(lease), "%s", grab("wdc", "{\"ttl_ms\":30000}", NULL));
+    /* A raw waiter that hangs up. */
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof(a));
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)fx.lockd.port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    CHECK(connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0);
+    const char *rq = "POST /locks/wdc HTTP/1.1\r\nHost: x\r\nContent-Length: 17\r\n\r\n"
+                     "{\"wait_ms\":10000}";
+    CHECK(write(fd, rq, strlen(rq)) == (ssize_t)strlen(rq));
+    wait_for_waiters("wdc", 1);
+    struct waiter_arg w = {.name = "wdc", .body = "{\"wait_ms\":5000}"};
+    pthread_t th;
+    pthread_create(&th, NULL, wait_thread, &w);
+    wait_for_waiters("wdc", 2);
+    close(fd);
+    wait_for_waiters("wdc", 1);
+    th_sleep_ms(50);
+    struct th_resp r;
+    req("GET", "/locks/wdc", NULL, &r);
+    CHECK_EQ_INT(th_jint(&r, "waiters"), 1); /* the hung-up one left the queue */
+    th_resp_free(&r);
+    release("wdc", lease);
+    pthread_join(th, NULL);
+    CHECK_EQ_INT(w.status, 200); /* the next waiter got it, not the dead one */
+    release("wdc", w.lease);
+}
+
+/* ---- 16 clients x 200 iterations on one name: never two holders ---- */
+
+static atomic_int holders;
+static atomic_llong last_token;
+static atomic_int grants, overlaps, regressions;
+
+static void *hammer(void *p)
+{
+    (void)p;
+    struct th_client *c = th_client_new();
+    for (int i = 0; i < 200; i++) {
+        struct th_resp r;
+        th_http(c, "POST", fx_url(&fx, "/locks/hot"), "{\"ttl_ms\":10000}", NULL, &r);
+        if (r.status == 200) {
+            if (atomic_fetch_add(&holders, 1) != 0)
+                atomic_fetch_add(&overlaps, 1);
+            long long tok = th_jint(&r, "fencing_token");
+            if (tok <= atomic_load(&last_token))
+                atomic_fetch_add(&regressions, 1);
+            atomic_store(&last_token, tok);
+            atomic_fetch_add(&grants, 1);
+            char hdr[80];
+            snprintf(hdr, sizeof(hdr), "Lock-Lease: %s", th_jstr(&r, "lease"));
+            atomic_fetch_sub(&holders, 1);
+            const char *hdrs[] = {hdr, NULL};
+            struct th_resp d;
+            th_http(c, "DELETE", fx_url(&fx, "/locks/hot"), NULL, hdrs, &d);
+            if (d.status != 200)
+                atomic_fetch_add(&overlaps, 1000);
+            th_resp_free(&d);
+        } else if (r.status != 409) {
+            atomic_fetch_add(&overlaps, 1000000);
+        }
+        th_resp_free(&r);
+    }
+    th_client_free(c);
+    return NULL;
+}
+
+static void test_concurrent_exclusion(void)
+{
+    pthread_t th[16];
+    for (int i = 0; i < 16; i++)
+        pthread_create(&th[i], NULL, hammer, NULL);
+    for (int i = 0; i < 16; i++)
+        pthread_join(th[i], NULL);
+    fprintf(stderr, "    %d grants, %d overlaps, %d token regressions\n", atomic_load(&grants),
+            atomic_load(&overlaps), atomic_load(&regressions));
+    CHECK_EQ_INT(atomic_load(&overlaps), 0);
+    CHECK_EQ_INT(atomic_load(&regressions), 0);
+    CHECK(atomic_load(&grants) > 16);
+}
+
+int main(void)
+{
+    cl = th_client_new();
+    fx_start(&fx, NULL);
+    TH_RUN(test_walkthrough);
+    TH_RUN(test_conflict_and_wrong_lease);
+    TH_RUN(test_expiry);
+    TH_RUN(test_list);
+    TH_RUN(test_cases);
+    TH_RUN(test_slow_client_and_raw_garbage);
+    TH_RUN(test_ops);
+    TH_RUN(test_wait_handoff);
+    TH_RUN(test_wait_timeout);
+    TH_RUN(test_wait_expiry_wakes);
+    TH_RUN(test_wait_fifo);
+    TH_RUN(test_wait_disconnect);
+    TH_RUN(test_concurrent_exclusion);
+    TH_RUN(test_tokens_across_restart);
+    fx_stop(&fx);
+    th_client_free(cl);
+    return th_done();
+}

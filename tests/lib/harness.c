@@ -1,0 +1,509 @@
+/*
+ * harness.c - starts real redis-server and lockd processes on free loopback
+ * ports in a temp dir, waits with bounded polls, kills by PID, and talks
+ * HTTP with libcurl. See harness.h.
+ */
+#include "tests/lib/harness.h"
+
+#include <arpa/inet.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static int passed;
+static char tmpdir[256];
+static pid_t children[64];
+static int nchildren;
+static pid_t owner_pid;
+
+static void cleanup(void)
+{
+    if (getpid() != owner_pid)
+        return;
+    for (int i = 0; i < nchildren; i++)
+        if (children[i] > 0) {
+            kill(children[i], SIGKILL);
+            waitpid(children[i], NULL, 0);
+        }
+    if (tmpdir[0] != '\0' && getenv("TH_KEEP") == NULL) {
+        char cmd[300];
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
+        if (system(cmd) != 0)
+            fprintf(stderr, "cannot remove %s\n", tmpdir);
+    }
+}
+
+static void track(pid_t pid)
+{
+    if (nchildren < 64)
+        children[nchildren++] = pid;
+}
+
+static void untrack(pid_t pid)
+{
+    for (int i = 0; i < nchildren; i++)
+        if (children[i] == pid)
+            children[i] = 0;
+}
+
+void th_fail(const char *file, int line, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "FAIL %s:%d: ", file, line);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\n");
+    fprintf(stdout, "%d passed, 1 failed\n", passed);
+    fflush(stdout);
+    exit(1);
+}
+
+static const char *current;
+
+void th_case_begin(const char *name)
+{
+    current = name;
+    fprintf(stderr, "... %s\n", name);
+}
+
+void th_case_end(const char *name)
+{
+    passed++;
+    fprintf(stdout, "ok %s\n", name);
+    fflush(stdout);
+    current = NULL;
+}
+
+int th_done(void)
+{
+    fprintf(stdout, "%d passed, 0 failed\n", passed);
+    fflush(stdout);
+    return 0;
+}
+
+int64_t th_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void th_sleep_ms(int64_t ms)
+{
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+bool th_wait_for(bool (*cond)(void *arg), void *arg, int64_t timeout_ms)
+{
+    int64_t end = th_now_ms() + timeout_ms;
+    for (;;) {
+        if (cond(arg))
+            return true;
+        if (th_now_ms() >= end)
+            return false;
+        th_sleep_ms(5);
+    }
+}
+
+const char *th_tmpdir(void)
+{
+    if (tmpdir[0] == '\0') {
+        owner_pid = getpid();
+        snprintf(tmpdir, sizeof(tmpdir), "/tmp/lockd-test-XXXXXX");
+        if (mkdtemp(tmpdir) == NULL)
+            th_fail(__FILE__, __LINE__, "mkdtemp: %s", strerror(errno));
+        atexit(cleanup);
+        curl_global_init(CURL_GLOBAL_ALL);
+    }
+    return tmpdir;
+}
+
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof(a));
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0)
+        th_fail(__FILE__, __LINE__, "bind: %s", strerror(errno));
+    socklen_t l = sizeof(a);
+    getsockname(fd, (struct sockaddr *)&a, &l);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+static bool port_open(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof(a));
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bool ok = connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+    close(fd);
+    return ok;
+}
+
+static bool redis_ready(void *arg)
+{
+    struct th_redis *r = arg;
+    if (!port_open(r->port))
+        return false;
+    const char *out = th_redis_cli(r, "PING");
+    return strstr(out, "PONG") != NULL || strstr(out, "NOAUTH") != NULL;
+}
+
+void th_redis_start(struct th_redis *r, int port, const char *const *extra)
+{
+    const char *tmp = th_tmpdir();
+    if (port == 0)
+        port = free_port();
+    r->port = port;
+    snprintf(r->dir, sizeof(r->dir), "%s/redis-%d", tmp, port);
+    mkdir(r->dir, 0700);
+    char conf[512];
+    snprintf(conf, sizeof(conf), "%s/redis.conf", r->dir);
+    FILE *f = fopen(conf, "w");
+    if (f == NULL)
+        th_fail(__FILE__, __LINE__, "cannot write %s", conf);
+    fprintf(f, "port %d\nbind 127.0.0.1\ndir %s\nsave \"\"\nappendonly no\nlogfile %s/redis.log\n"
+               "daemonize no\nprotected-mode yes\n",
+            port, r->dir, r->dir);
+    for (const char *const *x = extra; x && *x; x++)
+        fprintf(f, "%s\n", *x);
+    fclose(f);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int devnull = open("/dev/null", O_WRONLY);
+        dup2(devnull, 1);
+        execlp("redis-server", "redis-server", conf, (char *)NULL);
+        _exit(127);
+    }
+    r->pid = pid;
+    track(pid);
+    if (!th_wait_for(redis_ready, r, 10000))
+        th_fail(__FILE__, __LINE__, "redis-server on port %d did not start", port);
+}
+
+void th_redis_stop(struct th_redis *r)
+{
+    if (r->pid <= 0)
+        return;
+    kill(r->pid, SIGKILL);
+    waitpid(r->pid, NULL, 0);
+    untrack(r->pid);
+    r->pid = 0;
+}
+
+const char *th_redis_cli(const struct th_redis *r, const char *args)
+{
+    static char out[65536];
+    char cmd[2048];
+    const char *auth = getenv("TH_REDIS_AUTH");
+    snprintf(cmd, sizeof(cmd), "redis-cli -h 127.0.0.1 -p %d %s%s %s 2>&1", r->port,
+             auth ? "--no-auth-warning -a " : "", auth ? auth : "", args);
+    FILE *p = popen(cmd, "r");
+    size_t n = 0;
+    if (p != NULL) {
+        n = fread(out, 1, sizeof(out) - 1, p);
+        pclose(p);
+    }
+    out[n] = '\0';
+    return out;
+}
+
+long long th_redis_calls(const struct th_redis *r, const char *cmd)
+{
+    const char *out = th_redis_cli(r, "INFO commandstats");
+    char key[64];
+    snprintf(key, sizeof(key), "cmdstat_%s:calls=", cmd);
+    const char *p = strstr(out, key);
+    return p ? atoll(p + strlen(key)) : 0;
+}
+
+/* ---- lockd ---- */
+
+struct up_arg {
+    struct th_lockd *l;
+    char portfile[300];
+    bool exited;
+    int status;
+};
+
+static bool lockd_up(void *arg)
+{
+    struct up_arg *u = arg;
+    int st;
+    if (waitpid(u->l->pid, &st, WNOHANG) == u->l->pid) {
+        u->exited = true;
+        u->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        return true;
+    }
+    FILE *f = fopen(u->portfile, "r");
+    if (f == NULL)
+        return false;
+    int port = 0;
+    if (fscanf(f, "%d", &port) != 1)
+        port = 0;
+    fclose(f);
+    if (port <= 0)
+        return false;
+    u->l->port = port;
+    return port_open(port);
+}
+
+bool th_lockd_try_start(struct th_lockd *l, const char *const *args, const char *const *env,
+                        int *exit_code)
+{
+    static int seq;
+    const char *tmp = th_tmpdir();
+    const char *bin = getenv("LOCKD_BIN");
+    if (bin == NULL)
+        bin = "build/lockd";
+    struct up_arg u;
+    memset(&u, 0, sizeof(u));
+    memset(l, 0, sizeof(*l));
+    u.l = l;
+    seq++;
+    snprintf(u.portfile, sizeof(u.portfile), "%s/lockd-%d.port", tmp, seq);
+    snprintf(l->log, sizeof(l->log), "%s/lockd-%d.log", tmp, seq);
+    unlink(u.portfile);
+    const char *argv[64];
+    int n = 0;
+    argv[n++] = bin;
+    argv[n++] = "--listen";
+    argv[n++] = "127.0.0.1:0";
+    argv[n++] = "--port_file";
+    argv[n++] = u.portfile;
+    argv[n++] = "--log_level";
+    argv[n++] = getenv("TH_LOG_LEVEL") ? getenv("TH_LOG_LEVEL") : "warn";
+    for (const char *const *a = args; a && *a && n < 62; a++)
+        argv[n++] = *a;
+    argv[n] = NULL;
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(l->log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+        dup2(fd, 2);
+        int devnull = open("/dev/null", O_WRONLY);
+        dup2(devnull, 1);
+        for (const char *const *e = env; e && *e; e++)
+            putenv((char *)*e);
+        execv(bin, (char *const *)argv);
+        _exit(127);
+    }
+    l->pid = pid;
+    track(pid);
+    if (!th_wait_for(lockd_up, &u, 10000) || u.exited) {
+        if (exit_code != NULL)
+            *exit_code = u.exited ? u.status : -1;
+        if (!u.exited) {
+            kill(pid, SIGKILL);
+            waitpid(pid, NULL, 0);
+        }
+        untrack(pid);
+        l->pid = 0;
+        return false;
+    }
+    snprintf(l->url, sizeof(l->url), "http://127.0.0.1:%d", l->port);
+    return true;
+}
+
+void th_lockd_start(struct th_lockd *l, const char *const *args, const char *const *env)
+{
+    int code = -1;
+    if (!th_lockd_try_start(l, args, env, &code)) {
+        char cmd[400];
+        snprintf(cmd, sizeof(cmd), "tail -20 '%s' >&2", l->log);
+        if (system(cmd) != 0)
+            fprintf(stderr, "(no log)\n");
+        th_fail(__FILE__, __LINE__, "lockd did not start (exit %d)", code);
+    }
+}
+
+int th_lockd_signal_wait(struct th_lockd *l, int sig, int64_t timeout_ms)
+{
+    if (l->pid <= 0)
+        return -1;
+    kill(l->pid, sig);
+    int64_t end = th_now_ms() + timeout_ms;
+    for (;;) {
+        int st;
+        pid_t r = waitpid(l->pid, &st, WNOHANG);
+        if (r == l->pid) {
+            untrack(l->pid);
+            l->pid = 0;
+            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        }
+        if (th_now_ms() >= end)
+            return -1;
+        th_sleep_ms(5);
+    }
+}
+
+void th_lockd_kill(struct th_lockd *l, int sig)
+{
+    if (l->pid <= 0)
+        return;
+    if (th_lockd_signal_wait(l, sig, 10000) < 0) {
+        kill(l->pid, SIGKILL);
+        waitpid(l->pid, NULL, 0);
+        untrack(l->pid);
+        l->pid = 0;
+    }
+}
+
+/* ---- HTTP ---- */
+
+struct th_client {
+    CURL *curl;
+};
+
+struct th_client *th_client_new(void)
+{
+    th_tmpdir();
+    struct th_client *c = calloc(1, sizeof(*c));
+    c->curl = curl_easy_init();
+    return c;
+}
+
+void th_client_free(struct th_client *c)
+{
+    if (c == NULL)
+        return;
+    curl_easy_cleanup(c->curl);
+    free(c);
+}
+
+struct buf {
+    char *p;
+    size_t len;
+};
+
+static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
+{
+    struct buf *b = arg;
+    size_t n = size * nmemb;
+    b->p = realloc(b->p, b->len + n + 1);
+    memcpy(b->p + b->len, data, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+    return n;
+}
+
+static size_t on_header(char *data, size_t size, size_t nmemb, void *arg)
+{
+    struct th_resp *r = arg;
+    size_t n = size * nmemb;
+    size_t used = strlen(r->headers);
+    if (strncmp(data, "HTTP/", 5) == 0) {
+        r->headers[0] = '\0'; /* a new response (e.g. after 100 Continue) */
+        used = 0;
+    }
+    if (used + n < sizeof(r->headers)) {
+        memcpy(r->headers + used, data, n);
+        r->headers[used + n] = '\0';
+    }
+    return n;
+}
+
+void th_http(struct th_client *c, const char *method, const char *url, const char *body,
+             const char *const *hdrs, struct th_resp *out)
+{
+    memset(out, 0, sizeof(*out));
+    CURL *h = c->curl;
+    curl_easy_reset(h);
+    struct buf b = {NULL, 0};
+    struct curl_slist *list = NULL;
+    list = curl_slist_append(list, "Expect:");
+    for (const char *const *x = hdrs; x && *x; x++)
+        list = curl_slist_append(list, *x);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, list);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, out);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 60000L);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    if (strcmp(method, "HEAD") == 0)
+        curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+    if (body != NULL) {
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
+    }
+    CURLcode rc = curl_easy_perform(h);
+    curl_slist_free_all(list);
+    if (rc != CURLE_OK) {
+        out->status = 0;
+        out->body = b.p ? b.p : strdup("");
+        out->len = b.len;
+        return;
+    }
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &out->status);
+    out->body = b.p ? b.p : strdup("");
+    out->len = b.len;
+    out->json = json_loadb(out->body, out->len, 0, NULL);
+}
+
+void th_resp_free(struct th_resp *r)
+{
+    free(r->body);
+    json_decref(r->json);
+    memset(r, 0, sizeof(*r));
+}
+
+const char *th_header(const struct th_resp *r, const char *name)
+{
+    static __thread char val[512];
+    size_t nl = strlen(name);
+    const char *p = r->headers;
+    while (p && *p) {
+        const char *eol = strstr(p, "\r\n");
+        if (eol == NULL)
+            break;
+        if ((size_t)(eol - p) > nl && strncasecmp(p, name, nl) == 0 && p[nl] == ':') {
+            const char *v = p + nl + 1;
+            while (*v == ' ')
+                v++;
+            size_t n = (size_t)(eol - v);
+            if (n >= sizeof(val))
+                n = sizeof(val) - 1;
+            memcpy(val, v, n);
+            val[n] = '\0';
+            return val;
+        }
+        p = eol + 2;
+    }
+    return NULL;
+}
+
+const char *th_jstr(const struct th_resp *r, const char *key)
+{
+    json_t *v = r->json ? json_object_get(r->json, key) : NULL;
+    return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+long long th_jint(const struct th_resp *r, const char *key)
+{
+    json_t *v = r->json ? json_object_get(r->json, key) : NULL;
+    return json_is_integer(v) ? (long long)json_integer_value(v) : 0;
+}
+
+const char *th_jerr(const struct th_resp *r) { return th_jstr(r, "error"); }
