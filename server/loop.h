@@ -11,6 +11,12 @@ struct lk_loop;
 
 typedef void (*loop_fn)(void *arg);
 
+/* Loop indexes: HTTP workers use 0..63 (config 'threads' max 64), the
+ * janitor (watchdog, reaper) uses LOOP_JANITOR; backends may size per-loop
+ * tables by LOOP_MAX. */
+#define LOOP_JANITOR 64
+#define LOOP_MAX 65
+
 /* Creates a loop; index identifies it to backends (one connection per loop). */
 struct lk_loop *loop_new(int index);
 /* Frees the loop; call after its thread stopped running it. */

@@ -598,7 +598,7 @@ static void janitor_init(void *arg)
 
 enum lk_code janitor_start(struct engine *e)
 {
-    e->jloop = loop_new(-1);
+    e->jloop = loop_new(LOOP_JANITOR);
     enum lk_code c = e->bk.ops->attach(e->bk.state, e->jloop);
     if (c != LK_OK) {
         loop_free(e->jloop);
