@@ -302,6 +302,9 @@ bool th_lockd_try_start(struct th_lockd *l, const char *const *args, const char 
         dup2(fd, 2);
         int devnull = open("/dev/null", O_WRONLY);
         dup2(devnull, 1);
+        /* The runner's own LOCKD_* variables are not lockd configuration. */
+        unsetenv("LOCKD_BIN");
+        unsetenv("LOCKCTL_BIN");
         for (const char *const *e = env; e && *e; e++)
             putenv((char *)*e);
         execv(bin, (char *const *)argv);
