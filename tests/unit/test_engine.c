@@ -1,0 +1,234 @@
+/*
+ * test_engine.c - the engine over the memory backend, without HTTP: grants,
+ * exclusion, fencing order, owner-checked renew and release, expiry, lock
+ * delay, sessions and reentrancy, and the heap behind the janitor.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "config/config.h"
+#include "server/backend.h"
+#include "server/engine.h"
+#include "server/heap.h"
+#include "server/loop.h"
+
+struct got {
+    int calls;
+    enum lk_code code;
+    char lease[40];
+    int64_t token;
+    int64_t count;
+    int64_t ttl;
+    char session[40];
+    bool lock_delay;
+};
+
+static void on_result(void *arg, const struct eng_result *r)
+{
+    struct got *g = arg;
+    g->calls++;
+    g->code = r->code;
+    g->token = r->fencing_token;
+    g->count = r->count;
+    g->ttl = r->ttl_ms;
+    g->lock_delay = r->has_holder && r->holder.lock_delay;
+    if (r->lease)
+        snprintf(g->lease, sizeof(g->lease), "%s", r->lease);
+}
+
+static void on_session(void *arg, const struct eng_session_view *v)
+{
+    struct got *g = arg;
+    g->calls++;
+    g->code = v->code;
+    g->count = (int64_t)v->nlocks;
+    if (v->session)
+        snprintf(g->session, sizeof(g->session), "%s", v->session);
+}
+
+struct env {
+    struct lk_config cfg;
+    struct engine *e;
+    struct lk_loop *lp;
+};
+
+static int setup(void **state)
+{
+    static struct env env;
+    config_defaults(&env.cfg);
+    struct backend bk;
+    assert_int_equal(backend_memory_new(&env.cfg, &bk), LK_OK);
+    env.e = engine_new(&env.cfg, bk);
+    assert_int_equal(engine_start(env.e), LK_OK);
+    env.lp = loop_new(0);
+    assert_int_equal(engine_attach(env.e, env.lp), LK_OK);
+    *state = &env;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct env *env = *state;
+    engine_detach(env->e, env->lp);
+    engine_free(env->e);
+    loop_free(env->lp);
+    config_free(&env->cfg);
+    return 0;
+}
+
+static struct got acquire(struct env *env, const char *name, int64_t ttl, const char *session,
+                          bool reentrant)
+{
+    struct got g;
+    memset(&g, 0, sizeof(g));
+    struct eng_acquire a = {.name = name, .ttl_ms = ttl, .wait_ms = 0, .session = session,
+                            .owner = "t", .reentrant = reentrant, .max_hold_ms = -1};
+    struct eng_waiter *w;
+    assert_int_equal(engine_acquire(env->e, env->lp, &a, on_result, &g, &w), LK_OK);
+    assert_int_equal(g.calls, 1); /* the memory backend answers at once */
+    return g;
+}
+
+static struct got release(struct env *env, const char *name, const char *lease)
+{
+    struct got g;
+    memset(&g, 0, sizeof(g));
+    assert_int_equal(engine_release(env->e, env->lp, name, lease, on_result, &g), LK_OK);
+    assert_int_equal(g.calls, 1);
+    return g;
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static void test_exclusive(void **state)
+{
+    struct env *env = *state;
+    struct got a = acquire(env, "u1", 10000, NULL, false);
+    assert_int_equal(a.code, LK_OK);
+    assert_int_equal(strlen(a.lease), 32);
+    struct got b = acquire(env, "u1", 10000, NULL, false);
+    assert_int_equal(b.code, LK_LOCKED);
+    struct got wrong = release(env, "u1", "00000000000000000000000000000000");
+    assert_int_equal(wrong.code, LK_HELD_BY_OTHER);
+    struct got r = release(env, "u1", a.lease);
+    assert_int_equal(r.code, LK_OK);
+    assert_int_equal(r.token, a.token);
+    struct got again = release(env, "u1", a.lease);
+    assert_int_equal(again.code, LK_NOT_HELD);
+    struct got c = acquire(env, "u1", 10000, NULL, false);
+    assert_int_equal(c.code, LK_OK);
+    assert_true(c.token > a.token);
+    release(env, "u1", c.lease);
+}
+
+static void test_renew_and_expiry(void **state)
+{
+    struct env *env = *state;
+    struct got a = acquire(env, "u2", 150, NULL, false);
+    struct got g;
+    memset(&g, 0, sizeof(g));
+    assert_int_equal(engine_renew(env->e, env->lp, "u2", a.lease, 0, on_result, &g), LK_OK);
+    assert_int_equal(g.code, LK_OK);
+    assert_int_equal(g.ttl, 150);
+    assert_int_equal(g.token, a.token);
+    sleep_ms(200);
+    memset(&g, 0, sizeof(g));
+    assert_int_equal(engine_renew(env->e, env->lp, "u2", a.lease, 1000, on_result, &g), LK_OK);
+    assert_int_equal(g.code, LK_NOT_HELD); /* expired: a renewal never resurrects it */
+    struct got b = acquire(env, "u2", 1000, NULL, false);
+    assert_int_equal(b.code, LK_OK);
+    assert_true(b.token > a.token);
+    release(env, "u2", b.lease);
+}
+
+static void test_sessions_reentrant(void **state)
+{
+    struct env *env = *state;
+    struct got s;
+    memset(&s, 0, sizeof(s));
+    assert_int_equal(engine_session_create(env->e, 5000, "o", 0, on_session, &s), LK_OK);
+    assert_int_equal(s.code, LK_OK);
+    struct got a = acquire(env, "u3", 1000, s.session, true);
+    struct got b = acquire(env, "u3", 1000, s.session, true);
+    assert_int_equal(b.code, LK_OK);
+    assert_string_equal(a.lease, b.lease);
+    assert_int_equal(a.token, b.token);
+    assert_int_equal(b.count, 2);
+    struct got r1 = release(env, "u3", a.lease);
+    assert_int_equal(r1.count, 1);
+    assert_int_equal(acquire(env, "u3", 1000, NULL, false).code, LK_LOCKED);
+    struct got r2 = release(env, "u3", a.lease);
+    assert_int_equal(r2.code, LK_OK);
+    assert_int_equal(r2.count, 0);
+    struct got c = acquire(env, "u3", 1000, NULL, false);
+    assert_int_equal(c.code, LK_OK);
+    release(env, "u3", c.lease);
+
+    /* Unknown session: 404, nothing granted. */
+    assert_int_equal(acquire(env, "u4", 1000, "0123456789abcdef0123456789abcdef", false).code,
+                     LK_SESSION_NOT_FOUND);
+    assert_int_equal(acquire(env, "u4", 1000, NULL, false).code, LK_OK);
+}
+
+static void test_session_expiry_lock_delay(void **state)
+{
+    struct env *env = *state;
+    struct got s;
+    memset(&s, 0, sizeof(s));
+    engine_session_create(env->e, 1000, "o", 400, on_session, &s);
+    struct got a = acquire(env, "u5", 300, s.session, false);
+    assert_int_equal(a.code, LK_OK);
+    /* The watchdog keeps the 300 ms lease alive while the session lives. */
+    sleep_ms(700);
+    assert_int_equal(acquire(env, "u5", 1000, NULL, false).code, LK_LOCKED);
+    /* No heartbeat: expires at 1 s; then the 400 ms lock-delay applies. */
+    sleep_ms(450);
+    struct got d = acquire(env, "u5", 1000, NULL, false);
+    assert_int_equal(d.code, LK_LOCKED);
+    assert_true(d.lock_delay);
+    sleep_ms(500);
+    struct got ok = acquire(env, "u5", 1000, NULL, false);
+    assert_int_equal(ok.code, LK_OK);
+    assert_true(ok.token > a.token);
+}
+
+static void test_heap(void **state)
+{
+    (void)state;
+    struct heap h = {0};
+    int64_t keys[] = {50, 10, 40, 10, 99, -3, 7, 7, 1000, 0};
+    for (size_t i = 0; i < 10; i++)
+        heap_push(&h, keys[i], NULL);
+    int64_t last = INT64_MIN;
+    for (int i = 0; i < 10; i++) {
+        const struct heap_item *t = heap_top(&h);
+        assert_non_null(t);
+        assert_true(t->key >= last);
+        last = t->key;
+        heap_pop(&h);
+    }
+    assert_null(heap_top(&h));
+    heap_release(&h);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_exclusive),
+        cmocka_unit_test(test_renew_and_expiry),
+        cmocka_unit_test(test_sessions_reentrant),
+        cmocka_unit_test(test_session_expiry_lock_delay),
+        cmocka_unit_test(test_heap),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

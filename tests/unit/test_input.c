@@ -1,0 +1,115 @@
+/*
+ * test_input.c - lock-name validation, lease format, JSON body decoding.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "api/errors.h"
+#include "api/json_in.h"
+#include "server/util.h"
+
+static void test_names(void **state)
+{
+    (void)state;
+    assert_true(lk_name_valid("a", 1));
+    assert_true(lk_name_valid("Job.nightly:backup_2-x", 22));
+    assert_false(lk_name_valid("", 0));
+    assert_false(lk_name_valid("a/b", 3));
+    assert_false(lk_name_valid("a b", 3));
+    assert_false(lk_name_valid("a%2Fb", 5));
+    assert_false(lk_name_valid("a\0b", 3));
+    assert_false(lk_name_valid("\xc3\xa9", 2));
+    char n[300];
+    memset(n, 'x', sizeof(n));
+    assert_true(lk_name_valid(n, 255));
+    assert_false(lk_name_valid(n, 256));
+    struct api_error e;
+    assert_false(json_in_name("bad/name", &e));
+    assert_string_equal(e.code, "invalid_name");
+    assert_int_equal(e.status, 400);
+}
+
+static void test_leases(void **state)
+{
+    (void)state;
+    char lease[LK_LEASE_LEN + 1], other[LK_LEASE_LEN + 1];
+    lk_random_hex(lease, LK_LEASE_LEN / 2);
+    lk_random_hex(other, LK_LEASE_LEN / 2);
+    assert_int_equal(strlen(lease), 32);
+    assert_true(json_in_lease_ok(lease));
+    assert_string_not_equal(lease, other);
+    assert_false(json_in_lease_ok("ABCDEF0123456789abcdef0123456789"));
+    assert_false(json_in_lease_ok("abc"));
+    assert_false(json_in_lease_ok(""));
+    assert_true(lk_streq_ct(lease, lease));
+    assert_false(lk_streq_ct(lease, other));
+    assert_false(lk_streq_ct("abc", "abcd"));
+}
+
+static void test_json(void **state)
+{
+    (void)state;
+    struct api_error e;
+    json_t *o = json_in_parse("", 0, &e);
+    assert_non_null(o);
+    assert_int_equal(json_object_size(o), 0);
+    json_decref(o);
+    o = json_in_parse("  \n", 3, &e);
+    assert_non_null(o);
+    json_decref(o);
+
+    const char *bad[] = {"{", "[]", "1", "\"s\"", "{\"a\":1,\"a\":2}", "{\"a\":\"\\u0000\"}",
+                         "{\"a\":\"\xff\"}", "{} x", "null"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        assert_null(json_in_parse(bad[i], strlen(bad[i]), &e));
+        assert_string_equal(e.code, "invalid_json");
+    }
+
+    const char *ok = "{\"ttl_ms\":500,\"owner\":\"me\",\"reentrant\":true}";
+    o = json_in_parse(ok, strlen(ok), &e);
+    assert_non_null(o);
+    static const char *const allowed[] = {"ttl_ms", "owner", "reentrant", NULL};
+    static const char *const fewer[] = {"ttl_ms", NULL};
+    assert_true(json_in_only(o, allowed, &e));
+    assert_false(json_in_only(o, fewer, &e));
+    assert_string_equal(e.code, "unknown_field");
+    int64_t ttl = 1;
+    assert_true(json_in_int(o, "ttl_ms", 100, 1000, &ttl, &e));
+    assert_int_equal(ttl, 500);
+    assert_false(json_in_int(o, "ttl_ms", 600, 1000, &ttl, &e));
+    assert_string_equal(e.code, "invalid_field");
+    assert_non_null(strstr(e.message, "ttl_ms"));
+    int64_t absent = 42;
+    assert_true(json_in_int(o, "wait_ms", 0, 10, &absent, &e));
+    assert_int_equal(absent, 42);
+    const char *owner = NULL;
+    assert_true(json_in_str(o, "owner", 128, &owner, &e));
+    assert_string_equal(owner, "me");
+    assert_false(json_in_str(o, "owner", 1, &owner, &e));
+    assert_false(json_in_str(o, "ttl_ms", 10, &owner, &e));
+    bool b = false;
+    assert_true(json_in_bool(o, "reentrant", &b, &e));
+    assert_true(b);
+    assert_false(json_in_bool(o, "owner", &b, &e));
+    assert_false(json_in_int(o, "owner", 0, 10, &ttl, &e));
+    json_decref(o);
+
+    o = json_in_parse("{\"ttl_ms\":1.5}", 14, &e);
+    assert_false(json_in_int(o, "ttl_ms", 0, 10, &ttl, &e));
+    json_decref(o);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_names),
+        cmocka_unit_test(test_leases),
+        cmocka_unit_test(test_json),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
