@@ -18,11 +18,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
 #include <sysexits.h>
 #include <time.h>
 #include <unistd.h>
-#include <sys/types.h>
-#include <sys/wait.h>
 
 #include <curl/curl.h>
 #include <jansson.h>
@@ -71,8 +71,14 @@ struct lc_optdef {
     size_t flag_off;  /* offset of a `bool`, or SIZE_MAX */
 };
 
-#define LC_STR(f) {#f, offsetof(struct lc_opts, f), SIZE_MAX}
-#define LC_FLAG(f) {#f, SIZE_MAX, offsetof(struct lc_opts, f)}
+#define LC_STR(f)                                                                                  \
+    {                                                                                              \
+#f, offsetof(struct lc_opts, f), SIZE_MAX                                                  \
+    }
+#define LC_FLAG(f)                                                                                 \
+    {                                                                                              \
+#f, SIZE_MAX, offsetof(struct lc_opts, f)                                                  \
+    }
 
 static const struct lc_optdef lc_optdefs[] = {
     {"url", offsetof(struct lc_opts, url), SIZE_MAX},
@@ -237,8 +243,7 @@ static int duration_parse(const char *what, const char *s, long long *out_ms)
     else if (strcmp(end, "h") == 0)
         mul = 3600000;
     else
-        return lc_usage_error("%s: invalid duration '%s' (use 500ms, 30s, 5m, 1h or ms)", what,
-                              s);
+        return lc_usage_error("%s: invalid duration '%s' (use 500ms, 30s, 5m, 1h or ms)", what, s);
     /* Durations beyond 2^53 ms cannot be exact JSON numbers anyway. */
     if (v > (1ULL << 53) / mul)
         return lc_usage_error("%s: duration '%s' is too large", what, s);
@@ -319,8 +324,8 @@ static int client_load_token(struct lc_client *c, const char *path)
         while (*s == ' ' || *s == '\t')
             s++;
         size_t n = strlen(s);
-        while (n > 0 && (s[n - 1] == '\n' || s[n - 1] == '\r' || s[n - 1] == ' ' ||
-                         s[n - 1] == '\t'))
+        while (n > 0 &&
+               (s[n - 1] == '\n' || s[n - 1] == '\r' || s[n - 1] == ' ' || s[n - 1] == '\t'))
             s[--n] = '\0';
         if (n == 0 || s[0] == '#')
             continue;
@@ -469,12 +474,12 @@ static void print_value(FILE *f, json_t *v)
         size_t i;
         json_t *e;
         bool scalars = true;
-        json_array_foreach(v, i, e) {
+        json_array_foreach (v, i, e) {
             if (json_is_object(e) || json_is_array(e))
                 scalars = false;
         }
         if (scalars) {
-            json_array_foreach(v, i, e) {
+            json_array_foreach (v, i, e) {
                 if (i > 0)
                     fputc(',', f);
                 print_value(f, e);
@@ -495,15 +500,15 @@ static void print_value(FILE *f, json_t *v)
 static void print_answer(const struct lc_resp *r, bool json_out)
 {
     if (json_out || !json_is_object(r->body)) {
-        char *s = r->body != NULL ? json_dumps(r->body, JSON_INDENT(2) | JSON_PRESERVE_ORDER)
-                                  : NULL;
+        char *s =
+            r->body != NULL ? json_dumps(r->body, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
         printf("%s\n", s != NULL ? s : r->raw);
         free(s);
         return;
     }
     const char *k;
     json_t *v;
-    json_object_foreach(r->body, k, v) {
+    json_object_foreach (r->body, k, v) {
         printf("%s=", k);
         print_value(stdout, v);
         putchar('\n');
@@ -792,7 +797,7 @@ static int cmd_list(struct lc_ctx *x)
     } else {
         size_t i;
         json_t *l;
-        json_array_foreach(all, i, l) {
+        json_array_foreach (all, i, l) {
             /* NAME <tab> fencing_token <tab> expires_in_ms <tab> owner */
             print_value(stdout, json_object_get(l, "name"));
             putchar('\t');
@@ -849,8 +854,7 @@ static int cmd_session(struct lc_ctx *x)
     if (o->npos != 2)
         return lc_usage_error("session %s needs exactly one session ID", verb);
     if (strcmp(verb, "heartbeat") == 0)
-        return simple_call(x, "session heartbeat", "PUT", "/sessions", o->pos[1], NULL, NULL,
-                           200);
+        return simple_call(x, "session heartbeat", "PUT", "/sessions", o->pos[1], NULL, NULL, 200);
     if (strcmp(verb, "status") == 0)
         return simple_call(x, "session status", "GET", "/sessions", o->pos[1], NULL, NULL, 200);
     if (strcmp(verb, "end") == 0)
@@ -922,7 +926,7 @@ static bool json_array_has(json_t *arr, const char *s)
 {
     size_t i;
     json_t *e;
-    json_array_foreach(arr, i, e) {
+    json_array_foreach (arr, i, e) {
         if (json_is_string(e) && strcmp(json_string_value(e), s) == 0)
             return true;
     }
@@ -1114,8 +1118,8 @@ static int cmd_run(struct lc_ctx *x)
     body = json_pack("{s:s}", "owner", owner);
     if (sttl_ms >= 0)
         json_object_set_new(body, "ttl_ms", json_integer(sttl_ms));
-    enum lc_result res =
-        client_call(&x->client, x->h, "POST", "/sessions", NULL, body, LOCKCTL_TIMEOUT_MS, false, &r);
+    enum lc_result res = client_call(&x->client, x->h, "POST", "/sessions", NULL, body,
+                                     LOCKCTL_TIMEOUT_MS, false, &r);
     json_decref(body);
     body = NULL;
     if (res != LC_OK)
