@@ -13,7 +13,7 @@ ACQ_CMD=(EVALSHA SHA 3 "${BENCH_PREFIX}{bench-__rand_int__}" "${BENCH_PREFIX}{be
     "${BENCH_PREFIX}{bench-__rand_int__}:delay" "$BENCH_LEASE" "" 30000 0 "$BENCH_NOW_US")
 # release: KEYS lock hash, lock-delay key; ARGV lease, delay_ms, channel, name
 REL_CMD=(EVALSHA SHA 2 "${BENCH_PREFIX}{bench-__rand_int__}" "${BENCH_PREFIX}{bench-__rand_int__}:delay"
-    "$BENCH_LEASE" 0 "${BENCH_PREFIX}release:bench-__rand_int__" "bench-__rand_int__")
+    "$BENCH_LEASE" 0 "${BENCH_PREFIX}released:{bench-__rand_int__}" "bench-__rand_int__")
 
 # redis_preload PORT SHA N: RESP for N acquires of names bench-000000000000 ..
 # (redis-benchmark's 12-digit form) with BENCH_LEASE, for `redis-cli --pipe`.
