@@ -143,6 +143,7 @@ static struct mem_lock *owned(struct mem *m, const char *name, const char *lease
     }
     r->code = LK_OK;
     r->fencing_token = l->token;
+    holder_of(l, now, &r->holder); /* renew answers with the owner too */
     return l;
 }
 

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# readme.sh - runs README.md's curl walk-through against a real lockd and
+# checks every answer's shape and status (values such as leases differ).
+set -eu
+tmp=$(mktemp -d)
+env -u LOCKD_BIN -u LOCKCTL_BIN "$LOCKD_BIN" --listen 127.0.0.1:0 --port_file "$tmp/port" --log_level warn 2>"$tmp/log" &
+pid=$!
+trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$tmp"' EXIT
+for _ in $(seq 1 200); do [ -s "$tmp/port" ] && break; sleep 0.02; done
+u="http://127.0.0.1:$(cat "$tmp/port")"
+pass=0
+check() { # check NAME EXPECTED-STATUS REGEX -- curl args...
+    local name=$1 want=$2 re=$3; shift 4
+    local out status
+    out=$(curl -s -w '\n%{http_code}' "$@")
+    status=${out##*$'\n'}; out=${out%$'\n'*}
+    if [ "$status" != "$want" ] || ! printf '%s' "$out" | grep -Eq "$re"; then
+        echo "FAIL $name: status $status body $out"; echo "0 passed, 1 failed"; exit 1
+    fi
+    pass=$((pass + 1)); echo "ok $name"
+    last=$out
+}
+check acquire 200 '^\{"name":"nightly-report","lease":"[0-9a-f]{32}","fencing_token":[0-9]+,"ttl_ms":30000,"expires_at":"[0-9T:.-]+Z","session":null,"owner":"host-a","count":1,"mode":"exclusive"\}$' -- \
+    -X POST "$u/locks/nightly-report" -d '{"ttl_ms":30000,"owner":"host-a"}'
+lease=$(printf '%s' "$last" | sed 's/.*"lease":"\([0-9a-f]*\)".*/\1/')
+token=$(printf '%s' "$last" | sed 's/.*"fencing_token":\([0-9]*\).*/\1/')
+check inspect 200 "^\{\"name\":\"nightly-report\",\"held\":true,.*\"owner\":\"host-a\",\"fencing_token\":$token,.*\"waiters\":0\}$" -- "$u/locks/nightly-report"
+printf '%s' "$last" | grep -q "$lease" && { echo "FAIL inspect shows the lease"; exit 1; }
+check locked 409 '^\{"error":"locked","message":"[^"]+","holder":\{"owner":"host-a","fencing_token":'"$token"',"session_bound":false,"expires_in_ms":[0-9]+\},"waited_ms":0\}$' -- \
+    -X POST "$u/locks/nightly-report"
+check renew 200 "\"fencing_token\":$token,\"ttl_ms\":60000,.*\"owner\":\"host-a\"" -- \
+    -X PUT "$u/locks/nightly-report" -H "Lock-Lease: $lease" -d '{"ttl_ms":60000}'
+check release 200 "^\{\"name\":\"nightly-report\",\"released\":true,\"fencing_token\":$token,\"count\":0\}$" -- \
+    -X DELETE "$u/locks/nightly-report" -H "Lock-Lease: $lease"
+check release-again 404 '^\{"error":"not_held","message":"nobody holds this lock now; your lease is gone"\}$' -- \
+    -X DELETE "$u/locks/nightly-report" -H "Lock-Lease: $lease"
+hdrs=$(curl -si -X POST "$u/locks/nightly-report" -d '{"owner":"host-b"}')
+printf '%s' "$hdrs" | grep -q '^Lock-Lease: [0-9a-f]\{32\}' && printf '%s' "$hdrs" | grep -q '^Lock-Fencing-Token: [0-9]*' \
+    || { echo "FAIL headers: $hdrs"; exit 1; }
+pass=$((pass + 1)); echo "ok headers"
+S=$(curl -s -X POST "$u/sessions" -d '{"ttl_ms":10000}' | sed 's/.*"session":"\([0-9a-f]*\)".*/\1/')
+check session-acquire 200 "\"session\":\"$S\"" -- -X POST "$u/locks/report-2" -d "{\"session\":\"$S\",\"ttl_ms\":5000}"
+check heartbeat 200 '"locks":\["report-2"\],"lost":\[\]' -- -X PUT "$u/sessions/$S"
+check session-end 200 '"released":\["report-2"\]' -- -X DELETE "$u/sessions/$S"
+echo "$pass passed, 0 failed"
