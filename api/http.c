@@ -22,6 +22,7 @@
 
 #include "api/auth.h"
 #include "api/errors.h"
+#include "api/parse.h"
 #include "api/router.h"
 #include "config/config.h"
 #include "server/engine.h"
@@ -415,28 +416,12 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     free(r);
 }
 
-/* Decodes %XX except %00, which stays literal (and is then an invalid
- * name): a NUL must never cut a lock name short. */
+/* Percent-decoding lives in parse.c (shared with the fuzz targets). */
 static size_t unescape(void *cls, struct MHD_Connection *c, char *s)
 {
     (void)cls;
     (void)c;
-    char *w = s;
-    for (char *p = s; *p; p++) {
-        if (p[0] == '%' && p[1] && p[2]) {
-            char hex[3] = {p[1], p[2], 0};
-            char *end;
-            unsigned long v = strtoul(hex, &end, 16);
-            if (*end == '\0' && v != 0 && hex[0] != '+' && hex[0] != '-' && hex[0] != ' ') {
-                *w++ = (char)v;
-                p += 2;
-                continue;
-            }
-        }
-        *w++ = *p;
-    }
-    *w = '\0';
-    return (size_t)(w - s);
+    return parse_unescape(s);
 }
 
 static void mhd_log(void *cls, const char *fmt, va_list ap)

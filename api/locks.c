@@ -9,11 +9,10 @@
 #include "api/errors.h"
 #include "api/http.h"
 #include "api/json_in.h"
+#include "api/parse.h"
 #include "api/router.h"
 #include "config/config.h"
 #include "server/engine.h"
-
-#define SESSION_MAX 64
 
 /* ---- shared pieces ---- */
 
@@ -59,39 +58,11 @@ static bool check_query(struct req *r, const char *const *allowed, const char **
 }
 
 /* The lease from header, query or body: present ones must agree. */
-static bool find_lease(struct req *r, json_t *body, const char *query_lease, bool query_conflict,
-                       const char **out, struct api_error *e)
+static bool find_lease(struct req *r, const char *body_lease, const char *query_lease,
+                       bool query_conflict, const char **out, struct api_error *e)
 {
-    const char *hdr = http_header(r, "Lock-Lease");
-    const char *bl = NULL;
-    if (!json_in_str(body, "lease", 64, &bl, e))
-        return false;
-    const char *srcs[3] = {hdr, query_lease, bl};
-    const char *lease = NULL;
-    bool conflict = query_conflict;
-    for (int i = 0; i < 3; i++) {
-        if (srcs[i] == NULL)
-            continue;
-        if (lease != NULL && strcmp(lease, srcs[i]) != 0)
-            conflict = true;
-        lease = srcs[i];
-    }
-    if (conflict) {
-        api_error_set(e, 400, "conflicting_lease",
-                      "the leases sent in the header, query and body differ");
-        return false;
-    }
-    if (lease == NULL) {
-        api_error_set(e, 400, "invalid_field",
-                      "field 'lease' is required (header Lock-Lease, ?lease= or body)");
-        return false;
-    }
-    if (!json_in_lease_ok(lease)) {
-        api_error_set(e, 400, "invalid_field", "field 'lease' must be 32 lowercase hex digits");
-        return false;
-    }
-    *out = lease;
-    return true;
+    return parse_lease_pick(http_header(r, "Lock-Lease"), query_lease, query_conflict,
+                            body_lease, out, e);
 }
 
 static json_t *holder_json(const struct bk_holder *h)
@@ -168,50 +139,24 @@ static void acquire_cb(void *arg, const struct eng_result *res)
 
 void locks_acquire(struct req *r)
 {
-    static const char *const fields[] = {"ttl_ms", "wait_ms", "session", "owner", "reentrant",
-                                         "mode", "limit", "max_hold_ms", NULL};
     static const char *const qfields[] = {NULL};
-    const struct lk_config *cfg = http_config(r);
     struct api_error e;
     json_t *body = NULL;
+    struct parse_acquire pa;
     if (!json_in_name(r->param, &e) || !check_query(r, qfields, NULL, NULL, &e))
         goto bad;
-    body = json_in_parse(r->body, r->body_len, &e);
-    if (body == NULL || !json_in_only(body, fields, &e))
+    body = parse_acquire(r->body, r->body_len, http_config(r), &pa, &e);
+    if (body == NULL)
         goto bad;
     struct eng_acquire a = {
         .name = r->param,
-        .ttl_ms = cfg->default_ttl_ms,
-        .wait_ms = 0,
-        .session = NULL,
-        .owner = "",
-        .reentrant = false,
-        .max_hold_ms = -1,
+        .ttl_ms = pa.ttl_ms,
+        .wait_ms = pa.wait_ms,
+        .session = pa.session,
+        .owner = pa.owner,
+        .reentrant = pa.reentrant,
+        .max_hold_ms = pa.max_hold_ms,
     };
-    const char *mode = "exclusive";
-    int64_t limit = 1;
-    if (!json_in_int(body, "ttl_ms", 100, cfg->max_ttl_ms, &a.ttl_ms, &e) ||
-        !json_in_int(body, "wait_ms", 0, cfg->max_wait_ms, &a.wait_ms, &e) ||
-        !json_in_str(body, "session", SESSION_MAX, &a.session, &e) ||
-        !json_in_str(body, "owner", 128, &a.owner, &e) ||
-        !json_in_bool(body, "reentrant", &a.reentrant, &e) ||
-        !json_in_str(body, "mode", 16, &mode, &e) ||
-        !json_in_int(body, "limit", 1, 1000000, &limit, &e) ||
-        !json_in_int(body, "max_hold_ms", 0, 30LL * 86400000, &a.max_hold_ms, &e))
-        goto bad;
-    if (strcmp(mode, "exclusive") != 0 && strcmp(mode, "shared") != 0) {
-        api_error_set(&e, 400, "invalid_field", "field 'mode' must be \"exclusive\" or \"shared\"");
-        goto bad;
-    }
-    if (strcmp(mode, "shared") == 0 || limit > 1) {
-        api_error_set(&e, 400, "unsupported_by_backend",
-                      "shared locks and semaphores (limit > 1) are not supported yet");
-        goto bad;
-    }
-    if (a.session == NULL && (a.reentrant || a.max_hold_ms >= 0)) {
-        api_error_set(&e, 400, "invalid_field", "fields 'reentrant' and 'max_hold_ms' need 'session'");
-        goto bad;
-    }
     struct eng_waiter *w = NULL;
     enum lk_code c = engine_acquire(http_engine(r), http_loop(r), &a, acquire_cb, r, &w);
     json_decref(body); /* the engine copied what it keeps */
@@ -238,20 +183,18 @@ static void renew_cb(void *arg, const struct eng_result *res)
 
 void locks_renew(struct req *r)
 {
-    static const char *const fields[] = {"lease", "ttl_ms", NULL};
     static const char *const qfields[] = {"lease", NULL};
     const struct lk_config *cfg = http_config(r);
     struct api_error e;
     json_t *body = NULL;
-    const char *ql = NULL, *lease;
+    const char *ql = NULL, *bl = NULL, *lease;
     bool qconf = false;
     int64_t ttl = 0;
     if (!json_in_name(r->param, &e) || !check_query(r, qfields, &ql, &qconf, &e))
         goto bad;
-    body = json_in_parse(r->body, r->body_len, &e);
-    if (body == NULL || !json_in_only(body, fields, &e) ||
-        !find_lease(r, body, ql, qconf, &lease, &e) ||
-        !json_in_int(body, "ttl_ms", 100, cfg->max_ttl_ms, &ttl, &e))
+    body = parse_lease_body(r->body, r->body_len, true, &bl, &e);
+    if (body == NULL || !find_lease(r, bl, ql, qconf, &lease, &e) ||
+        !parse_renew_ttl(body, cfg, &ttl, &e))
         goto bad;
     char lease_copy[40];
     snprintf(lease_copy, sizeof(lease_copy), "%s", lease);
@@ -282,17 +225,15 @@ static void release_cb(void *arg, const struct eng_result *res)
 
 void locks_release(struct req *r)
 {
-    static const char *const fields[] = {"lease", NULL};
     static const char *const qfields[] = {"lease", NULL};
     struct api_error e;
     json_t *body = NULL;
-    const char *ql = NULL, *lease;
+    const char *ql = NULL, *bl = NULL, *lease;
     bool qconf = false;
     if (!json_in_name(r->param, &e) || !check_query(r, qfields, &ql, &qconf, &e))
         goto bad;
-    body = json_in_parse(r->body, r->body_len, &e);
-    if (body == NULL || !json_in_only(body, fields, &e) ||
-        !find_lease(r, body, ql, qconf, &lease, &e))
+    body = parse_lease_body(r->body, r->body_len, false, &bl, &e);
+    if (body == NULL || !find_lease(r, bl, ql, qconf, &lease, &e))
         goto bad;
     char lease_copy[40];
     snprintf(lease_copy, sizeof(lease_copy), "%s", lease);
@@ -416,26 +357,11 @@ void locks_list(struct req *r)
     http_query_each(r, list_query, &la);
     if (!la.ok)
         goto bad;
-    if (la.prefix[0] != '\0' && !lk_name_valid(la.prefix, strlen(la.prefix))) {
-        api_error_set(&e, 400, "invalid_field",
-                      "query 'prefix' must be up to 255 bytes of A-Z a-z 0-9 . _ : -");
+    size_t limit;
+    if (!parse_list_query(la.prefix, la.cursor, la.limit, &limit, &e))
         goto bad;
-    }
-    if (strlen(la.cursor) > 512) {
-        api_error_set(&e, 400, "invalid_field", "query 'cursor' is too long");
-        goto bad;
-    }
-    long long limit = 100;
-    if (la.limit != NULL) {
-        char *end;
-        limit = strtoll(la.limit, &end, 10);
-        if (la.limit[0] == '\0' || *end != '\0' || limit < 1 || limit > 1000) {
-            api_error_set(&e, 400, "invalid_field", "query 'limit' must be between 1 and 1000");
-            goto bad;
-        }
-    }
     enum lk_code c = engine_list(http_engine(r), http_loop(r), la.prefix, la.cursor,
-                                 (size_t)limit, list_cb, r);
+                                 limit, list_cb, r);
     (void)c;
     return;
 bad:

@@ -7,6 +7,7 @@
 #include "api/errors.h"
 #include "api/http.h"
 #include "api/json_in.h"
+#include "api/parse.h"
 #include "api/router.h"
 #include "config/config.h"
 #include "server/engine.h"
@@ -41,21 +42,15 @@ static void created_cb(void *arg, const struct eng_session_view *v)
 
 void sessions_create(struct req *r)
 {
-    static const char *const fields[] = {"ttl_ms", "owner", "lock_delay_ms", NULL};
-    const struct lk_config *cfg = http_config(r);
     struct api_error e;
-    int64_t ttl = cfg->session_ttl_ms, delay = 0;
-    const char *owner = "";
-    json_t *body = json_in_parse(r->body, r->body_len, &e);
-    if (body == NULL || !json_in_only(body, fields, &e) ||
-        !json_in_int(body, "ttl_ms", 1000, cfg->max_session_ttl_ms, &ttl, &e) ||
-        !json_in_str(body, "owner", 128, &owner, &e) ||
-        !json_in_int(body, "lock_delay_ms", 0, cfg->max_ttl_ms, &delay, &e)) {
-        json_decref(body);
+    struct parse_session ps;
+    json_t *body = parse_session(r->body, r->body_len, http_config(r), &ps, &e);
+    if (body == NULL) {
         errors_respond_input(r, &e);
         return;
     }
-    enum lk_code c = engine_session_create(http_engine(r), ttl, owner, delay, created_cb, r);
+    enum lk_code c = engine_session_create(http_engine(r), ps.ttl_ms, ps.owner, ps.lock_delay_ms,
+                                           created_cb, r);
     (void)c;
     json_decref(body);
 }

@@ -1,0 +1,183 @@
+/*
+ * parse.c - request decoding without HTTP plumbing, so that handlers and the
+ * libFuzzer targets in tests/fuzz run the same code. Validation rules come
+ * from json_in; statuses and error strings are those of DESIGN.md §2.
+ */
+#include "api/parse.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/errors.h"
+#include "api/json_in.h"
+#include "config/config.h"
+
+json_t *parse_acquire(const char *body, size_t len, const struct lk_config *cfg,
+                      struct parse_acquire *out, struct api_error *e)
+{
+    static const char *const fields[] = {"ttl_ms", "wait_ms", "session", "owner", "reentrant",
+                                         "mode", "limit", "max_hold_ms", NULL};
+    *out = (struct parse_acquire){
+        .ttl_ms = cfg->default_ttl_ms,
+        .wait_ms = 0,
+        .session = NULL,
+        .owner = "",
+        .reentrant = false,
+        .mode = "exclusive",
+        .limit = 1,
+        .max_hold_ms = -1,
+    };
+    json_t *o = json_in_parse(body, len, e);
+    if (o == NULL || !json_in_only(o, fields, e))
+        goto bad;
+    if (!json_in_int(o, "ttl_ms", 100, cfg->max_ttl_ms, &out->ttl_ms, e) ||
+        !json_in_int(o, "wait_ms", 0, cfg->max_wait_ms, &out->wait_ms, e) ||
+        !json_in_str(o, "session", PARSE_SESSION_MAX, &out->session, e) ||
+        !json_in_str(o, "owner", 128, &out->owner, e) ||
+        !json_in_bool(o, "reentrant", &out->reentrant, e) ||
+        !json_in_str(o, "mode", 16, &out->mode, e) ||
+        !json_in_int(o, "limit", 1, 1000000, &out->limit, e) ||
+        !json_in_int(o, "max_hold_ms", 0, 30LL * 86400000, &out->max_hold_ms, e))
+        goto bad;
+    if (strcmp(out->mode, "exclusive") != 0 && strcmp(out->mode, "shared") != 0) {
+        api_error_set(e, 400, "invalid_field", "field 'mode' must be \"exclusive\" or \"shared\"");
+        goto bad;
+    }
+    if (strcmp(out->mode, "shared") == 0 || out->limit > 1) {
+        api_error_set(e, 400, "unsupported_by_backend",
+                      "shared locks and semaphores (limit > 1) are not supported yet");
+        goto bad;
+    }
+    if (out->session == NULL && (out->reentrant || out->max_hold_ms >= 0)) {
+        api_error_set(e, 400, "invalid_field",
+                      "fields 'reentrant' and 'max_hold_ms' need 'session'");
+        goto bad;
+    }
+    return o;
+bad:
+    json_decref(o);
+    return NULL;
+}
+
+json_t *parse_lease_body(const char *body, size_t len, bool renew, const char **lease,
+                         struct api_error *e)
+{
+    static const char *const renew_fields[] = {"lease", "ttl_ms", NULL};
+    static const char *const release_fields[] = {"lease", NULL};
+    *lease = NULL;
+    json_t *o = json_in_parse(body, len, e);
+    if (o == NULL || !json_in_only(o, renew ? renew_fields : release_fields, e) ||
+        !json_in_str(o, "lease", 64, lease, e)) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+bool parse_renew_ttl(json_t *body, const struct lk_config *cfg, int64_t *ttl_ms,
+                     struct api_error *e)
+{
+    return json_in_int(body, "ttl_ms", 100, cfg->max_ttl_ms, ttl_ms, e);
+}
+
+bool parse_lease_pick(const char *hdr, const char *query, bool query_conflict, const char *body,
+                      const char **out, struct api_error *e)
+{
+    const char *srcs[3] = {hdr, query, body};
+    const char *lease = NULL;
+    bool conflict = query_conflict;
+    for (int i = 0; i < 3; i++) {
+        if (srcs[i] == NULL)
+            continue;
+        if (lease != NULL && strcmp(lease, srcs[i]) != 0)
+            conflict = true;
+        lease = srcs[i];
+    }
+    if (conflict) {
+        api_error_set(e, 400, "conflicting_lease",
+                      "the leases sent in the header, query and body differ");
+        return false;
+    }
+    if (lease == NULL) {
+        api_error_set(e, 400, "invalid_field",
+                      "field 'lease' is required (header Lock-Lease, ?lease= or body)");
+        return false;
+    }
+    if (!json_in_lease_ok(lease)) {
+        api_error_set(e, 400, "invalid_field", "field 'lease' must be 32 lowercase hex digits");
+        return false;
+    }
+    *out = lease;
+    return true;
+}
+
+json_t *parse_session(const char *body, size_t len, const struct lk_config *cfg,
+                      struct parse_session *out, struct api_error *e)
+{
+    static const char *const fields[] = {"ttl_ms", "owner", "lock_delay_ms", NULL};
+    *out = (struct parse_session){.ttl_ms = cfg->session_ttl_ms, .owner = "", .lock_delay_ms = 0};
+    json_t *o = json_in_parse(body, len, e);
+    if (o == NULL || !json_in_only(o, fields, e) ||
+        !json_in_int(o, "ttl_ms", 1000, cfg->max_session_ttl_ms, &out->ttl_ms, e) ||
+        !json_in_str(o, "owner", 128, &out->owner, e) ||
+        !json_in_int(o, "lock_delay_ms", 0, cfg->max_ttl_ms, &out->lock_delay_ms, e)) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+bool parse_list_query(const char *prefix, const char *cursor, const char *limit,
+                      size_t *limit_out, struct api_error *e)
+{
+    if (prefix[0] != '\0' && !lk_name_valid(prefix, strlen(prefix))) {
+        api_error_set(e, 400, "invalid_field",
+                      "query 'prefix' must be up to 255 bytes of A-Z a-z 0-9 . _ : -");
+        return false;
+    }
+    if (strlen(cursor) > 512) {
+        api_error_set(e, 400, "invalid_field", "query 'cursor' is too long");
+        return false;
+    }
+    long long n = 100;
+    if (limit != NULL) {
+        char *end;
+        n = strtoll(limit, &end, 10);
+        if (limit[0] == '\0' || *end != '\0' || n < 1 || n > 1000) {
+            api_error_set(e, 400, "invalid_field", "query 'limit' must be between 1 and 1000");
+            return false;
+        }
+    }
+    *limit_out = (size_t)n;
+    return true;
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+size_t parse_unescape(char *s)
+{
+    char *w = s;
+    for (char *p = s; *p; p++) {
+        /* Two hex digits exactly (strtoul would also take "\t5" or "+5"). */
+        if (p[0] == '%' && p[1] != '\0' && p[2] != '\0') {
+            int hi = hexval(p[1]), lo = hexval(p[2]);
+            if (hi >= 0 && lo >= 0 && (hi | lo) != 0) {
+                *w++ = (char)(hi * 16 + lo);
+                p += 2;
+                continue;
+            }
+        }
+        *w++ = *p;
+    }
+    *w = '\0';
+    return (size_t)(w - s);
+}

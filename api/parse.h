@@ -1,0 +1,71 @@
+/*
+ * parse.h - pure request decoding shared by the handlers and the fuzz
+ * targets: request bodies into structs, the lease rule (header, query and
+ * body must agree), list query values and percent-decoding of the path.
+ * No libmicrohttpd, no engine; any thread.
+ */
+#ifndef LOCKD_API_PARSE_H
+#define LOCKD_API_PARSE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+struct api_error;
+struct lk_config;
+
+#define PARSE_SESSION_MAX 64
+
+/* POST /locks/{name}. Strings are borrowed from the returned object. */
+struct parse_acquire {
+    int64_t ttl_ms;
+    int64_t wait_ms;
+    const char *session; /* NULL = none */
+    const char *owner;
+    bool reentrant;
+    const char *mode;
+    int64_t limit;
+    int64_t max_hold_ms; /* -1 = not given */
+};
+
+/* Decodes and validates an acquire body (defaults from cfg). Returns the
+ * parsed object (new reference: the caller decrefs it once done with the
+ * borrowed strings), or NULL with e set. */
+json_t *parse_acquire(const char *body, size_t len, const struct lk_config *cfg,
+                      struct parse_acquire *out, struct api_error *e);
+
+/* PUT and DELETE /locks/{name}: checks the fields (renew: lease, ttl_ms;
+ * release: lease) and fetches the body's lease (borrowed, NULL if absent).
+ * Returns the object (new reference) or NULL with e set. The renew ttl is
+ * checked after the lease by parse_renew_ttl, so that errors keep their order. */
+json_t *parse_lease_body(const char *body, size_t len, bool renew, const char **lease,
+                         struct api_error *e);
+bool parse_renew_ttl(json_t *body, const struct lk_config *cfg, int64_t *ttl_ms,
+                     struct api_error *e);
+
+/* The lease from header, query and body (each may be NULL): the ones given
+ * must agree and be well formed. query_conflict: ?lease= given twice with
+ * different values. *out points at one of the inputs. */
+bool parse_lease_pick(const char *hdr, const char *query, bool query_conflict, const char *body,
+                      const char **out, struct api_error *e);
+
+/* POST /sessions. owner is borrowed from the returned object (new reference). */
+struct parse_session {
+    int64_t ttl_ms;
+    const char *owner;
+    int64_t lock_delay_ms;
+};
+json_t *parse_session(const char *body, size_t len, const struct lk_config *cfg,
+                      struct parse_session *out, struct api_error *e);
+
+/* GET /locks query values (limit NULL = default 100). */
+bool parse_list_query(const char *prefix, const char *cursor, const char *limit,
+                      size_t *limit_out, struct api_error *e);
+
+/* Decodes %XX in place, except %00, which stays literal so that a NUL never
+ * cuts a name short (and the name is then invalid). Returns the new length. */
+size_t parse_unescape(char *s);
+
+#endif
