@@ -261,6 +261,20 @@ static int load_file(struct lk_config *cfg, const char *path, char *err, size_t 
     return rc;
 }
 
+/* LOCKD_ variables that belong to clients, not to lockd: --config itself,
+ * lockctl's settings, what `lockctl run` hands its command, the examples'
+ * token, and the test runner's binaries. Any other unknown LOCKD_ variable
+ * stops startup, so a typo does not pass silently. */
+static bool client_variable(const char *key)
+{
+    static const char *const names[] = {"config", "url",  "token_file",    "cacert", "token",
+                                        "lease",  "lock", "fencing_token", "bin",    NULL};
+    for (const char *const *n = names; *n != NULL; n++)
+        if (strcmp(*n, key) == 0)
+            return true;
+    return false;
+}
+
 /* Derives backend from redis when not set and checks cross-key rules. */
 static int finish(struct lk_config *cfg, char *err, size_t errlen)
 {
@@ -344,8 +358,8 @@ int config_load(struct lk_config *cfg, int argc, char **argv, char **envp, enum 
         for (size_t j = 0; j < kl; j++)
             key[j] = (char)tolower((unsigned char)(*e)[6 + j]);
         key[kl] = '\0';
-        if (!strcmp(key, "config") || !strcmp(key, "url") || !strcmp(key, "token_file"))
-            continue; /* --config itself, and lockctl's own variables */
+        if (client_variable(key))
+            continue;
         char src[80];
         snprintf(src, sizeof(src), "environment LOCKD_%.*s", (int)kl, *e + 6);
         if (config_set(cfg, key, eq + 1, src, err, errlen) != 0)

@@ -30,7 +30,10 @@ struct mem {
     pthread_mutex_t mu;
     struct mem_lock *locks;
     int64_t last_token;
+    unsigned grants; /* every SWEEP_EVERY grants, drop expired entries */
 };
+
+#define SWEEP_EVERY 4096
 
 /* Strictly above every token this process granted, and above the wall clock
  * in microseconds so a restarted lockd counts past its previous life. */
@@ -63,6 +66,17 @@ static struct mem_lock *find(struct mem *m, const char *name, int64_t now)
         return NULL;
     }
     return l;
+}
+
+/* Expired entries nobody touches again would stay forever: sweep them now
+ * and then (amortized O(1) per grant). Under mu. */
+static void sweep(struct mem *m, int64_t now)
+{
+    struct mem_lock *l, *tmp;
+    HASH_ITER(hh, m->locks, l, tmp)
+    {
+        find(m, l->name, now);
+    }
 }
 
 static void holder_of(const struct mem_lock *l, int64_t now, struct bk_holder *h)
@@ -101,6 +115,8 @@ static enum lk_code mem_acquire(void *bk, struct lk_loop *lp, const struct bk_ac
     memset(&r, 0, sizeof(r));
     int64_t now = lk_now_ms();
     pthread_mutex_lock(&m->mu);
+    if (++m->grants % SWEEP_EVERY == 0)
+        sweep(m, now);
     struct mem_lock *l = find(m, a->name, now);
     if (l != NULL && (alive(l, now) || l->delay_until_ms > now)) {
         r.code = LK_LOCKED;

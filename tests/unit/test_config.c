@@ -97,7 +97,8 @@ static void test_precedence(void **state)
     assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
     close(fd);
     char *argv[] = {"lockd", "--config", path, "--max-wait-ms", "9s", NULL};
-    char *envp[] = {"LOCKD_MAX_WAIT_MS=7000", "LOCKD_THREADS=4", "OTHER=1", NULL};
+    char *envp[] = {"LOCKD_MAX_WAIT_MS=7000", "LOCKD_THREADS=4", "OTHER=1",
+                    "LOCKD_LEASE=abc", "LOCKD_URL=http://x", NULL};
     struct lk_config c;
     enum cfg_action act;
     char err[256];
