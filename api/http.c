@@ -647,11 +647,14 @@ static void worker_fini(void *arg)
     ev_io_stop(ev, &wk->epoll_w);
     ev_timer_stop(ev, &wk->mhd_timer);
     ev_prepare_stop(ev, &wk->prep);
+    /* Detach first: commands still in flight complete (503) while their
+     * requests exist; then MHD frees every request in its completion
+     * callback, here on this loop. */
+    engine_detach(wk->srv->e, wk->lp);
     if (wk->d != NULL) {
-        MHD_stop_daemon(wk->d); /* completion callbacks run here, on this loop */
+        MHD_stop_daemon(wk->d);
         wk->d = NULL;
     }
-    engine_detach(wk->srv->e, wk->lp);
     loop_stop(wk->lp);
 }
 
