@@ -76,7 +76,7 @@ FUZZ_CC        ?= clang
 FUZZ_SECS      ?= 60
 FUZZ_TEST_SECS ?= 60
 FUZZ_CFLAGS    := -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined \
-                  -fno-sanitize-recover=all
+                  -fno-sanitize-recover=all -Wno-format-nonliteral
 FUZZ           := $(patsubst tests/fuzz/%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
 
 build/fuzz/obj/%.o: %.c
@@ -94,6 +94,7 @@ build/fuzz/bin/%: build/fuzz/obj/tests/fuzz/%.o build/fuzz/liblockd.a
 	$(FUZZ_CC) -fsanitize=fuzzer,address,undefined -o $@ $^ $(LDLIBS_ALL)
 
 fuzz-build: $(addprefix build/fuzz/bin/,$(FUZZ))
+.SECONDARY: $(patsubst %,build/fuzz/obj/tests/fuzz/%.o,$(FUZZ))
 
 # Runs every target for $(1) seconds; a crash leaves its input in
 # build/fuzz/artifacts and fails the run (copy it into the corpus with the fix).
