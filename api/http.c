@@ -407,8 +407,11 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         char status[8], dur[24];
         snprintf(status, sizeof(status), "%d", r->status);
         snprintf(dur, sizeof(dur), "%.3f", (double)us / 1000.0);
+        /* The list ends at the first NULL key: name and lease only when known.
+         * The logger cuts the lease to its first 6 characters. */
         lk_log_kv(LK_INFO, "request", "req_id", r->req_id, "method", r->method, "path", r->url,
-                  "status", status, "ms", dur, NULL);
+                  "status", status, "ms", dur, r->param ? "name" : NULL, r->param,
+                  r->grant_lease[0] ? "lease" : NULL, r->grant_lease, NULL);
     }
     free(r->param_buf);
     free(r->body);

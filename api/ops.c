@@ -80,15 +80,20 @@ void ops_metrics(struct req *r)
                                 nodes[i].up ? 1 : 0);
     if (off < sizeof(extra))
         off += (size_t)snprintf(extra + off, sizeof(extra) - off,
-                                "# HELP lockd_backend_errors_total Backend calls that failed.\n"
-                                "# TYPE lockd_backend_errors_total counter\n"
-                                "lockd_backend_errors_total{node=\"%s\"} %lld\n"
+                                "# HELP lockd_backend_errors_total Backend calls that failed, by node.\n"
+                                "# TYPE lockd_backend_errors_total counter\n");
+    for (size_t i = 0; i < n && off < sizeof(extra); i++)
+        off += (size_t)snprintf(extra + off, sizeof(extra) - off,
+                                "lockd_backend_errors_total{node=\"%s\"} %lld\n", nodes[i].addr,
+                                (long long)metrics_backend_errors(i));
+    if (off < sizeof(extra))
+        off += (size_t)snprintf(extra + off, sizeof(extra) - off,
                                 "# HELP lockd_build_info Build information.\n"
                                 "# TYPE lockd_build_info gauge\n"
                                 "lockd_build_info{version=\"%s\",backend=\"%s\"} 1\n",
-                                n ? nodes[0].addr : "none",
-                                (long long)metrics_get(M_BACKEND_ERRORS), LOCKD_VERSION,
-                                engine_backend_name(e));
+                                LOCKD_VERSION, engine_backend_name(e));
+    if (off >= sizeof(extra))
+        off = sizeof(extra) - 1; /* many nodes: cut, never overrun */
     size_t len;
     char *text = metrics_render(extra, &len);
     http_respond_text(r, 200, "text/plain; version=0.0.4; charset=utf-8", text, len);

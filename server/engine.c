@@ -44,9 +44,11 @@ static struct op *op_new(struct engine *e, struct lk_loop *lp, const char *name,
     return o;
 }
 
-static void op_finish(struct op *o)
+static void op_finish(struct op *o, enum lk_code code)
 {
     metrics_observe(H_BACKEND_DURATION, lk_now_us() - o->start_us);
+    if (code == LK_BACKEND_DOWN)
+        metrics_backend_error(0); /* single-node backends; redlock counts per node itself */
     free(o);
 }
 
@@ -147,7 +149,7 @@ static void acquire_done(void *arg, const struct bk_reply *br)
         metrics_add(M_ACQUIRE_ERROR, 1);
     }
     o->done(o->arg, &r);
-    op_finish(o);
+    op_finish(o, br->code);
 }
 
 enum lk_code engine_acquire(struct engine *e, struct lk_loop *lp, const struct eng_acquire *a,
@@ -230,7 +232,7 @@ static void renew_done(void *arg, const struct bk_reply *br)
         metrics_add(M_RENEW_ERROR, 1);
     }
     o->done(o->arg, &r);
-    op_finish(o);
+    op_finish(o, br->code);
 }
 
 enum lk_code engine_renew(struct engine *e, struct lk_loop *lp, const char *name,
@@ -264,7 +266,7 @@ static void release_done(void *arg, const struct bk_reply *br)
     }
     if (o->done != NULL)
         o->done(o->arg, &r);
-    op_finish(o);
+    op_finish(o, br->code);
 }
 
 enum lk_code engine_release(struct engine *e, struct lk_loop *lp, const char *name,

@@ -1,6 +1,7 @@
 /*
  * log.c - stderr logger. Each line is built in a local buffer and written with
- * one write(2), so lines from different threads never interleave.
+ * one write(2), so lines from different threads never interleave. Fields
+ * named "lease" are cut to their first 6 characters.
  */
 #include "server/log.h"
 
@@ -24,19 +25,59 @@ int lk_log_parse_level(const char *s)
     return -1;
 }
 
-/* Appends s JSON-escaped; stops at the buffer end. */
+/* Length of the valid UTF-8 sequence at s (1..4), or 0 when it is not one
+ * (stray continuation, overlong form, surrogate, past U+10FFFF, cut short). */
+static size_t utf8_len(const unsigned char *s)
+{
+    unsigned c = s[0];
+    size_t n;
+    unsigned cp;
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xc2 && c <= 0xdf) {
+        n = 2;
+        cp = c & 0x1f;
+    } else if (c >= 0xe0 && c <= 0xef) {
+        n = 3;
+        cp = c & 0x0f;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        n = 4;
+        cp = c & 0x07;
+    } else {
+        return 0;
+    }
+    for (size_t i = 1; i < n; i++) {
+        if ((s[i] & 0xc0) != 0x80) /* also stops at the NUL */
+            return 0;
+        cp = (cp << 6) | (s[i] & 0x3f);
+    }
+    if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+        (cp >= 0xd800 && cp <= 0xdfff))
+        return 0;
+    return n;
+}
+
+/* Appends s JSON-escaped; stops before cap. Bytes that are not UTF-8 become
+ * U+FFFD, so that every line stays valid JSON whatever a client sent. */
 static size_t put_escaped(char *buf, size_t off, size_t cap, const char *s)
 {
-    for (; *s && off + 7 < cap; s++) {
-        unsigned char c = (unsigned char)*s;
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p && off + 7 < cap) {
+        unsigned char c = *p;
+        size_t n = utf8_len(p);
         if (c == '"' || c == '\\') {
             buf[off++] = '\\';
             buf[off++] = (char)c;
         } else if (c < 0x20) {
             off += (size_t)snprintf(buf + off, cap - off, "\\u%04x", c);
+        } else if (n == 0) {
+            off += (size_t)snprintf(buf + off, cap - off, "\\ufffd");
+            n = 1;
         } else {
-            buf[off++] = (char)c;
+            memcpy(buf + off, p, n);
+            off += n;
         }
+        p += n ? n : 1;
     }
     return off;
 }
@@ -52,46 +93,67 @@ static size_t put_raw(char *buf, size_t off, size_t cap, const char *s)
     return off + n;
 }
 
+/* A lease is a bearer secret: a "lease" field shows its first 6 characters
+ * only, enough to match log lines, never enough to use it (DESIGN.md §2). */
+#define LEASE_SHOWN 6
+
+static const char *shown(const char *key, const char *v, char *buf)
+{
+    if (v == NULL)
+        return "";
+    if (strcmp(key, "lease") != 0)
+        return v;
+    snprintf(buf, LEASE_SHOWN + 1, "%s", v);
+    return buf;
+}
+
 static void emit(enum lk_level level, const char *msg, va_list *kv)
 {
     char buf[4096];
-    size_t cap = sizeof(buf) - 2, off = 0;
+    /* Text stops at soft; the closing quotes and braces always fit below hard,
+     * so a long value is cut but the line stays one valid JSON object. */
+    const size_t hard = sizeof(buf) - 2, soft = sizeof(buf) - 64;
+    size_t off = 0;
     char ts[32];
     lk_rfc3339(lk_wall_ms(), ts);
     if (lk_log_json) {
-        off = put_raw(buf, off, cap, "{\"ts\":\"");
-        off = put_raw(buf, off, cap, ts);
-        off = put_raw(buf, off, cap, "\",\"level\":\"");
-        off = put_raw(buf, off, cap, level_names[level]);
-        off = put_raw(buf, off, cap, "\",\"msg\":\"");
-        off = put_escaped(buf, off, cap, msg);
-        off = put_raw(buf, off, cap, "\"");
+        off = put_raw(buf, off, hard, "{\"ts\":\"");
+        off = put_raw(buf, off, hard, ts);
+        off = put_raw(buf, off, hard, "\",\"level\":\"");
+        off = put_raw(buf, off, hard, level_names[level]);
+        off = put_raw(buf, off, hard, "\",\"msg\":\"");
+        off = put_escaped(buf, off, soft, msg);
+        off = put_raw(buf, off, hard, "\"");
         if (kv != NULL) {
             const char *k;
             while ((k = va_arg(*kv, const char *)) != NULL) {
-                const char *v = va_arg(*kv, const char *);
-                off = put_raw(buf, off, cap, ",\"");
-                off = put_escaped(buf, off, cap, k);
-                off = put_raw(buf, off, cap, "\":\"");
-                off = put_escaped(buf, off, cap, v ? v : "");
-                off = put_raw(buf, off, cap, "\"");
+                char shortv[LEASE_SHOWN + 1];
+                const char *v = shown(k, va_arg(*kv, const char *), shortv);
+                if (off + strlen(k) + 16 >= soft)
+                    continue; /* no room left: drop the field whole */
+                off = put_raw(buf, off, hard, ",\"");
+                off = put_escaped(buf, off, soft, k);
+                off = put_raw(buf, off, hard, "\":\"");
+                off = put_escaped(buf, off, soft, v);
+                off = put_raw(buf, off, hard, "\"");
             }
         }
-        off = put_raw(buf, off, cap, "}");
+        off = put_raw(buf, off, hard, "}");
     } else {
-        off = put_raw(buf, off, cap, ts);
-        off = put_raw(buf, off, cap, " ");
-        off = put_raw(buf, off, cap, level_names[level]);
-        off = put_raw(buf, off, cap, " ");
-        off = put_raw(buf, off, cap, msg);
+        off = put_raw(buf, off, hard, ts);
+        off = put_raw(buf, off, hard, " ");
+        off = put_raw(buf, off, hard, level_names[level]);
+        off = put_raw(buf, off, hard, " ");
+        off = put_raw(buf, off, hard, msg);
         if (kv != NULL) {
             const char *k;
             while ((k = va_arg(*kv, const char *)) != NULL) {
-                const char *v = va_arg(*kv, const char *);
-                off = put_raw(buf, off, cap, " ");
-                off = put_raw(buf, off, cap, k);
-                off = put_raw(buf, off, cap, "=");
-                off = put_raw(buf, off, cap, v ? v : "");
+                char shortv[LEASE_SHOWN + 1];
+                const char *v = shown(k, va_arg(*kv, const char *), shortv);
+                off = put_raw(buf, off, hard, " ");
+                off = put_raw(buf, off, hard, k);
+                off = put_raw(buf, off, hard, "=");
+                off = put_raw(buf, off, hard, v);
             }
         }
     }

@@ -51,6 +51,21 @@ void metrics_observe(enum hist_id id, int64_t usec)
     atomic_fetch_add_explicit(&h->count, 1, memory_order_relaxed);
 }
 
+static _Atomic int64_t node_errors[METRICS_MAX_NODES];
+
+void metrics_backend_error(size_t node)
+{
+    metrics_add(M_BACKEND_ERRORS, 1);
+    if (node < METRICS_MAX_NODES)
+        atomic_fetch_add_explicit(&node_errors[node], 1, memory_order_relaxed);
+}
+
+int64_t metrics_backend_errors(size_t node)
+{
+    return node < METRICS_MAX_NODES ? atomic_load_explicit(&node_errors[node], memory_order_relaxed)
+                                    : 0;
+}
+
 #define HTTP_SLOTS 256
 struct http_slot {
     _Atomic uint32_t key; /* 0 = empty; else hash claimed */

@@ -39,6 +39,12 @@ int64_t metrics_get(enum metric_id id);
 /* Observes a duration in microseconds. */
 void metrics_observe(enum hist_id id, int64_t usec);
 
+/* Backend calls that failed (LK_BACKEND_DOWN), by node index as the
+ * backend's nodes() lists them; indexes past METRICS_MAX_NODES are dropped. */
+#define METRICS_MAX_NODES 16
+void metrics_backend_error(size_t node);
+int64_t metrics_backend_errors(size_t node);
+
 /* HTTP request counter by route, method and status code. */
 void metrics_http(const char *route, const char *method, int status);
 
