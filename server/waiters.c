@@ -50,9 +50,11 @@ struct eng_waiter {
 struct wqueue {
     char name[LK_NAME_MAX + 1];
     struct eng_waiter *list;
+    int64_t n;                  /* waiters in list */
     struct bk_holder holder;    /* from the last failed attempt */
     bool has_holder;
-    int64_t holder_expiry_ms;   /* monotonic; when the holder's lease runs out */
+    int64_t holder_expiry_ms;   /* monotonic; when the holder's lease runs out; 0 = the
+                                 * lock may be free now (a release was seen) */
     int64_t kicked_us;          /* release seen, for the handoff histogram */
     UT_hash_handle hh;
 };
@@ -73,6 +75,7 @@ static bool unlink_waiter(struct engine *e, struct eng_waiter *w, struct eng_wai
     struct wqueue *q = w->q;
     bool was_head = q->list == w;
     DL_DELETE(q->list, w);
+    q->n--;
     w->q = NULL;
     metrics_add(M_WAITERS, -1);
     *new_head = was_head ? q->list : NULL;
@@ -94,14 +97,22 @@ struct poke {
 
 static void on_poke(void *arg);
 
-static void post_poke(struct engine *e, struct lk_loop *lp, const char *name, bool now)
+static void on_sweep(void *arg);
+
+static void post_to(struct engine *e, struct lk_loop *lp, const char *name, bool now,
+                    loop_fn fn)
 {
     struct poke *p = lk_malloc(sizeof(*p));
     p->e = e;
     p->lp = lp;
     p->attempt = now;
     snprintf(p->name, sizeof(p->name), "%s", name);
-    loop_post(lp, on_poke, p);
+    loop_post(lp, fn, p);
+}
+
+static void post_poke(struct engine *e, struct lk_loop *lp, const char *name, bool now)
+{
+    post_to(e, lp, name, now, on_poke);
 }
 
 /* Called after w left the head of its queue (under wmu): tell the new head. */
@@ -311,44 +322,73 @@ static void arm(struct eng_waiter *w)
     ev_timer_start(loop_ev(w->lp), &w->timer);
 }
 
-/* On a loop: something changed for name (released, new head, failures). */
+/* On a loop: something changed for name (released, or a new head). Looks
+ * at the head only: a poke costs O(1) however long the queue is. */
 static void on_poke(void *arg)
 {
     struct poke *p = arg;
     struct engine *e = p->e;
-    struct eng_waiter *todo = NULL, *rearm[64], *w;
-    size_t nrearm = 0;
+    struct eng_waiter *todo = NULL, *rearm = NULL, *w;
     pthread_mutex_lock(&e->wmu);
     struct wqueue *q;
     HASH_FIND_STR(e->queues, p->name, q);
     if (q != NULL) {
-        /* Failed waiters of this loop are answered by their timer, now. */
-        DL_FOREACH(q->list, w)
-        {
-            if (w->lp == p->lp && w->failed && w->state == W_QUEUED && nrearm < 64) {
-                w->retry_at_ms = lk_now_ms();
-                rearm[nrearm++] = w;
-            }
-        }
         w = q->list;
         if (w->lp == p->lp && w->state == W_QUEUED && !w->failed) {
-            if (p->attempt || (q->holder_expiry_ms > 0 && q->holder_expiry_ms <= lk_now_ms())) {
+            /* holder_expiry_ms 0: a release was seen and no attempt has
+             * followed it yet (the head it was meant for may have left). */
+            if (p->attempt || q->holder_expiry_ms <= lk_now_ms()) {
                 w->state = W_ATTEMPTING;
                 todo = w;
             } else {
-                w->retry_at_ms = q->holder_expiry_ms > 0 ? q->holder_expiry_ms + 1 : 0;
-                if (nrearm < 64)
-                    rearm[nrearm++] = w;
+                w->retry_at_ms = q->holder_expiry_ms + 1;
+                rearm = w;
             }
         }
     }
     pthread_mutex_unlock(&e->wmu);
     free(p);
     /* Safe: only this loop frees these waiters, and it is busy here. */
-    for (size_t i = 0; i < nrearm; i++)
-        arm(rearm[i]);
+    if (rearm != NULL)
+        arm(rearm);
     if (todo != NULL)
         attempt(todo);
+}
+
+/* On a loop: answers every failed, queued waiter of this loop in queue name
+ * (their session died, or lockd is draining). One walk of the queue. */
+static void on_sweep(void *arg)
+{
+    struct poke *p = arg;
+    struct engine *e = p->e;
+    struct eng_waiter *gone = NULL, *w, *tmp;
+    pthread_mutex_lock(&e->wmu);
+    struct wqueue *q;
+    HASH_FIND_STR(e->queues, p->name, q);
+    if (q != NULL) {
+        struct eng_waiter *head = q->list;
+        bool freed = false;
+        DL_FOREACH_SAFE(q->list, w, tmp)
+        {
+            if (w->lp != p->lp || !w->failed || w->state != W_QUEUED)
+                continue;
+            struct eng_waiter *h;
+            freed = unlink_waiter(e, w, &h);
+            w->next = gone; /* unlinked: next is ours now */
+            gone = w;
+            if (freed)
+                break;
+        }
+        if (!freed && q->list != head)
+            promote(e, q->list, false);
+    }
+    pthread_mutex_unlock(&e->wmu);
+    free(p);
+    while (gone != NULL) {
+        w = gone;
+        gone = w->next;
+        fail(w, w->fail_code, NULL);
+    }
 }
 
 enum lk_code waiters_acquire(struct engine *e, struct lk_loop *lp, const struct eng_acquire *a,
@@ -395,6 +435,7 @@ enum lk_code waiters_acquire(struct engine *e, struct lk_loop *lp, const struct 
         watch(e, a->name, true); /* subscribe before asking: no lost wake-up */
     }
     DL_APPEND(q->list, w);
+    q->n++;
     w->q = q;
     metrics_add(M_WAITERS, 1);
     bool head = q->list == w;
@@ -471,10 +512,8 @@ int64_t waiters_count(struct engine *e, const char *name)
     pthread_mutex_lock(&e->wmu);
     struct wqueue *q;
     HASH_FIND_STR(e->queues, name, q);
-    if (q != NULL) {
-        struct eng_waiter *w;
-        DL_COUNT(q->list, w, n);
-    }
+    if (q != NULL)
+        n = q->n;
     pthread_mutex_unlock(&e->wmu);
     return n;
 }
@@ -485,6 +524,7 @@ void waiters_fail(struct engine *e, const char *session)
     struct wqueue *q, *qt;
     HASH_ITER(hh, e->queues, q, qt)
     {
+        uint64_t swept[(LOOP_MAX + 63) / 64] = {0};
         struct eng_waiter *w;
         DL_FOREACH(q->list, w)
         {
@@ -492,8 +532,15 @@ void waiters_fail(struct engine *e, const char *session)
                 continue;
             w->failed = true;
             w->fail_code = session != NULL ? LK_SESSION_NOT_FOUND : LK_SHUTTING_DOWN;
-            /* Its own loop answers it: a zero-delay timer via a poke. */
-            post_poke(e, w->lp, q->name, false);
+            /* Its own loop answers it (an attempting one when its reply
+             * comes): one sweep per queue and loop, not one per waiter. */
+            int i = loop_index(w->lp);
+            if (i < 0 || i >= LOOP_MAX) {
+                post_to(e, w->lp, q->name, false, on_sweep);
+            } else if (!(swept[i / 64] & (1ULL << (i % 64)))) {
+                swept[i / 64] |= 1ULL << (i % 64);
+                post_to(e, w->lp, q->name, false, on_sweep);
+            }
         }
     }
     pthread_mutex_unlock(&e->wmu);

@@ -1,0 +1,806 @@
+/*
+ * waiting.c - blocking acquire (issue 5) beyond api_locks' single-lockd
+ * basics: pub/sub wake-ups between two lockd on one Redis, no polling storm,
+ * the holder's expiry as the fallback for a lost message, 2,000 and 10,000
+ * concurrent waiters (raw sockets on one epoll, not a thread each), session
+ * expiry and wait_ms answers, drain, metrics, backend attempts per handoff.
+ * Starts its own redis-server and lockd processes; single-threaded.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+
+#include "tests/lib/harness.h"
+
+static struct th_redis rd;
+static char redis_url[64];
+static struct th_lockd la, lb; /* two lockd on the same Redis */
+static struct th_client *cl;
+
+/* ---------------------------------------------------------------- helpers */
+
+/* "<lockd url><path><name>" in a static slot (4 in rotation). */
+static const char *url(const struct th_lockd *l, const char *path, const char *name)
+{
+    static char buf[4][512];
+    static int slot;
+    char *b = buf[slot++ % 4];
+    snprintf(b, 512, "%s%s%s", l->url, path, name);
+    return b;
+}
+
+/* Acquires name on l (must succeed); copies the lease out, returns the token. */
+static long long grab(const struct th_lockd *l, const char *name, const char *body, char *lease)
+{
+    struct th_resp r;
+    th_http(cl, "POST", url(l, "/locks/", name), body, NULL, &r);
+    if (r.status != 200)
+        th_fail(__FILE__, __LINE__, "acquire %s: %ld %s", name, r.status, r.body);
+    snprintf(lease, 40, "%s", th_jstr(&r, "lease"));
+    long long t = th_jint(&r, "fencing_token");
+    th_resp_free(&r);
+    return t;
+}
+
+static long release_status(const struct th_lockd *l, const char *name, const char *lease)
+{
+    struct th_resp r;
+    char hdr[80];
+    snprintf(hdr, sizeof(hdr), "Lock-Lease: %s", lease);
+    const char *hdrs[] = {hdr, NULL};
+    th_http(cl, "DELETE", url(l, "/locks/", name), NULL, hdrs, &r);
+    long s = r.status;
+    th_resp_free(&r);
+    return s;
+}
+
+static void release(const struct th_lockd *l, const char *name, const char *lease)
+{
+    long s = release_status(l, name, lease);
+    if (s != 200)
+        th_fail(__FILE__, __LINE__, "release %s: %ld", name, s);
+}
+
+static long long queued(const struct th_lockd *l, const char *name)
+{
+    struct th_resp r;
+    th_http(cl, "GET", url(l, "/locks/", name), NULL, NULL, &r);
+    long long n = r.status == 200 ? th_jint(&r, "waiters") : -1;
+    th_resp_free(&r);
+    return n;
+}
+
+struct qwant {
+    const struct th_lockd *l;
+    const char *name;
+    long long n;
+};
+
+static bool queued_is(void *arg)
+{
+    struct qwant *q = arg;
+    return queued(q->l, q->name) == q->n;
+}
+
+static void wait_queued(const struct th_lockd *l, const char *name, long long n, int64_t ms)
+{
+    struct qwant q = {l, name, n};
+    if (!th_wait_for(queued_is, &q, ms))
+        th_fail(__FILE__, __LINE__, "'%s': %lld waiters queued, want %lld", name,
+                queued(l, name), n);
+}
+
+/* A sample from /metrics: the first line starting with "metric " (or
+ * "metric{"), -1 when missing. */
+static double metric(const struct th_lockd *l, const char *name)
+{
+    struct th_resp r;
+    th_http(cl, "GET", url(l, "/metrics", ""), NULL, NULL, &r);
+    double v = -1;
+    size_t nl = strlen(name);
+    for (const char *p = r.body; p != NULL && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
+        if (strncmp(p, name, nl) == 0 && (p[nl] == ' ' || p[nl] == '{')) {
+            const char *sp = strchr(p + nl, ' ');
+            if (sp != NULL)
+                v = strtod(sp + 1, NULL);
+            break;
+        }
+    }
+    th_resp_free(&r);
+    return v;
+}
+
+/* Redis commands served so far (INFO commandstats), without INFO itself:
+ * what lockd processes asked of Redis. */
+static long long redis_commands(void)
+{
+    const char *out = th_redis_cli(&rd, "INFO commandstats");
+    long long sum = 0;
+    for (const char *p = strstr(out, "cmdstat_"); p != NULL; p = strstr(p + 1, "cmdstat_")) {
+        if (strncmp(p, "cmdstat_info:", 13) == 0)
+            continue;
+        const char *c = strstr(p, "calls=");
+        if (c != NULL)
+            sum += atoll(c + 6);
+    }
+    return sum;
+}
+
+static long long script_calls(void)
+{
+    return th_redis_calls(&rd, "evalsha") + th_redis_calls(&rd, "eval");
+}
+
+static int lockd_threads(const struct th_lockd *l)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)l->pid);
+    FILE *f = fopen(path, "r");
+    int n = -1;
+    if (f == NULL)
+        return -1;
+    while (fgets(line, sizeof(line), f) != NULL)
+        if (strncmp(line, "Threads:", 8) == 0)
+            n = atoi(line + 8);
+    fclose(f);
+    return n;
+}
+
+static void start_lockd(struct th_lockd *l, bool redis, const char *const *extra)
+{
+    const char *args[32];
+    int n = 0;
+    if (redis) {
+        args[n++] = "--redis";
+        args[n++] = redis_url;
+    }
+    for (const char *const *a = extra; a && *a && n < 30; a++)
+        args[n++] = *a;
+    args[n] = NULL;
+    th_lockd_start(l, args, NULL);
+}
+
+/* ---------------------------------------------------------------- raw waiters
+ * One nonblocking socket per waiter, all on one epoll: a waiter is an HTTP/1.1
+ * request written at once and a response read whenever it comes. */
+
+struct rw {
+    int fd;
+    bool done;
+    bool broken;        /* connection failed or closed without an answer */
+    int status;
+    json_t *json;       /* parsed body of the answer */
+    int64_t t_sent, t_done;
+    char *in;
+    size_t inlen, incap;
+};
+
+struct pool {
+    int ep;
+    struct rw *w;
+    int n, cap;
+    int ndone;
+};
+
+static void pool_init(struct pool *p, int cap)
+{
+    memset(p, 0, sizeof(*p));
+    p->ep = epoll_create1(EPOLL_CLOEXEC);
+    CHECK(p->ep >= 0);
+    p->cap = cap;
+    p->w = calloc((size_t)cap, sizeof(*p->w));
+    CHECK(p->w != NULL);
+}
+
+static void rw_close(struct rw *w)
+{
+    if (w->fd >= 0) {
+        close(w->fd); /* also leaves the epoll set */
+        w->fd = -1;
+    }
+}
+
+static void pool_free(struct pool *p)
+{
+    for (int i = 0; i < p->n; i++) {
+        rw_close(&p->w[i]);
+        json_decref(p->w[i].json);
+        free(p->w[i].in);
+    }
+    free(p->w);
+    close(p->ep);
+    memset(p, 0, sizeof(*p));
+}
+
+/* Opens a connection to l and sends POST /locks/name with body; returns
+ * the waiter's index. */
+static int pool_add(struct pool *p, const struct th_lockd *l, const char *name, const char *body)
+{
+    CHECK(p->n < p->cap);
+    struct rw *w = &p->w[p->n];
+    memset(w, 0, sizeof(*w));
+    w->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (w->fd < 0)
+        th_fail(__FILE__, __LINE__, "socket (waiter %d): %s", p->n, strerror(errno));
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof(a));
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)l->port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(w->fd, (struct sockaddr *)&a, sizeof(a)) != 0)
+        th_fail(__FILE__, __LINE__, "connect (waiter %d): %s", p->n, strerror(errno));
+    char req[1024];
+    int len = snprintf(req, sizeof(req),
+                       "POST /locks/%s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+                       "application/json\r\nContent-Length: %zu\r\n\r\n%s",
+                       name, strlen(body), body);
+    CHECK(len > 0 && (size_t)len < sizeof(req));
+    w->t_sent = th_now_ms();
+    if (send(w->fd, req, (size_t)len, MSG_NOSIGNAL) != len)
+        th_fail(__FILE__, __LINE__, "send (waiter %d): %s", p->n, strerror(errno));
+    fcntl(w->fd, F_SETFL, fcntl(w->fd, F_GETFL) | O_NONBLOCK);
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.u32 = (uint32_t)p->n};
+    CHECK(epoll_ctl(p->ep, EPOLL_CTL_ADD, w->fd, &ev) == 0);
+    return p->n++;
+}
+
+/* Parses a complete response in w->in; true when one is there. */
+static bool rw_parse(struct rw *w)
+{
+    char *hend = w->in ? strstr(w->in, "\r\n\r\n") : NULL;
+    if (hend == NULL)
+        return false;
+    long clen = 0;
+    for (char *h = w->in; h < hend; h = strstr(h, "\r\n") + 2) {
+        if (strncasecmp(h, "Content-Length:", 15) == 0)
+            clen = strtol(h + 15, NULL, 10);
+    }
+    size_t need = (size_t)(hend + 4 - w->in) + (size_t)clen;
+    if (w->inlen < need)
+        return false;
+    w->status = atoi(w->in + 9);
+    w->json = json_loadb(hend + 4, (size_t)clen, 0, NULL);
+    return true;
+}
+
+/* Reads what is ready on w; marks it done when a whole answer arrived. */
+static void rw_read(struct pool *p, struct rw *w)
+{
+    for (;;) {
+        if (w->incap - w->inlen < 4096) {
+            w->incap = w->incap ? w->incap * 2 : 8192;
+            w->in = realloc(w->in, w->incap);
+            CHECK(w->in != NULL);
+        }
+        ssize_t k = recv(w->fd, w->in + w->inlen, w->incap - w->inlen - 1, 0);
+        if (k > 0) {
+            w->inlen += (size_t)k;
+            w->in[w->inlen] = '\0';
+            continue;
+        }
+        if (k < 0 && (errno == EAGAIN || errno == EINTR))
+            break;
+        /* EOF or error */
+        if (!rw_parse(w))
+            w->broken = true;
+        w->done = true;
+        w->t_done = th_now_ms();
+        p->ndone++;
+        rw_close(w);
+        return;
+    }
+    if (rw_parse(w)) {
+        w->done = true;
+        w->t_done = th_now_ms();
+        p->ndone++;
+        rw_close(w);
+    }
+}
+
+/* Waits up to timeout_ms for answers; returns how many arrived. Indexes of
+ * the waiters answered go to out (up to max) when out is not NULL. */
+static int pool_poll(struct pool *p, int64_t timeout_ms, int *out, int max)
+{
+    struct epoll_event evs[256];
+    int got = 0;
+    int64_t end = th_now_ms() + timeout_ms;
+    for (;;) {
+        int64_t left = end - th_now_ms();
+        int k = epoll_wait(p->ep, evs, 256, left > 0 ? (int)left : 0);
+        if (k < 0 && errno == EINTR)
+            continue;
+        CHECK(k >= 0);
+        for (int i = 0; i < k; i++) {
+            struct rw *w = &p->w[evs[i].data.u32];
+            if (w->done)
+                continue;
+            rw_read(p, w);
+            if (w->done) {
+                if (out != NULL && got < max)
+                    out[got] = (int)evs[i].data.u32;
+                got++;
+            }
+        }
+        if (got > 0 || th_now_ms() >= end)
+            return got;
+    }
+}
+
+/* Polls until every waiter of p has its answer or timeout_ms passes. */
+static void pool_drain(struct pool *p, int64_t timeout_ms)
+{
+    int64_t end = th_now_ms() + timeout_ms;
+    while (p->ndone < p->n && th_now_ms() < end)
+        pool_poll(p, end - th_now_ms(), NULL, 0);
+}
+
+static const char *rw_str(const struct rw *w, const char *key)
+{
+    json_t *v = w->json ? json_object_get(w->json, key) : NULL;
+    return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+static long long rw_int(const struct rw *w, const char *key)
+{
+    json_t *v = w->json ? json_object_get(w->json, key) : NULL;
+    return json_is_integer(v) ? (long long)json_integer_value(v) : -1;
+}
+
+static const char *rw_err(const struct rw *w) { return rw_str(w, "error"); }
+
+/* Waits for exactly one answer on p, which must be a 200; returns its index. */
+static int one_grant(struct pool *p, int64_t timeout_ms)
+{
+    int idx[4];
+    int k = pool_poll(p, timeout_ms, idx, 4);
+    if (k == 0)
+        th_fail(__FILE__, __LINE__, "no waiter answered within %lld ms",
+                (long long)timeout_ms);
+    if (k != 1)
+        th_fail(__FILE__, __LINE__, "%d waiters answered at once (status %d, %d)", k,
+                p->w[idx[0]].status, p->w[idx[1]].status);
+    struct rw *w = &p->w[idx[0]];
+    if (w->status != 200)
+        th_fail(__FILE__, __LINE__, "waiter %d answered %d %s", idx[0], w->status,
+                w->in ? w->in : "(nothing)");
+    return idx[0];
+}
+
+/* ---------------------------------------------------------------- tests */
+
+/* Holder on A, waiter on B: B learns of the release through pub/sub.
+ * Several rounds, some releasing the instant the waiter is queued. */
+static void test_cross_lockd_handoff(void)
+{
+    int64_t worst = 0;
+    for (int round = 0; round < 8; round++) {
+        char lease[40];
+        grab(&la, "xl", "{\"ttl_ms\":20000}", lease);
+        struct pool p;
+        pool_init(&p, 1);
+        pool_add(&p, &lb, "xl", "{\"wait_ms\":10000,\"ttl_ms\":20000}");
+        wait_queued(&lb, "xl", 1, 3000);
+        if (round % 2 == 0)
+            th_sleep_ms(30); /* settled subscription, and a fresh one */
+        int64_t t0 = th_now_ms();
+        release(&la, "xl", lease);
+        int i = one_grant(&p, 5000);
+        int64_t dt = p.w[i].t_done - t0;
+        if (dt > worst)
+            worst = dt;
+        if (dt >= 100)
+            th_fail(__FILE__, __LINE__, "round %d: granted on B %lld ms after the release on A",
+                    round, (long long)dt);
+        release(&lb, "xl", rw_str(&p.w[i], "lease"));
+        pool_free(&p);
+    }
+    printf("# cross-lockd release->grant: worst of 8 rounds %lld ms\n", (long long)worst);
+}
+
+/* 20 waiters (10 on each lockd) on a held lock for 2 s: Redis sees a small
+ * constant number of commands, not waiters x time. */
+static void test_no_polling_storm(void)
+{
+    char lease[40];
+    grab(&la, "storm", "{\"ttl_ms\":30000}", lease);
+    struct pool p;
+    pool_init(&p, 20);
+    for (int i = 0; i < 20; i++)
+        pool_add(&p, i % 2 ? &lb : &la, "storm", "{\"wait_ms\":20000,\"ttl_ms\":5000}");
+    wait_queued(&la, "storm", 10, 3000);
+    wait_queued(&lb, "storm", 10, 3000);
+    th_sleep_ms(100); /* let the subscriptions and first attempts settle */
+    long long c0 = redis_commands(), s0 = script_calls();
+    th_sleep_ms(2000);
+    long long c1 = redis_commands(), s1 = script_calls();
+    printf("# 20 waiters x 2 s: %lld Redis commands (%lld scripts)\n", c1 - c0, s1 - s0);
+    CHECK(c1 - c0 <= 10);
+    CHECK_EQ_INT(p.ndone, 0);
+    /* Handing the lock down the 20 still works, across both lockd. */
+    int64_t deadline = th_now_ms() + 10000;
+    release(&la, "storm", lease);
+    long long last = 0;
+    for (int k = 0; k < 20; k++) {
+        int i = one_grant(&p, deadline - th_now_ms());
+        long long t = rw_int(&p.w[i], "fencing_token");
+        CHECK(t > last);
+        last = t;
+        long s = release_status(&la, "storm", rw_str(&p.w[i], "lease"));
+        CHECK_EQ_INT(s, 200);
+    }
+    CHECK_EQ_INT(queued(&la, "storm"), 0);
+    CHECK_EQ_INT(queued(&lb, "storm"), 0);
+    pool_free(&p);
+}
+
+/* No release message at all: the waiter on B is granted at the holder's
+ * expiry, learned from its failed attempt's PTTL. */
+static void test_lost_message(void)
+{
+    /* (a) the holder's ttl runs out: nobody publishes anything */
+    char lease[40];
+    int64_t t0 = th_now_ms();
+    grab(&la, "lost", "{\"ttl_ms\":800}", lease);
+    struct pool p;
+    pool_init(&p, 2);
+    pool_add(&p, &lb, "lost", "{\"wait_ms\":5000}");
+    int i = one_grant(&p, 3000);
+    int64_t dt = p.w[i].t_done - t0;
+    printf("# expiry wake-up: granted %lld ms after a ttl_ms 800 grant\n", (long long)dt);
+    CHECK(dt >= 700 && dt <= 1100);
+    release(&lb, "lost", rw_str(&p.w[i], "lease"));
+    pool_free(&p);
+
+    /* (b) the key disappears without a message (as if PUBLISH were lost) */
+    t0 = th_now_ms();
+    grab(&la, "lost2", "{\"ttl_ms\":1500}", lease);
+    pool_init(&p, 1);
+    pool_add(&p, &lb, "lost2", "{\"wait_ms\":8000}");
+    wait_queued(&lb, "lost2", 1, 3000);
+    const char *out = th_redis_cli(&rd, "DEL 'lockd:{lost2}'");
+    CHECK(strstr(out, "1") != NULL);
+    i = one_grant(&p, 4000);
+    dt = p.w[i].t_done - t0;
+    printf("# lost message: granted %lld ms after a ttl_ms 1500 grant\n", (long long)dt);
+    CHECK(dt <= 1700);
+    release(&lb, "lost2", rw_str(&p.w[i], "lease"));
+    pool_free(&p);
+
+    /* (c) B's subscriber connection dies; the release is published while it
+     * is away. After reconnecting, B wakes its waiters itself. */
+    grab(&la, "lost3", "{\"ttl_ms\":20000}", lease);
+    pool_init(&p, 1);
+    pool_add(&p, &lb, "lost3", "{\"wait_ms\":15000}");
+    wait_queued(&lb, "lost3", 1, 3000);
+    th_sleep_ms(50);
+    th_redis_cli(&rd, "CLIENT KILL TYPE pubsub");
+    t0 = th_now_ms();
+    release(&la, "lost3", lease);
+    i = one_grant(&p, 5000);
+    dt = p.w[i].t_done - t0;
+    printf("# subscriber reconnect: granted %lld ms after the release\n", (long long)dt);
+    CHECK(dt <= 2000);
+    release(&lb, "lost3", rw_str(&p.w[i], "lease"));
+    pool_free(&p);
+}
+
+/* 2,000 waiters on one name, handed the lock one at a time: each granted
+ * exactly once, never two at a time, tokens strictly increasing; the gauge
+ * follows the queue and the handoff histogram counts every handoff. */
+static void test_2000_waiters(void)
+{
+    enum { N = 2000 };
+    char lease[40];
+    long long last = grab(&la, "many", "{\"ttl_ms\":30000}", lease);
+    double h0 = metric(&la, "lockd_handoff_seconds_count");
+    struct pool p;
+    pool_init(&p, N);
+    for (int i = 0; i < N; i++)
+        pool_add(&p, &la, "many", "{\"wait_ms\":50000,\"ttl_ms\":30000}");
+    wait_queued(&la, "many", N, 10000);
+    CHECK_EQ_INT((long long)metric(&la, "lockd_waiters"), N);
+    CHECK_EQ_INT(p.ndone, 0);
+    int64_t t0 = th_now_ms();
+    release(&la, "many", lease);
+    for (int k = 0; k < N; k++) {
+        int i = one_grant(&p, 5000);
+        long long t = rw_int(&p.w[i], "fencing_token");
+        if (t <= last)
+            th_fail(__FILE__, __LINE__, "grant %d: token %lld after %lld", k, t, last);
+        last = t;
+        if (k == N / 2) { /* the queue stands still while we hold the lock */
+            CHECK_EQ_INT((long long)metric(&la, "lockd_waiters"), N - k - 1);
+            CHECK_EQ_INT(queued(&la, "many"), N - k - 1);
+        }
+        /* The grant is real: its lease releases the lock (compare-and-delete). */
+        long s = release_status(&la, "many", rw_str(&p.w[i], "lease"));
+        if (s != 200)
+            th_fail(__FILE__, __LINE__, "grant %d: release answered %ld", k, s);
+    }
+    int64_t dt = th_now_ms() - t0;
+    CHECK_EQ_INT(p.ndone, N);
+    CHECK(pool_poll(&p, 50, NULL, 0) == 0);
+    double h1 = metric(&la, "lockd_handoff_seconds_count");
+    printf("# 2000 waiters handed off in %lld ms (%.0f us each); handoff histogram +%.0f\n",
+           (long long)dt, 1000.0 * (double)dt / N, h1 - h0);
+    CHECK(h1 - h0 >= N);
+    CHECK_EQ_INT((long long)metric(&la, "lockd_waiters"), 0);
+    CHECK_EQ_INT(queued(&la, "many"), 0);
+    pool_free(&p);
+}
+
+/* 10,000 waiters on one lockd: no thread each, all answered, lockd healthy. */
+static void test_10000_waiters(void)
+{
+    enum { N = 10000 };
+    struct th_lockd lm;
+    const char *args[] = {"--threads", "2", "--max_connections", "12000", NULL};
+    start_lockd(&lm, false, args);
+    int threads0 = lockd_threads(&lm);
+    CHECK(threads0 > 0);
+    char lease[40];
+    grab(&lm, "tenk", "{\"ttl_ms\":30000}", lease);
+    struct pool p;
+    pool_init(&p, N);
+    int64_t t0 = th_now_ms();
+    for (int i = 0; i < N; i++) {
+        pool_add(&p, &lm, "tenk", "{\"wait_ms\":6000,\"ttl_ms\":30000}");
+        if (i % 1000 == 999)
+            wait_queued(&lm, "tenk", i + 1, 5000); /* stay within the accept backlog */
+    }
+    int64_t tq = th_now_ms() - t0;
+    wait_queued(&lm, "tenk", N, 5000);
+    CHECK_EQ_INT((long long)metric(&lm, "lockd_waiters"), N);
+    int threads1 = lockd_threads(&lm);
+    printf("# 10000 waiters queued in %lld ms; lockd threads %d before, %d with them\n",
+           (long long)tq, threads0, threads1);
+    CHECK_EQ_INT(threads1, threads0);
+    CHECK_EQ_INT(p.ndone, 0);
+    /* A few handoffs at the front, then the rest time out. */
+    release(&lm, "tenk", lease);
+    int fifth = -1;
+    for (int k = 0; k < 5; k++) {
+        int i = one_grant(&p, 2000);
+        if (k < 4) /* the fifth keeps the lock while the rest time out */
+            release(&lm, "tenk", rw_str(&p.w[i], "lease"));
+        else
+            fifth = i;
+    }
+    pool_drain(&p, 15000);
+    CHECK_EQ_INT(p.ndone, N);
+    int ok = 0, locked = 0;
+    int64_t late = 0;
+    for (int i = 0; i < N; i++) {
+        struct rw *w = &p.w[i];
+        CHECK(!w->broken);
+        if (w->status == 200) {
+            ok++;
+        } else {
+            if (w->t_done - w->t_sent - 6000 > late)
+                late = w->t_done - w->t_sent - 6000;
+            CHECK_EQ_INT(w->status, 409);
+            CHECK_STR(rw_err(w), "locked");
+            CHECK(rw_int(w, "waited_ms") >= 5900);
+            locked++;
+        }
+    }
+    printf("# 10000 waiters: %d granted, %d timed out (at most %lld ms late); all answered "
+           "%lld ms after the first was sent\n",
+           ok, locked, (long long)late, (long long)(th_now_ms() - t0));
+    CHECK_EQ_INT(ok, 5);
+    CHECK_EQ_INT((long long)metric(&lm, "lockd_waiters"), 0);
+    CHECK_EQ_INT(lockd_threads(&lm), threads0);
+    struct th_resp r;
+    th_http(cl, "GET", url(&lm, "/healthz", ""), NULL, NULL, &r);
+    CHECK_EQ_INT(r.status, 200);
+    th_resp_free(&r);
+    release(&lm, "tenk", rw_str(&p.w[fifth], "lease"));
+    grab(&lm, "tenk", "{\"ttl_ms\":1000}", lease); /* still serving the name */
+    release(&lm, "tenk", lease);
+    pool_free(&p);
+    th_lockd_kill(&lm, SIGKILL);
+}
+
+static void session_new(const struct th_lockd *l, int ttl_ms, char *id)
+{
+    struct th_resp r;
+    char body[64];
+    snprintf(body, sizeof(body), "{\"ttl_ms\":%d}", ttl_ms);
+    th_http(cl, "POST", url(l, "/sessions", ""), body, NULL, &r);
+    CHECK_EQ_INT(r.status, 201);
+    snprintf(id, 65, "%s", th_jstr(&r, "session"));
+    th_resp_free(&r);
+}
+
+/* Waiters whose session expires get 404 session_not_found, whether at the
+ * head or further back (300 of them behind a plain waiter, who keeps its
+ * place); wait_ms running out behind others gets 409. */
+static void test_session_and_timeout(const struct th_lockd *l)
+{
+    enum { BACK = 300 };
+    char lease[40], sid[65], body[160];
+    grab(l, "sx", "{\"ttl_ms\":30000}", lease);
+    session_new(l, 1000, sid);
+    struct pool p;
+    pool_init(&p, BACK + 4);
+    snprintf(body, sizeof(body), "{\"wait_ms\":10000,\"session\":\"%s\"}", sid);
+    int head = pool_add(&p, l, "sx", body);
+    wait_queued(l, "sx", 1, 3000);
+    int plain = pool_add(&p, l, "sx", "{\"wait_ms\":10000}");
+    wait_queued(l, "sx", 2, 3000);
+    for (int i = 0; i < BACK; i++)
+        pool_add(&p, l, "sx", body);
+    wait_queued(l, "sx", BACK + 2, 3000);
+    CHECK_EQ_INT((long long)metric(l, "lockd_waiters"), BACK + 2);
+    pool_drain(&p, 3000);
+    CHECK_EQ_INT(p.ndone, BACK + 1);
+    CHECK(!p.w[plain].done);
+    for (int i = 0; i < p.n; i++) {
+        if (i == plain)
+            continue;
+        CHECK_EQ_INT(p.w[i].status, 404);
+        CHECK_STR(rw_err(&p.w[i]), "session_not_found");
+        CHECK(p.w[i].t_done - p.w[head].t_sent <= 2500);
+    }
+    CHECK_EQ_INT(queued(l, "sx"), 1);
+    CHECK_EQ_INT((long long)metric(l, "lockd_waiters"), 1);
+
+    /* wait_ms 500 behind the plain waiter: 409 at 500 ms with waited_ms and
+     * the holder, and the waiter in front keeps its place. */
+    int idx[4];
+    int shortw = pool_add(&p, l, "sx", "{\"wait_ms\":500}");
+    int k = pool_poll(&p, 2000, idx, 4);
+    CHECK_EQ_INT(k, 1);
+    CHECK_EQ_INT(idx[0], shortw);
+    struct rw *w = &p.w[shortw];
+    CHECK_EQ_INT(w->status, 409);
+    CHECK_STR(rw_err(w), "locked");
+    long long waited = rw_int(w, "waited_ms");
+    int64_t took = w->t_done - w->t_sent;
+    printf("# wait_ms 500 behind a waiter: 409 after %lld ms, waited_ms %lld\n", (long long)took,
+           waited);
+    CHECK(waited >= 490 && waited <= 600);
+    CHECK(took >= 450 && took <= 650);
+    json_t *holder = json_object_get(w->json, "holder");
+    CHECK(json_is_object(holder));
+    CHECK(json_integer_value(json_object_get(holder, "expires_in_ms")) > 0);
+    CHECK_EQ_INT(queued(l, "sx"), 1);
+    release(l, "sx", lease);
+    int i = one_grant(&p, 2000);
+    CHECK_EQ_INT(i, plain);
+    release(l, "sx", rw_str(&p.w[i], "lease"));
+    CHECK_EQ_INT((long long)metric(l, "lockd_waiters"), 0);
+    pool_free(&p);
+}
+
+static void test_session_and_timeout_memory(void)
+{
+    struct th_lockd lm;
+    start_lockd(&lm, false, NULL);
+    test_session_and_timeout(&lm);
+    th_lockd_kill(&lm, SIGKILL);
+}
+
+static void test_session_and_timeout_redis(void) { test_session_and_timeout(&lb); }
+
+/* SIGTERM answers every waiter 503 shutting_down at once (a session keeps
+ * the draining lockd up meanwhile), however many there are. */
+static void test_drain(void)
+{
+    enum { N = 300 };
+    struct th_lockd lm;
+    start_lockd(&lm, false, NULL);
+    char lease[40], sid[65];
+    grab(&lm, "dr", "{\"ttl_ms\":30000}", lease);
+    session_new(&lm, 30000, sid);
+    struct pool p;
+    pool_init(&p, N);
+    grab(&lm, "dr2", "{\"ttl_ms\":30000}", lease);
+    for (int i = 0; i < N; i++)
+        pool_add(&p, &lm, i % 3 ? "dr" : "dr2", "{\"wait_ms\":20000}");
+    wait_queued(&lm, "dr", N - N / 3, 3000);
+    int64_t t0 = th_now_ms();
+    kill(lm.pid, SIGTERM);
+    pool_drain(&p, 3000);
+    printf("# drain: %d of %d waiters answered in %lld ms\n", p.ndone, N,
+           (long long)(th_now_ms() - t0));
+    CHECK_EQ_INT(p.ndone, N);
+    for (int i = 0; i < N; i++) {
+        CHECK_EQ_INT(p.w[i].status, 503);
+        CHECK_STR(rw_err(&p.w[i]), "shutting_down");
+    }
+    pool_free(&p);
+    th_lockd_kill(&lm, SIGKILL);
+}
+
+/* Backend acquire attempts per handoff with 16 waiters (benchmark-ish:
+ * Redis commandstats; the releases are EVALSHAs too and are subtracted). */
+static double attempts_per_handoff(int nlockd)
+{
+    enum { N = 16 };
+    char lease[40];
+    const char *name = nlockd == 1 ? "bench1" : "bench2";
+    grab(&la, name, "{\"ttl_ms\":30000}", lease);
+    struct pool p;
+    pool_init(&p, N);
+    for (int i = 0; i < N; i++)
+        pool_add(&p, nlockd == 2 && i % 2 ? &lb : &la, name, "{\"wait_ms\":20000}");
+    wait_queued(&la, name, nlockd == 1 ? N : N / 2, 3000);
+    if (nlockd == 2)
+        wait_queued(&lb, name, N / 2, 3000);
+    th_sleep_ms(50);
+    long long s0 = script_calls();
+    release(&la, name, lease);
+    for (int k = 0; k < N; k++) {
+        int i = one_grant(&p, 5000);
+        release(&la, name, rw_str(&p.w[i], "lease"));
+    }
+    long long s1 = script_calls();
+    long long attempts = s1 - s0 - (N + 1);
+    double ratio = (double)attempts / N;
+    printf("# %d waiters on %d lockd: %lld acquire attempts for %d handoffs = %.2f each\n", N,
+           nlockd, attempts, N, ratio);
+    pool_free(&p);
+    return ratio;
+}
+
+static void test_attempts_per_handoff(void)
+{
+    CHECK(attempts_per_handoff(1) <= 2.0);
+    CHECK(attempts_per_handoff(2) <= 2.5);
+}
+
+/* TH_ONLY=substring runs only the matching cases (while debugging). */
+#define RUN(fn)                                                                                    \
+    do {                                                                                           \
+        const char *only_ = getenv("TH_ONLY");                                                     \
+        if (only_ == NULL || strstr(#fn, only_) != NULL)                                           \
+            TH_RUN(fn);                                                                            \
+    } while (0)
+
+int main(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    if (rl.rlim_cur < 10100) {
+        fprintf(stderr, "waiting: RLIMIT_NOFILE hard limit %llu is below 10100\n",
+                (unsigned long long)rl.rlim_cur);
+        return 1;
+    }
+    th_redis_start(&rd, 0, NULL);
+    snprintf(redis_url, sizeof(redis_url), "redis://127.0.0.1:%d", rd.port);
+    const char *args[] = {"--max_connections", "5000", NULL};
+    start_lockd(&la, true, args);
+    start_lockd(&lb, true, args);
+    cl = th_client_new();
+
+    RUN(test_cross_lockd_handoff);
+    RUN(test_no_polling_storm);
+    RUN(test_lost_message);
+    RUN(test_session_and_timeout_redis);
+    RUN(test_session_and_timeout_memory);
+    RUN(test_attempts_per_handoff);
+    RUN(test_2000_waiters);
+    RUN(test_10000_waiters);
+    RUN(test_drain);
+
+    th_client_free(cl);
+    th_lockd_kill(&la, SIGKILL);
+    th_lockd_kill(&lb, SIGKILL);
+    th_redis_stop(&rd);
+    return th_done();
+}
