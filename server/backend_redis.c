@@ -81,6 +81,12 @@ struct rconn {
 struct watch_ent {
     UT_hash_handle hh;
     int refs;
+    /* UNSUBSCRIBE sent, its confirmation not back yet. hiredis 0.14 keys
+     * channel callbacks by name and drops the entry when that confirmation
+     * arrives, even if a SUBSCRIBE for the same channel was sent after it
+     * (its messages would then be dropped): never SUBSCRIBE while this is
+     * set; the confirmation subscribes again if refs went back up. */
+    bool unsub_inflight;
     char name[LK_NAME_MAX + 1];
 };
 
@@ -346,7 +352,7 @@ static void on_hello(redisAsyncContext *ac, void *r, void *priv)
         char why[128];
         bool auth = strncmp(reply->str, "WRONGPASS", 9) == 0 ||
                     strncmp(reply->str, "NOAUTH", 6) == 0 || strstr(reply->str, "AUTH") != NULL;
-        lower_reason(why, sizeof(why), auth ? "auth failed: " : "select failed: ", reply->str);
+        lower_reason(why, sizeof(why), auth ? "auth failed: " : "", reply->str);
         conn_drop(c, why);
         return;
     }
@@ -414,6 +420,10 @@ static void conn_start(struct rconn *c)
         if (redisAsyncCommand(ac, on_hello, NULL, "SELECT %d", bk->url.db) == REDIS_OK)
             c->hello_left++;
     }
+    /* Ready means Redis answered, not that the kernel accepted the TCP
+     * connection (a hung Redis still completes handshakes). */
+    if (c->hello_left == 0 && redisAsyncCommand(ac, on_hello, NULL, "PING") == REDIS_OK)
+        c->hello_left++;
     ev_timer_set(&c->deadline, (double)bk->timeout_ms / 1000.0, 0.);
     ev_timer_start(c->ev, &c->deadline);
 }
@@ -1151,25 +1161,74 @@ static size_t rb_nodes(void *state, struct bk_node *out, size_t max)
 
 /* ---------------------------------------------------------------- pub/sub */
 
-/* On the subscriber thread: a release message names the lock. */
-static void on_message(redisAsyncContext *ac, void *r, void *priv)
+static void sub_send(struct rb *bk, const char *cmd, const char *const *names, size_t n);
+
+/* The lock name of channel "<prefix>released:{<name>}" into out; false if
+ * it is not one of ours. */
+static bool channel_name(const struct rb *bk, const redisReply *ch, char out[LK_NAME_MAX + 1])
 {
-    (void)ac;
-    struct rb *bk = priv;
-    redisReply *reply = r;
-    if (!is_array(reply, 3) || reply->element[0]->type != REDIS_REPLY_STRING ||
-        strcmp(reply->element[0]->str, "message") != 0 ||
-        reply->element[2]->type != REDIS_REPLY_STRING)
-        return;
-    const redisReply *m = reply->element[2];
-    if (!lk_name_valid(m->str, m->len))
-        return;
+    size_t pl = bk->prefix_len + strlen("released:{");
+    if (ch->type != REDIS_REPLY_STRING || ch->len < pl + 2 || ch->len - pl - 1 > LK_NAME_MAX ||
+        memcmp(ch->str, bk->prefix, bk->prefix_len) != 0 ||
+        memcmp(ch->str + bk->prefix_len, "released:{", pl - bk->prefix_len) != 0 ||
+        ch->str[ch->len - 1] != '}')
+        return false;
+    size_t nl = ch->len - pl - 1;
+    memcpy(out, ch->str + pl, nl);
+    out[nl] = '\0';
+    return lk_name_valid(out, nl);
+}
+
+static void call_hook(struct rb *bk, const char *name)
+{
     pthread_mutex_lock(&bk->mu);
     bk_release_fn fn = bk->hook;
     void *arg = bk->hook_arg;
     pthread_mutex_unlock(&bk->mu);
     if (fn != NULL)
-        fn(arg, m->str);
+        fn(arg, name);
+}
+
+/* On the subscriber thread: a release message names the lock. A subscribe
+ * confirmation wakes the name's waiters too: a release published between
+ * their first attempt and this moment was not heard. */
+static void on_message(redisAsyncContext *ac, void *r, void *priv)
+{
+    (void)ac;
+    struct rb *bk = priv;
+    redisReply *reply = r;
+    if (!is_array(reply, 3) || reply->element[0]->type != REDIS_REPLY_STRING)
+        return;
+    const char *type = reply->element[0]->str;
+    char name[LK_NAME_MAX + 1];
+    if (strcmp(type, "subscribe") == 0) {
+        if (channel_name(bk, reply->element[1], name))
+            call_hook(bk, name);
+        return;
+    }
+    if (strcmp(type, "unsubscribe") == 0) {
+        struct watch_ent *w = NULL;
+        if (!channel_name(bk, reply->element[1], name))
+            return;
+        HASH_FIND_STR(bk->watched, name, w);
+        if (w == NULL || !w->unsub_inflight)
+            return;
+        w->unsub_inflight = false;
+        if (w->refs > 0) {
+            const char *names[1] = {w->name};
+            sub_send(bk, "SUBSCRIBE", names, 1); /* watched again meanwhile */
+        } else {
+            HASH_DEL(bk->watched, w);
+            free(w);
+        }
+        return;
+    }
+    if (strcmp(type, "message") != 0 || reply->element[2]->type != REDIS_REPLY_STRING)
+        return;
+    const redisReply *m = reply->element[2];
+    if (!lk_name_valid(m->str, m->len))
+        return;
+    call_hook(bk, m->str);
 }
 
 static void sub_send(struct rb *bk, const char *cmd, const char *const *names, size_t n)
@@ -1207,6 +1266,12 @@ static void sub_connected(struct rconn *c)
     struct watch_ent *w, *tmp;
     HASH_ITER(hh, bk->watched, w, tmp)
     {
+        w->unsub_inflight = false; /* a new connection: nothing in flight */
+        if (w->refs <= 0) {
+            HASH_DEL(bk->watched, w);
+            free(w);
+            continue;
+        }
         names[n++] = w->name;
         if (n == RB_SUB_CHUNK) {
             sub_send(bk, "SUBSCRIBE", names, n);
@@ -1239,6 +1304,8 @@ static void sub_watch(void *p)
     struct watch_ent *w = NULL;
     const char *names[1] = {m->name};
     HASH_FIND_STR(bk->watched, m->name, w);
+    struct rconn *c = bk->sub;
+    bool up = c != NULL && c->ac != NULL && c->state == RC_READY;
     if (m->on) {
         if (w == NULL) {
             w = lk_calloc(1, sizeof(*w));
@@ -1246,11 +1313,16 @@ static void sub_watch(void *p)
             HASH_ADD_STR(bk->watched, name, w);
             sub_send(bk, "SUBSCRIBE", names, 1);
         }
+        /* refs 0 with an UNSUBSCRIBE in flight: its confirmation resubscribes */
         w->refs++;
     } else if (w != NULL && --w->refs <= 0) {
-        HASH_DEL(bk->watched, w);
-        free(w);
-        sub_send(bk, "UNSUBSCRIBE", names, 1);
+        if (up && !w->unsub_inflight) {
+            w->unsub_inflight = true; /* the entry goes when Redis confirms */
+            sub_send(bk, "UNSUBSCRIBE", names, 1);
+        } else if (!up) {
+            HASH_DEL(bk->watched, w);
+            free(w);
+        }
     }
     free(m);
 }

@@ -1,0 +1,793 @@
+/*
+ * redis_backend.c - drives the redis backend directly through backend_ops on
+ * one lk_loop run by this thread, against real redis-server processes on
+ * free loopback ports: grants, conflicts, owner checks, one EVALSHA per
+ * operation, NOSCRIPT fallback, Redis killed/hung/restarted, AUTH and ACL,
+ * batch renewals, pub/sub, lock-delay, fencing across data loss, WAIT.
+ */
+#include <ev.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config/config.h"
+#include "server/backend.h"
+#include "server/loop.h"
+#include "server/util.h"
+#include "tests/lib/harness.h"
+
+#define LEASE_A "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+#define LEASE_B "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+#define TIMEOUT_MS 500 /* backend_timeout_ms for these tests */
+
+struct fx {
+    struct lk_config cfg;
+    struct backend be;
+    struct lk_loop *lp;
+};
+
+static void cfg_make(struct lk_config *cfg, const char *url, const char *wait_replicas)
+{
+    char err[256];
+    config_defaults(cfg);
+    CHECK(config_set(cfg, "redis", url, "test", err, sizeof(err)) == 0);
+    CHECK(config_set(cfg, "backend", "redis", "test", err, sizeof(err)) == 0);
+    CHECK(config_set(cfg, "key_prefix", "t:", "test", err, sizeof(err)) == 0);
+    CHECK(config_set(cfg, "backend_timeout_ms", "500", "test", err, sizeof(err)) == 0);
+    if (wait_replicas != NULL)
+        CHECK(config_set(cfg, "redis_wait_replicas", wait_replicas, "test", err, sizeof(err)) ==
+              0);
+}
+
+static void url_of(const struct th_redis *r, const char *cred, char *out, size_t cap)
+{
+    snprintf(out, cap, "redis://%s%s127.0.0.1:%d", cred ? cred : "", cred ? "@" : "", r->port);
+}
+
+/* ---- running the loop until a callback fired ---- */
+
+static void on_tick(struct ev_loop *ev, ev_timer *w, int revents)
+{
+    (void)ev;
+    (void)w;
+    (void)revents;
+}
+
+/* Runs lp until *flag or timeout; a 5 ms ticker keeps ev_run from blocking. */
+static bool run_until(struct fx *f, const bool *flag, int64_t timeout_ms)
+{
+    struct ev_loop *ev = loop_ev(f->lp);
+    ev_timer tick;
+    ev_timer_init(&tick, on_tick, 0.005, 0.005);
+    ev_timer_start(ev, &tick);
+    int64_t end = th_now_ms() + timeout_ms;
+    while (!*flag && th_now_ms() < end)
+        ev_run(ev, EVRUN_ONCE);
+    ev_timer_stop(ev, &tick);
+    return *flag;
+}
+
+static void run_for(struct fx *f, int64_t ms)
+{
+    bool never = false;
+    (void)run_until(f, &never, ms);
+}
+
+static bool node_up(struct fx *f)
+{
+    struct bk_node n;
+    CHECK_EQ_INT(f->be.ops->nodes(f->be.state, &n, 1), 1);
+    return n.up;
+}
+
+static bool wait_node(struct fx *f, bool up, int64_t timeout_ms)
+{
+    int64_t end = th_now_ms() + timeout_ms;
+    while (node_up(f) != up && th_now_ms() < end)
+        run_for(f, 10);
+    return node_up(f) == up;
+}
+
+static void fx_open(struct fx *f, const char *url, const char *wait_replicas)
+{
+    char err[256] = "";
+    memset(f, 0, sizeof(*f));
+    cfg_make(&f->cfg, url, wait_replicas);
+    enum lk_code rc = backend_redis_new(&f->cfg, &f->be, err, sizeof(err));
+    if (rc != LK_OK)
+        th_fail(__FILE__, __LINE__, "backend_redis_new: %s", err);
+    CHECK_STR(f->be.ops->name, "redis");
+    f->lp = loop_new(0);
+    CHECK_EQ_INT(f->be.ops->attach(f->be.state, f->lp), LK_OK);
+}
+
+static void fx_close(struct fx *f)
+{
+    f->be.ops->detach(f->be.state, f->lp);
+    f->be.ops->free(f->be.state);
+    loop_free(f->lp);
+    config_free(&f->cfg);
+}
+
+/* ---- synchronous wrappers that also check the completion contract ---- */
+
+struct res {
+    bool done;
+    int calls;
+    struct bk_reply r;
+    struct bk_info info;
+};
+
+static void on_done(void *arg, const struct bk_reply *r)
+{
+    struct res *x = arg;
+    x->calls++;
+    x->done = true;
+    x->r = *r;
+}
+
+static void on_info(void *arg, const struct bk_info *info)
+{
+    struct res *x = arg;
+    x->calls++;
+    x->done = true;
+    x->info = *info;
+}
+
+/* LK_OK means the callback already ran; LK_AGAIN that it did not yet. */
+static void settle(struct fx *f, enum lk_code rc, struct res *x)
+{
+    if (rc == LK_OK)
+        CHECK(x->done);
+    else {
+        CHECK_EQ_INT(rc, LK_AGAIN);
+        CHECK(!x->done);
+    }
+    CHECK(run_until(f, &x->done, 5000));
+    CHECK_EQ_INT(x->calls, 1);
+}
+
+static struct bk_reply acquire(struct fx *f, const char *name, const char *lease, int64_t ttl_ms,
+                               const char *owner)
+{
+    struct res x;
+    memset(&x, 0, sizeof(x));
+    struct bk_acquire a = {name, lease, owner, ttl_ms, false};
+    settle(f, f->be.ops->acquire(f->be.state, f->lp, &a, on_done, &x), &x);
+    return x.r;
+}
+
+static struct bk_reply renew(struct fx *f, const char *name, const char *lease, int64_t ttl_ms)
+{
+    struct res x;
+    memset(&x, 0, sizeof(x));
+    settle(f, f->be.ops->renew(f->be.state, f->lp, name, lease, ttl_ms, on_done, &x), &x);
+    return x.r;
+}
+
+static struct bk_reply release(struct fx *f, const char *name, const char *lease,
+                               int64_t delay_ms)
+{
+    struct res x;
+    memset(&x, 0, sizeof(x));
+    settle(f, f->be.ops->release(f->be.state, f->lp, name, lease, delay_ms, on_done, &x), &x);
+    return x.r;
+}
+
+static struct bk_info inspect(struct fx *f, const char *name)
+{
+    struct res x;
+    memset(&x, 0, sizeof(x));
+    settle(f, f->be.ops->inspect(f->be.state, f->lp, name, on_info, &x), &x);
+    return x.info;
+}
+
+/* Commands clients sent, from INFO commandstats: every command except those
+ * that only run inside lockd's scripts (total_commands_processed counts
+ * those too). The INFO call itself is counted by the next reading. */
+static long long redis_total(const struct th_redis *r)
+{
+    static const char *const inner[] = {"pttl",    "hmget", "hset", "incr", "set",
+                                        "pexpire", "del",   "publish", "type", "scan", NULL};
+    const char *s = th_redis_cli(r, "INFO commandstats");
+    long long total = 0;
+    while ((s = strstr(s, "cmdstat_")) != NULL) {
+        s += strlen("cmdstat_");
+        size_t len = strcspn(s, ":");
+        bool skip = false;
+        for (int i = 0; inner[i] != NULL; i++)
+            if (strlen(inner[i]) == len && strncmp(s, inner[i], len) == 0)
+                skip = true;
+        const char *c = strstr(s, "calls=");
+        CHECK(c != NULL);
+        if (!skip)
+            total += atoll(c + strlen("calls="));
+    }
+    return total;
+}
+
+/* ---- cases ---- */
+
+static struct th_redis R; /* the shared server of the plain cases */
+
+static void t_grant_and_conflict(void)
+{
+    char url[128];
+    struct fx f;
+    url_of(&R, NULL, url, sizeof(url));
+    fx_open(&f, url, NULL);
+    struct bk_reply a = acquire(&f, "gc", LEASE_A, 5000, "alice");
+    CHECK_EQ_INT(a.code, LK_OK);
+    CHECK(a.fencing_token > 0);
+    CHECK(a.fencing_token < (1LL << 53));
+    CHECK_EQ_INT(a.ttl_ms, 5000);
+    struct bk_reply b = acquire(&f, "gc", LEASE_B, 5000, "bob");
+    CHECK_EQ_INT(b.code, LK_LOCKED);
+    CHECK_STR(b.holder.owner, "alice");
+    CHECK_EQ_INT(b.holder.fencing_token, a.fencing_token);
+    CHECK(b.holder.expires_in_ms > 4000 && b.holder.expires_in_ms <= 5000);
+    CHECK(!b.holder.lock_delay);
+    struct bk_info i = inspect(&f, "gc");
+    CHECK_EQ_INT(i.code, LK_OK);
+    CHECK(i.held);
+    CHECK_STR(i.holder.owner, "alice");
+    CHECK_EQ_INT(i.holder.fencing_token, a.fencing_token);
+    i = inspect(&f, "gc-free");
+    CHECK_EQ_INT(i.code, LK_OK);
+    CHECK(!i.held);
+    /* keys share the {name} hash tag under the prefix, with a PX ttl */
+    CHECK(strstr(th_redis_cli(&R, "PTTL t:{gc}"), "-") == NULL);
+    CHECK(atoll(th_redis_cli(&R, "EXISTS t:{gc}:fence")) == 1);
+    fx_close(&f);
+}
+
+static void t_owner_checks(void)
+{
+    char url[128];
+    struct fx f;
+    url_of(&R, NULL, url, sizeof(url));
+    fx_open(&f, url, NULL);
+    struct bk_reply a = acquire(&f, "oc", LEASE_A, 3000, "alice");
+    CHECK_EQ_INT(a.code, LK_OK);
+    struct bk_reply r = renew(&f, "oc", LEASE_B, 9000);
+    CHECK_EQ_INT(r.code, LK_HELD_BY_OTHER);
+    CHECK_STR(r.holder.owner, "alice");
+    r = release(&f, "oc", LEASE_B, 0);
+    CHECK_EQ_INT(r.code, LK_HELD_BY_OTHER);
+    CHECK(inspect(&f, "oc").held);
+    r = renew(&f, "oc", LEASE_A, 8000);
+    CHECK_EQ_INT(r.code, LK_OK);
+    CHECK_EQ_INT(r.fencing_token, a.fencing_token); /* renew keeps the token */
+    CHECK_EQ_INT(r.ttl_ms, 8000);
+    CHECK(inspect(&f, "oc").holder.expires_in_ms > 7000);
+    r = renew(&f, "oc", LEASE_A, 0); /* 0 = the ttl last given */
+    CHECK_EQ_INT(r.code, LK_OK);
+    CHECK_EQ_INT(r.ttl_ms, 8000);
+    r = release(&f, "oc", LEASE_A, 0);
+    CHECK_EQ_INT(r.code, LK_OK);
+    CHECK_EQ_INT(r.fencing_token, a.fencing_token);
+    CHECK(!inspect(&f, "oc").held);
+    CHECK_EQ_INT(renew(&f, "oc", LEASE_A, 1000).code, LK_NOT_HELD);
+    CHECK_EQ_INT(release(&f, "oc", LEASE_A, 0).code, LK_NOT_HELD);
+    /* a 300 ms lease frees itself */
+    CHECK_EQ_INT(acquire(&f, "oc", LEASE_A, 300, "").code, LK_OK);
+    CHECK_EQ_INT(acquire(&f, "oc", LEASE_B, 300, "").code, LK_LOCKED);
+    th_sleep_ms(400);
+    CHECK_EQ_INT(acquire(&f, "oc", LEASE_B, 300, "").code, LK_OK);
+    fx_close(&f);
+}
+
+static void t_one_command_per_op(void)
+{
+    char url[128];
+    struct fx f;
+    url_of(&R, NULL, url, sizeof(url));
+    fx_open(&f, url, NULL);
+    CHECK(wait_node(&f, true, 2000));
+    run_for(&f, 50); /* let the connection's hello settle */
+    long long t0 = redis_total(&R), e0 = th_redis_calls(&R, "evalsha");
+    CHECK_EQ_INT(acquire(&f, "one", LEASE_A, 5000, "").code, LK_OK);
+    CHECK_EQ_INT(renew(&f, "one", LEASE_A, 5000).code, LK_OK);
+    CHECK_EQ_INT(release(&f, "one", LEASE_A, 0).code, LK_OK);
+    long long t1 = redis_total(&R), e1 = th_redis_calls(&R, "evalsha");
+    CHECK_EQ_INT(e1 - e0, 3);
+    /* three operations plus our own two INFO calls: nothing else was sent */
+    CHECK_EQ_INT(t1 - t0, 3 + 2);
+    fx_close(&f);
+}
+
+static void t_noscript_fallback(void)
+{
+    char url[128];
+    struct fx f;
+    url_of(&R, NULL, url, sizeof(url));
+    fx_open(&f, url, NULL);
+    th_redis_cli(&R, "SCRIPT FLUSH");
+    long long v0 = th_redis_calls(&R, "eval");
+    CHECK_EQ_INT(acquire(&f, "ns", LEASE_A, 5000, "").code, LK_OK);
+    CHECK_EQ_INT(th_redis_calls(&R, "eval") - v0, 1);
+    long long e0 = th_redis_calls(&R, "evalsha");
+    CHECK_EQ_INT(acquire(&f, "ns2", LEASE_A, 5000, "").code, LK_OK); /* EVAL cached it again */
+    CHECK_EQ_INT(th_redis_calls(&R, "evalsha") - e0, 1);
+    CHECK_EQ_INT(th_redis_calls(&R, "eval") - v0, 1);
+    /* each other script falls back once too, and answers right */
+    CHECK_EQ_INT(release(&f, "ns", LEASE_A, 0).code, LK_OK);
+    CHECK_EQ_INT(release(&f, "ns", LEASE_A, 0).code, LK_NOT_HELD);
+    CHECK_EQ_INT(th_redis_calls(&R, "eval") - v0, 2);
+    fx_close(&f);
+}
+
+static void t_lock_delay(void)
+{
+    char url[128];
+    struct fx f;
+    url_of(&R, NULL, url, sizeof(url));
+    fx_open(&f, url, NULL);
+    CHECK_EQ_INT(acquire(&f, "ld", LEASE_A, 5000, "").code, LK_OK);
+    CHECK_EQ_INT(release(&f, "ld", LEASE_A, 500).code, LK_OK);
+    struct bk_reply b = acquire(&f, "ld", LEASE_B, 5000, "");
+    CHECK_EQ_INT(b.code, LK_LOCKED);
+    CHECK(b.holder.lock_delay);
+    CHECK(b.holder.expires_in_ms > 0 && b.holder.expires_in_ms <= 500);
+    struct bk_info i = inspect(&f, "ld");
+    CHECK(!i.held);
+    CHECK(i.holder.lock_delay);
+    th_sleep_ms(550);
+    CHECK_EQ_INT(acquire(&f, "ld", LEASE_B, 5000, "").code, LK_OK);
+    /* a clean release (delay 0) leaves no delay */
+    CHECK_EQ_INT(release(&f, "ld", LEASE_B, 0).code, LK_OK);
+    CHECK_EQ_INT(acquire(&f, "ld", LEASE_A, 5000, "").code, LK_OK);
+    fx_close(&f);
+}
+
+static void t_fencing_across_data_loss(void)
+{
+    char url[128];
+    struct fx f;
+    url_of(&R, NULL, url, sizeof(url));
+    fx_open(&f, url, NULL);
+    int64_t last = 0;
+    for (int round = 0; round < 3; round++) {
+        for (int i = 0; i < 5; i++) {
+            struct bk_reply a = acquire(&f, "fence", LEASE_A, 5000, "");
+            CHECK_EQ_INT(a.code, LK_OK);
+            CHECK(a.fencing_token > last);
+            last = a.fencing_token;
+            CHECK_EQ_INT(release(&f, "fence", LEASE_A, 0).code, LK_OK);
+        }
+        th_redis_cli(&R, "FLUSHALL"); /* a non-persistent Redis restarting loses the counter */
+    }
+    CHECK(last < (1LL << 53));
+    fx_close(&f);
+}
+
+struct batch_res {
+    bool done;
+    int calls;
+    size_t n;
+};
+
+static void on_batch(void *arg, struct bk_renew_item *items, size_t n)
+{
+    (void)items;
+    struct batch_res *x = arg;
+    x->calls++;
+    x->n = n;
+    x->done = true;
+}
+
+struct many {
+    int pending;
+    int ok;
+};
+
+static void on_many(void *arg, const struct bk_reply *r)
+{
+    struct many *m = arg;
+    m->pending--;
+    if (r->code == LK_OK)
+        m->ok++;
+}
+
+static void t_renew_many(void)
+{
+    enum { N = 10000 };
+    char url[128];
+    struct fx f;
+    url_of(&R, NULL, url, sizeof(url));
+    fx_open(&f, url, NULL);
+    CHECK(wait_node(&f, true, 2000));
+    static char names[N][24];
+    static struct bk_renew_item items[N];
+    struct many m = {0, 0};
+    for (int i = 0; i < N; i++) {
+        snprintf(names[i], sizeof(names[i]), "many-%d", i);
+        struct bk_acquire a = {names[i], LEASE_A, "", 5000, true};
+        m.pending++;
+        /* pipelined on one connection, 500 in flight at a time so that the
+         * burst stays inside the 500 ms deadline even under ASan */
+        enum lk_code rc = f.be.ops->acquire(f.be.state, f.lp, &a, on_many, &m);
+        CHECK(rc == LK_AGAIN || rc == LK_OK);
+        int64_t end = th_now_ms() + 5000;
+        while ((i % 500 == 499 || i == N - 1) && m.pending > 0 && th_now_ms() < end)
+            run_for(&f, 5);
+    }
+    CHECK_EQ_INT(m.pending, 0);
+    CHECK_EQ_INT(m.ok, N);
+    for (int i = 0; i < N; i++) {
+        items[i].name = names[i];
+        items[i].lease = i % 1000 == 7 ? LEASE_B : LEASE_A; /* some are not ours */
+        items[i].ttl_ms = i % 2 ? 20000 : 0;
+        items[i].result = LK_INTERNAL;
+    }
+    items[N - 1].name = "many-never-acquired";
+    long long e0 = th_redis_calls(&R, "evalsha"), t0 = redis_total(&R);
+    struct batch_res x = {false, 0, 0};
+    enum lk_code rc = f.be.ops->renew_many(f.be.state, f.lp, items, N, on_batch, &x);
+    CHECK_EQ_INT(rc, LK_AGAIN);
+    CHECK(run_until(&f, &x.done, 10000));
+    CHECK_EQ_INT(x.calls, 1);
+    CHECK_EQ_INT(x.n, N);
+    long long cmds = redis_total(&R) - t0 - 1;
+    printf("# renew_many of %d leases: %lld redis commands (%lld EVALSHA)\n", N, cmds,
+           th_redis_calls(&R, "evalsha") - e0);
+    CHECK(cmds < 200);
+    for (int i = 0; i < N; i++) {
+        enum lk_code want = i == N - 1 ? LK_NOT_HELD : i % 1000 == 7 ? LK_HELD_BY_OTHER : LK_OK;
+        CHECK_EQ_INT(items[i].result, want);
+    }
+    CHECK(inspect(&f, "many-1").holder.expires_in_ms > 15000);
+    CHECK(inspect(&f, "many-2").holder.expires_in_ms <= 5000);
+    /* an empty batch answers at once */
+    x.done = false;
+    x.calls = 0;
+    CHECK_EQ_INT(f.be.ops->renew_many(f.be.state, f.lp, items, 0, on_batch, &x), LK_OK);
+    CHECK_EQ_INT(x.calls, 1);
+    fx_close(&f);
+}
+
+struct list_res {
+    bool done;
+    int found;
+    char cursor[64];
+    bool end;
+    enum lk_code code;
+};
+
+static void on_list(void *arg, enum lk_code code, const struct bk_entry *e, size_t n,
+                    const char *next)
+{
+    struct list_res *x = arg;
+    x->code = code;
+    for (size_t i = 0; i < n; i++) {
+        CHECK(strncmp(e[i].name, "ls-", 3) == 0);
+        CHECK_STR(e[i].holder.owner, "lister");
+        CHECK(e[i].holder.fencing_token > 0);
+        x->found++;
+    }
+    x->end = next == NULL;
+    snprintf(x->cursor, sizeof(x->cursor), "%s", next ? next : "");
+    x->done = true;
+}
+
+static void t_list(void)
+{
+    char url[128];
+    struct fx f;
+    url_of(&R, NULL, url, sizeof(url));
+    fx_open(&f, url, NULL);
+    char name[32];
+    for (int i = 0; i < 25; i++) {
+        snprintf(name, sizeof(name), "ls-%d", i);
+        CHECK_EQ_INT(acquire(&f, name, LEASE_A, 5000, "lister").code, LK_OK);
+    }
+    CHECK_EQ_INT(acquire(&f, "lsx", LEASE_A, 5000, "other").code, LK_OK);
+    CHECK_EQ_INT(release(&f, "ls-0", LEASE_A, 1000).code, LK_OK); /* delayed: not held */
+    struct list_res x;
+    memset(&x, 0, sizeof(x));
+    int pages = 0;
+    do {
+        x.done = false;
+        enum lk_code rc = f.be.ops->list(f.be.state, f.lp, "ls-", x.cursor, 10, on_list, &x);
+        CHECK(rc == LK_AGAIN || rc == LK_OK);
+        CHECK(run_until(&f, &x.done, 5000));
+        CHECK_EQ_INT(x.code, LK_OK);
+        pages++;
+    } while (!x.end && pages < 1000);
+    CHECK_EQ_INT(x.found, 24);
+    x.done = false;
+    CHECK_EQ_INT(f.be.ops->list(f.be.state, f.lp, "ls-", "not-a-cursor", 10, on_list, &x), LK_OK);
+    CHECK_EQ_INT(x.code, LK_INVALID);
+    fx_close(&f);
+}
+
+/* ---- pub/sub ---- */
+
+static pthread_mutex_t hook_mu = PTHREAD_MUTEX_INITIALIZER;
+static char hook_last[LK_NAME_MAX + 1];
+static int hook_count;
+
+static void on_release_hook(void *arg, const char *name)
+{
+    (void)arg;
+    pthread_mutex_lock(&hook_mu);
+    snprintf(hook_last, sizeof(hook_last), "%s", name);
+    hook_count++;
+    pthread_mutex_unlock(&hook_mu);
+}
+
+static bool hook_saw(void *arg)
+{
+    pthread_mutex_lock(&hook_mu);
+    bool yes = strcmp(hook_last, (const char *)arg) == 0;
+    pthread_mutex_unlock(&hook_mu);
+    return yes;
+}
+
+static bool subscribed(void *arg)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "PUBSUB NUMSUB t:released:{%s}", (const char *)arg);
+    const char *out = th_redis_cli(&R, cmd);
+    const char *nl = strchr(out, '\n');
+    return nl != NULL && atoi(nl + 1) >= 1;
+}
+
+static bool unsubscribed(void *arg) { return !subscribed(arg); }
+
+static void t_pubsub(void)
+{
+    char url[128];
+    struct fx f, g; /* g plays a second lockd process on the same Redis */
+    url_of(&R, NULL, url, sizeof(url));
+    fx_open(&f, url, NULL);
+    fx_open(&g, url, NULL);
+    f.be.ops->set_release_hook(f.be.state, on_release_hook, NULL);
+    f.be.ops->watch(f.be.state, "ps", true);
+    CHECK(th_wait_for(subscribed, (void *)"ps", 3000));
+    CHECK_EQ_INT(acquire(&g, "ps", LEASE_A, 5000, "").code, LK_OK);
+    CHECK_EQ_INT(release(&g, "ps", LEASE_A, 0).code, LK_OK);
+    CHECK(th_wait_for(hook_saw, (void *)"ps", 1000));
+    /* after a subscriber reconnect, watched names are subscribed again */
+    th_redis_cli(&R, "CLIENT KILL TYPE pubsub");
+    CHECK(th_wait_for(subscribed, (void *)"ps", 3000));
+    pthread_mutex_lock(&hook_mu);
+    hook_last[0] = '\0';
+    pthread_mutex_unlock(&hook_mu);
+    CHECK_EQ_INT(acquire(&g, "ps", LEASE_A, 5000, "").code, LK_OK);
+    CHECK_EQ_INT(release(&g, "ps", LEASE_A, 0).code, LK_OK);
+    CHECK(th_wait_for(hook_saw, (void *)"ps", 1000));
+    f.be.ops->watch(f.be.state, "ps", false);
+    CHECK(th_wait_for(unsubscribed, (void *)"ps", 3000));
+    fx_close(&g);
+    fx_close(&f);
+}
+
+/* ---- faults ---- */
+
+static void t_redis_killed_and_restarted(void)
+{
+    struct th_redis r;
+    th_redis_start(&r, 0, NULL);
+    char url[128];
+    struct fx f;
+    url_of(&r, NULL, url, sizeof(url));
+    fx_open(&f, url, NULL);
+    CHECK_EQ_INT(acquire(&f, "kill", LEASE_A, 60000, "").code, LK_OK);
+    th_redis_stop(&r);
+    int64_t t0 = th_now_ms();
+    for (int i = 0; i < 5; i++) {
+        struct bk_reply b = acquire(&f, "kill2", LEASE_B, 5000, "");
+        CHECK_EQ_INT(b.code, LK_BACKEND_DOWN); /* never LK_OK while it is down */
+        CHECK_EQ_INT(renew(&f, "kill", LEASE_A, 5000).code, LK_BACKEND_DOWN);
+        CHECK_EQ_INT(inspect(&f, "kill").code, LK_BACKEND_DOWN);
+    }
+    CHECK(th_now_ms() - t0 < 5 * TIMEOUT_MS);
+    CHECK(wait_node(&f, false, 2000));
+    struct bk_node n;
+    f.be.ops->nodes(f.be.state, &n, 1);
+    printf("# down reason: %s\n", n.reason);
+    CHECK(n.reason[0] != '\0');
+    th_redis_start(&r, r.port, NULL); /* same port, empty data */
+    int64_t t1 = th_now_ms();
+    enum lk_code code = LK_BACKEND_DOWN;
+    while (code != LK_OK && th_now_ms() - t1 < 5000) {
+        code = acquire(&f, "kill3", LEASE_A, 5000, "").code;
+        if (code != LK_OK)
+            run_for(&f, 20);
+    }
+    CHECK_EQ_INT(code, LK_OK);
+    printf("# acquire works again %lld ms after restart\n", (long long)(th_now_ms() - t1));
+    CHECK(wait_node(&f, true, 2000));
+    fx_close(&f);
+    th_redis_stop(&r);
+}
+
+static void t_redis_hung(void)
+{
+    struct th_redis r;
+    th_redis_start(&r, 0, NULL);
+    char url[128];
+    struct fx f;
+    url_of(&r, NULL, url, sizeof(url));
+    fx_open(&f, url, NULL);
+    CHECK_EQ_INT(acquire(&f, "hung", LEASE_A, 5000, "").code, LK_OK);
+    kill(r.pid, SIGSTOP); /* accepts nothing, answers nothing */
+    struct res x;
+    memset(&x, 0, sizeof(x));
+    struct bk_acquire a = {"hung2", LEASE_B, "", 5000, false};
+    int64_t t0 = th_now_ms();
+    CHECK_EQ_INT(f.be.ops->acquire(f.be.state, f.lp, &a, on_done, &x), LK_AGAIN);
+    CHECK(run_until(&f, &x.done, 5000));
+    int64_t took = th_now_ms() - t0;
+    CHECK_EQ_INT(x.r.code, LK_BACKEND_DOWN);
+    CHECK(took >= TIMEOUT_MS - 50 && took < TIMEOUT_MS + 300);
+    run_for(&f, 300); /* the late NULL reply must not call back twice */
+    CHECK_EQ_INT(x.calls, 1);
+    kill(r.pid, SIGCONT);
+    int64_t t1 = th_now_ms();
+    enum lk_code code = LK_BACKEND_DOWN;
+    while (code != LK_OK && th_now_ms() - t1 < 5000) {
+        code = acquire(&f, "hung3", LEASE_A, 5000, "").code;
+        if (code != LK_OK)
+            run_for(&f, 20);
+    }
+    CHECK_EQ_INT(code, LK_OK);
+    fx_close(&f);
+    th_redis_stop(&r);
+}
+
+static void t_unreachable_at_startup(void)
+{
+    struct th_redis r;
+    th_redis_start(&r, 0, NULL);
+    int port = r.port;
+    th_redis_stop(&r);
+    char url[128];
+    struct fx f;
+    url_of(&r, NULL, url, sizeof(url));
+    fx_open(&f, url, NULL); /* starts anyway: not ready until Redis answers */
+    CHECK(!node_up(&f));
+    CHECK_EQ_INT(acquire(&f, "late", LEASE_A, 5000, "").code, LK_BACKEND_DOWN);
+    th_redis_start(&r, port, NULL);
+    CHECK(wait_node(&f, true, 3000));
+    CHECK_EQ_INT(acquire(&f, "late", LEASE_A, 5000, "").code, LK_OK);
+    fx_close(&f);
+    th_redis_stop(&r);
+}
+
+static void t_auth(void)
+{
+    static const char *const extra[] = {"requirepass s3cret",
+                                        "user alice on >alicepw ~* &* +@all", NULL};
+    struct th_redis r;
+    th_redis_start(&r, 0, extra);
+    char url[160], err[256];
+    struct fx f;
+    struct lk_config cfg;
+    struct backend be;
+
+    url_of(&r, ":s3cret", url, sizeof(url));
+    fx_open(&f, url, NULL);
+    CHECK_EQ_INT(acquire(&f, "auth", LEASE_A, 5000, "").code, LK_OK);
+    fx_close(&f);
+
+    url_of(&r, "alice:alicepw", url, sizeof(url)); /* ACL user */
+    fx_open(&f, url, NULL);
+    CHECK_EQ_INT(acquire(&f, "auth2", LEASE_A, 5000, "").code, LK_OK);
+    fx_close(&f);
+
+    url_of(&r, ":wrong", url, sizeof(url));
+    cfg_make(&cfg, url, NULL);
+    err[0] = '\0';
+    CHECK_EQ_INT(backend_redis_new(&cfg, &be, err, sizeof(err)), LK_INVALID);
+    printf("# wrong password: %s\n", err);
+    CHECK(strstr(err, "authenticate") != NULL);
+    CHECK(strstr(err, "wrong") == NULL); /* the password never appears */
+    config_free(&cfg);
+
+    url_of(&r, "alice:nope", url, sizeof(url));
+    cfg_make(&cfg, url, NULL);
+    CHECK_EQ_INT(backend_redis_new(&cfg, &be, err, sizeof(err)), LK_INVALID);
+    config_free(&cfg);
+
+    url_of(&r, NULL, url, sizeof(url));
+    cfg_make(&cfg, url, NULL);
+    CHECK_EQ_INT(backend_redis_new(&cfg, &be, err, sizeof(err)), LK_INVALID);
+    printf("# no password: %s\n", err);
+    CHECK(strstr(err, "password") != NULL);
+    config_free(&cfg);
+    th_redis_stop(&r);
+}
+
+static void t_bad_urls(void)
+{
+    static const char *const bad[] = {"http://127.0.0.1:6379", "redis://", "redis://h:0",
+                                      "redis://h:99999", "redis://h:6379/x", "rediss://h:6379",
+                                      "redis://a:b@h:1,redis://c:2", "redis://u:%zz@h:1", NULL};
+    for (int i = 0; bad[i] != NULL; i++) {
+        struct lk_config cfg;
+        struct backend be;
+        char err[256] = "";
+        cfg_make(&cfg, bad[i], NULL);
+        CHECK_EQ_INT(backend_redis_new(&cfg, &be, err, sizeof(err)), LK_INVALID);
+        CHECK(err[0] != '\0');
+        config_free(&cfg);
+    }
+}
+
+static void t_select_db(void)
+{
+    char url[128];
+    struct fx f;
+    snprintf(url, sizeof(url), "redis://127.0.0.1:%d/3", R.port);
+    fx_open(&f, url, NULL);
+    CHECK_EQ_INT(acquire(&f, "db3", LEASE_A, 5000, "").code, LK_OK);
+    CHECK_EQ_INT(atoll(th_redis_cli(&R, "-n 3 EXISTS t:{db3}")), 1);
+    CHECK_EQ_INT(atoll(th_redis_cli(&R, "EXISTS t:{db3}")), 0);
+    /* ping answers */
+    struct res x;
+    memset(&x, 0, sizeof(x));
+    settle(&f, f.be.ops->ping(f.be.state, f.lp, on_done, &x), &x);
+    CHECK_EQ_INT(x.r.code, LK_OK);
+    fx_close(&f);
+}
+
+static struct th_redis *replica_of;
+
+static bool replica_linked(void *arg)
+{
+    (void)arg;
+    /* online = synced and acking offsets, which WAIT counts */
+    return strstr(th_redis_cli(replica_of, "INFO replication"), "state=online") != NULL;
+}
+
+static void t_wait_replicas(void)
+{
+    struct th_redis prim, rep;
+    th_redis_start(&prim, 0, NULL);
+    char line[64];
+    snprintf(line, sizeof(line), "replicaof 127.0.0.1 %d", prim.port);
+    const char *const extra[] = {line, NULL};
+    th_redis_start(&rep, 0, extra);
+    replica_of = &prim;
+    CHECK(th_wait_for(replica_linked, NULL, 5000));
+    char url[128];
+    struct fx f;
+    url_of(&prim, NULL, url, sizeof(url));
+    fx_open(&f, url, "1");
+    CHECK_EQ_INT(acquire(&f, "rep", LEASE_A, 5000, "").code, LK_OK);
+    th_redis_stop(&rep);
+    struct bk_reply b = acquire(&f, "rep2", LEASE_A, 5000, "");
+    CHECK_EQ_INT(b.code, LK_BACKEND_DOWN); /* not on enough replicas: undone, not granted */
+    run_for(&f, 100);
+    CHECK(!inspect(&f, "rep2").held);
+    fx_close(&f);
+    th_redis_stop(&prim);
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    th_redis_start(&R, 0, NULL);
+    TH_RUN(t_bad_urls);
+    TH_RUN(t_grant_and_conflict);
+    TH_RUN(t_owner_checks);
+    TH_RUN(t_one_command_per_op);
+    TH_RUN(t_noscript_fallback);
+    TH_RUN(t_lock_delay);
+    TH_RUN(t_fencing_across_data_loss);
+    TH_RUN(t_list);
+    TH_RUN(t_renew_many);
+    TH_RUN(t_pubsub);
+    TH_RUN(t_select_db);
+    TH_RUN(t_auth);
+    TH_RUN(t_unreachable_at_startup);
+    TH_RUN(t_redis_killed_and_restarted);
+    TH_RUN(t_redis_hung);
+    TH_RUN(t_wait_replicas);
+    th_redis_stop(&R);
+    return th_done();
+}
