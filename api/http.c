@@ -42,6 +42,8 @@ struct http_worker {
     ev_timer mhd_timer;
     ev_prepare prep;
     bool need_run;
+    unsigned conn_limit; /* this daemon's share of max_connections */
+    bool full;           /* reached conn_limit: MHD stopped listening */
     uint64_t req_seq;
 };
 
@@ -64,10 +66,29 @@ struct lk_loop *http_loop_at(struct http_server *s, int i) { return s->w[i].lp; 
 
 /* ---- driving MHD from libev ---- */
 
+static unsigned mhd_connections(struct MHD_Daemon *d)
+{
+    const union MHD_DaemonInfo *di =
+        MHD_get_daemon_info(d, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
+    return di != NULL ? di->num_connections : 0;
+}
+
 static void mhd_drive(struct http_worker *wk)
 {
     wk->need_run = false;
     MHD_run(wk->d);
+    /* At its connection limit MHD takes the listening socket out of its epoll
+     * set, and puts it back only at the start of a later run. When this run
+     * freed slots, run once more: nothing else would wake us for the clients
+     * waiting in the backlog, and lockd would stop accepting for good. */
+    if (mhd_connections(wk->d) >= wk->conn_limit) {
+        wk->full = true;
+    } else if (wk->full) {
+        wk->full = false;
+        MHD_run(wk->d);
+        if (mhd_connections(wk->d) >= wk->conn_limit)
+            wk->full = true;
+    }
     MHD_UNSIGNED_LONG_LONG ms;
     ev_timer_stop(loop_ev(wk->lp), &wk->mhd_timer);
     if (MHD_get_timeout(wk->d, &ms) == MHD_YES) {
@@ -537,6 +558,7 @@ static int start_daemon(struct http_worker *wk, char *err, size_t errlen)
     const struct lk_config *cfg = wk->srv->cfg;
     unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG | MHD_USE_TURBO;
     unsigned limit = (unsigned)((cfg->max_connections + wk->srv->n - 1) / wk->srv->n);
+    wk->conn_limit = limit;
     struct MHD_OptionItem opts[16];
     int n = 0;
     opts[n++] = (struct MHD_OptionItem){MHD_OPTION_LISTEN_SOCKET, wk->lfd, NULL};

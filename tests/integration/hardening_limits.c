@@ -1,0 +1,364 @@
+/*
+ * hardening_limits.c - no input can stall or bloat lockd: 500 slowloris
+ * connections (partial requests, then silence) while a normal client
+ * acquires and releases within 1 s; connection_timeout_ms closes stalled
+ * connections; max_connections turns extra connections away and recovers;
+ * max_body_bytes answers 413 body_too_large for Content-Length and for
+ * chunked bodies; oversized headers are refused and lockd keeps serving;
+ * GET /locks never returns more than 1000 locks per request.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+
+#include "tests/lib/harness.h"
+
+static struct th_client *cl;
+
+static int raw_connect(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0)
+        th_fail(__FILE__, __LINE__, "socket: %s", strerror(errno));
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0)
+        th_fail(__FILE__, __LINE__, "connect: %s", strerror(errno));
+    return fd;
+}
+
+static void send_all(int fd, const char *p, size_t len)
+{
+    while (len > 0) {
+        ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+        if (n <= 0)
+            return; /* the server may close early (413): the answer tells */
+        p += n;
+        len -= (size_t)n;
+    }
+}
+
+/* Reads until EOF or a whole Content-Length framed response, within
+ * timeout_ms. Returns the status (0 if none) and the text in buf. */
+static int raw_response(int fd, char *buf, size_t cap, int timeout_ms, bool *closed)
+{
+    size_t got = 0;
+    int64_t end = th_now_ms() + timeout_ms;
+    *closed = false;
+    buf[0] = '\0';
+    for (;;) {
+        char *eoh = strstr(buf, "\r\n\r\n");
+        if (eoh != NULL) {
+            const char *clen = strcasestr(buf, "\r\nContent-Length:");
+            size_t body = clen ? (size_t)strtoul(clen + 17, NULL, 10) : 0;
+            if (got >= (size_t)(eoh + 4 - buf) + body)
+                break;
+        }
+        int64_t left = end - th_now_ms();
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (left <= 0 || poll(&p, 1, (int)left) <= 0)
+            break;
+        ssize_t n = recv(fd, buf + got, cap - 1 - got, 0);
+        if (n <= 0) {
+            *closed = true;
+            break;
+        }
+        got += (size_t)n;
+        buf[got] = '\0';
+    }
+    int status = 0;
+    if (sscanf(buf, "HTTP/1.%*d %d", &status) != 1)
+        status = 0;
+    return status;
+}
+
+static void raise_nofile(void)
+{
+    struct rlimit rl;
+    CHECK(getrlimit(RLIMIT_NOFILE, &rl) == 0);
+    rl.rlim_cur = rl.rlim_max;
+    CHECK(setrlimit(RLIMIT_NOFILE, &rl) == 0);
+    if (rl.rlim_cur < 700)
+        th_fail(__FILE__, __LINE__, "need 700 file descriptors, the hard limit is %llu",
+                (unsigned long long)rl.rlim_max);
+}
+
+static void test_slowloris(void)
+{
+    struct th_lockd l;
+    th_lockd_start(&l, NULL, NULL); /* defaults: max_connections 10000, 30 s timeout */
+    enum { N = 500 };
+    static int fds[N];
+    static const char *partial[] = {
+        "POST /locks/slow HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Le",
+        "POST /locks/slow HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n{\"ttl_",
+        "GET /locks/sl",
+        "POST /locks/slow HTTP/1.1\r\nTransfer-Encoding: chunked\r\nHost: x\r\n\r\n5\r\n{\"tt",
+    };
+    for (int i = 0; i < N; i++) {
+        fds[i] = raw_connect(l.port);
+        send_all(fds[i], partial[i % 4], strlen(partial[i % 4]));
+    }
+    /* Let lockd accept and read them all before the normal client comes. */
+    th_sleep_ms(200);
+    struct th_client *c = th_client_new();
+    char url[128];
+    snprintf(url, sizeof(url), "%s/locks/normal", l.url);
+    for (int round = 0; round < 3; round++) {
+        int64_t t0 = th_now_ms();
+        struct th_resp r;
+        th_http(c, "POST", url, "{\"ttl_ms\":5000}", NULL, &r);
+        CHECK_EQ_INT(r.status, 200);
+        char hdr[80];
+        snprintf(hdr, sizeof(hdr), "Lock-Lease: %s", th_jstr(&r, "lease"));
+        th_resp_free(&r);
+        const char *hs[] = {hdr, NULL};
+        th_http(c, "DELETE", url, NULL, hs, &r);
+        CHECK_EQ_INT(r.status, 200);
+        th_resp_free(&r);
+        int64_t took = th_now_ms() - t0;
+        if (took >= 1000)
+            th_fail(__FILE__, __LINE__, "acquire+release took %lld ms beside %d slow clients",
+                    (long long)took, N);
+    }
+    th_client_free(c);
+    /* The slow clients are still connected (nothing was dropped to serve). */
+    int open = 0;
+    for (int i = 0; i < N; i++) {
+        char b;
+        if (recv(fds[i], &b, 1, MSG_DONTWAIT | MSG_PEEK) < 0 && errno == EAGAIN)
+            open++;
+        close(fds[i]);
+    }
+    CHECK(open >= N - 5);
+    CHECK(kill(l.pid, 0) == 0);
+    th_lockd_kill(&l, SIGTERM);
+}
+
+static void test_connection_timeout(void)
+{
+    struct th_lockd l;
+    const char *args[] = {"--connection_timeout_ms", "1000", NULL};
+    th_lockd_start(&l, args, NULL);
+    int fd = raw_connect(l.port);
+    send_all(fd, "GET /healthz HTTP/1.1\r\nHo", 25);
+    int64_t t0 = th_now_ms();
+    char buf[4096];
+    bool closed;
+    raw_response(fd, buf, sizeof(buf), 5000, &closed);
+    int64_t took = th_now_ms() - t0;
+    CHECK(closed);
+    if (took < 500 || took > 3500)
+        th_fail(__FILE__, __LINE__, "a stalled connection was closed after %lld ms, want ~1000",
+                (long long)took);
+    close(fd);
+    th_lockd_kill(&l, SIGTERM);
+}
+
+static void test_max_connections(void)
+{
+    struct th_lockd l;
+    const char *args[] = {"--threads", "1", "--max_connections", "4", NULL};
+    th_lockd_start(&l, args, NULL);
+    int fds[4];
+    char buf[4096];
+    bool closed;
+    for (int i = 0; i < 4; i++) {
+        fds[i] = raw_connect(l.port);
+        send_all(fds[i], "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", 35);
+        CHECK_EQ_INT(raw_response(fds[i], buf, sizeof(buf), 3000, &closed), 200);
+    }
+    /* The fifth is turned away: closed, not answered, not left hanging. */
+    int extra = raw_connect(l.port);
+    send_all(extra, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", 35);
+    int st = raw_response(extra, buf, sizeof(buf), 3000, &closed);
+    CHECK(st != 200);
+    close(extra);
+    /* Freed slots serve again. */
+    for (int i = 0; i < 4; i++)
+        close(fds[i]);
+    th_sleep_ms(100);
+    struct th_resp r;
+    char url[128];
+    snprintf(url, sizeof(url), "%s/healthz", l.url);
+    struct th_client *c = th_client_new();
+    th_http(c, "GET", url, NULL, NULL, &r);
+    CHECK_EQ_INT(r.status, 200);
+    th_resp_free(&r);
+    th_client_free(c);
+    th_lockd_kill(&l, SIGTERM);
+}
+
+static void expect_413(const char *text, bool json)
+{
+    if (strstr(text, "HTTP/1.1 413") != text)
+        th_fail(__FILE__, __LINE__, "want 413, got: %.200s", text);
+    if (json) {
+        const char *body = strstr(text, "\r\n\r\n");
+        CHECK(body != NULL);
+        json_t *o = json_loads(body + 4, 0, NULL);
+        CHECK(o != NULL);
+        CHECK_STR(json_string_value(json_object_get(o, "error")), "body_too_large");
+        CHECK(json_string_value(json_object_get(o, "message")) != NULL);
+        json_decref(o);
+    }
+}
+
+static void test_body_limit(void)
+{
+    struct th_lockd l;
+    const char *args[] = {"--max_body_bytes", "1024", NULL};
+    th_lockd_start(&l, args, NULL);
+    char url[128];
+    snprintf(url, sizeof(url), "%s/locks/bodies", l.url);
+    struct th_resp r;
+    /* Exactly the limit: read and parsed (it is not JSON: 400, not 413). */
+    char *body = malloc(4096);
+    memset(body, ' ', 1024);
+    body[0] = 'x';
+    body[1024] = '\0';
+    th_http(cl, "POST", url, body, NULL, &r);
+    CHECK_EQ_INT(r.status, 400);
+    CHECK_STR(th_jerr(&r), "invalid_json");
+    th_resp_free(&r);
+    /* One byte over, with Content-Length. */
+    memset(body, ' ', 1025);
+    body[1025] = '\0';
+    th_http(cl, "POST", url, body, NULL, &r);
+    CHECK_EQ_INT(r.status, 413);
+    CHECK_STR(th_jerr(&r), "body_too_large");
+    th_resp_free(&r);
+    /* A huge Content-Length is answered before the body is sent. */
+    int fd = raw_connect(l.port);
+    const char *hdr = "POST /locks/bodies HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999\r\n\r\n";
+    send_all(fd, hdr, strlen(hdr));
+    char buf[8192];
+    bool closed;
+    raw_response(fd, buf, sizeof(buf), 3000, &closed);
+    expect_413(buf, true);
+    close(fd);
+    /* Chunked, 5 x 1000 bytes: discarded as it comes, then 413. */
+    fd = raw_connect(l.port);
+    hdr = "POST /locks/bodies HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
+    send_all(fd, hdr, strlen(hdr));
+    memset(body, 'a', 1000);
+    for (int i = 0; i < 5; i++) {
+        send_all(fd, "3e8\r\n", 5);
+        send_all(fd, body, 1000);
+        send_all(fd, "\r\n", 2);
+    }
+    send_all(fd, "0\r\n\r\n", 5);
+    raw_response(fd, buf, sizeof(buf), 3000, &closed);
+    expect_413(buf, true);
+    close(fd);
+    /* Chunked under the limit still works. */
+    fd = raw_connect(l.port);
+    send_all(fd, hdr, strlen(hdr));
+    const char *small = "e\r\n{\"ttl_ms\":5000\r\n1\r\n}\r\n0\r\n\r\n";
+    send_all(fd, small, strlen(small));
+    CHECK_EQ_INT(raw_response(fd, buf, sizeof(buf), 3000, &closed), 200);
+    close(fd);
+    free(body);
+    CHECK(kill(l.pid, 0) == 0);
+    th_lockd_kill(&l, SIGTERM);
+}
+
+static void test_header_limit(void)
+{
+    struct th_lockd l;
+    th_lockd_start(&l, NULL, NULL);
+    /* 64 KiB of headers: over libmicrohttpd's per-connection memory (32 KiB). */
+    size_t big = 64 * 1024;
+    char *req = malloc(big + 256);
+    int n = snprintf(req, 256, "GET /locks/h HTTP/1.1\r\nHost: x\r\nX-Big: ");
+    memset(req + n, 'b', big);
+    memcpy(req + n + big, "\r\n\r\n", 5);
+    int fd = raw_connect(l.port);
+    send_all(fd, req, strlen(req));
+    char buf[8192];
+    bool closed;
+    int st = raw_response(fd, buf, sizeof(buf), 3000, &closed);
+    /* libmicrohttpd 0.9.75 answers this itself (431, or 413 in older
+     * releases) with its own small HTML page, before lockd sees the request:
+     * the API has no hook for a JSON body here. What matters: refused. */
+    if (st != 431 && st != 413)
+        th_fail(__FILE__, __LINE__, "oversized headers: status %d: %.200s", st, buf);
+    close(fd);
+    free(req);
+    /* Headers just under the limit are fine. */
+    struct th_resp r;
+    char url[128], hbuf[8200];
+    snprintf(url, sizeof(url), "%s/healthz", l.url);
+    snprintf(hbuf, sizeof(hbuf), "X-Medium: %0*d", 8000, 0);
+    const char *hs[] = {hbuf, NULL};
+    th_http(cl, "GET", url, NULL, hs, &r);
+    CHECK_EQ_INT(r.status, 200);
+    th_resp_free(&r);
+    CHECK(kill(l.pid, 0) == 0);
+    th_lockd_kill(&l, SIGTERM);
+}
+
+static void test_list_limit(void)
+{
+    struct th_lockd l;
+    th_lockd_start(&l, NULL, NULL);
+    char url[160];
+    struct th_resp r;
+    for (int i = 0; i < 1003; i++) {
+        snprintf(url, sizeof(url), "%s/locks/many-%04d", l.url, i);
+        th_http(cl, "POST", url, NULL, NULL, &r);
+        CHECK_EQ_INT(r.status, 200);
+        th_resp_free(&r);
+    }
+    snprintf(url, sizeof(url), "%s/locks?limit=1001", l.url);
+    th_http(cl, "GET", url, NULL, NULL, &r);
+    CHECK_EQ_INT(r.status, 400);
+    CHECK_STR(th_jerr(&r), "invalid_field");
+    th_resp_free(&r);
+    snprintf(url, sizeof(url), "%s/locks?limit=1000&prefix=many-", l.url);
+    th_http(cl, "GET", url, NULL, NULL, &r);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK_EQ_INT(json_array_size(json_object_get(r.json, "locks")), 1000);
+    const char *next = th_jstr(&r, "next_cursor");
+    CHECK(next != NULL);
+    char cursor[600];
+    snprintf(cursor, sizeof(cursor), "%s", next);
+    th_resp_free(&r);
+    /* The rest on the next page; the default page is 100. */
+    char *esc = curl_escape(cursor, 0);
+    snprintf(url, sizeof(url), "%s/locks?limit=1000&prefix=many-&cursor=%s", l.url, esc);
+    curl_free(esc);
+    th_http(cl, "GET", url, NULL, NULL, &r);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK_EQ_INT(json_array_size(json_object_get(r.json, "locks")), 3);
+    th_resp_free(&r);
+    snprintf(url, sizeof(url), "%s/locks", l.url);
+    th_http(cl, "GET", url, NULL, NULL, &r);
+    CHECK_EQ_INT(json_array_size(json_object_get(r.json, "locks")), 100);
+    th_resp_free(&r);
+    th_lockd_kill(&l, SIGKILL); /* 1003 held locks: nothing to drain */
+}
+
+int main(void)
+{
+    raise_nofile();
+    cl = th_client_new();
+    TH_RUN(test_slowloris);
+    TH_RUN(test_connection_timeout);
+    TH_RUN(test_max_connections);
+    TH_RUN(test_body_limit);
+    TH_RUN(test_header_limit);
+    TH_RUN(test_list_limit);
+    th_client_free(cl);
+    return th_done();
+}
