@@ -210,14 +210,10 @@ static void view_of(struct session *s, struct eng_session_view *v, const char **
     v->expires_at_ms = lk_wall_ms() + (s->deadline_ms - lk_now_ms());
     v->owner = s->owner;
     size_t n = 0;
-    int64_t now = lk_now_ms();
     struct sess_lock *sl, *tmp;
     HASH_ITER(sh, s->locks, sl, tmp)
     {
-        /* Never report a lock kept that may be gone: a lease whose expiry
-         * passed while renewals failed is left out (the watchdog moves it
-         * to lost on its next pass). */
-        if (n < cap && sl->expires_ms > now)
+        if (n < cap)
             names[n++] = sl->name;
     }
     v->locks = names;
@@ -260,6 +256,23 @@ enum lk_code engine_session_create(struct engine *e, int64_t ttl_ms, const char 
     return LK_OK;
 }
 
+/* Never report a lock kept that may be gone: a lease whose expiry (as of
+ * its last confirmed renewal) passed is lost now, even if the watchdog has
+ * not come round to it yet (retries against a backend that is down, a
+ * max_hold_ms cap that clipped its last renewal). Under smu. */
+static void lose_expired(struct engine *e, struct session *s, int64_t now)
+{
+    struct sess_lock *sl, *tmp;
+    HASH_ITER(sh, s->locks, sl, tmp)
+    {
+        if (sl->expires_ms > now)
+            continue;
+        bool capped = sl->hold_until_ms > 0 && now >= sl->hold_until_ms;
+        mark_lost(e, sl, capped ? "max_hold_ms reached" : "lease expired before a renewal succeeded");
+        free_if_unreferenced(sl);
+    }
+}
+
 enum lk_code engine_session_get(struct engine *e, const char *id, bool touch, eng_session_fn done,
                                 void *arg)
 {
@@ -273,8 +286,10 @@ enum lk_code engine_session_get(struct engine *e, const char *id, bool touch, en
         done(arg, &v);
         return LK_OK;
     }
+    int64_t now = lk_now_ms();
     if (touch)
-        s->deadline_ms = lk_now_ms() + s->ttl_ms;
+        s->deadline_ms = now + s->ttl_ms;
+    lose_expired(e, s, now);
     size_t cap = HASH_CNT(sh, s->locks);
     const char **names = lk_malloc((cap ? cap : 1) * sizeof(*names));
     view_of(s, &v, names, cap);
@@ -687,7 +702,8 @@ void sessions_free_all(struct engine *e)
         HASH_DEL(e->sessions, s);
         s->dead = true;
     }
-    e->held = NULL; /* the same objects are in renew_heap or were freed */
+    /* The same objects are in renew_heap or were freed: drop the table only. */
+    HASH_CLEAR(hh, e->held);
     for (size_t i = 0; i < e->renew_heap.len; i++)
         free(e->renew_heap.items[i].ptr);
     for (size_t i = 0; i < e->sess_heap.len; i++) {
