@@ -15,6 +15,7 @@
 #include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <arpa/inet.h>
@@ -408,6 +409,105 @@ static void test_cross_lockd_handoff(void)
     printf("# cross-lockd release->grant: worst of 8 rounds %lld ms\n", (long long)worst);
 }
 
+/* A name whose queue on B empties and fills again many times a second
+ * (wait_ms 1 on a held lock: subscribe, time out, unsubscribe, ...) must
+ * keep B alive and still subscribed: a release on A then wakes B's waiter
+ * at once, not at the holder's expiry. With and without another name
+ * keeping B's subscriber connection subscribed meanwhile. */
+static void churn(bool anchored)
+{
+    enum { CAP = 20000, PAR = 4 };
+    char lease[40], alease[40];
+    grab(&la, "churn", "{\"ttl_ms\":30000}", lease);
+    struct pool anchor;
+    pool_init(&anchor, 1);
+    if (anchored) {
+        grab(&la, "anchor", "{\"ttl_ms\":30000}", alease);
+        pool_add(&anchor, &lb, "anchor", "{\"wait_ms\":20000}");
+        wait_queued(&lb, "anchor", 1, 3000);
+    }
+    struct pool p;
+    pool_init(&p, CAP);
+    int64_t end = th_now_ms() + 1500;
+    for (int i = 0; i < PAR; i++)
+        pool_add(&p, &lb, "churn", "{\"wait_ms\":1}");
+    while (th_now_ms() < end && p.n < CAP - PAR) {
+        int k = pool_poll(&p, 100, NULL, 0);
+        for (int i = 0; i < k && p.n < CAP; i++)
+            pool_add(&p, &lb, "churn", "{\"wait_ms\":1}");
+    }
+    pool_drain(&p, 3000);
+    CHECK_EQ_INT(p.ndone, p.n);
+    for (int i = 0; i < p.n; i++)
+        CHECK_EQ_INT(p.w[i].status, 409);
+    printf("# churn%s: %d short waits on B\n", anchored ? " (anchored)" : "", p.n);
+    pool_free(&p);
+    CHECK(kill(lb.pid, 0) == 0);
+    pool_init(&p, 1);
+    pool_add(&p, &lb, "churn", "{\"wait_ms\":10000}");
+    wait_queued(&lb, "churn", 1, 3000);
+    th_sleep_ms(30);
+    int64_t t0 = th_now_ms();
+    release(&la, "churn", lease);
+    int i = one_grant(&p, 5000);
+    printf("# churn%s: then granted on B %lld ms after the release on A\n",
+           anchored ? " (anchored)" : "", (long long)(p.w[i].t_done - t0));
+    CHECK(p.w[i].t_done - t0 < 500);
+    release(&lb, "churn", rw_str(&p.w[i], "lease"));
+    pool_free(&p);
+    if (anchored) {
+        release(&la, "anchor", alease);
+        i = one_grant(&anchor, 3000);
+        release(&lb, "anchor", rw_str(&anchor.w[i], "lease"));
+    }
+    pool_free(&anchor);
+}
+
+static void test_subscription_churn(void)
+{
+    churn(false);
+    churn(true);
+}
+
+/* B's queue for a name empties (a wait_ms 1 waiter times out: unsubscribe)
+ * and a new waiter comes right after (subscribe again); the release on A
+ * follows within 0-0.6 ms, often before B's SUBSCRIBE is in force. B must
+ * not miss it: the holder's ttl is 3 s, so a missed message shows as a late
+ * grant. Gaps and delays are swept over the rounds. */
+static void test_resubscribe_race(void)
+{
+    enum { ROUNDS = 90 };
+    int64_t worst = 0;
+    char lease[40];
+    for (int round = 0; round < ROUNDS; round++) {
+        grab(&la, "resub", "{\"ttl_ms\":3000}", lease);
+        struct pool p;
+        pool_init(&p, 2);
+        int s = pool_add(&p, &lb, "resub", "{\"wait_ms\":1}");
+        pool_poll(&p, 2000, NULL, 0);
+        CHECK(p.w[s].done && p.w[s].status == 409);
+        struct timespec gap = {0, (long)(round % 3) * 300000L};
+        nanosleep(&gap, NULL);
+        int w = pool_add(&p, &lb, "resub", "{\"wait_ms\":5000}");
+        struct timespec delay = {0, (long)(round / 3 % 15) * 40000L};
+        nanosleep(&delay, NULL);
+        int64_t t0 = th_now_ms();
+        release(&la, "resub", lease);
+        int i = one_grant(&p, 5000);
+        CHECK_EQ_INT(i, w);
+        int64_t dt = p.w[i].t_done - t0;
+        if (dt > worst)
+            worst = dt;
+        if (dt >= 1000)
+            th_fail(__FILE__, __LINE__, "round %d: granted %lld ms after the release", round,
+                    (long long)dt);
+        release(&lb, "resub", rw_str(&p.w[i], "lease"));
+        pool_free(&p);
+    }
+    printf("# resubscribe race: worst release->grant of %d rounds %lld ms\n", ROUNDS,
+           (long long)worst);
+}
+
 /* 20 waiters (10 on each lockd) on a held lock for 2 s: Redis sees a small
  * constant number of commands, not waiters x time. */
 static void test_no_polling_storm(void)
@@ -790,6 +890,8 @@ int main(void)
 
     RUN(test_cross_lockd_handoff);
     RUN(test_no_polling_storm);
+    RUN(test_subscription_churn);
+    RUN(test_resubscribe_race);
     RUN(test_lost_message);
     RUN(test_session_and_timeout_redis);
     RUN(test_session_and_timeout_memory);
