@@ -17,11 +17,12 @@ CFLAGS  ?= -O2 -g
 CPPFLAGS_ALL = -I. -Ibuild/gen -DLOCKD_VERSION='"$(VERSION)"' $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 LDLIBS_ALL   = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lev -lpthread -lm
 SANFLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
+TSANFLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=thread
 
 DEB_PKGS := build-essential pkg-config libmicrohttpd-dev libjansson-dev libhiredis-dev libev-dev \
             libcmocka-dev libcurl4-openssl-dev uthash-dev libgnutls28-dev redis-server \
             redis-tools curl clang nodejs npm valgrind nginx etcd-server etcd-client \
-            gnutls-bin man-db
+            gnutls-bin man-db openssl
 
 LIB_SRC  := $(filter-out server/main.c,$(wildcard server/*.c)) $(wildcard api/*.c) $(wildcard config/*.c)
 LUA      := $(wildcard server/scripts/*.lua)
@@ -31,7 +32,7 @@ UNIT     := $(patsubst tests/unit/%.c,%,$(wildcard tests/unit/*.c))
 INTEG    := $(patsubst tests/integration/%.c,%,$(wildcard tests/integration/*.c))
 BENCH    := $(patsubst bench/%.c,%,$(wildcard bench/*.c))
 
-.PHONY: all deps run test test-fast test-san lint unit-% clean bench check-deps fuzz fuzz-build test-fuzz format
+.PHONY: all deps run test test-fast test-san lint unit-% clean bench check-deps fuzz fuzz-build test-fuzz test-valgrind test-tsan format
 all: build/lockd build/lockctl
 
 # --- code generation: Lua scripts become C strings (server/scripts is the only copy)
@@ -66,6 +67,7 @@ endef
 
 $(eval $(call flavour,build,$(CFLAGS)))
 $(eval $(call flavour,build/san,$(SANFLAGS)))
+$(eval $(call flavour,build/tsan,$(TSANFLAGS)))
 
 # --- fuzzing (libFuzzer, clang): tests/fuzz/fuzz_*.c against the library
 # objects (never main), built with ASan+UBSan. Seeds live in
@@ -138,11 +140,38 @@ run:
 	./build/lockd --backend memory
 
 # --- tests: lint, then the suite normally, then under ASan/UBSan
+# Then: the integration suite against lockd under valgrind memcheck, the
+# concurrency tests against a ThreadSanitizer lockd, and each fuzz target for
+# FUZZ_TEST_SECS. Added CI time on 2 cores: valgrind ~1 min, tsan build + run
+# ~1 min, fuzz build ~1 min + 3 x 60 s.
 test: lint check-deps
 	$(MAKE) build/tests
 	tests/run.sh build
 	$(MAKE) build/san/tests
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 tests/run.sh build/san
+	$(MAKE) test-valgrind
+	$(MAKE) test-tsan
+	$(MAKE) test-fuzz
+
+# lockd under memcheck for the integration programs tests/valgrind.sh names.
+test-valgrind: build/tests
+	tests/valgrind.sh
+
+# The concurrent-client suites against build/tsan/lockd; a race report
+# (halt_on_error) stops lockd, fails the suite, and is printed from build/tsan/report.*.
+TSAN_PROGS ?= api_locks hardening_limits
+test-tsan: build/tests build/tsan/lockd
+	@rm -f build/tsan/report.*
+	@set -e; for p in $(TSAN_PROGS); do \
+	  echo "  TSAN  $$p"; \
+	  TH_TIME_SCALE=5 LOCKD_BIN=$(CURDIR)/build/tsan/lockd \
+	  TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1 log_path=$(CURDIR)/build/tsan/report" \
+	  timeout 600 build/tests/integration/$$p >build/tsan/$$p.log 2>&1 \
+	    || { tail -20 build/tsan/$$p.log; cat build/tsan/report.* 2>/dev/null | head -120; exit 1; }; \
+	done
+	@if ls build/tsan/report.* >/dev/null 2>&1; then cat build/tsan/report.* | head -120; \
+	  echo "tsan: race reports above"; exit 1; fi
+	@echo "tsan: $(words $(TSAN_PROGS)) suites, no race reports"
 
 test-fast: build/tests
 	tests/run.sh build

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# valgrind.sh - runs integration programs against lockd under valgrind
+# memcheck (make test-valgrind). Each lockd writes its own report; the run
+# fails on any memcheck error (invalid read/write, uninitialised use, bad free)
+# or definite/indirect leak in a lockd that exited by itself (SIGTERM), or
+# when an integration program fails. tests/valgrind.supp silences only known
+# issues inside libraries. Timing-bound programs (hardening_limits: 1 s
+# budgets) are left to the native and ASan runs.
+set -u
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
+progs=${VALGRIND_PROGS:-"api_locks hardening_ops hardening_auth_tls"}
+out=$repo/build/valgrind
+rm -rf "$out" && mkdir -p "$out"
+cat >"$out/lockd" <<WRAP
+#!/bin/sh
+exec valgrind --tool=memcheck --leak-check=full --show-leak-kinds=definite,indirect \\
+  --errors-for-leak-kinds=definite,indirect --error-exitcode=99 --num-callers=30 \\
+  --suppressions=$repo/tests/valgrind.supp --log-file=$out/vg.%p.log \\
+  $repo/build/lockd "\$@"
+WRAP
+chmod +x "$out/lockd"
+fail=0; pass=0
+for p in $progs; do
+    start=$SECONDS
+    if TH_TIME_SCALE=20 LOCKD_BIN=$out/lockd timeout 900 "build/tests/integration/$p" >"$out/$p.log" 2>&1; then
+        echo "PASS valgrind/$p ($((SECONDS - start))s)"; pass=$((pass + 1))
+    else
+        echo "FAIL valgrind/$p ($((SECONDS - start))s)"; tail -20 "$out/$p.log" | sed 's/^/    /'; fail=$((fail + 1))
+    fi
+done
+# Every report: no errors; exited ones must say so (ERROR SUMMARY: 0).
+bad=0
+for f in "$out"/vg.*.log; do
+    [ -e "$f" ] || continue
+    if grep -qE 'ERROR SUMMARY: [1-9]|Invalid (read|write|free)|uninitialised|Mismatched free' "$f"; then
+        echo "valgrind: errors in $f:"; grep -A25 -m3 -E 'Invalid|uninitialised|definitely lost in|indirectly lost in|Mismatched' "$f" | head -80 | sed 's/^/    /'
+        bad=$((bad + 1))
+    fi
+done
+n=$(ls "$out"/vg.*.log 2>/dev/null | wc -l)
+clean=$(grep -l 'ERROR SUMMARY: 0 errors' "$out"/vg.*.log 2>/dev/null | wc -l)
+echo "valgrind: $n lockd runs, $clean checked to exit, $bad with errors"
+[ "$n" -gt 0 ] && [ "$clean" -gt 0 ] || { echo "valgrind: no lockd ran to completion under memcheck"; fail=$((fail + 1)); }
+[ "$bad" -eq 0 ] || fail=$((fail + 1))
+echo "valgrind: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
