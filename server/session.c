@@ -494,6 +494,7 @@ static void reap(struct engine *e, int64_t now)
 
 struct batch {
     struct engine *e;
+    struct batch *next; /* batches of one watchdog pass, until sent */
     size_t n;
     int64_t sent_ms;
     struct sess_lock **locks;
@@ -548,78 +549,78 @@ static void batch_done(void *arg, struct bk_renew_item *items, size_t n)
     free(b);
 }
 
+/* One pass over the renewal heap under smu, then the backend calls without
+ * it. A single pass: a lease that a synchronous answer (or an immediate
+ * LK_BACKEND_DOWN) puts back in the heap is not taken again in this tick. */
 static void watchdog(struct engine *e, int64_t now)
 {
+    struct batch *batches = NULL, *b = NULL;
+    char (*expired)[2][LK_NAME_MAX + 1] = NULL;
+    size_t nexpired = 0;
     bool due = false; /* something fell due: sweep the nearly due along */
+    pthread_mutex_lock(&e->smu);
     for (;;) {
-        struct batch *b = NULL;
-        char (*expired)[2][LK_NAME_MAX + 1] = NULL;
-        size_t nexpired = 0;
-        pthread_mutex_lock(&e->smu);
-        for (;;) {
-            const struct heap_item *top = heap_top(&e->renew_heap);
-            if (top == NULL)
-                break;
-            struct sess_lock *sl = top->ptr;
-            if (top->key <= now) {
-                due = true;
-            } else if (!due || top->key > now + sl->ttl_ms / 6) {
-                /* Renewing up to ttl/6 early only lengthens the lease, and
-                 * lets leases that fall due at nearby ticks share this
-                 * cycle's round trips (10,000 leases: ~50 EVALSHA per cycle
-                 * instead of one per tick). Nothing is due: no cycle. */
-                break;
-            }
-            heap_pop(&e->renew_heap);
-            sl->in_heap = false;
-            if (sl->dead) {
+        const struct heap_item *top = heap_top(&e->renew_heap);
+        if (top == NULL)
+            break;
+        struct sess_lock *sl = top->ptr;
+        if (top->key <= now) {
+            due = true;
+        } else if (!due || top->key > now + sl->ttl_ms / 6) {
+            /* Renewing up to ttl/6 early only lengthens the lease, and lets
+             * leases that fall due at nearby ticks share this cycle's round
+             * trips (10,000 leases: ~50 EVALSHA per cycle instead of one per
+             * tick). Nothing is due: no cycle. */
+            break;
+        }
+        heap_pop(&e->renew_heap);
+        sl->in_heap = false;
+        if (sl->dead) {
+            free_if_unreferenced(sl);
+            continue;
+        }
+        int64_t ttl = sl->ttl_ms;
+        if (sl->hold_until_ms > 0) {
+            /* max_hold_ms: renew only up to the deadline, then let go. */
+            if (now >= sl->hold_until_ms) {
+                /* Free it for others too: the lease may outlive the cap. */
+                expired = lk_realloc(expired, (nexpired + 1) * sizeof(*expired));
+                memcpy(expired[nexpired][0], sl->name, sizeof(sl->name));
+                memcpy(expired[nexpired][1], sl->lease, sizeof(sl->lease));
+                nexpired++;
+                mark_lost(e, sl, "max_hold_ms reached");
                 free_if_unreferenced(sl);
                 continue;
             }
-            int64_t ttl = sl->ttl_ms;
-            if (sl->hold_until_ms > 0) {
-                /* max_hold_ms: renew only up to the deadline, then let go. */
-                if (now >= sl->hold_until_ms) {
-                    /* Free it for others too: the lease may outlive the cap. */
-                    expired = lk_realloc(expired, (nexpired + 1) * sizeof(*expired));
-                    memcpy(expired[nexpired][0], sl->name, sizeof(sl->name));
-                    memcpy(expired[nexpired][1], sl->lease, sizeof(sl->lease));
-                    nexpired++;
-                    mark_lost(e, sl, "max_hold_ms reached");
-                    free_if_unreferenced(sl);
-                    continue;
-                }
-                if (sl->hold_until_ms - now < ttl)
-                    ttl = sl->hold_until_ms - now;
-            }
-            if (b == NULL) {
-                b = lk_calloc(1, sizeof(*b));
-                b->e = e;
-                b->sent_ms = now;
-                b->locks = lk_malloc(WATCHDOG_BATCH * sizeof(*b->locks));
-                b->items = lk_malloc(WATCHDOG_BATCH * sizeof(*b->items));
-            }
-            sl->in_flight = true;
-            b->locks[b->n] = sl;
-            b->items[b->n].name = sl->name;
-            b->items[b->n].lease = sl->lease;
-            b->items[b->n].ttl_ms = ttl;
-            b->items[b->n].result = LK_BACKEND_DOWN;
-            b->n++;
-            if (b->n == WATCHDOG_BATCH)
-                break;
+            if (sl->hold_until_ms - now < ttl)
+                ttl = sl->hold_until_ms - now;
         }
-        pthread_mutex_unlock(&e->smu);
-        for (size_t i = 0; i < nexpired; i++)
-            engine_release_bg(e, e->jloop, expired[i][0], expired[i][1], 0);
-        free(expired);
-        if (b == NULL)
-            return;
-        size_t n = b->n;
-        enum lk_code c = e->bk.ops->renew_many(e->bk.state, e->jloop, b->items, n, batch_done, b);
-        (void)c;
-        if (n < WATCHDOG_BATCH)
-            return;
+        if (b == NULL || b->n == WATCHDOG_BATCH) {
+            b = lk_calloc(1, sizeof(*b));
+            b->e = e;
+            b->sent_ms = now;
+            b->locks = lk_malloc(WATCHDOG_BATCH * sizeof(*b->locks));
+            b->items = lk_malloc(WATCHDOG_BATCH * sizeof(*b->items));
+            b->next = batches;
+            batches = b;
+        }
+        sl->in_flight = true;
+        b->locks[b->n] = sl;
+        b->items[b->n].name = sl->name;
+        b->items[b->n].lease = sl->lease;
+        b->items[b->n].ttl_ms = ttl;
+        b->items[b->n].result = LK_BACKEND_DOWN;
+        b->n++;
+    }
+    pthread_mutex_unlock(&e->smu);
+    for (size_t i = 0; i < nexpired; i++)
+        engine_release_bg(e, e->jloop, expired[i][0], expired[i][1], 0);
+    free(expired);
+    while (batches != NULL) {
+        b = batches;
+        batches = b->next; /* b may be freed inside renew_many */
+        enum lk_code c = e->bk.ops->renew_many(e->bk.state, e->jloop, b->items, b->n, batch_done, b);
+        (void)c; /* batch_done runs either way */
     }
 }
 
