@@ -105,6 +105,8 @@ struct rb {
     struct rconn *sub;
     bool startup_up;
     char startup_reason[128];
+    bool logged_up; /* the node state last logged */
+    char logged_reason[128];
     bk_release_fn hook;
     void *hook_arg;
 
@@ -224,20 +226,53 @@ static void argb_channel(struct argb *b, const struct rb *bk, const char *name)
 
 /* ---------------------------------------------------------------- status */
 
+/* Under bk->mu: the node is up while every connection to it is up. */
+static bool node_state(const struct rb *bk, const char **reason)
+{
+    bool any = false, up = true;
+    *reason = NULL;
+    for (int i = 0; i < RB_MAX_LOOPS + 1; i++) {
+        const struct rconn *c = i < RB_MAX_LOOPS ? bk->conns[i] : bk->sub;
+        if (c == NULL)
+            continue;
+        any = true;
+        if (!c->up && *reason == NULL) {
+            up = false;
+            *reason = c->reason;
+        }
+    }
+    if (!any) {
+        up = bk->startup_up;
+        *reason = bk->startup_reason;
+    }
+    if (up || *reason == NULL)
+        *reason = up ? "" : "down";
+    return up;
+}
+
+/* Logs the node's transitions once, not once per connection. */
 static void set_status(struct rconn *c, bool up, const char *reason)
 {
     struct rb *bk = c->bk;
+    char said[128];
+    int say = 0; /* 1: down (why), 2: up again */
     pthread_mutex_lock(&bk->mu);
-    bool changed = c->up != up || strcmp(c->reason, reason) != 0;
     c->up = up;
     snprintf(c->reason, sizeof(c->reason), "%s", reason);
+    const char *why;
+    bool node_up = node_state(bk, &why);
+    if (!c->closing &&
+        (node_up != bk->logged_up || (!node_up && strcmp(why, bk->logged_reason) != 0))) {
+        bk->logged_up = node_up;
+        snprintf(bk->logged_reason, sizeof(bk->logged_reason), "%s", why);
+        snprintf(said, sizeof(said), "%s", why);
+        say = node_up ? 2 : 1;
+    }
     pthread_mutex_unlock(&bk->mu);
-    if (!changed || c->closing)
-        return;
-    if (up)
-        lk_log(LK_INFO, "redis '%s' is reachable%s", bk->addr, c->is_sub ? " (subscriber)" : "");
-    else
-        lk_log(LK_WARN, "cannot use redis '%s': %s", bk->addr, reason);
+    if (say == 1)
+        lk_log(LK_WARN, "cannot use redis '%s': %s", bk->addr, said);
+    else if (say == 2)
+        lk_log(LK_INFO, "redis '%s' answers again", bk->addr);
 }
 
 /* hiredis says "Connection refused"; our log lines are lowercase. */
@@ -1137,24 +1172,9 @@ static size_t rb_nodes(void *state, struct bk_node *out, size_t max)
     memset(out, 0, sizeof(*out));
     snprintf(out->addr, sizeof(out->addr), "%.127s", bk->addr);
     pthread_mutex_lock(&bk->mu);
-    bool any = false, up = true;
-    const char *reason = NULL;
-    for (int i = 0; i < RB_MAX_LOOPS + 1; i++) {
-        const struct rconn *c = i < RB_MAX_LOOPS ? bk->conns[i] : bk->sub;
-        if (c == NULL)
-            continue;
-        any = true;
-        if (!c->up && reason == NULL) {
-            up = false;
-            reason = c->reason;
-        }
-    }
-    if (!any) {
-        up = bk->startup_up;
-        reason = bk->startup_reason;
-    }
-    out->up = up;
-    snprintf(out->reason, sizeof(out->reason), "%s", up ? "" : reason ? reason : "down");
+    const char *why;
+    out->up = node_state(bk, &why);
+    snprintf(out->reason, sizeof(out->reason), "%s", why);
     pthread_mutex_unlock(&bk->mu);
     return 1;
 }
@@ -1278,17 +1298,9 @@ static void sub_connected(struct rconn *c)
             n = 0;
         }
     }
+    /* each confirmation wakes its name's waiters (on_message): only then is
+     * a release that happened while we were away sure to be noticed */
     sub_send(bk, "SUBSCRIBE", names, n);
-    pthread_mutex_lock(&bk->mu);
-    bk_release_fn fn = bk->hook;
-    void *arg = bk->hook_arg;
-    pthread_mutex_unlock(&bk->mu);
-    if (fn == NULL)
-        return;
-    HASH_ITER(hh, bk->watched, w, tmp)
-    {
-        fn(arg, w->name);
-    }
 }
 
 struct watch_msg {
@@ -1586,6 +1598,8 @@ enum lk_code backend_redis_new(const struct lk_config *cfg, struct backend *out,
     rc = startup_probe(bk, err, errlen);
     if (rc != LK_OK)
         goto fail;
+    bk->logged_up = bk->startup_up; /* startup_probe logged that already */
+    snprintf(bk->logged_reason, sizeof(bk->logged_reason), "%s", bk->startup_reason);
     bk->sub_lp = loop_new(-1);
     loop_post(bk->sub_lp, sub_init, bk); /* runs first thing on the new thread */
     if (pthread_create(&bk->sub_th, NULL, sub_main, bk) != 0) {
