@@ -73,24 +73,24 @@ profile_callgrind() {
     local name=$1; shift
     local cg=$OUT/callgrind.$name.out
     rm -f "$cg"
-    start_lockd valgrind --tool=callgrind --callgrind-out-file="$cg" --separate-threads=no -- "$@" ||
+    start_lockd valgrind --tool=callgrind --callgrind-out-file="$cg" --instr-atstart=no -- "$@" ||
         { log "$name: lockd under callgrind did not start"; return; }
-    # warm up, then zero the counters so start-up is not counted
+    # warm up, then collect only while the measured pairs run
     "$LOADGEN" --mode pairs --port "$LPORT" --clients "$CLIENTS" --secs 30 --max 500 >/dev/null
-    callgrind_control -z "$LPID" >/dev/null 2>&1
+    callgrind_control -i on "$LPID" >/dev/null 2>&1
     "$LOADGEN" --mode pairs --port "$LPORT" --clients "$CLIENTS" --secs 120 --max "$PAIRS" \
         --label "callgrind_$name" | tee "$OUT/callgrind.$name.result"
-    callgrind_control -d "$LPID" >/dev/null 2>&1
+    callgrind_control -i off "$LPID" >/dev/null 2>&1
     stop_pid "$LPID"
-    local dump
-    dump=$(ls -t "$cg"* 2>/dev/null | head -1)
+    local dump=$cg
     [[ -n $dump ]] || { log "$name: no callgrind output"; return; }
     local pairs
     pairs=$(sed -n 's/.* ops=\([0-9]*\).*/\1/p' "$OUT/callgrind.$name.result")
-    callgrind_annotate --inclusive=yes "$dump" 2>/dev/null | head -60 >"$OUT/callgrind.$name.inclusive.txt"
-    callgrind_annotate "$dump" 2>/dev/null | head -45 >"$OUT/callgrind.$name.self.txt"
+    callgrind_annotate --inclusive=yes --auto=no "$dump" 2>/dev/null | head -90 >"$OUT/callgrind.$name.inclusive.txt"
+    callgrind_annotate --inclusive=no --auto=no "$dump" 2>/dev/null | head -70 >"$OUT/callgrind.$name.self.txt"
+    callgrind_annotate --tree=caller --threshold=100 --auto=no "$dump" 2>/dev/null >"$OUT/callgrind.$name.callers.txt"
     local total
-    total=$(callgrind_annotate "$dump" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1; exit}')
+    total=$(callgrind_annotate --auto=no "$dump" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1; exit}')
     echo "callgrind $name: pairs=$pairs total_Ir=$total Ir_per_pair=$(awk -v t="${total:-0}" -v p="${pairs:-0}" 'BEGIN { if (p > 0) printf "%.0f", t / p }')" |
         tee -a "$OUT/summary.txt"
 }
@@ -120,11 +120,12 @@ profile_strace() {
 
 [[ -x $LOCKD && -x $LOADGEN ]] || { echo "build lockd and build/bench/loadgen first (make bench)" >&2; exit 1; }
 : >"$OUT/summary.txt"
-profile_callgrind memory --backend memory
-profile_strace memory --backend memory
+WHAT=${PROFILE_ONLY:-callgrind strace}
+[[ $WHAT == *callgrind* ]] && profile_callgrind memory --backend memory
+[[ $WHAT == *strace* ]] && profile_strace memory --backend memory
 if start_redis; then
-    profile_callgrind redis --redis "redis://127.0.0.1:$RPORT"
-    profile_strace redis --redis "redis://127.0.0.1:$RPORT"
+    [[ $WHAT == *callgrind* ]] && profile_callgrind redis --redis "redis://127.0.0.1:$RPORT"
+    [[ $WHAT == *strace* ]] && profile_strace redis --redis "redis://127.0.0.1:$RPORT"
     stop_pid "$RPID"
 fi
 log "summary in $OUT/summary.txt, callgrind tables in $OUT/callgrind.*.txt"
