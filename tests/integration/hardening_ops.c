@@ -191,7 +191,7 @@ static void parse_sample(struct expo *x, char *line, int lineno)
             val[vl] = '\0';
             p++;
             if (is_le) {
-                snprintf(sm.le, sizeof(sm.le), "%s", val);
+                snprintf(sm.le, sizeof(sm.le), "%.31s", val);
             } else {
                 lo += (size_t)snprintf(sm.labels_no_le + lo, sizeof(sm.labels_no_le) - lo,
                                        "%.*s=%s;", (int)ln, lname, val);
