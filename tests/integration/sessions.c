@@ -231,6 +231,45 @@ static bool try_acq_cond(void *arg)
     return st == 200;
 }
 
+/* A blocking acquire on its own thread and connection. */
+struct waiter_arg {
+    const struct srv *s;
+    const char *name;
+    const char *body; /* NULL: a plain 20 s wait */
+    long status;
+    char err[64];
+    char lease[40];
+    atomic_bool done;
+};
+
+static void *waiter_main(void *p)
+{
+    struct waiter_arg *w = p;
+    struct th_client *c = th_client_new();
+    struct th_resp r;
+    w->status = acq(c, w->s, w->name, w->body ? w->body : "{\"ttl_ms\":5000,\"wait_ms\":20000}",
+                    w->lease, NULL, &r);
+    snprintf(w->err, sizeof(w->err), "%s", th_jerr(&r) ? th_jerr(&r) : "");
+    th_resp_free(&r);
+    th_client_free(c);
+    atomic_store(&w->done, true);
+    return NULL;
+}
+
+static bool waiter_done(void *p) { return atomic_load(&((struct waiter_arg *)p)->done); }
+
+struct metric_is {
+    const struct srv *s;
+    const char *series;
+    long long v;
+};
+
+static bool metric_is(void *p)
+{
+    struct metric_is *m = p;
+    return metric(m->s, m->series) == m->v;
+}
+
 /* ---------------------------------------------------------------- tests */
 
 /* A 600 ms lease under a session heartbeated every 200 ms stays held for 5 s
@@ -291,6 +330,10 @@ static void check_expiry(struct srv *s)
     snprintf(body, sizeof(body), "{\"ttl_ms\":30000,\"session\":\"%s\"}", id);
     acq_ok(s, "exp1", body, NULL, NULL);
     acq_ok(s, "exp2", body, NULL, NULL);
+    /* A client blocked on exp2 is woken by the reaper's release. */
+    struct waiter_arg w = {.s = s, .name = "exp2", .body = "{\"ttl_ms\":5000,\"wait_ms\":5000}"};
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, waiter_main, &w) == 0);
     struct try_acq t = {.s = s, .name = "exp1"};
     if (!th_wait_for(try_acq_cond, &t, 3000))
         th_fail(__FILE__, __LINE__, "[%s] lock of an expired session never freed", s->tag);
@@ -299,7 +342,14 @@ static void check_expiry(struct srv *s)
         th_fail(__FILE__, __LINE__, "[%s] freed %lld ms after the last heartbeat (want 1000..1500)",
                 s->tag, (long long)took);
     CHECK_EQ_INT(t.other, 0);
-    CHECK_EQ_INT(acq(cl2, s, "exp2", "{\"ttl_ms\":5000}", NULL, NULL, NULL), 200);
+    CHECK(th_wait_for(waiter_done, &w, 500));
+    pthread_join(th, NULL);
+    CHECK_EQ_INT(w.status, 200);
+    if (th_now_ms() - t0 > 1600)
+        th_fail(__FILE__, __LINE__, "[%s] waiter woken %lld ms after the last heartbeat", s->tag,
+                (long long)(th_now_ms() - t0));
+    CHECK_EQ_INT(release(s, "exp2", w.lease, NULL), 200);
+    CHECK_EQ_INT(release(s, "exp1", t.lease, NULL), 200);
     struct th_resp r;
     CHECK_EQ_INT(sess_look(s, id, true, &r), 404);
     CHECK_STR(th_jerr(&r), "session_not_found");
@@ -327,6 +377,15 @@ static void check_end(struct srv *s)
     const char *names[] = {"end-a", "end-b", "end-c"};
     for (int i = 0; i < 3; i++)
         acq_ok(s, names[i], body, NULL, NULL);
+    /* This session also waits for a lock someone else holds. */
+    char other[40], wbody[200];
+    acq_ok(s, "end-w", "{\"ttl_ms\":10000}", other, NULL);
+    snprintf(wbody, sizeof(wbody), "{\"ttl_ms\":5000,\"wait_ms\":10000,\"session\":\"%s\"}", id);
+    struct waiter_arg w = {.s = s, .name = "end-w", .body = wbody};
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, waiter_main, &w) == 0);
+    struct metric_is mi = {s, "lockd_waiters", 1};
+    CHECK(th_wait_for(metric_is, &mi, 3000));
     char path[100];
     snprintf(path, sizeof(path), "/sessions/%s", id);
     struct th_resp r;
@@ -337,6 +396,12 @@ static void check_end(struct srv *s)
     for (int i = 0; i < 3; i++)
         CHECK(has_name(rel, names[i]));
     th_resp_free(&r);
+    /* Its blocked acquire ends too. */
+    CHECK(th_wait_for(waiter_done, &w, 2000));
+    pthread_join(th, NULL);
+    CHECK_EQ_INT(w.status, 404);
+    CHECK_STR(w.err, "session_not_found");
+    CHECK_EQ_INT(release(s, "end-w", other, NULL), 200);
     /* At once, and no lock-delay after a clean end. */
     for (int i = 0; i < 3; i++) {
         char lease[40];
@@ -833,41 +898,6 @@ static void test_watchdog_batches_10k(void)
 }
 
 /* ---------------------------------------------------------------- draining */
-
-struct waiter_arg {
-    const struct srv *s;
-    const char *name;
-    long status;
-    char err[64];
-    atomic_bool done;
-};
-
-static void *waiter_main(void *p)
-{
-    struct waiter_arg *w = p;
-    struct th_client *c = th_client_new();
-    struct th_resp r;
-    w->status = acq(c, w->s, w->name, "{\"ttl_ms\":5000,\"wait_ms\":20000}", NULL, NULL, &r);
-    snprintf(w->err, sizeof(w->err), "%s", th_jerr(&r) ? th_jerr(&r) : "");
-    th_resp_free(&r);
-    th_client_free(c);
-    atomic_store(&w->done, true);
-    return NULL;
-}
-
-static bool waiter_done(void *p) { return atomic_load(&((struct waiter_arg *)p)->done); }
-
-struct metric_is {
-    const struct srv *s;
-    const char *series;
-    long long v;
-};
-
-static bool metric_is(void *p)
-{
-    struct metric_is *m = p;
-    return metric(m->s, m->series) == m->v;
-}
 
 /* SIGTERM drains: new acquires and sessions get 503 shutting_down, a
  * blocked waiter too; heartbeats, renews and releases keep working; once the
