@@ -40,11 +40,11 @@ extern const char lk_lua_inspect[];
 extern const char lk_lua_list[];
 extern const char lk_lua_renew_many[];
 
-#define RB_MAX_LOOPS 256      /* loop_index() values we accept */
-#define RB_BATCH 200          /* leases per renew_many EVALSHA */
-#define RB_BACKOFF_MIN_MS 50  /* first reconnect delay (before jitter) */
+#define RB_MAX_LOOPS 256       /* loop_index() values we accept */
+#define RB_BATCH 200           /* leases per renew_many EVALSHA */
+#define RB_BACKOFF_MIN_MS 50   /* first reconnect delay (before jitter) */
 #define RB_BACKOFF_MAX_MS 1000 /* cap: a restarted Redis is found within ~1 s */
-#define RB_SUB_CHUNK 256      /* channels per SUBSCRIBE after a reconnect */
+#define RB_SUB_CHUNK 256       /* channels per SUBSCRIBE after a reconnect */
 
 enum { SC_ACQUIRE, SC_RENEW, SC_RELEASE, SC_INSPECT, SC_LIST, SC_RENEW_MANY, SC_COUNT };
 
@@ -66,8 +66,8 @@ struct rconn {
     redisAsyncContext *ac; /* NULL while down; never reused once it failed */
     enum rc_state state;
     bool is_sub;
-    bool closing;  /* detach/free in progress: no reconnect */
-    int attempt;   /* consecutive failures, for the backoff */
+    bool closing;   /* detach/free in progress: no reconnect */
+    int attempt;    /* consecutive failures, for the backoff */
     int hello_left; /* AUTH/SELECT replies still to come */
     uint64_t rng;
     int64_t last_err_log_ms;
@@ -605,8 +605,7 @@ static int cmd_send(struct rcmd *cmd)
     struct rconn *c = cmd->conn;
     if (c == NULL || c->ac == NULL)
         return -1;
-    if (redisAsyncCommandArgv(c->ac, on_reply, cmd, cmd->argc, cmd->argv, cmd->argvlen) !=
-        REDIS_OK)
+    if (redisAsyncCommandArgv(c->ac, on_reply, cmd, cmd->argc, cmd->argv, cmd->argvlen) != REDIS_OK)
         return -1;
     cmd->refs++;
     if (cmd->with_wait) {
@@ -821,8 +820,9 @@ static void handle_batch(struct rcmd *cmd, const redisReply *r)
         return;
     for (size_t i = 0; i < cmd->count; i++) {
         int64_t v = rint64(r->element[i]);
-        cmd->batch->items[cmd->first + i].result =
-            v == 1 ? LK_OK : v == 2 ? LK_HELD_BY_OTHER : LK_NOT_HELD;
+        cmd->batch->items[cmd->first + i].result = v == 1   ? LK_OK
+                                                   : v == 2 ? LK_HELD_BY_OTHER
+                                                            : LK_NOT_HELD;
     }
     cmd_mark_answered(cmd);
     batch_part_done(cmd->batch);
@@ -847,14 +847,27 @@ static void cmd_handle(struct rcmd *cmd, const redisReply *r)
     if (cmd->answered && cmd->kind != RK_ACQUIRE)
         return;
     switch (cmd->kind) {
-    case RK_ACQUIRE: handle_acquire(cmd, r); break;
+    case RK_ACQUIRE:
+        handle_acquire(cmd, r);
+        break;
     case RK_RENEW:
-    case RK_RELEASE: handle_renew_release(cmd, r); break;
-    case RK_INSPECT: handle_inspect(cmd, r); break;
-    case RK_LIST: handle_list(cmd, r); break;
-    case RK_BATCH: handle_batch(cmd, r); break;
-    case RK_PING: handle_ping(cmd, r); break;
-    case RK_UNDO: break;
+    case RK_RELEASE:
+        handle_renew_release(cmd, r);
+        break;
+    case RK_INSPECT:
+        handle_inspect(cmd, r);
+        break;
+    case RK_LIST:
+        handle_list(cmd, r);
+        break;
+    case RK_BATCH:
+        handle_batch(cmd, r);
+        break;
+    case RK_PING:
+        handle_ping(cmd, r);
+        break;
+    case RK_UNDO:
+        break;
     }
 }
 
@@ -1032,8 +1045,8 @@ static enum lk_code rb_renew(void *state, struct lk_loop *lp, const char *name, 
     return cmd_submit(cmd);
 }
 
-static enum lk_code rb_release(void *state, struct lk_loop *lp, const char *name,
-                               const char *lease, int64_t delay_ms, bk_done_fn done, void *arg)
+static enum lk_code rb_release(void *state, struct lk_loop *lp, const char *name, const char *lease,
+                               int64_t delay_ms, bk_done_fn done, void *arg)
 {
     struct rb *bk = state;
     struct rcmd *cmd = cmd_new(bk, conn_of(bk, lp), RK_RELEASE, SC_RELEASE);
@@ -1078,8 +1091,8 @@ static size_t glob_escape(char *out, const char *s)
     return o;
 }
 
-static enum lk_code rb_list(void *state, struct lk_loop *lp, const char *prefix,
-                            const char *cursor, size_t limit, bk_list_fn done, void *arg)
+static enum lk_code rb_list(void *state, struct lk_loop *lp, const char *prefix, const char *cursor,
+                            size_t limit, bk_list_fn done, void *arg)
 {
     struct rb *bk = state;
     const char *cur = cursor && cursor[0] ? cursor : "0";
@@ -1284,8 +1297,7 @@ static void sub_connected(struct rconn *c)
     const char *names[RB_SUB_CHUNK];
     size_t n = 0;
     struct watch_ent *w, *tmp;
-    HASH_ITER(hh, bk->watched, w, tmp)
-    {
+    HASH_ITER (hh, bk->watched, w, tmp) {
         w->unsub_inflight = false; /* a new connection: nothing in flight */
         if (w->refs <= 0) {
             HASH_DEL(bk->watched, w);
@@ -1380,8 +1392,7 @@ static void sub_fini(void *p)
     if (c != NULL)
         conn_free(c);
     struct watch_ent *w, *tmp;
-    HASH_ITER(hh, bk->watched, w, tmp)
-    {
+    HASH_ITER (hh, bk->watched, w, tmp) {
         HASH_DEL(bk->watched, w);
         free(w);
     }
@@ -1444,8 +1455,7 @@ static void resolve_host(struct rb *bk)
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
     if (getaddrinfo(bk->url.host, NULL, &hints, &res) != 0 || res == NULL) {
-        lk_log(LK_WARN, "cannot resolve redis host '%s' yet; will retry on connect",
-               bk->url.host);
+        lk_log(LK_WARN, "cannot resolve redis host '%s' yet; will retry on connect", bk->url.host);
         return;
     }
     char tmp[INET6_ADDRSTRLEN];
@@ -1463,7 +1473,8 @@ static void resolve_host(struct rb *bk)
  * reason, and the loops' connections keep retrying. */
 static enum lk_code startup_probe(struct rb *bk, char *err, size_t errlen)
 {
-    struct timeval tv = {(time_t)(bk->timeout_ms / 1000), (suseconds_t)(bk->timeout_ms % 1000) * 1000};
+    struct timeval tv = {(time_t)(bk->timeout_ms / 1000),
+                         (suseconds_t)(bk->timeout_ms % 1000) * 1000};
     redisContext *c = redisConnectWithTimeout(bk->connect_host, bk->url.port, tv);
     enum lk_code rc = LK_OK;
     redisReply *r = NULL;
@@ -1517,8 +1528,8 @@ static enum lk_code startup_probe(struct rb *bk, char *err, size_t errlen)
                          bk->addr);
                 rc = LK_INVALID;
             } else if (strncmp(r->str, "ERR Error compiling", 19) == 0) {
-                snprintf(err, errlen, "redis '%s' rejected script %s.lua: %s", bk->addr,
-                         s->name, r->str);
+                snprintf(err, errlen, "redis '%s' rejected script %s.lua: %s", bk->addr, s->name,
+                         r->str);
                 rc = LK_INTERNAL;
             } else {
                 lower_reason(bk->startup_reason, sizeof(bk->startup_reason), "", r->str);
@@ -1528,8 +1539,8 @@ static enum lk_code startup_probe(struct rb *bk, char *err, size_t errlen)
             goto out;
         }
         if (r->type != REDIS_REPLY_STRING || strcmp(r->str, s->sha) != 0) {
-            snprintf(err, errlen, "redis '%s' named script %s.lua differently than lockd",
-                     bk->addr, s->name);
+            snprintf(err, errlen, "redis '%s' named script %s.lua differently than lockd", bk->addr,
+                     s->name);
             rc = LK_INTERNAL;
             goto out;
         }
@@ -1541,8 +1552,7 @@ static enum lk_code startup_probe(struct rb *bk, char *err, size_t errlen)
     goto out;
 io_error:
     lower_reason(bk->startup_reason, sizeof(bk->startup_reason), "", c->errstr);
-    lk_log(LK_WARN, "cannot talk to redis '%s': %s; starting anyway", bk->addr,
-           bk->startup_reason);
+    lk_log(LK_WARN, "cannot talk to redis '%s': %s; starting anyway", bk->addr, bk->startup_reason);
 out:
     if (r != NULL)
         freeReplyObject(r);
@@ -1560,7 +1570,8 @@ enum lk_code backend_redis_new(const struct lk_config *cfg, struct backend *out,
         return LK_INVALID;
     }
     if (strchr(urls, ',') != NULL) {
-        snprintf(err, errlen, "backend 'redis' takes one URL in 'redis'; use 'redlock' for several");
+        snprintf(err, errlen,
+                 "backend 'redis' takes one URL in 'redis'; use 'redlock' for several");
         return LK_INVALID;
     }
     struct rb *bk = lk_calloc(1, sizeof(*bk));

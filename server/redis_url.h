@@ -10,10 +10,10 @@
 #include "server/util.h"
 
 struct redis_url {
-    char host[256]; /* without IPv6 brackets */
-    int port;       /* default 6379 */
-    int db;         /* default 0 */
-    char user[128]; /* "" = the default user */
+    char host[256];     /* without IPv6 brackets */
+    int port;           /* default 6379 */
+    int db;             /* default 0 */
+    char user[128];     /* "" = the default user */
     char password[256]; /* "" = no AUTH */
 };
 

@@ -75,8 +75,8 @@ static void sha1_update(struct sha1_ctx *c, const unsigned char *p, size_t len)
 
 void sha1_hex(const void *data, size_t len, char out[41])
 {
-    struct sha1_ctx c = {{0x67452301u, 0xefcdab89u, 0x98badcfeu, 0x10325476u, 0xc3d2e1f0u}, 0, {0},
-                         0};
+    struct sha1_ctx c = {
+        {0x67452301u, 0xefcdab89u, 0x98badcfeu, 0x10325476u, 0xc3d2e1f0u}, 0, {0}, 0};
     sha1_update(&c, data, len);
     uint64_t bits = c.bytes * 8;
     unsigned char pad = 0x80;

@@ -39,8 +39,7 @@ static void cfg_make(struct lk_config *cfg, const char *url, const char *wait_re
     CHECK(config_set(cfg, "key_prefix", "t:", "test", err, sizeof(err)) == 0);
     CHECK(config_set(cfg, "backend_timeout_ms", next_timeout, "test", err, sizeof(err)) == 0);
     if (wait_replicas != NULL)
-        CHECK(config_set(cfg, "redis_wait_replicas", wait_replicas, "test", err, sizeof(err)) ==
-              0);
+        CHECK(config_set(cfg, "redis_wait_replicas", wait_replicas, "test", err, sizeof(err)) == 0);
 }
 
 static void url_of(const struct th_redis *r, const char *cred, char *out, size_t cap)
@@ -169,8 +168,7 @@ static struct bk_reply renew(struct fx *f, const char *name, const char *lease, 
     return x.r;
 }
 
-static struct bk_reply release(struct fx *f, const char *name, const char *lease,
-                               int64_t delay_ms)
+static struct bk_reply release(struct fx *f, const char *name, const char *lease, int64_t delay_ms)
 {
     struct res x;
     memset(&x, 0, sizeof(x));
@@ -191,8 +189,8 @@ static struct bk_info inspect(struct fx *f, const char *name)
  * those too). The INFO call itself is counted by the next reading. */
 static long long redis_total(const struct th_redis *r)
 {
-    static const char *const inner[] = {"pttl",    "hmget", "hset", "incr", "set",
-                                        "pexpire", "del",   "publish", "type", "scan", NULL};
+    static const char *const inner[] = {"pttl", "hmget",   "hset", "incr", "set", "pexpire",
+                                        "del",  "publish", "type", "scan", NULL};
     const char *s = th_redis_cli(r, "INFO commandstats");
     long long total = 0;
     while ((s = strstr(s, "cmdstat_")) != NULL) {
@@ -664,8 +662,8 @@ static void t_unreachable_at_startup(void)
 
 static void t_auth(void)
 {
-    static const char *const extra[] = {"requirepass s3cret",
-                                        "user alice on >alicepw ~* &* +@all", NULL};
+    static const char *const extra[] = {"requirepass s3cret", "user alice on >alicepw ~* &* +@all",
+                                        NULL};
     struct th_redis r;
     th_redis_start(&r, 0, extra);
     char url[160], err[256];
@@ -708,9 +706,15 @@ static void t_auth(void)
 
 static void t_bad_urls(void)
 {
-    static const char *const bad[] = {"http://127.0.0.1:6379", "redis://", "redis://h:0",
-                                      "redis://h:99999", "redis://h:6379/x", "rediss://h:6379",
-                                      "redis://a:b@h:1,redis://c:2", "redis://u:%zz@h:1", NULL};
+    static const char *const bad[] = {"http://127.0.0.1:6379",
+                                      "redis://",
+                                      "redis://h:0",
+                                      "redis://h:99999",
+                                      "redis://h:6379/x",
+                                      "rediss://h:6379",
+                                      "redis://a:b@h:1,redis://c:2",
+                                      "redis://u:%zz@h:1",
+                                      NULL};
     for (int i = 0; bad[i] != NULL; i++) {
         struct lk_config cfg;
         struct backend be;

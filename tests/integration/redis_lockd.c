@@ -23,8 +23,8 @@ static void lockd_on(struct th_lockd *l, const char *url)
     th_lockd_start(l, args, NULL);
 }
 
-static long http_status(struct th_client *c, const char *method, const char *url,
-                        const char *body, const char *lease_hdr, struct th_resp *keep)
+static long http_status(struct th_client *c, const char *method, const char *url, const char *body,
+                        const char *lease_hdr, struct th_resp *keep)
 {
     const char *hdrs[] = {lease_hdr, NULL};
     struct th_resp r;
@@ -227,8 +227,8 @@ static void t_redis_killed_mid_load(void)
 
 static void t_auth_at_startup(void)
 {
-    static const char *const extra[] = {"requirepass s3cret",
-                                        "user alice on >alicepw ~* &* +@all", NULL};
+    static const char *const extra[] = {"requirepass s3cret", "user alice on >alicepw ~* &* +@all",
+                                        NULL};
     struct th_redis ra;
     th_redis_start(&ra, 0, extra);
     struct th_client *c = th_client_new();

@@ -68,11 +68,23 @@ static void test_ipv6(void **state)
 static void test_rejects(void **state)
 {
     (void)state;
-    static const char *const bad[] = {
-        "",        "127.0.0.1:6379",    "http://h:1",  "rediss://h:1", "redis://",
-        "redis://:1", "redis://h:0",    "redis://h:65536", "redis://h:x", "redis://h:1/x",
-        "redis://h:1/-1", "redis://[::1", "redis://h h:1", "redis://u:%zz@h:1",
-        "redis://u:%00@h:1", "redis://alice:@h:1", NULL};
+    static const char *const bad[] = {"",
+                                      "127.0.0.1:6379",
+                                      "http://h:1",
+                                      "rediss://h:1",
+                                      "redis://",
+                                      "redis://:1",
+                                      "redis://h:0",
+                                      "redis://h:65536",
+                                      "redis://h:x",
+                                      "redis://h:1/x",
+                                      "redis://h:1/-1",
+                                      "redis://[::1",
+                                      "redis://h h:1",
+                                      "redis://u:%zz@h:1",
+                                      "redis://u:%00@h:1",
+                                      "redis://alice:@h:1",
+                                      NULL};
     for (int i = 0; bad[i] != NULL; i++) {
         struct redis_url u;
         char err[128] = "";
@@ -104,8 +116,8 @@ static void test_sha1(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_plain),  cmocka_unit_test(test_credentials_and_db),
-        cmocka_unit_test(test_ipv6),   cmocka_unit_test(test_rejects),
+        cmocka_unit_test(test_plain), cmocka_unit_test(test_credentials_and_db),
+        cmocka_unit_test(test_ipv6),  cmocka_unit_test(test_rejects),
         cmocka_unit_test(test_sha1),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
