@@ -1,7 +1,8 @@
 /*
  * session.c - sessions, the watchdog and the reaper. A client heartbeats its
  * session; the janitor thread (its own loop, never a request thread) renews
- * every lease held under a live session at ttl/3 in batched backend calls,
+ * every lease held under a live session at ttl/3 in batched backend calls
+ * (leases due within ttl/6 of a cycle join it, so batches stay large),
  * and expires sessions that missed their heartbeat, releasing their locks
  * with compare-and-delete (and Chubby's lock-delay when asked).
  *
@@ -268,7 +269,8 @@ static void lose_expired(struct engine *e, struct session *s, int64_t now)
         if (sl->expires_ms > now)
             continue;
         bool capped = sl->hold_until_ms > 0 && now >= sl->hold_until_ms;
-        mark_lost(e, sl, capped ? "max_hold_ms reached" : "lease expired before a renewal succeeded");
+        mark_lost(e, sl,
+                  capped ? "max_hold_ms reached" : "lease expired before a renewal succeeded");
         free_if_unreferenced(sl);
     }
 }
@@ -619,7 +621,8 @@ static void watchdog(struct engine *e, int64_t now)
     while (batches != NULL) {
         b = batches;
         batches = b->next; /* b may be freed inside renew_many */
-        enum lk_code c = e->bk.ops->renew_many(e->bk.state, e->jloop, b->items, b->n, batch_done, b);
+        enum lk_code c =
+            e->bk.ops->renew_many(e->bk.state, e->jloop, b->items, b->n, batch_done, b);
         (void)c; /* batch_done runs either way */
     }
 }
