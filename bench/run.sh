@@ -12,6 +12,7 @@
 #
 # Environment:
 #   BENCH_SECS=10          seconds per measurement
+#   BENCH_ROUNDS=3         throughput rounds (nginx, raw Redis, lockd memory, lockd redis in turn)
 #   BENCH_CLIENTS=64       concurrent keep-alive connections
 #   BENCH_CONTENDED=16     clients on one name for the handoff measurement
 #   BENCH_LOADGEN_THREADS=1
@@ -33,6 +34,7 @@ LOCKD_ARGS=${BENCH_LOCKD_ARGS:---threads 2 --log_level warn --access_log false}
 HELD=${BENCH_HELD:-100000}
 WAITERS=${BENCH_WAITERS:-10000}
 ONLY=${BENCH_ONLY:-nginx redis etcd node memory lockdredis rss}
+ROUNDS=${BENCH_ROUNDS:-3}
 LOADGEN=$ROOT/build/bench/loadgen
 LOCKD=$ROOT/build/lockd
 SCRIPTS=$ROOT/server/scripts
@@ -138,8 +140,8 @@ redis_cmdstats() { # "evalsha+eval pttl all" calls from INFO commandstats (comma
 
 # ------------------------------------------------------------------ peers
 
-bench_nginx() {
-    local port pid conf
+bench_nginx() { # bench_nginx LABEL
+    local label=${1:-nginx} port pid conf
     command -v nginx >/dev/null || { note "nginx not installed: skipped"; return; }
     port=$(free_port)
     mkdir -p "$TMP/nginx"
@@ -166,9 +168,9 @@ EOF
     pid=$!
     PIDS+=("$pid")
     wait_for 10 http_ok "$port" || { note "nginx did not start"; return; }
-    run_loadgen nginx --mode http --method POST --path /locks/x --body '{"ttl_ms":30000}' \
+    run_loadgen "$label" --mode http --method POST --path /locks/x --body '{"ttl_ms":30000}' \
         --port "$port" --clients "$CLIENTS"
-    R[nginx.pairs_per_s]=$(awk -v r="${R[nginx.reqs_per_s]:-0}" 'BEGIN {printf "%.0f", r / 2}')
+    R[$label.pairs_per_s]=$(awk -v r="${R[$label.reqs_per_s]:-0}" 'BEGIN {printf "%.0f", r / 2}')
     stop_pid "$pid"
 }
 
@@ -186,8 +188,8 @@ redis_script_args() {
 # driven by redis-benchmark at the same concurrency. Acquire on fresh random
 # names; release on names acquired beforehand with the same lease (hit rate
 # measured from DBSIZE), so both scripts take their success path.
-bench_raw_redis() {
-    local port pid acq_sha rel_sha n_acq n_rel rate keys before after t0 t1 hits
+bench_raw_redis() { # bench_raw_redis LABEL
+    local L=${1:-redis} port pid acq_sha rel_sha n_acq n_rel rate keys before after t0 t1 hits
     command -v redis-benchmark >/dev/null || { note "redis-benchmark not installed: skipped"; return; }
     if ! redis_script_args; then
         note "raw Redis: server/scripts/acquire.lua / release.lua not written yet: skipped"
@@ -198,16 +200,19 @@ bench_raw_redis() {
     rel_sha=$(redis-cli -p "$port" script load "$(cat "$SCRIPTS/release.lua")")
     # shellcheck source=/dev/null
     source "$ROOT/bench/redis_args.sh"
-    # calibrate for ~SECS seconds each
-    rate=$(redis-benchmark -p "$port" -c "$CLIENTS" -n 20000 -r 1000000000 --csv \
-        "${ACQ_CMD[@]/#SHA/$acq_sha}" 2>/dev/null | awk -F'"' 'NR == 2 {printf "%.0f", $4}')
-    n_acq=$(( ${rate:-20000} * SECS ))
+    # calibrate once for ~SECS seconds each (redis-benchmark counts requests, not time)
+    if [[ -z ${RAW_REDIS_RATE:-} ]]; then
+        RAW_REDIS_RATE=$(redis-benchmark -p "$port" -c "$CLIENTS" -n 20000 -r 1000000000 --csv \
+            "${ACQ_CMD[@]/#SHA/$acq_sha}" 2>/dev/null | awk -F'"' 'NR == 2 {printf "%.0f", $4}')
+    fi
+    rate=${RAW_REDIS_RATE:-20000}
+    n_acq=$(( rate * SECS ))
     log "raw redis acquire: $n_acq requests (calibrated at $rate/s)"
     t0=$(cpu_ticks "$pid")
-    R[redis.acq_csv]=$(redis-benchmark -p "$port" -c "$CLIENTS" -n "$n_acq" -r 1000000000 --csv \
+    R[$L.acq_csv]=$(redis-benchmark -p "$port" -c "$CLIENTS" -n "$n_acq" -r 1000000000 --csv \
         "${ACQ_CMD[@]/#SHA/$acq_sha}" 2>/dev/null | sed -n 2p)
     t1=$(cpu_ticks "$pid")
-    R[redis.acq_cpu_us]=$(us_per $((t1 - t0)) "$n_acq")
+    R[$L.acq_cpu_us]=$(us_per $((t1 - t0)) "$n_acq")
     # release: KEYSPACE names pre-acquired with lease BENCH_LEASE, then n_rel
     # random releases over them (about 90% hit a held lock)
     redis-cli -p "$port" flushall >/dev/null
@@ -219,24 +224,24 @@ bench_raw_redis() {
     redis_preload "$port" "$acq_sha" "$keys" | redis-cli -p "$port" --pipe >/dev/null
     before=$(redis-cli -p "$port" dbsize)
     t0=$(cpu_ticks "$pid")
-    R[redis.rel_csv]=$(redis-benchmark -p "$port" -c "$CLIENTS" -n "$n_rel" -r "$keys" --csv \
+    R[$L.rel_csv]=$(redis-benchmark -p "$port" -c "$CLIENTS" -n "$n_rel" -r "$keys" --csv \
         "${REL_CMD[@]/#SHA/$rel_sha}" 2>/dev/null | sed -n 2p)
     t1=$(cpu_ticks "$pid")
     after=$(redis-cli -p "$port" dbsize)
     hits=$((before - after))
-    R[redis.rel_hit_pct]=$(awk -v h="$hits" -v n="$n_rel" 'BEGIN {printf "%.0f", 100 * h / n}')
-    R[redis.rel_cpu_us]=$(us_per $((t1 - t0)) "$n_rel")
-    R[redis.acq_rps]=$(echo "${R[redis.acq_csv]}" | awk -F'"' '{printf "%.0f", $4}')
-    R[redis.rel_rps]=$(echo "${R[redis.rel_csv]}" | awk -F'"' '{printf "%.0f", $4}')
-    R[redis.acq_p50_ms]=$(echo "${R[redis.acq_csv]}" | awk -F'"' '{print $10}')
-    R[redis.acq_p99_ms]=$(echo "${R[redis.acq_csv]}" | awk -F'"' '{print $14}')
-    R[redis.rel_p50_ms]=$(echo "${R[redis.rel_csv]}" | awk -F'"' '{print $10}')
-    R[redis.rel_p99_ms]=$(echo "${R[redis.rel_csv]}" | awk -F'"' '{print $14}')
-    R[redis.pairs_per_s]=$(awk -v a="${R[redis.acq_rps]}" -v r="${R[redis.rel_rps]}" \
+    R[$L.rel_hit_pct]=$(awk -v h="$hits" -v n="$n_rel" 'BEGIN {printf "%.0f", 100 * h / n}')
+    R[$L.rel_cpu_us]=$(us_per $((t1 - t0)) "$n_rel")
+    R[$L.acq_rps]=$(echo "${R[$L.acq_csv]}" | awk -F'"' '{printf "%.0f", $4}')
+    R[$L.rel_rps]=$(echo "${R[$L.rel_csv]}" | awk -F'"' '{printf "%.0f", $4}')
+    R[$L.acq_p50_ms]=$(echo "${R[$L.acq_csv]}" | awk -F'"' '{print $10}')
+    R[$L.acq_p99_ms]=$(echo "${R[$L.acq_csv]}" | awk -F'"' '{print $14}')
+    R[$L.rel_p50_ms]=$(echo "${R[$L.rel_csv]}" | awk -F'"' '{print $10}')
+    R[$L.rel_p99_ms]=$(echo "${R[$L.rel_csv]}" | awk -F'"' '{print $14}')
+    R[$L.pairs_per_s]=$(awk -v a="${R[$L.acq_rps]}" -v r="${R[$L.rel_rps]}" \
         'BEGIN { if (a > 0 && r > 0) printf "%.0f", 1 / (1 / a + 1 / r); else print 0 }')
-    R[redis.cpu_us_per_pair]=$(awk -v a="${R[redis.acq_cpu_us]}" -v r="${R[redis.rel_cpu_us]}" \
+    R[$L.cpu_us_per_pair]=$(awk -v a="${R[$L.acq_cpu_us]}" -v r="${R[$L.rel_cpu_us]}" \
         'BEGIN {printf "%.1f", a + r}')
-    echo "RAW_REDIS acq=${R[redis.acq_csv]} rel=${R[redis.rel_csv]} rel_hit_pct=${R[redis.rel_hit_pct]}" >>"$RAW"
+    echo "RAW_REDIS label=$L acq=${R[$L.acq_csv]} rel=${R[$L.rel_csv]} rel_hit_pct=${R[$L.rel_hit_pct]}" >>"$RAW"
     stop_pid "$pid"
 }
 
@@ -299,15 +304,18 @@ bench_lockd() {
         stop_pid "$pid"
         return 1
     fi
-    t0=$(cpu_ticks "$pid")
-    [[ -n $rpid ]] && rt0=$(cpu_ticks "$rpid")
-    run_loadgen "$label" --mode pairs --port "$port" --clients "$CLIENTS"
-    t1=$(cpu_ticks "$pid")
-    R[$label.cpu_us_per_pair]=$(us_per $((t1 - t0)) "${R[$label.ops]:-0}")
-    if [[ -n $rpid ]]; then
-        rt1=$(cpu_ticks "$rpid")
-        R[$label.redis_cpu_us_per_pair]=$(us_per $((rt1 - rt0)) "${R[$label.ops]:-0}")
+    if [[ -z ${SKIP_PAIRS:-} ]]; then
+        t0=$(cpu_ticks "$pid")
+        [[ -n $rpid ]] && rt0=$(cpu_ticks "$rpid")
+        run_loadgen "$label" --mode pairs --port "$port" --clients "$CLIENTS"
+        t1=$(cpu_ticks "$pid")
+        R[$label.cpu_us_per_pair]=$(us_per $((t1 - t0)) "${R[$label.ops]:-0}")
+        if [[ -n $rpid ]]; then
+            rt1=$(cpu_ticks "$rpid")
+            R[$label.redis_cpu_us_per_pair]=$(us_per $((rt1 - rt0)) "${R[$label.ops]:-0}")
+        fi
     fi
+    [[ -n ${PAIRS_ONLY:-} ]] && { stop_pid "$pid"; return 0; }
     run_loadgen "${label}_single" --mode single --port "$port"
     [[ -n $rport ]] && c0=$(redis_cmdstats "$rport")
     run_loadgen "${label}_contended" --mode contended --port "$port" --clients "$CONTENDED" \
@@ -367,6 +375,35 @@ bench_rss() {
     stop_pid "$pid"
 }
 
+# ------------------------------------------------------------------ rounds
+
+# median_round BASE KEY: copies every R[BASE_rN.*] of the round whose KEY is the
+# median into R[BASE.*], and keeps "min..max" of KEY over the rounds
+median_round() {
+    local base=$1 key=$2 r vals="" pick k
+    for ((r = 1; r <= ROUNDS; r++)); do
+        [[ -n ${R[${base}_r$r.$key]:-} ]] && vals+="${R[${base}_r$r.$key]} $r"$'\n'
+    done
+    [[ -n $vals ]] || return 0
+    pick=$(printf '%s' "$vals" | sort -n | awk '{ v[NR] = $1; r[NR] = $2 } END { print r[int((NR + 1) / 2)] }')
+    for k in "${!R[@]}"; do
+        [[ $k == "${base}_r$pick."* ]] && R[$base.${k#"${base}_r$pick."}]=${R[$k]}
+    done
+    R[$base.range]=$(printf '%s' "$vals" | sort -n | awk 'NR == 1 { lo = $1 } { hi = $1 } END { print lo ".." hi }')
+}
+
+# ratio_rounds NAME NUM_BASE NUM_KEY DEN_BASE DEN_KEY: lockd/peer within each
+# round (both measured minutes apart at most), median and range over rounds
+ratio_rounds() {
+    local name=$1 nb=$2 nk=$3 db=$4 dk=$5 r out=""
+    for ((r = 1; r <= ROUNDS; r++)); do
+        out+=$(awk -v a="${R[${nb}_r$r.$nk]:-0}" -v b="${R[${db}_r$r.$dk]:-0}" \
+            'BEGIN { if (a > 0 && b > 0) printf "%.3f\n", a / b }')$'\n'
+    done
+    R[ratio.$name]=$(printf '%s' "$out" | grep . | sort -n | awk '{ v[NR] = $1 }
+        END { if (NR) printf "%.2f (rounds: %.2f..%.2f, n=%d)", v[int((NR + 1) / 2)], v[1], v[NR], NR; else print "-" }')
+}
+
 # ------------------------------------------------------------------ report
 
 fmt() { [[ -n ${1:-} ]] && echo "$1" || echo "-"; }
@@ -385,21 +422,22 @@ report() {
     s1=$(grep '^cpu ' /proc/stat)
     steal=$(printf '%s\n%s\n' "$STAT0" "$s1" | awk '{ t = 0; for (i = 2; i <= NF; i++) t += $i; T[NR] = t; S[NR] = $9 }
         END { if (T[2] > T[1]) printf "%.1f", 100 * (S[2] - S[1]) / (T[2] - T[1]) }')
-    echo "CPU steal during the run ${steal:-?}%, load average at the end $(cut -d' ' -f1-3 /proc/loadavg) (other processes on the machine skew absolute figures; ratios come from one run)"
+    echo "CPU steal during the run ${steal:-?}%, load average at the end $(cut -d' ' -f1-3 /proc/loadavg) (other processes on the machine skew absolute figures; ratios are taken within one round)"
+    echo "rounds=$ROUNDS: nginx, raw Redis, lockd memory and lockd redis pairs are measured in turn, $ROUNDS times; rows show the median round, ratios are taken within each round"
     echo "clients=$CLIENTS secs=$SECS loadgen_threads=$LG_THREADS nginx_workers=$NGINX_WORKERS lockd_args='$LOCKD_ARGS' lockd=$(git -C "$ROOT" describe --always --dirty 2>/dev/null)"
     echo
     echo "| what | pairs/s | p50 µs | p90 µs | p99 µs | p99.9 µs | note |"
     echo "|---|---:|---:|---:|---:|---:|---|"
-    row "nginx return 200 (POST)" nginx pairs_per_s "${R[nginx.reqs_per_s]:-?} req/s ÷ 2; latency per request"
+    row "nginx return 200 (POST)" nginx pairs_per_s "${R[nginx.reqs_per_s]:-?} req/s ÷ 2; latency per request; rounds ${R[nginx.range]:--}"
     printf '| %-34s | %9s | %8s | %8s | %8s | %8s | %s |\n' "raw Redis, same Lua (redis-benchmark)" \
         "$(fmt "${R[redis.pairs_per_s]:-}")" "acq $(fmt "${R[redis.acq_p50_ms]:-}")ms" "-" \
         "acq $(fmt "${R[redis.acq_p99_ms]:-}")ms" "-" \
-        "acq ${R[redis.acq_rps]:-?}/s, rel ${R[redis.rel_rps]:-?}/s (${R[redis.rel_hit_pct]:-?}% hit), 1/(1/a+1/r)"
+        "acq ${R[redis.acq_rps]:-?}/s, rel ${R[redis.rel_rps]:-?}/s (${R[redis.rel_hit_pct]:-?}% hit), 1/(1/a+1/r); rounds ${R[redis.range]:--}"
     row "etcd grant+lock+unlock" etcd ops_per_s "3 requests per pair"
     row "etcd lock+unlock (lease per client)" etcd_session ops_per_s "2 requests per pair"
     row "Node.js + npm redlock (1 Redis)" node ops_per_s "node http + redlock 4.2, retries on wait"
-    row "lockd memory" memory ops_per_s "pair = acquire + release"
-    row "lockd redis" lockdredis ops_per_s "pair = acquire + release"
+    row "lockd memory" memory ops_per_s "pair = acquire + release; rounds ${R[memory.range]:--}"
+    row "lockd redis" lockdredis ops_per_s "pair = acquire + release; rounds ${R[lockdredis.range]:--}"
     row "lockd memory, 1 client" memory_single ops_per_s "acquire p50 ${R[memory_single.acq_p50_us]:--} µs"
     row "lockd redis, 1 client" lockdredis_single ops_per_s "acquire p50 ${R[lockdredis_single.acq_p50_us]:--} µs"
     echo
@@ -415,12 +453,12 @@ report() {
     echo
     echo "| figure | value | target |"
     echo "|---|---:|---|"
-    echo "| lockd redis / raw Redis pairs/s | $(ratio "${R[lockdredis.ops_per_s]:-}" "${R[redis.pairs_per_s]:-}") | ≥ 0.7 |"
+    echo "| lockd redis / raw Redis pairs/s | ${R[ratio.redis]:-$(ratio "${R[lockdredis.ops_per_s]:-}" "${R[redis.pairs_per_s]:-}")} | ≥ 0.7 |"
     echo "| lockd redis / etcd pairs/s | $(ratio "${R[lockdredis.ops_per_s]:-}" "${R[etcd.ops_per_s]:-}") | ≥ 8 |"
     echo "| lockd redis / Node.js redlock pairs/s | $(ratio "${R[lockdredis.ops_per_s]:-}" "${R[node.ops_per_s]:-}") | ≥ 2 |"
     echo "| Node.js redlock failed acquires per contended grant | $(fmt "${R[node.failed_per_grant]:-}") | |"
-    echo "| lockd memory / nginx pairs/s | $(ratio "${R[memory.ops_per_s]:-}" "${R[nginx.pairs_per_s]:-}") | ≥ 0.8 |"
-    echo "| lockd memory / raw Redis pairs/s | $(ratio "${R[memory.ops_per_s]:-}" "${R[redis.pairs_per_s]:-}") | |"
+    echo "| lockd memory / nginx pairs/s | ${R[ratio.nginx]:-$(ratio "${R[memory.ops_per_s]:-}" "${R[nginx.pairs_per_s]:-}")} | ≥ 0.8 |"
+    echo "| lockd memory / raw Redis pairs/s | ${R[ratio.memredis]:-$(ratio "${R[memory.ops_per_s]:-}" "${R[redis.pairs_per_s]:-}")} | |"
     echo "| etcd / lockd handoff p50 (memory) | $(ratio "${R[etcd_contended.handoff_p50_us]:-}" "${R[memory_contended.handoff_p50_us]:-}") | |"
     echo "| etcd / lockd handoff p50 (redis) | $(ratio "${R[etcd_contended.handoff_p50_us]:-}" "${R[lockdredis_contended.handoff_p50_us]:-}") | lockd p50 ≤ 1000 µs |"
     echo "| lockd redis pair p99 | $(fmt "${R[lockdredis.pair_p99_us]:-}") µs | ≤ 5000 µs |"
@@ -449,22 +487,45 @@ report() {
 [[ -x $LOADGEN ]] || { echo "build/bench/loadgen missing: run make bench" >&2; exit 1; }
 log "temp dir $TMP, $SECS s per measurement, $CLIENTS clients"
 STAT0=$(grep '^cpu ' /proc/stat)
-want nginx && bench_nginx
-want redis && bench_raw_redis
-want etcd && bench_etcd
-want node && bench_node
 if [[ -x $LOCKD ]]; then
-    want memory && bench_lockd memory --backend memory
-    if want lockdredis; then
-        if start_redis REDIS_PORT REDIS_PID; then
-            bench_lockd lockdredis --redis "redis://127.0.0.1:$REDIS_PORT"
+    LOCKD_OK=1
+else
+    LOCKD_OK=""
+    note "build/lockd missing: lockd rows skipped"
+fi
+# throughput, in turns so that a burst of load from elsewhere hits every
+# contender alike: nginx, raw Redis, lockd memory, lockd redis, ROUNDS times
+for ((round = 1; round <= ROUNDS; round++)); do
+    log "round $round of $ROUNDS"
+    want nginx && bench_nginx "nginx_r$round"
+    want redis && bench_raw_redis "redis_r$round"
+    if [[ -n $LOCKD_OK ]]; then
+        want memory && PAIRS_ONLY=1 bench_lockd "memory_r$round" --backend memory
+        if want lockdredis && start_redis REDIS_PORT REDIS_PID; then
+            PAIRS_ONLY=1 bench_lockd "lockdredis_r$round" --redis "redis://127.0.0.1:$REDIS_PORT"
             stop_pid "$REDIS_PID"
             unset REDIS_PORT REDIS_PID
         fi
     fi
+done
+median_round nginx pairs_per_s
+median_round redis pairs_per_s
+median_round memory ops_per_s
+median_round lockdredis ops_per_s
+ratio_rounds redis lockdredis ops_per_s redis pairs_per_s
+ratio_rounds nginx memory ops_per_s nginx pairs_per_s
+ratio_rounds memredis memory ops_per_s redis pairs_per_s
+want etcd && bench_etcd
+want node && bench_node
+if [[ -n $LOCKD_OK ]]; then
+    # single client, contended handoff and Redis commands per grant
+    want memory && SKIP_PAIRS=1 bench_lockd memory --backend memory
+    if want lockdredis && start_redis REDIS_PORT REDIS_PID; then
+        SKIP_PAIRS=1 bench_lockd lockdredis --redis "redis://127.0.0.1:$REDIS_PORT"
+        stop_pid "$REDIS_PID"
+        unset REDIS_PORT REDIS_PID
+    fi
     want rss && bench_rss
-else
-    note "build/lockd missing: lockd rows skipped"
 fi
 report | tee "$TMP/table.md"
 mkdir -p "$ROOT/build/bench"
