@@ -519,8 +519,42 @@ static void check_lock_delay(struct srv *s)
     if (took < 1850 || took > 2600)
         th_fail(__FILE__, __LINE__, "[%s] granted %lld ms after expiry began (want ~2000)",
                 s->tag, (long long)took);
-    /* The inspect view tells about the delay too (here: already over). */
     CHECK_EQ_INT(release(s, "delay", t.lease, NULL), 200);
+
+    /* Expired again, the inspect view shows the delay window. */
+    sess_new(s, "{\"ttl_ms\":1000,\"lock_delay_ms\":1000}", id);
+    snprintf(body, sizeof(body), "{\"ttl_ms\":30000,\"session\":\"%s\"}", id);
+    acq_ok(s, "delay2", body, NULL, NULL);
+    struct try_acq t2 = {.s = s, .name = "delay2"};
+    bool seen = false;
+    int64_t t1 = th_now_ms();
+    while (!seen && th_now_ms() - t1 < 2500) {
+        struct th_resp r;
+        http(cl2, s, "GET", "/locks/delay2", NULL, NULL, &r);
+        CHECK_EQ_INT(r.status, 200);
+        seen = json_is_true(json_object_get(r.json, "lock_delay"));
+        if (seen)
+            CHECK(json_is_false(json_object_get(r.json, "held")));
+        th_resp_free(&r);
+        if (!seen)
+            th_sleep_ms(20);
+    }
+    if (!seen)
+        th_fail(__FILE__, __LINE__, "[%s] inspect never showed the lock-delay", s->tag);
+    CHECK(th_wait_for(try_acq_cond, &t2, 2000));
+    CHECK_EQ_INT(release(s, "delay2", t2.lease, NULL), 200);
+
+    /* A client release is clean even under a lock-delay session: no delay. */
+    sess_new(s, "{\"ttl_ms\":10000,\"lock_delay_ms\":1000}", id);
+    snprintf(body, sizeof(body), "{\"ttl_ms\":30000,\"session\":\"%s\"}", id);
+    char lease[40];
+    acq_ok(s, "delay3", body, lease, NULL);
+    CHECK_EQ_INT(release(s, "delay3", lease, NULL), 200);
+    CHECK_EQ_INT(acq(cl2, s, "delay3", "{\"ttl_ms\":1000}", lease, NULL, NULL), 200);
+    CHECK_EQ_INT(release(s, "delay3", lease, NULL), 200);
+    char path[100];
+    snprintf(path, sizeof(path), "/sessions/%s", id);
+    CHECK_EQ_INT(http(cl, s, "DELETE", path, NULL, NULL, NULL), 200);
 }
 
 static void test_lock_delay(void)
