@@ -372,6 +372,13 @@ static void test_expiry_frees_locks(void)
 static void check_end(struct srv *s)
 {
     char id[40], body[200];
+    static const char *const bad[] = {"{\"ttl_ms\":999}", "{\"lock_delay_ms\":-1}",
+                                      "{\"ttl\":5000}", "{\"ttl_ms\":\"5000\"}", NULL};
+    for (const char *const *b = bad; *b; b++) {
+        struct th_resp r;
+        CHECK_EQ_INT(http(cl, s, "POST", "/sessions", *b, NULL, &r), 400);
+        th_resp_free(&r);
+    }
     sess_new(s, "{\"ttl_ms\":10000,\"lock_delay_ms\":1000}", id);
     snprintf(body, sizeof(body), "{\"ttl_ms\":30000,\"session\":\"%s\"}", id);
     const char *names[] = {"end-a", "end-b", "end-c"};
@@ -454,8 +461,13 @@ static void check_reentrant(struct srv *s)
         CHECK_STR(lease[i], lease[0]);
         CHECK_EQ_INT(tok[i], tok[0]);
     }
-    /* Without reentrant, the same session is just another contender. */
+    /* Without reentrant, the same session is just another contender; so is
+     * another session, reentrant or not. */
     snprintf(body, sizeof(body), "{\"ttl_ms\":3000,\"session\":\"%s\"}", id);
+    CHECK_EQ_INT(acq(cl, s, "re", body, NULL, NULL, NULL), 409);
+    char id2[40];
+    sess_new(s, "{\"ttl_ms\":10000}", id2);
+    snprintf(body, sizeof(body), "{\"ttl_ms\":3000,\"session\":\"%s\",\"reentrant\":true}", id2);
     CHECK_EQ_INT(acq(cl, s, "re", body, NULL, NULL, NULL), 409);
     for (int left = 2; left >= 1; left--) {
         struct th_resp r;
@@ -490,6 +502,49 @@ static void check_reentrant(struct srv *s)
     char path[100];
     snprintf(path, sizeof(path), "/sessions/%s", id);
     CHECK_EQ_INT(http(cl, s, "DELETE", path, NULL, NULL, NULL), 200);
+    snprintf(path, sizeof(path), "/sessions/%s", id2);
+    CHECK_EQ_INT(http(cl, s, "DELETE", path, NULL, NULL, NULL), 200);
+}
+
+/* A blocking acquire under a session, granted when the holder lets go, is
+ * session-bound like any other: the watchdog keeps its short lease alive. */
+static void check_waiter_session(struct srv *s)
+{
+    char id[40], body[200], holder[40];
+    acq_ok(s, "ws", "{\"ttl_ms\":10000}", holder, NULL);
+    sess_new(s, "{\"ttl_ms\":10000}", id);
+    snprintf(body, sizeof(body), "{\"ttl_ms\":300,\"wait_ms\":5000,\"session\":\"%s\"}", id);
+    struct waiter_arg w = {.s = s, .name = "ws", .body = body};
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, waiter_main, &w) == 0);
+    struct metric_is mi = {s, "lockd_waiters", 1};
+    CHECK(th_wait_for(metric_is, &mi, 3000));
+    CHECK_EQ_INT(release(s, "ws", holder, NULL), 200);
+    CHECK(th_wait_for(waiter_done, &w, 2000));
+    pthread_join(th, NULL);
+    CHECK_EQ_INT(w.status, 200);
+    long long tok;
+    CHECK(held(s, "ws", &tok));
+    th_sleep_ms(1000); /* > 3 lease TTLs */
+    struct th_resp r;
+    CHECK_EQ_INT(sess_look(s, id, true, &r), 200);
+    CHECK(has_name(jarr(&r, "locks"), "ws"));
+    th_resp_free(&r);
+    long long t2;
+    CHECK(held(s, "ws", &t2));
+    CHECK_EQ_INT(t2, tok);
+    char path[100];
+    snprintf(path, sizeof(path), "/sessions/%s", id);
+    CHECK_EQ_INT(http(cl, s, "DELETE", path, NULL, NULL, &r), 200);
+    CHECK(has_name(jarr(&r, "released"), "ws"));
+    th_resp_free(&r);
+    CHECK(!held(s, "ws", NULL));
+}
+
+static void test_waiter_under_session(void)
+{
+    check_waiter_session(&mem);
+    check_waiter_session(&red);
 }
 
 static void test_reentrant(void)
@@ -774,10 +829,11 @@ static bool backend_back(void *arg)
 static void check_redis_restart(bool persistent)
 {
     static const char *const aof[] = {"appendonly yes", "appendfsync always", NULL};
+    static const char *const args[] = {"--shutdown_timeout_ms", "0", NULL};
     struct th_redis r;
     struct srv s;
     th_redis_start(&r, 0, persistent ? aof : NULL);
-    srv_start(&s, persistent ? "redis-aof" : "redis-empty", &r, NULL);
+    srv_start(&s, persistent ? "redis-aof" : "redis-empty", &r, args);
     char id[40], body[200];
     long long tok;
     sess_new(&s, "{\"ttl_ms\":20000}", id);
@@ -841,7 +897,8 @@ static void check_redis_restart(bool persistent)
         CHECK(held(&s, "rs", &t2));
         CHECK(t2 > tok);
     }
-    th_lockd_kill(&s.l, SIGKILL);
+    /* Exits at once with its session open, cleanly (no leak, status 0). */
+    CHECK_EQ_INT(th_lockd_signal_wait(&s.l, SIGTERM, 10000), 0);
     th_redis_stop(&r);
 }
 
@@ -1062,6 +1119,7 @@ int main(void)
     RUN(test_end_session);
     RUN(test_reentrant);
     RUN(test_no_resurrection);
+    RUN(test_waiter_under_session);
     RUN(test_expiry_frees_locks);
     RUN(test_lock_delay);
     RUN(test_max_hold);
