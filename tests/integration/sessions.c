@@ -720,15 +720,23 @@ static void test_key_deleted_in_redis(void)
     snprintf(body, sizeof(body), "{\"ttl_ms\":900,\"session\":\"%s\"}", id);
     acq_ok(&red, "gone", body, NULL, NULL);
     acq_ok(&red, "stays", body, NULL, NULL);
+    acq_ok(&red, "taken", body, NULL, NULL);
     CHECK_EQ_INT(redis_int(&rd, "DEL", "gone"), 1);
+    /* "taken" is deleted and granted to another client at once: the
+     * renewal finds another lease there and must leave it alone. */
+    CHECK_EQ_INT(redis_int(&rd, "DEL", "taken"), 1);
+    char other[40];
+    long long other_tok;
+    CHECK_EQ_INT(acq(cl2, &red, "taken", "{\"ttl_ms\":10000}", other, &other_tok, NULL), 200);
     int64_t t0 = th_now_ms();
     bool seen = false;
     while (!seen && th_now_ms() - t0 < 2000) {
         struct th_resp r;
         CHECK_EQ_INT(sess_look(&red, id, false, &r), 200); /* GET: does not clear lost */
-        seen = has_name(jarr(&r, "lost"), "gone");
+        seen = has_name(jarr(&r, "lost"), "gone") && has_name(jarr(&r, "lost"), "taken");
         if (seen) {
             CHECK(!has_name(jarr(&r, "locks"), "gone"));
+            CHECK(!has_name(jarr(&r, "locks"), "taken"));
             CHECK(has_name(jarr(&r, "locks"), "stays"));
         }
         th_resp_free(&r);
@@ -736,19 +744,20 @@ static void test_key_deleted_in_redis(void)
             th_sleep_ms(20);
     }
     if (!seen)
-        th_fail(__FILE__, __LINE__, "deleted key never reported lost");
+        th_fail(__FILE__, __LINE__, "deleted or taken key never reported lost");
     /* ttl/3 = 300 ms: found at the next renewal. */
     CHECK(th_now_ms() - t0 <= 700);
     struct th_resp r;
     CHECK_EQ_INT(sess_look(&red, id, true, &r), 200); /* the heartbeat reports it ... */
     CHECK(has_name(jarr(&r, "lost"), "gone"));
+    CHECK(has_name(jarr(&r, "lost"), "taken"));
     CHECK(!has_name(jarr(&r, "locks"), "gone"));
     th_resp_free(&r);
     CHECK_EQ_INT(sess_look(&red, id, true, &r), 200); /* ... once */
     CHECK_EQ_INT(json_array_size(jarr(&r, "lost")), 0);
     CHECK(has_name(jarr(&r, "locks"), "stays"));
     th_resp_free(&r);
-    CHECK_EQ_INT(metric(&red, M_LOST), lost0 + 1);
+    CHECK_EQ_INT(metric(&red, M_LOST), lost0 + 2);
     th_sleep_ms(700); /* two more renewal periods: nothing recreates the key */
     CHECK_EQ_INT(redis_int(&rd, "EXISTS", "gone"), 0);
     CHECK(!held(&red, "gone", NULL));
@@ -759,6 +768,12 @@ static void test_key_deleted_in_redis(void)
     CHECK_EQ_INT(json_array_size(jarr(&r, "released")), 1);
     CHECK(has_name(jarr(&r, "released"), "stays"));
     th_resp_free(&r);
+    /* The other client's lock is untouched: its token, its ttl. */
+    long long t;
+    CHECK(held(&red, "taken", &t));
+    CHECK_EQ_INT(t, other_tok);
+    CHECK(redis_int(&rd, "PTTL", "taken") > 8000);
+    CHECK_EQ_INT(release(&red, "taken", other, NULL), 200);
 }
 
 /* lockd killed with SIGKILL while holding a session lock: nothing renews
