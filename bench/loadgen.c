@@ -533,6 +533,18 @@ static void on_response(struct worker *w, struct conn *c, const struct response 
         start_cycle(w, c);
         return;
     case S_ACQUIRE:
+        if (opt.mode == M_WAITERS && r->status != 200) {
+            /* a waiter answered early (timeout, draining lockd): count it, do
+             * not retry, so the number of waiters only goes down */
+            if (r->status == 409)
+                w->timeouts++;
+            else
+                w->errors++;
+            c->step = S_PARKED;
+            w->active--;
+            conn_close(w, c);
+            return;
+        }
         if (r->status == 409) {
             w->timeouts++;
             start_cycle(w, c);
@@ -822,7 +834,9 @@ static void on_event(struct worker *w, struct conn *c, uint32_t ev)
         socklen_t el = sizeof err;
         getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &el);
         if (err != 0 || (ev & (EPOLLERR | EPOLLHUP))) {
-            fprintf(stderr, "loadgen: connect to 127.0.0.1:%d: %s\n", opt.port, strerror(err));
+            if (w->conn_errors < 3)
+                fprintf(stderr, "loadgen: connect to 127.0.0.1:%d: %s\n", opt.port,
+                        strerror(err));
             w->conn_errors++;
             conn_close(w, c);
             w->active--;
