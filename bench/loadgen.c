@@ -146,6 +146,7 @@ static const char *const mode_names[] = {"pairs", "single",         "contended",
 static struct {
     enum mode mode;
     int port;
+    int port2; /* contended: odd clients go to this second lockd */
     int clients;
     int threads;
     double secs;
@@ -189,6 +190,7 @@ static uint64_t g_t0_ns, g_deadline_ns;
 struct handoff {
     uint64_t sent_ns, done_ns, grant_ns;
     bool has_done, has_grant;
+    bool cross; /* releaser and next holder on different lockd processes */
 };
 #define HO_RING 1024
 static struct handoff g_ho[HO_RING];
@@ -240,6 +242,7 @@ struct worker {
     /* results */
     uint64_t ops, reqs, errors, timeouts, conn_errors, status_other;
     struct hist req, acq, rel, pair, handoff, handoff_send;
+    struct hist handoff_cross; /* --port2: the releaser was on the other lockd */
 };
 
 struct response {
@@ -296,7 +299,8 @@ static int conn_open(struct worker *w, struct conn *c)
     }
     int one = 1;
     setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)opt.port)};
+    int port = opt.port2 > 0 && (c->id % 2) == 1 ? opt.port2 : opt.port;
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK); /* 127.0.0.1 only, by construction */
     c->in_len = 0;
     c->out_len = c->out_off = 0;
@@ -477,13 +481,17 @@ static bool json_str(const char *body, size_t len, const char *key, char *out, s
 static void handoff_finish(struct worker *w, const struct handoff *h)
 {
     /* release answered -> next grant received; 0 when the grant came first */
-    hist_add(&w->handoff, h->grant_ns > h->done_ns ? h->grant_ns - h->done_ns : 0);
+    uint64_t v = h->grant_ns > h->done_ns ? h->grant_ns - h->done_ns : 0;
+    hist_add(&w->handoff, v);
+    if (h->cross)
+        hist_add(&w->handoff_cross, v);
 }
 
 static void record_grant(struct worker *w, const struct conn *c, uint64_t t)
 {
     if (c->id == g_last_holder)
         g_regrants++; /* the releaser won again: no fairness */
+    bool cross = opt.port2 > 0 && g_last_holder >= 0 && (c->id % 2) != (g_last_holder % 2);
     g_last_holder = c->id;
     if (g_rel_seq == g_granted_seq)
         return; /* first grant of the run, nobody released before it */
@@ -491,6 +499,7 @@ static void record_grant(struct worker *w, const struct conn *c, uint64_t t)
     struct handoff *h = &g_ho[g_rel_seq % HO_RING];
     h->grant_ns = t;
     h->has_grant = true;
+    h->cross = cross;
     hist_add(&w->handoff_send, t - h->sent_ns);
     if (h->has_done)
         handoff_finish(w, h);
@@ -930,7 +939,7 @@ static void usage(void)
     fprintf(stderr,
             "usage: loadgen --free_port\n"
             "       loadgen --mode MODE --port PORT [--clients N] [--threads T] [--secs S]\n"
-            "               [--max OPS] [--path P] [--method M] [--body JSON] [--name NAME]\n"
+            "               [--port2 PORT] [--max OPS] [--path P] [--method M] [--body JSON] [--name NAME]\n"
             "               [--ttl_ms MS] [--wait_ms MS] [--hold_us US] [--etcd_lease pair|client]\n"
             "               [--label TEXT] [--ready_file F]\n"
             "modes: pairs single contended http etcd etcd-contended hold waiters\n"
@@ -980,6 +989,8 @@ int main(int argc, char **argv)
                 usage();
         } else if (!strcmp(a, "--port"))
             opt.port = atoi(v);
+        else if (!strcmp(a, "--port2"))
+            opt.port2 = atoi(v);
         else if (!strcmp(a, "--clients"))
             opt.clients = atoi(v);
         else if (!strcmp(a, "--threads"))
@@ -1088,6 +1099,7 @@ int main(int argc, char **argv)
         hist_merge(&tot.pair, &ws[t].pair);
         hist_merge(&tot.handoff, &ws[t].handoff);
         hist_merge(&tot.handoff_send, &ws[t].handoff_send);
+        hist_merge(&tot.handoff_cross, &ws[t].handoff_cross);
     }
     printf("RESULT label=%s mode=%s port=%d clients=%d threads=%d secs=%.2f ops=%" PRIu64
            " ops_per_s=%.0f reqs=%" PRIu64 " reqs_per_s=%.0f errors=%" PRIu64 " timeouts=%" PRIu64
@@ -1101,6 +1113,7 @@ int main(int argc, char **argv)
     hist_print(stdout, "pair", &tot.pair);
     hist_print(stdout, "handoff", &tot.handoff);
     hist_print(stdout, "handoff_send", &tot.handoff_send);
+    hist_print(stdout, "handoff_cross", &tot.handoff_cross);
     printf("\n");
     fflush(stdout);
     free(ws);

@@ -306,10 +306,14 @@ bench_lockd() {
     fi
     if [[ -z ${SKIP_PAIRS:-} ]]; then
         t0=$(cpu_ticks "$pid")
+        local u0 u1
+        u0=$(awk '{print $14}' "/proc/$pid/stat")
         [[ -n $rpid ]] && rt0=$(cpu_ticks "$rpid")
         run_loadgen "$label" --mode pairs --port "$port" --clients "$CLIENTS"
         t1=$(cpu_ticks "$pid")
+        u1=$(awk '{print $14}' "/proc/$pid/stat")
         R[$label.cpu_us_per_pair]=$(us_per $((t1 - t0)) "${R[$label.ops]:-0}")
+        R[$label.cpu_user_us_per_pair]=$(us_per $((u1 - u0)) "${R[$label.ops]:-0}")
         if [[ -n $rpid ]]; then
             rt1=$(cpu_ticks "$rpid")
             R[$label.redis_cpu_us_per_pair]=$(us_per $((rt1 - rt0)) "${R[$label.ops]:-0}")
@@ -328,6 +332,16 @@ bench_lockd() {
             R[$label.redis_cmds_per_grant] < <(printf '%s %s\n' "$c0" "$c1" |
             awk -v g="${R[${label}_contended.grants]:-0}" '{ if (g > 0) printf "%.2f %.2f %.2f\n",
                 ($4 - $1) / g, ($5 - $2) / 2 / g, ($6 - $3) / g; else print "n/a n/a n/a" }')
+    fi
+    if [[ -n $rport && -n ${SKIP_PAIRS:-} ]]; then
+        # handoff across two lockd processes on the same Redis (pub/sub wake-up):
+        # even clients on this lockd, odd ones on a second
+        local port2 pid2
+        if start_lockd port2 pid2 --redis "redis://127.0.0.1:$rport"; then
+            run_loadgen "${label}_2lockd" --mode contended --port "$port" --port2 "$port2" \
+                --clients "$CONTENDED" --name bench-contended-2 --wait_ms 10000
+            stop_pid "$pid2"
+        fi
     fi
     stop_pid "$pid"
 }
@@ -444,7 +458,7 @@ report() {
     echo "| handoff ($CONTENDED clients on one name) | handoffs/s | p50 µs | p90 µs | p99 µs | p99.9 µs | note |"
     echo "|---|---:|---:|---:|---:|---:|---|"
     local l
-    for l in memory_contended lockdredis_contended etcd_contended node_contended; do
+    for l in memory_contended lockdredis_contended lockdredis_2lockd etcd_contended node_contended; do
         printf '| %-34s | %9s | %8s | %8s | %8s | %8s | %s |\n' "$l" "$(fmt "${R[$l.ops_per_s]:-}")" \
             "$(fmt "${R[$l.handoff_p50_us]:-}")" "$(fmt "${R[$l.handoff_p90_us]:-}")" \
             "$(fmt "${R[$l.handoff_p99_us]:-}")" "$(fmt "${R[$l.handoff_p999_us]:-}")" \
@@ -460,12 +474,13 @@ report() {
     echo "| lockd memory / nginx pairs/s | ${R[ratio.nginx]:-$(ratio "${R[memory.ops_per_s]:-}" "${R[nginx.pairs_per_s]:-}")} | ≥ 0.8 |"
     echo "| lockd memory / raw Redis pairs/s | ${R[ratio.memredis]:-$(ratio "${R[memory.ops_per_s]:-}" "${R[redis.pairs_per_s]:-}")} | |"
     echo "| etcd / lockd handoff p50 (memory) | $(ratio "${R[etcd_contended.handoff_p50_us]:-}" "${R[memory_contended.handoff_p50_us]:-}") | |"
+    echo "| lockd redis handoff across 2 lockd (pub/sub), p50 / p99 | $(fmt "${R[lockdredis_2lockd.handoff_cross_p50_us]:-}") / $(fmt "${R[lockdredis_2lockd.handoff_cross_p99_us]:-}") µs (${R[lockdredis_2lockd.handoff_cross_n]:-0} handoffs) | |"
     echo "| etcd / lockd handoff p50 (redis) | $(ratio "${R[etcd_contended.handoff_p50_us]:-}" "${R[lockdredis_contended.handoff_p50_us]:-}") | lockd p50 ≤ 1000 µs |"
     echo "| lockd redis pair p99 | $(fmt "${R[lockdredis.pair_p99_us]:-}") µs | ≤ 5000 µs |"
     echo "| lockd memory pair p99 | $(fmt "${R[memory.pair_p99_us]:-}") µs | < 2000 µs |"
     echo "| lockd redis single-client acquire p50 | $(fmt "${R[lockdredis_single.acq_p50_us]:-}") µs | ≤ 200 µs |"
-    echo "| lockd CPU per pair, memory | $(fmt "${R[memory.cpu_us_per_pair]:-}") µs | |"
-    echo "| lockd CPU per pair, redis | $(fmt "${R[lockdredis.cpu_us_per_pair]:-}") µs | ≤ 30 µs |"
+    echo "| lockd CPU per pair, memory | $(fmt "${R[memory.cpu_us_per_pair]:-}") µs (user $(fmt "${R[memory.cpu_user_us_per_pair]:-}")) | |"
+    echo "| lockd CPU per pair, redis | $(fmt "${R[lockdredis.cpu_us_per_pair]:-}") µs (user $(fmt "${R[lockdredis.cpu_user_us_per_pair]:-}")) | ≤ 30 µs |"
     echo "| Redis CPU per pair behind lockd | $(fmt "${R[lockdredis.redis_cpu_us_per_pair]:-}") µs | ≤ 10 µs |"
     echo "| Redis CPU per pair, raw (redis-benchmark) | $(fmt "${R[redis.cpu_us_per_pair]:-}") µs | |"
     echo "| Redis acquire attempts per grant, contended | $(fmt "${R[lockdredis.redis_acq_attempts_per_grant]:-}") | ≤ 1.1 |"
