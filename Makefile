@@ -21,8 +21,8 @@ TSANFLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=thread
 
 DEB_PKGS := build-essential pkg-config libmicrohttpd-dev libjansson-dev libhiredis-dev libev-dev \
             libcmocka-dev libcurl4-openssl-dev uthash-dev libgnutls28-dev redis-server \
-            redis-tools curl clang nodejs npm valgrind nginx etcd-server etcd-client \
-            gnutls-bin man-db openssl strace
+            redis-tools curl clang valgrind nginx etcd-server etcd-client \
+            man-db openssl strace
 
 LIB_SRC  := $(filter-out server/main.c,$(wildcard server/*.c)) $(wildcard api/*.c) $(wildcard config/*.c)
 LUA      := $(wildcard server/scripts/*.lua)
@@ -128,11 +128,12 @@ build/bench/%: bench/%.c
 # --- set-up
 deps:
 	@missing=""; for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	command -v npm >/dev/null 2>&1 || missing="$$missing nodejs npm"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
 	else echo "all Debian packages present"; fi
-	@[ -x node_modules/.bin/redocly ] || npm install --no-audit --no-fund --silent
+	@[ -x node_modules/.bin/redocly ] || npm ci --no-audit --no-fund --silent || npm install --no-audit --no-fund --silent
 
 run:
 	@pkg-config --exists $(PKGS) && command -v redis-server >/dev/null || $(MAKE) deps
@@ -177,7 +178,7 @@ test-fast: build/tests
 	tests/run.sh build
 
 lint:
-	@[ -x node_modules/.bin/redocly ] || npm install --no-audit --no-fund --silent
+	@[ -x node_modules/.bin/redocly ] || npm ci --no-audit --no-fund --silent || npm install --no-audit --no-fund --silent
 	node_modules/.bin/redocly lint openapi.yaml
 
 # api -> engine -> backend: the engine and backends include no HTTP or JSON headers
