@@ -91,8 +91,16 @@ profile_callgrind() {
     callgrind_annotate --tree=caller --threshold=100 --auto=no "$dump" 2>/dev/null >"$OUT/callgrind.$name.callers.txt"
     local total
     total=$(callgrind_annotate --auto=no "$dump" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1; exit}')
+    # inclusive instructions per pair of the functions that matter (names as
+    # callgrind prints them; ??? entries are libmicrohttpd internals)
+    callgrind_annotate --inclusive=yes --auto=no --threshold=100 "$dump" 2>/dev/null |
+        awk -v p="${pairs:-0}" 'p > 0 && /^ *[0-9,]+ \(/ {
+            v = $1; gsub(",", "", v); f = $0; sub(/^ *[0-9,]+ \([ 0-9.]+%\) +/, "", f); sub(/ \[.*/, "", f)
+            if (f ~ /(memset|json_dumps|json_in_parse|grant_json|release_cb|acquire_cb|http_respond_json|MHD_add_response_header|lk_rfc3339|lk_random_hex|router_match|on_request|on_completed|on_reply|redisFormatSdsCommandArgv|redisAsyncCommandArgv|cmd_submit|redisProcessCallbacks|engine_acquire|engine_release|mem_acquire|mem_release|rb_acquire|rb_release|:malloc$|:free$|:calloc$|vsnprintf_internal|MHD_run$)/ && !seen[f]++)
+                printf "  %-60s %8.0f Ir per pair\n", f, v / p }' | sed 's|/work/main/||' >"$OUT/callgrind.$name.per_pair.txt"
     echo "callgrind $name: pairs=$pairs total_Ir=$total Ir_per_pair=$(awk -v t="${total:-0}" -v p="${pairs:-0}" 'BEGIN { if (p > 0) printf "%.0f", t / p }')" |
         tee -a "$OUT/summary.txt"
+    cat "$OUT/callgrind.$name.per_pair.txt" | tee -a "$OUT/summary.txt"
 }
 
 # strace NAME ARGS...: system calls per pair (strace slows lockd down; counts stay exact)
