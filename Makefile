@@ -153,6 +153,7 @@ test: lint check-deps
 	$(MAKE) test-valgrind
 	$(MAKE) test-tsan
 	$(MAKE) test-fuzz
+	@echo "make test: lint, native, ASan/UBSan, valgrind, TSan and fuzz stages all passed"
 
 # lockd under memcheck for the integration programs tests/valgrind.sh names.
 test-valgrind: build/tests
