@@ -168,8 +168,14 @@ EOF
     pid=$!
     PIDS+=("$pid")
     wait_for 10 http_ok "$port" || { note "nginx did not start"; return; }
+    local w t0=0 t1=0 workers
+    workers=$(pgrep -P "$pid")
+    for w in $workers; do t0=$((t0 + $(cpu_ticks "$w"))); done
     run_loadgen "$label" --mode http --method POST --path /locks/x --body '{"ttl_ms":30000}' \
         --port "$port" --clients "$CLIENTS"
+    for w in $workers; do t1=$((t1 + $(cpu_ticks "$w"))); done
+    # CPU of nginx's workers per two requests (one "pair"), to compare with lockd's
+    R[$label.cpu_us_per_pair]=$(us_per $((t1 - t0)) $(( ${R[$label.reqs]:-0} / 2 )))
     R[$label.pairs_per_s]=$(awk -v r="${R[$label.reqs_per_s]:-0}" 'BEGIN {printf "%.0f", r / 2}')
     stop_pid "$pid"
 }
@@ -480,6 +486,7 @@ report() {
     echo "| lockd redis pair p99 | $(fmt "${R[lockdredis.pair_p99_us]:-}") µs | ≤ 5000 µs |"
     echo "| lockd memory pair p99 | $(fmt "${R[memory.pair_p99_us]:-}") µs | < 2000 µs |"
     echo "| lockd redis single-client acquire p50 | $(fmt "${R[lockdredis_single.acq_p50_us]:-}") µs | ≤ 200 µs |"
+    echo "| nginx workers' CPU per 2 requests | $(fmt "${R[nginx.cpu_us_per_pair]:-}") µs | |"
     echo "| lockd CPU per pair, memory | $(fmt "${R[memory.cpu_us_per_pair]:-}") µs (user $(fmt "${R[memory.cpu_user_us_per_pair]:-}")) | |"
     echo "| lockd CPU per pair, redis | $(fmt "${R[lockdredis.cpu_us_per_pair]:-}") µs (user $(fmt "${R[lockdredis.cpu_user_us_per_pair]:-}")) | ≤ 30 µs |"
     echo "| Redis CPU per pair behind lockd | $(fmt "${R[lockdredis.redis_cpu_us_per_pair]:-}") µs | ≤ 10 µs |"
