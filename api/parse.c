@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/util.h"
+
 #include "api/errors.h"
 #include "api/json_in.h"
 #include "config/config.h"
@@ -152,24 +154,13 @@ bool parse_list_query(const char *prefix, const char *cursor, const char *limit,
     return true;
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 size_t parse_unescape(char *s)
 {
     char *w = s;
     for (char *p = s; *p; p++) {
         /* Two hex digits exactly (strtoul would also take "\t5" or "+5"). */
         if (p[0] == '%' && p[1] != '\0' && p[2] != '\0') {
-            int hi = hexval(p[1]), lo = hexval(p[2]);
+            int hi = lk_hexval(p[1]), lo = lk_hexval(p[2]);
             if (hi >= 0 && lo >= 0 && (hi | lo) != 0) {
                 *w++ = (char)(hi * 16 + lo);
                 p += 2;

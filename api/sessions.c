@@ -20,6 +20,19 @@ static json_t *names_json(const char *const *names, size_t n)
     return a;
 }
 
+/* The fields every session answer has (new reference). */
+static json_t *session_json(const struct eng_session_view *v)
+{
+    char expires[32];
+    lk_rfc3339(v->expires_at_ms, expires);
+    json_t *o = json_object();
+    json_object_set_new(o, "session", json_string(v->session));
+    json_object_set_new(o, "ttl_ms", json_integer(v->ttl_ms));
+    json_object_set_new(o, "expires_at", json_string(expires));
+    json_object_set_new(o, "owner", json_string(v->owner));
+    return o;
+}
+
 static void created_cb(void *arg, const struct eng_session_view *v)
 {
     struct req *r = arg;
@@ -30,14 +43,7 @@ static void created_cb(void *arg, const struct eng_session_view *v)
             errors_respond_code(r, v->code, NULL);
         return;
     }
-    char expires[32];
-    lk_rfc3339(v->expires_at_ms, expires);
-    json_t *o = json_object();
-    json_object_set_new(o, "session", json_string(v->session));
-    json_object_set_new(o, "ttl_ms", json_integer(v->ttl_ms));
-    json_object_set_new(o, "expires_at", json_string(expires));
-    json_object_set_new(o, "owner", json_string(v->owner));
-    http_respond_json(r, 201, o);
+    http_respond_json(r, 201, session_json(v));
 }
 
 void sessions_create(struct req *r)
@@ -62,13 +68,7 @@ static void view_cb(void *arg, const struct eng_session_view *v)
         errors_respond_code(r, v->code, NULL);
         return;
     }
-    char expires[32];
-    lk_rfc3339(v->expires_at_ms, expires);
-    json_t *o = json_object();
-    json_object_set_new(o, "session", json_string(v->session));
-    json_object_set_new(o, "ttl_ms", json_integer(v->ttl_ms));
-    json_object_set_new(o, "expires_at", json_string(expires));
-    json_object_set_new(o, "owner", json_string(v->owner));
+    json_t *o = session_json(v);
     json_object_set_new(o, "locks", names_json(v->locks, v->nlocks));
     json_object_set_new(o, "lost", names_json(v->lost, v->nlost));
     http_respond_json(r, 200, o);

@@ -8,16 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
+#include "server/util.h"
 
 /* Percent-decodes [s, s+len) into out (cap bytes with NUL); false if bad. */
 static bool decode(const char *s, size_t len, char *out, size_t cap)
@@ -26,8 +17,8 @@ static bool decode(const char *s, size_t len, char *out, size_t cap)
     for (size_t i = 0; i < len; i++) {
         char c = s[i];
         if (c == '%') {
-            int hi = i + 1 < len ? hexval(s[i + 1]) : -1;
-            int lo = i + 2 < len ? hexval(s[i + 2]) : -1;
+            int hi = i + 1 < len ? lk_hexval(s[i + 1]) : -1;
+            int lo = i + 2 < len ? lk_hexval(s[i + 2]) : -1;
             if (hi < 0 || lo < 0 || (hi == 0 && lo == 0)) /* %00 would cut the string */
                 return false;
             c = (char)(hi * 16 + lo);

@@ -131,6 +131,17 @@ bool lk_name_valid(const char *s, size_t len)
     return true;
 }
 
+int lk_hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
 bool lk_streq_ct(const char *a, const char *b)
 {
     size_t la = strlen(a), lb = strlen(b);

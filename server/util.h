@@ -57,6 +57,9 @@ bool lk_name_valid(const char *s, size_t len);
 #define LK_OWNER_MAX 128
 #define LK_SESSION_LEN 32
 
+/* Value of one hex digit (either case), or -1. */
+int lk_hexval(char c);
+
 /* Constant-time equality of two NUL-terminated strings. */
 bool lk_streq_ct(const char *a, const char *b);
 
