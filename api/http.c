@@ -127,8 +127,12 @@ void http_add_header(struct req *r, const char *name, const char *value)
 {
     if (r->nhdrs >= REQ_MAX_HEADERS)
         return;
-    snprintf(r->hdr_name[r->nhdrs], sizeof(r->hdr_name[0]), "%s", name);
-    snprintf(r->hdr_value[r->nhdrs], sizeof(r->hdr_value[0]), "%s", value);
+    size_t n = strlen(value);
+    if (n >= sizeof(r->hdr_value[0]))
+        n = sizeof(r->hdr_value[0]) - 1;
+    r->hdr_name[r->nhdrs] = name;
+    memcpy(r->hdr_value[r->nhdrs], value, n);
+    r->hdr_value[r->nhdrs][n] = '\0';
     r->nhdrs++;
 }
 
@@ -289,9 +293,28 @@ static void req_start(struct http_worker *wk, struct req *r, struct MHD_Connecti
         if (clean)
             snprintf(r->req_id, sizeof(r->req_id), "%s", rid);
     }
-    if (r->req_id[0] == '\0')
-        snprintf(r->req_id, sizeof(r->req_id), "%x-%llx", wk->index,
-                 (unsigned long long)++wk->req_seq);
+    if (r->req_id[0] == '\0') {
+        /* "<worker hex>-<sequence hex>", by hand: one per request. */
+        static const char hex[] = "0123456789abcdef";
+        char tmp[20];
+        size_t n = 0, o = 0;
+        unsigned w = (unsigned)wk->index;
+        do {
+            tmp[n++] = hex[w & 15];
+            w >>= 4;
+        } while (w);
+        while (n)
+            r->req_id[o++] = tmp[--n];
+        r->req_id[o++] = '-';
+        uint64_t seq = ++wk->req_seq;
+        do {
+            tmp[n++] = hex[seq & 15];
+            seq >>= 4;
+        } while (seq);
+        while (n)
+            r->req_id[o++] = tmp[--n];
+        r->req_id[o] = '\0';
+    }
 }
 
 static void route_request(struct req *r)
@@ -565,7 +588,10 @@ static int start_daemon(struct http_worker *wk, char *err, size_t errlen)
     opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT, (intptr_t)limit, NULL};
     opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_TIMEOUT,
                                         (intptr_t)(cfg->connection_timeout_ms / 1000), NULL};
-    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_MEMORY_LIMIT, 32 * 1024, NULL};
+    /* 8 KiB: headers and the read/write buffers only (bodies are copied out
+     * chunk by chunk). MHD zeroes the pool for every request on a keep-alive
+     * connection, so a larger pool costs a large memset per request. */
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_MEMORY_LIMIT, 8 * 1024, NULL};
     opts[n++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, NULL};
     opts[n++] = (struct MHD_OptionItem){MHD_OPTION_UNESCAPE_CALLBACK, (intptr_t)unescape, NULL};
     opts[n++] = (struct MHD_OptionItem){MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_log, NULL};

@@ -47,7 +47,7 @@ struct req {
     char *resp;          /* malloc'd */
     size_t resp_len;
     const char *content_type;
-    char hdr_name[REQ_MAX_HEADERS][24];
+    const char *hdr_name[REQ_MAX_HEADERS]; /* static strings */
     char hdr_value[REQ_MAX_HEADERS][72];
     int nhdrs;
 
@@ -73,6 +73,7 @@ const struct lk_config *http_config(const struct req *r);
 void http_respond_json(struct req *r, int status, json_t *json);
 void http_respond_text(struct req *r, int status, const char *content_type, char *text,
                        size_t len);
+/* name must be a string literal (kept by pointer); value is copied. */
 void http_add_header(struct req *r, const char *name, const char *value);
 
 /* Request headers and query arguments. */

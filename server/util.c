@@ -84,36 +84,61 @@ int64_t lk_wall_us(void) { return clock_us(CLOCK_REALTIME); }
 
 void lk_rfc3339(int64_t wall_ms, char out[32])
 {
-    time_t secs = (time_t)(wall_ms / 1000);
-    struct tm tm;
-    gmtime_r(&secs, &tm);
-    char buf[96];
-    snprintf(buf, sizeof(buf), "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
-             tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(wall_ms % 1000));
-    memcpy(out, buf, 31);
-    out[31] = '\0';
+    /* Per thread, the "YYYY-MM-DDTHH:MM:SS" of the last second formatted:
+     * grants within one second cost a copy, not gmtime_r + snprintf. */
+    static __thread int64_t cached_sec = INT64_MIN;
+    static __thread char prefix[24];
+    int64_t sec = wall_ms / 1000;
+    int ms = (int)(wall_ms % 1000);
+    if (sec != cached_sec) {
+        time_t secs = (time_t)sec;
+        struct tm tm;
+        gmtime_r(&secs, &tm);
+        char buf[96];
+        snprintf(buf, sizeof(buf), "%04d-%02d-%02dT%02d:%02d:%02d", tm.tm_year + 1900,
+                 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+        memcpy(prefix, buf, 19);
+        prefix[19] = '\0';
+        cached_sec = sec;
+    }
+    memcpy(out, prefix, 19);
+    out[19] = '.';
+    out[20] = (char)('0' + ms / 100);
+    out[21] = (char)('0' + ms / 10 % 10);
+    out[22] = (char)('0' + ms % 10);
+    out[23] = 'Z';
+    out[24] = '\0';
 }
 
 void lk_random_hex(char *out, size_t nbytes)
 {
+    /* Per thread, 4 KiB from getrandom(2) at a time: 256 leases per system
+     * call. The bytes are the kernel's CSPRNG output, used once each. */
+    static __thread unsigned char pool[4096];
+    static __thread size_t avail;
     static const char hex[] = "0123456789abcdef";
-    unsigned char buf[64];
-    size_t got = 0;
-    if (nbytes > sizeof(buf))
-        nbytes = sizeof(buf);
-    while (got < nbytes) {
-        ssize_t r = getrandom(buf + got, nbytes - got, 0);
-        if (r < 0) {
-            if (errno == EINTR)
-                continue;
-            abort(); /* no entropy: a guessable lease is worse than no lockd */
+    if (nbytes > 64)
+        nbytes = 64;
+    if (avail < nbytes) {
+        size_t got = 0;
+        while (got < sizeof(pool)) {
+            ssize_t r = getrandom(pool + got, sizeof(pool) - got, 0);
+            if (r < 0) {
+                if (errno == EINTR)
+                    continue;
+                abort(); /* no entropy: a guessable lease is worse than no lockd */
+            }
+            got += (size_t)r;
         }
-        got += (size_t)r;
+        avail = sizeof(pool);
     }
+    const unsigned char *buf = pool + sizeof(pool) - avail;
     for (size_t i = 0; i < nbytes; i++) {
         out[2 * i] = hex[buf[i] >> 4];
         out[2 * i + 1] = hex[buf[i] & 15];
     }
+    memset(pool + sizeof(pool) - avail, 0, nbytes); /* never hand out twice */
+    avail -= nbytes;
     out[2 * nbytes] = '\0';
 }
 

@@ -5,12 +5,14 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
 
 #include "api/errors.h"
 #include "api/json_in.h"
+#include "api/json_out.h"
 #include "server/util.h"
 
 static void test_names(void **state)
@@ -104,12 +106,74 @@ static void test_json(void **state)
     json_decref(o);
 }
 
+/* json_out must write what jansson writes for the same object. */
+static void test_json_out(void **state)
+{
+    (void)state;
+    const char *vals[] = {"", "plain", "q\"uote", "back\\slash", "ctl\x01\x1f\b\f\n\r\t",
+                          "caf\xc3\xa9", "\xe2\x82\xac euro", "\xf0\x9f\x94\x92 lock",
+                          "/slash", "\x7f del"};
+    for (size_t i = 0; i < sizeof(vals) / sizeof(vals[0]); i++) {
+        struct jout j;
+        jout_begin(&j);
+        jout_str(&j, "owner", vals[i]);
+        jout_int(&j, "n", -9007199254740991LL);
+        jout_int(&j, "z", 0);
+        jout_int(&j, "big", 1795312246151213LL);
+        jout_str(&j, "none", NULL);
+        jout_bool(&j, "t", true);
+        jout_bool(&j, "f", false);
+        size_t len;
+        char *got = jout_end(&j, &len);
+        json_t *o = json_object();
+        json_object_set_new(o, "owner", json_string(vals[i]));
+        json_object_set_new(o, "n", json_integer(-9007199254740991LL));
+        json_object_set_new(o, "z", json_integer(0));
+        json_object_set_new(o, "big", json_integer(1795312246151213LL));
+        json_object_set_new(o, "none", json_null());
+        json_object_set_new(o, "t", json_true());
+        json_object_set_new(o, "f", json_false());
+        char *want = json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII | JSON_PRESERVE_ORDER);
+        assert_non_null(want);
+        assert_int_equal(len, strlen(want) + 1);
+        assert_memory_equal(got, want, strlen(want));
+        assert_int_equal(got[len - 1], '\n');
+        free(want);
+        free(got);
+        json_decref(o);
+    }
+}
+
+static void test_time_and_random(void **state)
+{
+    (void)state;
+    char out[32];
+    lk_rfc3339(0, out);
+    assert_string_equal(out, "1970-01-01T00:00:00.000Z");
+    lk_rfc3339(1795312246151LL, out);
+    assert_string_equal(out, "2026-11-22T01:50:46.151Z");
+    lk_rfc3339(1795312246009LL, out); /* same second, cached prefix */
+    assert_string_equal(out, "2026-11-22T01:50:46.009Z");
+    lk_rfc3339(1795312247999LL, out);
+    assert_string_equal(out, "2026-11-22T01:50:47.999Z");
+    /* 1,000 leases (four refills of the per-thread pool): all distinct hex. */
+    static char seen[1000][LK_LEASE_LEN + 1];
+    for (int i = 0; i < 1000; i++) {
+        lk_random_hex(seen[i], LK_LEASE_LEN / 2);
+        assert_true(json_in_lease_ok(seen[i]));
+        for (int k = 0; k < i; k++)
+            assert_string_not_equal(seen[i], seen[k]);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_leases),
         cmocka_unit_test(test_json),
+        cmocka_unit_test(test_json_out),
+        cmocka_unit_test(test_time_and_random),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
