@@ -205,7 +205,7 @@ char *metrics_render(const char *extra, size_t *len)
          M_LEASES_LOST},
         {"lockd_sessions_expired_total", "Sessions expired by the reaper.", "counter",
          M_SESSIONS_EXPIRED},
-        {"lockd_locks_held", "Leases granted through this lockd and not yet released.", "gauge",
+        {"lockd_locks_held", "Session-bound leases held through this lockd (the watchdog keeps them).", "gauge",
          M_LOCKS_HELD},
         {"lockd_sessions", "Live sessions.", "gauge", M_SESSIONS},
         {"lockd_waiters", "Blocked acquires queued in this lockd.", "gauge", M_WAITERS},
