@@ -204,15 +204,17 @@ static void argb_int(struct argb *b, long long v)
 static void argb_key(struct argb *b, const struct rb *bk, const char *name, const char *suffix)
 {
     size_t nl = strlen(name), sl = strlen(suffix);
+    char tmp[512]; /* prefix and name are bounded; larger keys take the heap */
     size_t len = bk->prefix_len + nl + sl + 2;
-    char *tmp = lk_malloc(len + 1);
-    memcpy(tmp, bk->prefix, bk->prefix_len);
-    tmp[bk->prefix_len] = '{';
-    memcpy(tmp + bk->prefix_len + 1, name, nl);
-    tmp[bk->prefix_len + 1 + nl] = '}';
-    memcpy(tmp + bk->prefix_len + 2 + nl, suffix, sl);
-    argb_put(b, tmp, len);
-    free(tmp);
+    char *k = len <= sizeof(tmp) ? tmp : lk_malloc(len);
+    memcpy(k, bk->prefix, bk->prefix_len);
+    k[bk->prefix_len] = '{';
+    memcpy(k + bk->prefix_len + 1, name, nl);
+    k[bk->prefix_len + 1 + nl] = '}';
+    memcpy(k + bk->prefix_len + 2 + nl, suffix, sl);
+    argb_put(b, k, len);
+    if (k != tmp)
+        free(k);
 }
 
 static void argb_channel(struct argb *b, const struct rb *bk, const char *name)
@@ -599,13 +601,54 @@ static void cmd_answer_down(struct rcmd *cmd)
 static void on_reply(redisAsyncContext *ac, void *r, void *priv);
 static void on_wait(redisAsyncContext *ac, void *r, void *priv);
 
+/* Formats argv as a RESP array into a per-thread buffer (valid until the
+ * next call on this thread): hiredis copies it into its output buffer. Ours
+ * is one pass with no allocation, where redisAsyncCommandArgv builds an sds
+ * per argument. */
+static const char *resp_format(int argc, const char **argv, const size_t *argvlen, size_t *len)
+{
+    static __thread char *buf;
+    static __thread size_t cap;
+    size_t need = 16;
+    for (int i = 0; i < argc; i++)
+        need += argvlen[i] + 24;
+    if (need > cap) {
+        cap = need * 2;
+        free(buf);
+        buf = lk_malloc(cap);
+    }
+    char *p = buf;
+    p += sprintf(p, "*%d\r\n", argc);
+    for (int i = 0; i < argc; i++) {
+        char num[24], *e = num + sizeof(num), *q = e;
+        size_t v = argvlen[i];
+        do {
+            *--q = (char)('0' + v % 10);
+            v /= 10;
+        } while (v);
+        *p++ = '$';
+        memcpy(p, q, (size_t)(e - q));
+        p += e - q;
+        *p++ = '\r';
+        *p++ = '\n';
+        memcpy(p, argv[i], argvlen[i]);
+        p += argvlen[i];
+        *p++ = '\r';
+        *p++ = '\n';
+    }
+    *len = (size_t)(p - buf);
+    return buf;
+}
+
 /* Queues the command (and its WAIT) on the loop's context. 0 or -1. */
 static int cmd_send(struct rcmd *cmd)
 {
     struct rconn *c = cmd->conn;
     if (c == NULL || c->ac == NULL)
         return -1;
-    if (redisAsyncCommandArgv(c->ac, on_reply, cmd, cmd->argc, cmd->argv, cmd->argvlen) != REDIS_OK)
+    size_t len;
+    const char *resp = resp_format(cmd->argc, cmd->argv, cmd->argvlen, &len);
+    if (redisAsyncFormattedCommand(c->ac, on_reply, cmd, resp, len) != REDIS_OK)
         return -1;
     cmd->refs++;
     if (cmd->with_wait) {
