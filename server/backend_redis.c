@@ -601,22 +601,19 @@ static void cmd_answer_down(struct rcmd *cmd)
 static void on_reply(redisAsyncContext *ac, void *r, void *priv);
 static void on_wait(redisAsyncContext *ac, void *r, void *priv);
 
-/* Formats argv as a RESP array into a per-thread buffer (valid until the
- * next call on this thread): hiredis copies it into its output buffer. Ours
+/* Formats argv as a RESP array into a per-thread buffer, or a heap block
+ * (*heap) when large: hiredis copies it into its output buffer. Ours
  * is one pass with no allocation, where redisAsyncCommandArgv builds an sds
  * per argument. */
-static const char *resp_format(int argc, const char **argv, const size_t *argvlen, size_t *len)
+static char *resp_format(int argc, const char **argv, const size_t *argvlen, size_t *len,
+                         bool *heap)
 {
-    static __thread char *buf;
-    static __thread size_t cap;
+    static __thread char small[16384]; /* no heap block outlives a thread */
     size_t need = 16;
     for (int i = 0; i < argc; i++)
         need += argvlen[i] + 24;
-    if (need > cap) {
-        cap = need * 2;
-        free(buf);
-        buf = lk_malloc(cap);
-    }
+    *heap = need > sizeof(small);
+    char *buf = *heap ? lk_malloc(need) : small;
     char *p = buf;
     p += sprintf(p, "*%d\r\n", argc);
     for (int i = 0; i < argc; i++) {
@@ -647,8 +644,12 @@ static int cmd_send(struct rcmd *cmd)
     if (c == NULL || c->ac == NULL)
         return -1;
     size_t len;
-    const char *resp = resp_format(cmd->argc, cmd->argv, cmd->argvlen, &len);
-    if (redisAsyncFormattedCommand(c->ac, on_reply, cmd, resp, len) != REDIS_OK)
+    bool heap;
+    char *resp = resp_format(cmd->argc, cmd->argv, cmd->argvlen, &len, &heap);
+    int rc = redisAsyncFormattedCommand(c->ac, on_reply, cmd, resp, len);
+    if (heap)
+        free(resp);
+    if (rc != REDIS_OK)
         return -1;
     cmd->refs++;
     if (cmd->with_wait) {
