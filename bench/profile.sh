@@ -13,7 +13,7 @@ PAIRS=${PROFILE_PAIRS:-20000}
 CLIENTS=${PROFILE_CLIENTS:-64}
 LOCKD_ARGS=${BENCH_LOCKD_ARGS:---threads 2 --log_level warn --access_log false}
 LOADGEN=$ROOT/build/bench/loadgen
-LOCKD=$ROOT/build/lockd
+LOCKD=${BENCH_LOCKD:-$ROOT/build/lockd}
 OUT=$ROOT/build/bench/profile
 TMP=$(mktemp -d /tmp/lockd-profile.XXXXXX)
 mkdir -p "$OUT"
@@ -127,7 +127,11 @@ profile_strace() {
 }
 
 [[ -x $LOCKD && -x $LOADGEN ]] || { echo "build lockd and build/bench/loadgen first (make bench)" >&2; exit 1; }
-: >"$OUT/summary.txt"
+# Pin the binaries: others may rebuild build/ while this runs.
+cp "$LOCKD" "$TMP/lockd" && LOCKD=$TMP/lockd
+cp "$LOADGEN" "$TMP/loadgen" && LOADGEN=$TMP/loadgen
+echo "profiled: $("$LOCKD" --version 2>&1 | head -1)" >"$OUT/version.txt"
+cp "$OUT/version.txt" "$OUT/summary.txt"
 WHAT=${PROFILE_ONLY:-callgrind strace}
 [[ $WHAT == *callgrind* ]] && profile_callgrind memory --backend memory
 [[ $WHAT == *strace* ]] && profile_strace memory --backend memory

@@ -22,6 +22,7 @@
 #   BENCH_WAITERS=10000    waiting clients for the RSS figure
 #   BENCH_ONLY="nginx redis etcd node memory lockdredis rss"  subset to run
 #   BENCH_TMP=/tmp         where the temp dir goes (etcd's data dir is in it)
+#   BENCH_LOCKD=build/lockd  the lockd binary to measure (copied first: build/ may change meanwhile)
 set -u
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -36,7 +37,7 @@ WAITERS=${BENCH_WAITERS:-10000}
 ONLY=${BENCH_ONLY:-nginx redis etcd node memory lockdredis rss}
 ROUNDS=${BENCH_ROUNDS:-3}
 LOADGEN=$ROOT/build/bench/loadgen
-LOCKD=$ROOT/build/lockd
+LOCKD=${BENCH_LOCKD:-$ROOT/build/lockd}
 SCRIPTS=$ROOT/server/scripts
 TMP=$(mktemp -d "${BENCH_TMP:-/tmp}/lockd-bench.XXXXXX")
 RAW=$TMP/results.txt
@@ -444,7 +445,7 @@ report() {
         END { if (T[2] > T[1]) printf "%.1f", 100 * (S[2] - S[1]) / (T[2] - T[1]) }')
     echo "CPU steal during the run ${steal:-?}%, load average at the end $(cut -d' ' -f1-3 /proc/loadavg) (other processes on the machine skew absolute figures; ratios are taken within one round)"
     echo "rounds=$ROUNDS: nginx, raw Redis, lockd memory and lockd redis pairs are measured in turn, $ROUNDS times; rows show the median round, ratios are taken within each round"
-    echo "clients=$CLIENTS secs=$SECS loadgen_threads=$LG_THREADS nginx_workers=$NGINX_WORKERS lockd_args='$LOCKD_ARGS' lockd=$(git -C "$ROOT" describe --always --dirty 2>/dev/null)"
+    echo "clients=$CLIENTS secs=$SECS loadgen_threads=$LG_THREADS nginx_workers=$NGINX_WORKERS lockd_args='$LOCKD_ARGS' lockd='${LOCKD_VERSION:-none}' (tree at report time: $(git -C "$ROOT" describe --always --dirty 2>/dev/null))"
     echo
     echo "| what | pairs/s | p50 µs | p90 µs | p99 µs | p99.9 µs | note |"
     echo "|---|---:|---:|---:|---:|---:|---|"
@@ -508,6 +509,12 @@ report() {
 # ------------------------------------------------------------------ main
 
 [[ -x $LOADGEN ]] || { echo "build/bench/loadgen missing: run make bench" >&2; exit 1; }
+# Pin the binaries: others may rebuild build/ while this runs.
+cp "$LOADGEN" "$TMP/loadgen" && LOADGEN=$TMP/loadgen
+if [[ -x $LOCKD ]]; then
+    cp "$LOCKD" "$TMP/lockd" && LOCKD=$TMP/lockd
+    LOCKD_VERSION=$("$LOCKD" --version 2>&1 | head -1)
+fi
 log "temp dir $TMP, $SECS s per measurement, $CLIENTS clients"
 STAT0=$(grep '^cpu ' /proc/stat)
 if [[ -x $LOCKD ]]; then
