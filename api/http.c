@@ -291,7 +291,7 @@ static void req_start(struct http_worker *wk, struct req *r, struct MHD_Connecti
             if ((unsigned char)*p < 0x21 || (unsigned char)*p > 0x7e)
                 clean = false;
         if (clean)
-            snprintf(r->req_id, sizeof(r->req_id), "%s", rid);
+            lk_strlcpy(r->req_id, rid, sizeof(r->req_id));
     }
     if (r->req_id[0] == '\0') {
         /* "<worker hex>-<sequence hex>", by hand: one per request. */

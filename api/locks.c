@@ -134,8 +134,8 @@ static void acquire_cb(void *arg, const struct eng_result *res)
     r->waiting = false;
     r->waiter = NULL;
     if (res->code == LK_OK) {
-        snprintf(r->grant_name, sizeof(r->grant_name), "%s", res->name);
-        snprintf(r->grant_lease, sizeof(r->grant_lease), "%s", res->lease);
+        lk_strlcpy(r->grant_name, res->name, sizeof(r->grant_name));
+        lk_strlcpy(r->grant_lease, res->lease, sizeof(r->grant_lease));
         r->grant_pending = true;
         grant_json(r, res);
         return;
@@ -203,7 +203,7 @@ void locks_renew(struct req *r)
         !parse_renew_ttl(body, cfg, &ttl, &e))
         goto bad;
     char lease_copy[40];
-    snprintf(lease_copy, sizeof(lease_copy), "%s", lease);
+    lk_strlcpy(lease_copy, lease, sizeof(lease_copy));
     json_decref(body);
     enum lk_code c = engine_renew(http_engine(r), http_loop(r), r->param, lease_copy, ttl,
                                   renew_cb, r);
@@ -245,7 +245,7 @@ void locks_release(struct req *r)
     if (body == NULL || !find_lease(r, bl, ql, qconf, &lease, &e))
         goto bad;
     char lease_copy[40];
-    snprintf(lease_copy, sizeof(lease_copy), "%s", lease);
+    lk_strlcpy(lease_copy, lease, sizeof(lease_copy));
     json_decref(body);
     enum lk_code c =
         engine_release(http_engine(r), http_loop(r), r->param, lease_copy, release_cb, r);

@@ -124,11 +124,11 @@ static enum lk_code mem_acquire(void *bk, struct lk_loop *lp, const struct bk_ac
     } else {
         if (l == NULL) {
             l = lk_calloc(1, sizeof(*l));
-            snprintf(l->name, sizeof(l->name), "%s", a->name);
+            lk_strlcpy(l->name, a->name, sizeof(l->name));
             HASH_ADD_STR(m->locks, name, l);
         }
-        snprintf(l->lease, sizeof(l->lease), "%s", a->lease);
-        snprintf(l->owner, sizeof(l->owner), "%s", a->owner ? a->owner : "");
+        lk_strlcpy(l->lease, a->lease, sizeof(l->lease));
+        lk_strlcpy(l->owner, a->owner ? a->owner : "", sizeof(l->owner));
         l->token = next_token(m);
         l->ttl_ms = a->ttl_ms;
         l->expires_ms = now + a->ttl_ms;

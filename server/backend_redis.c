@@ -260,14 +260,14 @@ static void set_status(struct rconn *c, bool up, const char *reason)
     int say = 0; /* 1: down (why), 2: up again */
     pthread_mutex_lock(&bk->mu);
     c->up = up;
-    snprintf(c->reason, sizeof(c->reason), "%s", reason);
+    lk_strlcpy(c->reason, reason, sizeof(c->reason));
     const char *why;
     bool node_up = node_state(bk, &why);
     if (!c->closing &&
         (node_up != bk->logged_up || (!node_up && strcmp(why, bk->logged_reason) != 0))) {
         bk->logged_up = node_up;
-        snprintf(bk->logged_reason, sizeof(bk->logged_reason), "%s", why);
-        snprintf(said, sizeof(said), "%s", why);
+        lk_strlcpy(bk->logged_reason, why, sizeof(bk->logged_reason));
+        lk_strlcpy(said, why, sizeof(said));
         say = node_up ? 2 : 1;
     }
     pthread_mutex_unlock(&bk->mu);
@@ -473,7 +473,7 @@ static struct rconn *conn_new(struct rb *bk, struct ev_loop *ev, bool is_sub)
     c->is_sub = is_sub;
     c->rng = (uint64_t)lk_now_us() ^ (uint64_t)(uintptr_t)c ^ 0x9e3779b97f4a7c15ull;
     c->up = bk->startup_up;
-    snprintf(c->reason, sizeof(c->reason), "%s", bk->startup_reason);
+    lk_strlcpy(c->reason, bk->startup_reason, sizeof(c->reason));
     ev_timer_init(&c->retry, on_retry, 0., 0.);
     c->retry.data = c;
     ev_timer_init(&c->deadline, on_conn_deadline, 0., 0.);
@@ -1231,7 +1231,7 @@ static size_t rb_nodes(void *state, struct bk_node *out, size_t max)
     pthread_mutex_lock(&bk->mu);
     const char *why;
     out->up = node_state(bk, &why);
-    snprintf(out->reason, sizeof(out->reason), "%s", why);
+    lk_strlcpy(out->reason, why, sizeof(out->reason));
     pthread_mutex_unlock(&bk->mu);
     return 1;
 }
@@ -1377,7 +1377,7 @@ static void sub_watch(void *p)
     if (m->on) {
         if (w == NULL) {
             w = lk_calloc(1, sizeof(*w));
-            snprintf(w->name, sizeof(w->name), "%s", m->name);
+            lk_strlcpy(w->name, m->name, sizeof(w->name));
             HASH_ADD_STR(bk->watched, name, w);
             sub_send(bk, "SUBSCRIBE", names, 1);
         }
@@ -1403,7 +1403,7 @@ static void rb_watch(void *state, const char *name, bool on)
     struct watch_msg *m = lk_calloc(1, sizeof(*m));
     m->bk = bk;
     m->on = on;
-    snprintf(m->name, sizeof(m->name), "%s", name);
+    lk_strlcpy(m->name, name, sizeof(m->name));
     loop_post(bk->sub_lp, sub_watch, m); /* the table and connection live on that thread */
 }
 
@@ -1493,7 +1493,7 @@ static const struct backend_ops rb_ops = {
  * every reconnect. A name that does not resolve yet is kept (resolved then). */
 static void resolve_host(struct rb *bk)
 {
-    snprintf(bk->connect_host, sizeof(bk->connect_host), "%s", bk->url.host);
+    lk_strlcpy(bk->connect_host, bk->url.host, sizeof(bk->connect_host));
     struct addrinfo hints, *res = NULL;
     memset(&hints, 0, sizeof(hints));
     hints.ai_family = AF_UNSPEC;
@@ -1507,7 +1507,7 @@ static void resolve_host(struct rb *bk)
                         ? (const void *)&((struct sockaddr_in *)(void *)res->ai_addr)->sin_addr
                         : (const void *)&((struct sockaddr_in6 *)(void *)res->ai_addr)->sin6_addr;
     if (inet_ntop(res->ai_family, a, tmp, sizeof(tmp)) != NULL)
-        snprintf(bk->connect_host, sizeof(bk->connect_host), "%s", tmp);
+        lk_strlcpy(bk->connect_host, tmp, sizeof(bk->connect_host));
     freeaddrinfo(res);
 }
 
@@ -1654,7 +1654,7 @@ enum lk_code backend_redis_new(const struct lk_config *cfg, struct backend *out,
     if (rc != LK_OK)
         goto fail;
     bk->logged_up = bk->startup_up; /* startup_probe logged that already */
-    snprintf(bk->logged_reason, sizeof(bk->logged_reason), "%s", bk->startup_reason);
+    lk_strlcpy(bk->logged_reason, bk->startup_reason, sizeof(bk->logged_reason));
     bk->sub_lp = loop_new(-1);
     loop_post(bk->sub_lp, sub_init, bk); /* runs first thing on the new thread */
     if (pthread_create(&bk->sub_th, NULL, sub_main, bk) != 0) {

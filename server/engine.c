@@ -40,7 +40,7 @@ static struct op *op_new(struct engine *e, struct lk_loop *lp, const char *name,
     o->done = done;
     o->arg = arg;
     o->start_us = lk_now_us();
-    snprintf(o->name, sizeof(o->name), "%s", name);
+    lk_strlcpy(o->name, name, sizeof(o->name));
     return o;
 }
 
@@ -191,12 +191,12 @@ enum lk_code engine_acquire(struct engine *e, struct lk_loop *lp, const struct e
     }
     struct op *o = op_new(e, lp, a->name, done, arg);
     memcpy(o->lease, lease, sizeof(o->lease));
-    snprintf(o->owner, sizeof(o->owner), "%s", a->owner ? a->owner : "");
+    lk_strlcpy(o->owner, a->owner ? a->owner : "", sizeof(o->owner));
     o->ttl_ms = a->ttl_ms;
     o->max_hold_ms = a->max_hold_ms;
     if (a->session != NULL) {
         o->has_session = true;
-        snprintf(o->session, sizeof(o->session), "%s", a->session);
+        lk_strlcpy(o->session, a->session, sizeof(o->session));
     }
     struct bk_acquire ba = {
         .name = o->name,
@@ -239,7 +239,7 @@ enum lk_code engine_renew(struct engine *e, struct lk_loop *lp, const char *name
                           const char *lease, int64_t ttl_ms, eng_done_fn done, void *arg)
 {
     struct op *o = op_new(e, lp, name, done, arg);
-    snprintf(o->lease, sizeof(o->lease), "%s", lease);
+    lk_strlcpy(o->lease, lease, sizeof(o->lease));
     o->ttl_ms = ttl_ms;
     return e->bk.ops->renew(e->bk.state, lp, o->name, o->lease, ttl_ms > 0 ? ttl_ms : 0,
                             renew_done, o);
@@ -284,7 +284,7 @@ enum lk_code engine_release(struct engine *e, struct lk_loop *lp, const char *na
         return LK_OK;
     }
     struct op *o = op_new(e, lp, name, done, arg);
-    snprintf(o->lease, sizeof(o->lease), "%s", lease);
+    lk_strlcpy(o->lease, lease, sizeof(o->lease));
     return e->bk.ops->release(e->bk.state, lp, o->name, o->lease, 0, release_done, o);
 }
 
@@ -292,7 +292,7 @@ void engine_release_bg(struct engine *e, struct lk_loop *lp, const char *name, c
                        int64_t delay_ms)
 {
     struct op *o = op_new(e, lp, name, NULL, NULL);
-    snprintf(o->lease, sizeof(o->lease), "%s", lease);
+    lk_strlcpy(o->lease, lease, sizeof(o->lease));
     enum lk_code c = e->bk.ops->release(e->bk.state, lp, o->name, o->lease, delay_ms,
                                         release_done, o);
     (void)c; /* completion handled in release_done either way */
@@ -321,7 +321,7 @@ enum lk_code engine_inspect(struct engine *e, struct lk_loop *lp, const char *na
     io->e = e;
     io->done = done;
     io->arg = arg;
-    snprintf(io->name, sizeof(io->name), "%s", name);
+    lk_strlcpy(io->name, name, sizeof(io->name));
     return e->bk.ops->inspect(e->bk.state, lp, io->name, inspect_done, io);
 }
 

@@ -97,8 +97,8 @@ void metrics_http(const char *route, const char *method, int status)
         if (k == 0) {
             uint32_t zero = 0;
             if (atomic_compare_exchange_strong(&s->key, &zero, h)) {
-                snprintf(s->route, sizeof(s->route), "%s", route);
-                snprintf(s->method, sizeof(s->method), "%s", method);
+                lk_strlcpy(s->route, route, sizeof(s->route));
+                lk_strlcpy(s->method, method, sizeof(s->method));
                 s->status = status;
                 atomic_store(&s->ready, 1);
                 atomic_fetch_add_explicit(&s->n, 1, memory_order_relaxed);

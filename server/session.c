@@ -107,9 +107,9 @@ enum lk_code session_add_lock(struct engine *e, const char *id, const char *name
         return LK_SESSION_NOT_FOUND;
     }
     struct sess_lock *sl = lk_calloc(1, sizeof(*sl));
-    snprintf(sl->name, sizeof(sl->name), "%s", name);
-    snprintf(sl->lease, sizeof(sl->lease), "%s", lease);
-    snprintf(sl->owner, sizeof(sl->owner), "%s", owner);
+    lk_strlcpy(sl->name, name, sizeof(sl->name));
+    lk_strlcpy(sl->lease, lease, sizeof(sl->lease));
+    lk_strlcpy(sl->owner, owner, sizeof(sl->owner));
     sl->token = token;
     sl->ttl_ms = ttl_ms;
     sl->count = 1;
@@ -235,7 +235,7 @@ enum lk_code engine_session_create(struct engine *e, int64_t ttl_ms, const char 
     }
     struct session *s = lk_calloc(1, sizeof(*s));
     lk_random_hex(s->id, LK_SESSION_LEN / 2);
-    snprintf(s->owner, sizeof(s->owner), "%s", owner ? owner : "");
+    lk_strlcpy(s->owner, owner ? owner : "", sizeof(s->owner));
     s->ttl_ms = ttl_ms > 0 ? ttl_ms : e->cfg->session_ttl_ms;
     s->lock_delay_ms = lock_delay_ms;
     s->deadline_ms = lk_now_ms() + s->ttl_ms;
@@ -399,7 +399,7 @@ enum lk_code engine_session_end(struct engine *e, struct lk_loop *lp, const char
     eo->e = e;
     eo->done = done;
     eo->arg = arg;
-    snprintf(eo->id, sizeof(eo->id), "%s", id);
+    lk_strlcpy(eo->id, id, sizeof(eo->id));
     eo->names = lk_calloc(n ? n : 1, sizeof(char *));
     eo->pending = n + 1; /* +1 held until every release is issued */
     for (size_t i = 0; i < n; i++) {
@@ -481,7 +481,7 @@ static void reap(struct engine *e, int64_t now)
         for (size_t i = 0; i < n; i++) {
             struct reap_op *ro = lk_calloc(1, sizeof(*ro));
             ro->e = e;
-            snprintf(ro->name, sizeof(ro->name), "%s", names[i]);
+            lk_strlcpy(ro->name, names[i], sizeof(ro->name));
             /* Compare-and-delete: never someone else's lock. */
             enum lk_code c = e->bk.ops->release(e->bk.state, e->jloop, names[i], leases[i], delay,
                                                 reap_release_done, ro);

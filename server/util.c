@@ -156,6 +156,15 @@ bool lk_name_valid(const char *s, size_t len)
     return true;
 }
 
+size_t lk_strlcpy(char *dst, const char *src, size_t n)
+{
+    size_t len = strlen(src);
+    size_t k = len < n ? len : n - 1;
+    memcpy(dst, src, k);
+    dst[k] = '\0';
+    return len;
+}
+
 int lk_hexval(char c)
 {
     if (c >= '0' && c <= '9')

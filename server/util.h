@@ -57,6 +57,10 @@ bool lk_name_valid(const char *s, size_t len);
 #define LK_OWNER_MAX 128
 #define LK_SESSION_LEN 32
 
+/* Copies src into dst of size n (n > 0), cut to fit, always NUL-terminated;
+ * returns strlen(src). */
+size_t lk_strlcpy(char *dst, const char *src, size_t n);
+
 /* Value of one hex digit (either case), or -1. */
 int lk_hexval(char c);
 

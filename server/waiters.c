@@ -106,7 +106,7 @@ static void post_to(struct engine *e, struct lk_loop *lp, const char *name, bool
     p->e = e;
     p->lp = lp;
     p->attempt = now;
-    snprintf(p->name, sizeof(p->name), "%s", name);
+    lk_strlcpy(p->name, name, sizeof(p->name));
     loop_post(lp, fn, p);
 }
 
@@ -171,7 +171,7 @@ static void attempt_done(void *arg, const struct bk_reply *br)
             struct wqueue *nq = h->q;
             nq->has_holder = true;
             memset(&nq->holder, 0, sizeof(nq->holder));
-            snprintf(nq->holder.owner, sizeof(nq->holder.owner), "%s", w->owner);
+            lk_strlcpy(nq->holder.owner, w->owner, sizeof(nq->holder.owner));
             nq->holder.fencing_token = br->fencing_token;
             nq->holder_expiry_ms = now + w->ttl_ms;
             nq->kicked_us = 0;
@@ -398,12 +398,12 @@ enum lk_code waiters_acquire(struct engine *e, struct lk_loop *lp, const struct 
     struct eng_waiter *w = lk_calloc(1, sizeof(*w));
     w->e = e;
     w->lp = lp;
-    snprintf(w->name, sizeof(w->name), "%s", a->name);
-    snprintf(w->lease, sizeof(w->lease), "%s", lease);
-    snprintf(w->owner, sizeof(w->owner), "%s", a->owner ? a->owner : "");
+    lk_strlcpy(w->name, a->name, sizeof(w->name));
+    lk_strlcpy(w->lease, lease, sizeof(w->lease));
+    lk_strlcpy(w->owner, a->owner ? a->owner : "", sizeof(w->owner));
     if (a->session != NULL) {
         w->has_session = true;
-        snprintf(w->session, sizeof(w->session), "%s", a->session);
+        lk_strlcpy(w->session, a->session, sizeof(w->session));
     }
     w->ttl_ms = a->ttl_ms;
     w->max_hold_ms = a->max_hold_ms;
@@ -430,7 +430,7 @@ enum lk_code waiters_acquire(struct engine *e, struct lk_loop *lp, const struct 
     HASH_FIND_STR(e->queues, a->name, q);
     if (q == NULL) {
         q = lk_calloc(1, sizeof(*q));
-        snprintf(q->name, sizeof(q->name), "%s", a->name);
+        lk_strlcpy(q->name, a->name, sizeof(q->name));
         HASH_ADD_STR(e->queues, name, q);
         watch(e, a->name, true); /* subscribe before asking: no lost wake-up */
     }

@@ -156,6 +156,11 @@ static void test_time_and_random(void **state)
     assert_string_equal(out, "2026-11-22T01:50:46.009Z");
     lk_rfc3339(1795312247999LL, out);
     assert_string_equal(out, "2026-11-22T01:50:47.999Z");
+    char small[4];
+    assert_int_equal(lk_strlcpy(small, "abcdef", sizeof(small)), 6);
+    assert_string_equal(small, "abc");
+    assert_int_equal(lk_strlcpy(small, "", sizeof(small)), 0);
+    assert_string_equal(small, "");
     /* 1,000 leases (four refills of the per-thread pool): all distinct hex. */
     static char seen[1000][LK_LEASE_LEN + 1];
     for (int i = 0; i < 1000; i++) {
