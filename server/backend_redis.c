@@ -28,6 +28,7 @@
 #include "server/backend.h"
 #include "server/log.h"
 #include "server/loop.h"
+#include "server/redis_int.h"
 #include "server/redis_url.h"
 #include "server/sha1.h"
 #include "server/util.h"
@@ -39,82 +40,6 @@ extern const char lk_lua_release[];
 extern const char lk_lua_inspect[];
 extern const char lk_lua_list[];
 extern const char lk_lua_renew_many[];
-
-#define RB_MAX_LOOPS 256       /* loop_index() values we accept */
-#define RB_BATCH 200           /* leases per renew_many EVALSHA */
-#define RB_BACKOFF_MIN_MS 50   /* first reconnect delay (before jitter) */
-#define RB_BACKOFF_MAX_MS 1000 /* cap: a restarted Redis is found within ~1 s */
-#define RB_SUB_CHUNK 256       /* channels per SUBSCRIBE after a reconnect */
-
-enum { SC_ACQUIRE, SC_RENEW, SC_RELEASE, SC_INSPECT, SC_LIST, SC_RENEW_MANY, SC_COUNT };
-
-struct rscript {
-    const char *name;
-    const char *body;
-    size_t len;
-    char sha[41];
-};
-
-enum rc_state { RC_DOWN, RC_CONNECTING, RC_READY };
-
-/* One async connection, owned by one loop thread (a worker loop, or the
- * subscriber thread). Only `up` and `reason` are read by other threads,
- * under rb.mu. */
-struct rconn {
-    struct rb *bk;
-    struct ev_loop *ev;
-    redisAsyncContext *ac; /* NULL while down; never reused once it failed */
-    enum rc_state state;
-    bool is_sub;
-    bool closing;   /* detach/free in progress: no reconnect */
-    int attempt;    /* consecutive failures, for the backoff */
-    int hello_left; /* AUTH/SELECT replies still to come */
-    uint64_t rng;
-    int64_t last_err_log_ms;
-    ev_timer retry;    /* backoff before the next connect */
-    ev_timer deadline; /* connect + AUTH/SELECT must finish by then */
-    /* under rb.mu */
-    bool up;
-    char reason[128];
-};
-
-struct watch_ent {
-    UT_hash_handle hh;
-    int refs;
-    /* UNSUBSCRIBE sent, its confirmation not back yet. hiredis 0.14 keys
-     * channel callbacks by name and drops the entry when that confirmation
-     * arrives, even if a SUBSCRIBE for the same channel was sent after it
-     * (its messages would then be dropped): never SUBSCRIBE while this is
-     * set; the confirmation subscribes again if refs went back up. */
-    bool unsub_inflight;
-    char name[LK_NAME_MAX + 1];
-};
-
-struct rb {
-    struct redis_url url;
-    char addr[300];         /* host:port, for logs and nodes(); never the password */
-    char connect_host[256]; /* numeric address resolved at startup, else the host name */
-    char *prefix;
-    size_t prefix_len;
-    int64_t timeout_ms;
-    int64_t wait_replicas;
-    struct rscript scripts[SC_COUNT];
-
-    pthread_mutex_t mu; /* guards conns[] membership, each conn's up/reason, hook */
-    struct rconn *conns[RB_MAX_LOOPS];
-    struct rconn *sub;
-    bool startup_up;
-    char startup_reason[128];
-    bool logged_up; /* the node state last logged */
-    char logged_reason[128];
-    bk_release_fn hook;
-    void *hook_arg;
-
-    struct lk_loop *sub_lp; /* the subscriber thread's loop */
-    pthread_t sub_th;
-    bool sub_running;
-    struct watch_ent *watched; /* subscriber thread only */
-};
 
 enum rk { RK_ACQUIRE, RK_RENEW, RK_RELEASE, RK_INSPECT, RK_LIST, RK_BATCH, RK_PING, RK_UNDO };
 
@@ -159,19 +84,10 @@ struct rcmd {
     char *buf;
 };
 
-static void conn_start(struct rconn *c);
-static void sub_connected(struct rconn *c);
-
 /* ---------------------------------------------------------------- argv */
 
-struct argb {
-    char *buf;
-    size_t len, cap;
-    size_t *off, *lens;
-    int n, ncap;
-};
 
-static void argb_put(struct argb *b, const char *s, size_t len)
+void rb_argb_put(struct argb *b, const char *s, size_t len)
 {
     if (b->len + len + 1 > b->cap) {
         while (b->len + len + 1 > b->cap)
@@ -191,13 +107,13 @@ static void argb_put(struct argb *b, const char *s, size_t len)
     b->len += len + 1;
 }
 
-static void argb_str(struct argb *b, const char *s) { argb_put(b, s, strlen(s)); }
+void rb_argb_str(struct argb *b, const char *s) { rb_argb_put(b, s, strlen(s)); }
 
 static void argb_int(struct argb *b, long long v)
 {
     char tmp[32];
     int n = snprintf(tmp, sizeof(tmp), "%lld", v);
-    argb_put(b, tmp, (size_t)n);
+    rb_argb_put(b, tmp, (size_t)n);
 }
 
 /* <prefix>{<name>}<suffix>: every key of one lock shares the {name} hash tag. */
@@ -212,17 +128,17 @@ static void argb_key(struct argb *b, const struct rb *bk, const char *name, cons
     memcpy(k + bk->prefix_len + 1, name, nl);
     k[bk->prefix_len + 1 + nl] = '}';
     memcpy(k + bk->prefix_len + 2 + nl, suffix, sl);
-    argb_put(b, k, len);
+    rb_argb_put(b, k, len);
     if (k != tmp)
         free(k);
 }
 
-static void argb_channel(struct argb *b, const struct rb *bk, const char *name)
+void rb_argb_channel(struct argb *b, const struct rb *bk, const char *name)
 {
     size_t len = bk->prefix_len + strlen("released:") + strlen(name) + 2;
     char *tmp = lk_malloc(len + 1);
     snprintf(tmp, len + 1, "%sreleased:{%s}", bk->prefix, name);
-    argb_put(b, tmp, len);
+    rb_argb_put(b, tmp, len);
     free(tmp);
 }
 
@@ -341,7 +257,7 @@ static void conn_ready(struct rconn *c)
     ev_timer_stop(c->ev, &c->deadline);
     set_status(c, true, "");
     if (c->is_sub)
-        sub_connected(c);
+        rb_sub_connected(c);
 }
 
 static void on_connect(const redisAsyncContext *cac, int status)
@@ -409,12 +325,12 @@ static void on_retry(struct ev_loop *ev, ev_timer *w, int revents)
 {
     (void)ev;
     (void)revents;
-    conn_start(w->data);
+    rb_conn_start(w->data);
 }
 
 /* Every connection authenticates and selects its database first; the
  * replies are pipelined ahead of any command queued while it connects. */
-static void conn_start(struct rconn *c)
+void rb_conn_start(struct rconn *c)
 {
     struct rb *bk = c->bk;
     redisAsyncContext *ac = redisAsyncConnect(bk->connect_host, bk->url.port);
@@ -465,7 +381,7 @@ static void conn_start(struct rconn *c)
     ev_timer_start(c->ev, &c->deadline);
 }
 
-static struct rconn *conn_new(struct rb *bk, struct ev_loop *ev, bool is_sub)
+struct rconn *rb_conn_new(struct rb *bk, struct ev_loop *ev, bool is_sub)
 {
     struct rconn *c = lk_calloc(1, sizeof(*c));
     c->bk = bk;
@@ -483,7 +399,7 @@ static struct rconn *conn_new(struct rb *bk, struct ev_loop *ev, bool is_sub)
 
 /* On the connection's own thread. Pending commands are answered
  * LK_BACKEND_DOWN while hiredis frees the context. */
-static void conn_free(struct rconn *c)
+void rb_conn_free(struct rconn *c)
 {
     c->closing = true;
     ev_timer_stop(c->ev, &c->retry);
@@ -714,7 +630,7 @@ static void cmd_settle(struct rcmd *cmd)
 
 /* ---------------------------------------------------------------- replies */
 
-static bool is_array(const redisReply *r, size_t min)
+bool rb_is_array(const redisReply *r, size_t min)
 {
     return r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements >= min;
 }
@@ -766,7 +682,7 @@ static void handle_acquire(struct rcmd *cmd, const redisReply *r)
 {
     struct bk_reply out;
     memset(&out, 0, sizeof(out));
-    if (!is_array(r, 1))
+    if (!rb_is_array(r, 1))
         return;
     int64_t st = rint64(r->element[0]);
     if (st == 1 && r->elements >= 2) {
@@ -803,7 +719,7 @@ static void handle_renew_release(struct rcmd *cmd, const redisReply *r)
 {
     struct bk_reply out;
     memset(&out, 0, sizeof(out));
-    if (!is_array(r, 1))
+    if (!rb_is_array(r, 1))
         return;
     if (rint64(r->element[0]) == 1 && r->elements >= 2) {
         out.code = LK_OK;
@@ -820,7 +736,7 @@ static void handle_inspect(struct rcmd *cmd, const redisReply *r)
 {
     struct bk_info info;
     memset(&info, 0, sizeof(info));
-    if (!is_array(r, 1))
+    if (!rb_is_array(r, 1))
         return;
     int64_t st = rint64(r->element[0]);
     if (st == 1 && r->elements >= 5) {
@@ -839,7 +755,7 @@ static void handle_inspect(struct rcmd *cmd, const redisReply *r)
 
 static void handle_list(struct rcmd *cmd, const redisReply *r)
 {
-    if (!is_array(r, 1) || r->element[0]->type != REDIS_REPLY_STRING)
+    if (!rb_is_array(r, 1) || r->element[0]->type != REDIS_REPLY_STRING)
         return;
     size_t n = (r->elements - 1) / 5;
     struct bk_entry *ents = lk_calloc(n ? n : 1, sizeof(*ents));
@@ -860,7 +776,7 @@ static void handle_list(struct rcmd *cmd, const redisReply *r)
 
 static void handle_batch(struct rcmd *cmd, const redisReply *r)
 {
-    if (!is_array(r, cmd->count))
+    if (!rb_is_array(r, cmd->count))
         return;
     for (size_t i = 0; i < cmd->count; i++) {
         int64_t v = rint64(r->element[i]);
@@ -998,13 +914,13 @@ static void cmd_undo(struct rcmd *acq)
     struct rcmd *u = cmd_new(bk, acq->conn, RK_UNDO, SC_RELEASE);
     u->answered = true;
     struct argb b = {0};
-    argb_str(&b, "2");
-    argb_put(&b, lock, lock_len);
-    argb_put(&b, acq->argv[5], acq->argvlen[5]);
-    argb_put(&b, acq->argv[6], acq->argvlen[6]);
-    argb_str(&b, "0");
-    argb_channel(&b, bk, name);
-    argb_str(&b, name);
+    rb_argb_str(&b, "2");
+    rb_argb_put(&b, lock, lock_len);
+    rb_argb_put(&b, acq->argv[5], acq->argvlen[5]);
+    rb_argb_put(&b, acq->argv[6], acq->argvlen[6]);
+    rb_argb_str(&b, "0");
+    rb_argb_channel(&b, bk, name);
+    rb_argb_str(&b, name);
     cmd_take_args(u, &b);
     (void)cmd_submit(u);
 }
@@ -1029,11 +945,11 @@ static enum lk_code rb_attach(void *state, struct lk_loop *lp)
     }
     if (bk->conns[i] != NULL)
         return LK_OK;
-    struct rconn *c = conn_new(bk, loop_ev(lp), false);
+    struct rconn *c = rb_conn_new(bk, loop_ev(lp), false);
     pthread_mutex_lock(&bk->mu);
     bk->conns[i] = c;
     pthread_mutex_unlock(&bk->mu);
-    conn_start(c);
+    rb_conn_start(c);
     return LK_OK;
 }
 
@@ -1047,7 +963,7 @@ static void rb_detach(void *state, struct lk_loop *lp)
     pthread_mutex_lock(&bk->mu);
     bk->conns[i] = NULL;
     pthread_mutex_unlock(&bk->mu);
-    conn_free(c);
+    rb_conn_free(c);
 }
 
 static enum lk_code rb_acquire(void *state, struct lk_loop *lp, const struct bk_acquire *a,
@@ -1060,14 +976,14 @@ static enum lk_code rb_acquire(void *state, struct lk_loop *lp, const struct bk_
     cmd->ttl_ms = a->ttl_ms;
     cmd->with_wait = bk->wait_replicas > 0;
     struct argb b = {0};
-    argb_str(&b, "3");
+    rb_argb_str(&b, "3");
     argb_key(&b, bk, a->name, "");
     argb_key(&b, bk, a->name, ":fence");
     argb_key(&b, bk, a->name, ":delay");
-    argb_str(&b, a->lease);
-    argb_str(&b, a->owner ? a->owner : "");
+    rb_argb_str(&b, a->lease);
+    rb_argb_str(&b, a->owner ? a->owner : "");
     argb_int(&b, a->ttl_ms);
-    argb_str(&b, a->session_bound ? "1" : "0");
+    rb_argb_str(&b, a->session_bound ? "1" : "0");
     argb_int(&b, lk_wall_us()); /* fencing floor, see acquire.lua */
     cmd_take_args(cmd, &b);
     return cmd_submit(cmd);
@@ -1081,9 +997,9 @@ static enum lk_code rb_renew(void *state, struct lk_loop *lp, const char *name, 
     cmd->done = done;
     cmd->arg = arg;
     struct argb b = {0};
-    argb_str(&b, "1");
+    rb_argb_str(&b, "1");
     argb_key(&b, bk, name, "");
-    argb_str(&b, lease);
+    rb_argb_str(&b, lease);
     argb_int(&b, ttl_ms > 0 ? ttl_ms : 0);
     cmd_take_args(cmd, &b);
     return cmd_submit(cmd);
@@ -1097,13 +1013,13 @@ static enum lk_code rb_release(void *state, struct lk_loop *lp, const char *name
     cmd->done = done;
     cmd->arg = arg;
     struct argb b = {0};
-    argb_str(&b, "2");
+    rb_argb_str(&b, "2");
     argb_key(&b, bk, name, "");
     argb_key(&b, bk, name, ":delay");
-    argb_str(&b, lease);
+    rb_argb_str(&b, lease);
     argb_int(&b, delay_ms > 0 ? delay_ms : 0);
-    argb_channel(&b, bk, name);
-    argb_str(&b, name);
+    rb_argb_channel(&b, bk, name);
+    rb_argb_str(&b, name);
     cmd_take_args(cmd, &b);
     return cmd_submit(cmd);
 }
@@ -1116,7 +1032,7 @@ static enum lk_code rb_inspect(void *state, struct lk_loop *lp, const char *name
     cmd->info = done;
     cmd->arg = arg;
     struct argb b = {0};
-    argb_str(&b, "2");
+    rb_argb_str(&b, "2");
     argb_key(&b, bk, name, "");
     argb_key(&b, bk, name, ":delay");
     cmd_take_args(cmd, &b);
@@ -1157,9 +1073,9 @@ static enum lk_code rb_list(void *state, struct lk_loop *lp, const char *prefix,
     pat[o++] = '*';
     pat[o++] = '}';
     struct argb b = {0};
-    argb_str(&b, "0");
-    argb_str(&b, cur);
-    argb_put(&b, pat, o);
+    rb_argb_str(&b, "0");
+    rb_argb_str(&b, cur);
+    rb_argb_put(&b, pat, o);
     argb_int(&b, (long long)(limit > 0 ? limit : 100));
     argb_int(&b, (long long)bk->prefix_len);
     free(pat);
@@ -1193,7 +1109,7 @@ static enum lk_code rb_renew_many(void *state, struct lk_loop *lp, struct bk_ren
         for (size_t i = 0; i < count; i++)
             argb_key(&b, bk, items[first + i].name, "");
         for (size_t i = 0; i < count; i++) {
-            argb_str(&b, items[first + i].lease);
+            rb_argb_str(&b, items[first + i].lease);
             argb_int(&b, items[first + i].ttl_ms > 0 ? items[first + i].ttl_ms : 0);
         }
         cmd_take_args(cmd, &b);
@@ -1215,7 +1131,7 @@ static enum lk_code rb_ping(void *state, struct lk_loop *lp, bk_done_fn done, vo
     cmd->done = done;
     cmd->arg = arg;
     struct argb b = {0};
-    argb_str(&b, "PING");
+    rb_argb_str(&b, "PING");
     cmd_take_args(cmd, &b);
     return cmd_submit(cmd);
 }
@@ -1236,220 +1152,6 @@ static size_t rb_nodes(void *state, struct bk_node *out, size_t max)
     return 1;
 }
 
-/* ---------------------------------------------------------------- pub/sub */
-
-static void sub_send(struct rb *bk, const char *cmd, const char *const *names, size_t n);
-
-/* The lock name of channel "<prefix>released:{<name>}" into out; false if
- * it is not one of ours. */
-static bool channel_name(const struct rb *bk, const redisReply *ch, char out[LK_NAME_MAX + 1])
-{
-    size_t pl = bk->prefix_len + strlen("released:{");
-    if (ch->type != REDIS_REPLY_STRING || ch->len < pl + 2 || ch->len - pl - 1 > LK_NAME_MAX ||
-        memcmp(ch->str, bk->prefix, bk->prefix_len) != 0 ||
-        memcmp(ch->str + bk->prefix_len, "released:{", pl - bk->prefix_len) != 0 ||
-        ch->str[ch->len - 1] != '}')
-        return false;
-    size_t nl = ch->len - pl - 1;
-    memcpy(out, ch->str + pl, nl);
-    out[nl] = '\0';
-    return lk_name_valid(out, nl);
-}
-
-static void call_hook(struct rb *bk, const char *name)
-{
-    pthread_mutex_lock(&bk->mu);
-    bk_release_fn fn = bk->hook;
-    void *arg = bk->hook_arg;
-    pthread_mutex_unlock(&bk->mu);
-    if (fn != NULL)
-        fn(arg, name);
-}
-
-/* On the subscriber thread: a release message names the lock. A subscribe
- * confirmation wakes the name's waiters too: a release published between
- * their first attempt and this moment was not heard. */
-static void on_message(redisAsyncContext *ac, void *r, void *priv)
-{
-    (void)ac;
-    struct rb *bk = priv;
-    redisReply *reply = r;
-    if (!is_array(reply, 3) || reply->element[0]->type != REDIS_REPLY_STRING)
-        return;
-    const char *type = reply->element[0]->str;
-    char name[LK_NAME_MAX + 1];
-    if (strcmp(type, "subscribe") == 0) {
-        if (channel_name(bk, reply->element[1], name))
-            call_hook(bk, name);
-        return;
-    }
-    if (strcmp(type, "unsubscribe") == 0) {
-        struct watch_ent *w = NULL;
-        if (!channel_name(bk, reply->element[1], name))
-            return;
-        HASH_FIND_STR(bk->watched, name, w);
-        if (w == NULL || !w->unsub_inflight)
-            return;
-        w->unsub_inflight = false;
-        if (w->refs > 0) {
-            const char *names[1] = {w->name};
-            sub_send(bk, "SUBSCRIBE", names, 1); /* watched again meanwhile */
-        } else {
-            HASH_DEL(bk->watched, w);
-            free(w);
-        }
-        return;
-    }
-    if (strcmp(type, "message") != 0 || reply->element[2]->type != REDIS_REPLY_STRING)
-        return;
-    const redisReply *m = reply->element[2];
-    if (!lk_name_valid(m->str, m->len))
-        return;
-    call_hook(bk, m->str);
-}
-
-static void sub_send(struct rb *bk, const char *cmd, const char *const *names, size_t n)
-{
-    struct rconn *c = bk->sub;
-    if (c == NULL || c->ac == NULL || c->state != RC_READY || n == 0)
-        return;
-    struct argb b = {0};
-    argb_str(&b, cmd);
-    for (size_t i = 0; i < n; i++)
-        argb_channel(&b, bk, names[i]);
-    const char **argv = lk_malloc((size_t)b.n * sizeof(*argv));
-    for (int i = 0; i < b.n; i++)
-        argv[i] = b.buf + b.off[i];
-    /* UNSUBSCRIBE takes no callback in hiredis: each channel's entry goes */
-    int rc = strcmp(cmd, "SUBSCRIBE") == 0
-                 ? redisAsyncCommandArgv(c->ac, on_message, bk, b.n, argv, b.lens)
-                 : redisAsyncCommandArgv(c->ac, NULL, NULL, b.n, argv, b.lens);
-    if (rc != REDIS_OK)
-        lk_log(LK_WARN, "cannot %s on redis '%s'", cmd, bk->addr);
-    free(argv);
-    free(b.buf);
-    free(b.off);
-    free(b.lens);
-}
-
-/* A new subscriber connection has none of the old subscriptions: subscribe
- * every watched name again, then wake each name's waiters once, since a
- * release may have been published while we were not listening. */
-static void sub_connected(struct rconn *c)
-{
-    struct rb *bk = c->bk;
-    const char *names[RB_SUB_CHUNK];
-    size_t n = 0;
-    struct watch_ent *w, *tmp;
-    HASH_ITER (hh, bk->watched, w, tmp) {
-        w->unsub_inflight = false; /* a new connection: nothing in flight */
-        if (w->refs <= 0) {
-            HASH_DEL(bk->watched, w);
-            free(w);
-            continue;
-        }
-        names[n++] = w->name;
-        if (n == RB_SUB_CHUNK) {
-            sub_send(bk, "SUBSCRIBE", names, n);
-            n = 0;
-        }
-    }
-    /* each confirmation wakes its name's waiters (on_message): only then is
-     * a release that happened while we were away sure to be noticed */
-    sub_send(bk, "SUBSCRIBE", names, n);
-}
-
-struct watch_msg {
-    struct rb *bk;
-    bool on;
-    char name[LK_NAME_MAX + 1];
-};
-
-static void sub_watch(void *p)
-{
-    struct watch_msg *m = p;
-    struct rb *bk = m->bk;
-    struct watch_ent *w = NULL;
-    const char *names[1] = {m->name};
-    HASH_FIND_STR(bk->watched, m->name, w);
-    struct rconn *c = bk->sub;
-    bool up = c != NULL && c->ac != NULL && c->state == RC_READY;
-    if (m->on) {
-        if (w == NULL) {
-            w = lk_calloc(1, sizeof(*w));
-            lk_strlcpy(w->name, m->name, sizeof(w->name));
-            HASH_ADD_STR(bk->watched, name, w);
-            sub_send(bk, "SUBSCRIBE", names, 1);
-        }
-        /* refs 0 with an UNSUBSCRIBE in flight: its confirmation resubscribes */
-        w->refs++;
-    } else if (w != NULL && --w->refs <= 0) {
-        if (up && !w->unsub_inflight) {
-            w->unsub_inflight = true; /* the entry goes when Redis confirms */
-            sub_send(bk, "UNSUBSCRIBE", names, 1);
-        } else if (!up) {
-            HASH_DEL(bk->watched, w);
-            free(w);
-        }
-    }
-    free(m);
-}
-
-static void rb_watch(void *state, const char *name, bool on)
-{
-    struct rb *bk = state;
-    if (strlen(name) > LK_NAME_MAX)
-        return;
-    struct watch_msg *m = lk_calloc(1, sizeof(*m));
-    m->bk = bk;
-    m->on = on;
-    lk_strlcpy(m->name, name, sizeof(m->name));
-    loop_post(bk->sub_lp, sub_watch, m); /* the table and connection live on that thread */
-}
-
-static void rb_set_release_hook(void *state, bk_release_fn fn, void *arg)
-{
-    struct rb *bk = state;
-    pthread_mutex_lock(&bk->mu);
-    bk->hook = fn;
-    bk->hook_arg = arg;
-    pthread_mutex_unlock(&bk->mu);
-}
-
-static void sub_init(void *p)
-{
-    struct rb *bk = p;
-    struct rconn *c = conn_new(bk, loop_ev(bk->sub_lp), true);
-    pthread_mutex_lock(&bk->mu);
-    bk->sub = c;
-    pthread_mutex_unlock(&bk->mu);
-    conn_start(c);
-}
-
-static void sub_fini(void *p)
-{
-    struct rb *bk = p;
-    pthread_mutex_lock(&bk->mu);
-    struct rconn *c = bk->sub;
-    bk->sub = NULL;
-    pthread_mutex_unlock(&bk->mu);
-    if (c != NULL)
-        conn_free(c);
-    struct watch_ent *w, *tmp;
-    HASH_ITER (hh, bk->watched, w, tmp) {
-        HASH_DEL(bk->watched, w);
-        free(w);
-    }
-    loop_stop(bk->sub_lp);
-}
-
-static void *sub_main(void *p)
-{
-    struct rb *bk = p;
-    loop_run(bk->sub_lp);
-    return NULL;
-}
-
 /* ---------------------------------------------------------------- lifecycle */
 
 static void rb_free(void *state)
@@ -1458,7 +1160,7 @@ static void rb_free(void *state)
     if (bk == NULL)
         return;
     if (bk->sub_running) {
-        loop_post(bk->sub_lp, sub_fini, bk);
+        loop_post(bk->sub_lp, rb_sub_fini, bk);
         pthread_join(bk->sub_th, NULL);
     }
     if (bk->sub_lp != NULL)
@@ -1656,8 +1358,8 @@ enum lk_code backend_redis_new(const struct lk_config *cfg, struct backend *out,
     bk->logged_up = bk->startup_up; /* startup_probe logged that already */
     lk_strlcpy(bk->logged_reason, bk->startup_reason, sizeof(bk->logged_reason));
     bk->sub_lp = loop_new(-1);
-    loop_post(bk->sub_lp, sub_init, bk); /* runs first thing on the new thread */
-    if (pthread_create(&bk->sub_th, NULL, sub_main, bk) != 0) {
+    loop_post(bk->sub_lp, rb_sub_init, bk); /* runs first thing on the new thread */
+    if (pthread_create(&bk->sub_th, NULL, rb_sub_main, bk) != 0) {
         snprintf(err, errlen, "cannot start the redis subscriber thread");
         rc = LK_INTERNAL;
         goto fail;
