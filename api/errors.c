@@ -56,8 +56,7 @@ static const char *message_of(enum lk_code c)
     }
 }
 
-void errors_respond(struct req *r, int status, const char *code, const char *message,
-                    json_t *extra)
+void errors_respond(struct req *r, int status, const char *code, const char *message, json_t *extra)
 {
     json_t *o = json_object();
     json_object_set_new(o, "error", json_string(code));
@@ -71,9 +70,9 @@ void errors_respond(struct req *r, int status, const char *code, const char *mes
 
 void errors_respond_code(struct req *r, enum lk_code c, json_t *extra)
 {
-    const char *code = c == LK_INVALID ? "invalid_field"
+    const char *code = c == LK_INVALID                                          ? "invalid_field"
                        : c == LK_INTERNAL || c == LK_AGAIN || c == LK_CANCELLED ? "internal"
-                                                                                 : lk_code_name(c);
+                                                                                : lk_code_name(c);
     errors_respond(r, errors_status(c), code, message_of(c), extra);
 }
 

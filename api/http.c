@@ -35,7 +35,7 @@ struct http_worker {
     int index;
     struct lk_loop *lp;
     struct MHD_Daemon *d;
-    int lfd;             /* owned by the daemon once it started */
+    int lfd; /* owned by the daemon once it started */
     pthread_t thread;
     bool started;
     ev_io epoll_w;
@@ -57,19 +57,36 @@ struct http_server {
     char *tls_key;
 };
 
-struct engine *http_engine(const struct req *r) { return r->wk->srv->e; }
-struct lk_loop *http_loop(const struct req *r) { return r->wk->lp; }
-const struct lk_config *http_config(const struct req *r) { return r->wk->srv->cfg; }
-int http_port(const struct http_server *s) { return s->port; }
-int http_nloops(const struct http_server *s) { return s->n; }
-struct lk_loop *http_loop_at(struct http_server *s, int i) { return s->w[i].lp; }
+struct engine *http_engine(const struct req *r)
+{
+    return r->wk->srv->e;
+}
+struct lk_loop *http_loop(const struct req *r)
+{
+    return r->wk->lp;
+}
+const struct lk_config *http_config(const struct req *r)
+{
+    return r->wk->srv->cfg;
+}
+int http_port(const struct http_server *s)
+{
+    return s->port;
+}
+int http_nloops(const struct http_server *s)
+{
+    return s->n;
+}
+struct lk_loop *http_loop_at(struct http_server *s, int i)
+{
+    return s->w[i].lp;
+}
 
 /* ---- driving MHD from libev ---- */
 
 static unsigned mhd_connections(struct MHD_Daemon *d)
 {
-    const union MHD_DaemonInfo *di =
-        MHD_get_daemon_info(d, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
     return di != NULL ? di->num_connections : 0;
 }
 
@@ -156,8 +173,7 @@ static void set_ready(struct req *r)
     }
 }
 
-void http_respond_text(struct req *r, int status, const char *content_type, char *text,
-                       size_t len)
+void http_respond_text(struct req *r, int status, const char *content_type, char *text, size_t len)
 {
     free(r->resp);
     r->status = status;
@@ -350,8 +366,8 @@ static void route_request(struct req *r)
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
-                                  const char *method, const char *version,
-                                  const char *upload_data, size_t *upload_size, void **con_cls)
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_size, void **con_cls)
 {
     (void)version;
     struct http_worker *wk = cls;
@@ -363,9 +379,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         *con_cls = r;
         req_start(wk, r, conn, url, method);
         route_request(r);
-        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
-                                                     MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (cl != NULL && strtoull(cl, NULL, 10) > (unsigned long long)wk->srv->cfg->max_body_bytes) {
+        const char *cl =
+            MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if (cl != NULL &&
+            strtoull(cl, NULL, 10) > (unsigned long long)wk->srv->cfg->max_body_bytes) {
             /* Answer before reading: MHD closes the connection after. */
             r->body_too_large = true;
             char msg[96];

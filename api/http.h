@@ -30,9 +30,9 @@ struct req {
     struct http_worker *wk;
     struct MHD_Connection *conn;
     const struct route *route;
-    const char *method;  /* MHD's copy, valid for the request */
-    const char *url;     /* decoded path (MHD's copy) */
-    const char *param;   /* the {name} or {id} part of the path, NUL-terminated copy */
+    const char *method; /* MHD's copy, valid for the request */
+    const char *url;    /* decoded path (MHD's copy) */
+    const char *param;  /* the {name} or {id} part of the path, NUL-terminated copy */
     char *param_buf;
     char *body;
     size_t body_len;
@@ -44,7 +44,7 @@ struct req {
     bool ready;
     bool suspended;
     int status;
-    char *resp;          /* malloc'd */
+    char *resp; /* malloc'd */
     size_t resp_len;
     const char *content_type;
     const char *hdr_name[REQ_MAX_HEADERS]; /* static strings */
@@ -53,9 +53,9 @@ struct req {
 
     /* blocking acquire */
     struct eng_waiter *waiter;
-    bool waiting;        /* engine callback not run yet */
-    int sock;            /* watched for EOF while suspended */
-    void *eof_watch;     /* ev_io *, malloc'd */
+    bool waiting;    /* engine callback not run yet */
+    int sock;        /* watched for EOF while suspended */
+    void *eof_watch; /* ev_io *, malloc'd */
     /* a grant that must be released if the client never receives it */
     char grant_name[256];
     char grant_lease[33];
@@ -71,8 +71,7 @@ const struct lk_config *http_config(const struct req *r);
 /* Sets the answer (takes ownership of json, may be NULL for an empty body).
  * On the request's loop; resumes the connection if it was suspended. */
 void http_respond_json(struct req *r, int status, json_t *json);
-void http_respond_text(struct req *r, int status, const char *content_type, char *text,
-                       size_t len);
+void http_respond_text(struct req *r, int status, const char *content_type, char *text, size_t len);
 /* name must be a string literal (kept by pointer); value is copied. */
 void http_add_header(struct req *r, const char *name, const char *value);
 

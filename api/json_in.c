@@ -16,7 +16,8 @@ json_t *json_in_parse(const char *body, size_t len, struct api_error *e)
     if (i == len)
         return json_object(); /* empty body: all defaults */
     json_error_t jerr;
-    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES /* \u0000 is refused by default */, &jerr);
+    json_t *root =
+        json_loadb(body, len, JSON_REJECT_DUPLICATES /* \u0000 is refused by default */, &jerr);
     if (root == NULL) {
         api_error_set(e, 400, "invalid_json", "body is not valid JSON: %s (at byte %d)", jerr.text,
                       jerr.position);
@@ -34,8 +35,7 @@ bool json_in_only(json_t *obj, const char *const *allowed, struct api_error *e)
 {
     const char *key;
     json_t *v;
-    json_object_foreach(obj, key, v)
-    {
+    json_object_foreach (obj, key, v) {
         bool ok = false;
         for (const char *const *a = allowed; *a != NULL; a++)
             if (strcmp(*a, key) == 0)
@@ -68,8 +68,7 @@ bool json_in_int(json_t *obj, const char *key, int64_t min, int64_t max, int64_t
     return true;
 }
 
-bool json_in_str(json_t *obj, const char *key, size_t maxlen, const char **out,
-                 struct api_error *e)
+bool json_in_str(json_t *obj, const char *key, size_t maxlen, const char **out, struct api_error *e)
 {
     json_t *v = json_object_get(obj, key);
     if (v == NULL)
@@ -79,8 +78,7 @@ bool json_in_str(json_t *obj, const char *key, size_t maxlen, const char **out,
         return false;
     }
     if (json_string_length(v) > maxlen) {
-        api_error_set(e, 400, "invalid_field", "field '%s' must be at most %zu bytes", key,
-                      maxlen);
+        api_error_set(e, 400, "invalid_field", "field '%s' must be at most %zu bytes", key, maxlen);
         return false;
     }
     *out = json_string_value(v);

@@ -30,7 +30,7 @@ static void put(struct jout *j, const char *s, size_t n)
 static void put_u16(struct jout *j, unsigned v)
 {
     static const char hex[] = "0123456789ABCDEF"; /* as jansson writes them */
-    char b[6] = {'\\', 'u', hex[(v >> 12) & 15], hex[(v >> 8) & 15], hex[(v >> 4) & 15],
+    char b[6] = {'\\',       'u', hex[(v >> 12) & 15], hex[(v >> 8) & 15], hex[(v >> 4) & 15],
                  hex[v & 15]};
     put(j, b, 6);
 }

@@ -62,8 +62,8 @@ static bool check_query(struct req *r, const char *const *allowed, const char **
 static bool find_lease(struct req *r, const char *body_lease, const char *query_lease,
                        bool query_conflict, const char **out, struct api_error *e)
 {
-    return parse_lease_pick(http_header(r, "Lock-Lease"), query_lease, query_conflict,
-                            body_lease, out, e);
+    return parse_lease_pick(http_header(r, "Lock-Lease"), query_lease, query_conflict, body_lease,
+                            out, e);
 }
 
 static json_t *holder_json(const struct bk_holder *h)
@@ -205,8 +205,8 @@ void locks_renew(struct req *r)
     char lease_copy[40];
     lk_strlcpy(lease_copy, lease, sizeof(lease_copy));
     json_decref(body);
-    enum lk_code c = engine_renew(http_engine(r), http_loop(r), r->param, lease_copy, ttl,
-                                  renew_cb, r);
+    enum lk_code c =
+        engine_renew(http_engine(r), http_loop(r), r->param, lease_copy, ttl, renew_cb, r);
     (void)c;
     return;
 bad:
@@ -369,8 +369,8 @@ void locks_list(struct req *r)
     size_t limit;
     if (!parse_list_query(la.prefix, la.cursor, la.limit, &limit, &e))
         goto bad;
-    enum lk_code c = engine_list(http_engine(r), http_loop(r), la.prefix, la.cursor,
-                                 limit, list_cb, r);
+    enum lk_code c =
+        engine_list(http_engine(r), http_loop(r), la.prefix, la.cursor, limit, list_cb, r);
     (void)c;
     return;
 bad:

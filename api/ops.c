@@ -75,13 +75,14 @@ void ops_metrics(struct req *r)
                             "# HELP lockd_backend_up Whether the backend node answers.\n"
                             "# TYPE lockd_backend_up gauge\n");
     for (size_t i = 0; i < n && off < sizeof(extra); i++)
-        off += (size_t)snprintf(extra + off, sizeof(extra) - off,
-                                "lockd_backend_up{node=\"%s\"} %d\n", nodes[i].addr,
-                                nodes[i].up ? 1 : 0);
+        off +=
+            (size_t)snprintf(extra + off, sizeof(extra) - off, "lockd_backend_up{node=\"%s\"} %d\n",
+                             nodes[i].addr, nodes[i].up ? 1 : 0);
     if (off < sizeof(extra))
-        off += (size_t)snprintf(extra + off, sizeof(extra) - off,
-                                "# HELP lockd_backend_errors_total Backend calls that failed, by node.\n"
-                                "# TYPE lockd_backend_errors_total counter\n");
+        off += (size_t)snprintf(
+            extra + off, sizeof(extra) - off,
+            "# HELP lockd_backend_errors_total Backend calls that failed, by node.\n"
+            "# TYPE lockd_backend_errors_total counter\n");
     for (size_t i = 0; i < n && off < sizeof(extra); i++)
         off += (size_t)snprintf(extra + off, sizeof(extra) - off,
                                 "lockd_backend_errors_total{node=\"%s\"} %lld\n", nodes[i].addr,

@@ -17,8 +17,8 @@
 json_t *parse_acquire(const char *body, size_t len, const struct lk_config *cfg,
                       struct parse_acquire *out, struct api_error *e)
 {
-    static const char *const fields[] = {"ttl_ms", "wait_ms", "session", "owner", "reentrant",
-                                         "mode", "limit", "max_hold_ms", NULL};
+    static const char *const fields[] = {"ttl_ms", "wait_ms", "session",     "owner", "reentrant",
+                                         "mode",   "limit",   "max_hold_ms", NULL};
     *out = (struct parse_acquire){
         .ttl_ms = cfg->default_ttl_ms,
         .wait_ms = 0,
@@ -129,8 +129,8 @@ json_t *parse_session(const char *body, size_t len, const struct lk_config *cfg,
     return o;
 }
 
-bool parse_list_query(const char *prefix, const char *cursor, const char *limit,
-                      size_t *limit_out, struct api_error *e)
+bool parse_list_query(const char *prefix, const char *cursor, const char *limit, size_t *limit_out,
+                      struct api_error *e)
 {
     if (prefix[0] != '\0' && !lk_name_valid(prefix, strlen(prefix))) {
         api_error_set(e, 400, "invalid_field",

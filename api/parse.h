@@ -61,8 +61,8 @@ json_t *parse_session(const char *body, size_t len, const struct lk_config *cfg,
                       struct parse_session *out, struct api_error *e);
 
 /* GET /locks query values (limit NULL = default 100). */
-bool parse_list_query(const char *prefix, const char *cursor, const char *limit,
-                      size_t *limit_out, struct api_error *e);
+bool parse_list_query(const char *prefix, const char *cursor, const char *limit, size_t *limit_out,
+                      struct api_error *e);
 
 /* Decodes %XX in place, except %00, which stays literal so that a NUL never
  * cuts a name short (and the name is then invalid). Returns the new length. */

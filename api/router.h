@@ -14,7 +14,7 @@ typedef void (*route_fn)(struct req *r);
 
 struct route {
     const char *method;
-    const char *path;  /* "/locks/" = prefix with a parameter */
+    const char *path; /* "/locks/" = prefix with a parameter */
     route_fn fn;
     const char *label; /* metrics route label */
     bool guarded;      /* needs the bearer token when auth is on */

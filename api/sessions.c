@@ -55,8 +55,8 @@ void sessions_create(struct req *r)
         errors_respond_input(r, &e);
         return;
     }
-    enum lk_code c = engine_session_create(http_engine(r), ps.ttl_ms, ps.owner, ps.lock_delay_ms,
-                                           created_cb, r);
+    enum lk_code c =
+        engine_session_create(http_engine(r), ps.ttl_ms, ps.owner, ps.lock_delay_ms, created_cb, r);
     (void)c;
     json_decref(body);
 }
@@ -112,8 +112,14 @@ static void look(struct req *r, bool touch)
     (void)c;
 }
 
-void sessions_heartbeat(struct req *r) { look(r, true); }
-void sessions_get(struct req *r) { look(r, false); }
+void sessions_heartbeat(struct req *r)
+{
+    look(r, true);
+}
+void sessions_get(struct req *r)
+{
+    look(r, false);
+}
 
 static void ended_cb(void *arg, const struct eng_session_view *v)
 {

@@ -129,8 +129,9 @@ static void hist_print(FILE *f, const char *prefix, const struct hist *h)
 {
     if (h->count == 0)
         return;
-    fprintf(f, " %s_n=%" PRIu64 " %s_p50_us=%.1f %s_p90_us=%.1f %s_p99_us=%.1f %s_p999_us=%.1f"
-               " %s_max_us=%.1f",
+    fprintf(f,
+            " %s_n=%" PRIu64 " %s_p50_us=%.1f %s_p90_us=%.1f %s_p99_us=%.1f %s_p999_us=%.1f"
+            " %s_max_us=%.1f",
             prefix, h->count, prefix, hist_quantile_us(h, 0.50), prefix, hist_quantile_us(h, 0.90),
             prefix, hist_quantile_us(h, 0.99), prefix, hist_quantile_us(h, 0.999), prefix,
             (double)h->max_ns / 1000.0);
@@ -178,9 +179,9 @@ static struct {
 
 /* ---------------------------------------------------------------- shared state */
 
-static atomic_bool g_stop;          /* no new requests after this */
-static atomic_uint_fast64_t g_ops;  /* completed operations, for --max */
-static atomic_int g_connected;      /* waiters mode: requests sent */
+static atomic_bool g_stop;         /* no new requests after this */
+static atomic_uint_fast64_t g_ops; /* completed operations, for --max */
+static atomic_int g_connected;     /* waiters mode: requests sent */
 static uint64_t g_t0_ns, g_deadline_ns;
 
 /* Contended handoff bookkeeping. Grants and releases of one name alternate:
@@ -610,8 +611,8 @@ static void on_response(struct worker *w, struct conn *c, const struct response 
         start_cycle(w, c);
         return;
     case S_GRANT:
-        if (r->status != 200 || !json_str(r->body, r->body_len, "ID", c->etcd_lease,
-                                          sizeof c->etcd_lease)) {
+        if (r->status != 200 ||
+            !json_str(r->body, r->body_len, "ID", c->etcd_lease, sizeof c->etcd_lease)) {
             w->errors++;
             if (w->errors < 5)
                 fprintf(stderr, "loadgen: lease grant answered %d: %.*s\n", r->status,
@@ -630,8 +631,8 @@ static void on_response(struct worker *w, struct conn *c, const struct response 
         send_request(w, c);
         return;
     case S_LOCK:
-        if (r->status != 200 || !json_str(r->body, r->body_len, "key", c->etcd_key,
-                                          sizeof c->etcd_key)) {
+        if (r->status != 200 ||
+            !json_str(r->body, r->body_len, "key", c->etcd_key, sizeof c->etcd_key)) {
             w->errors++;
             if (w->errors < 5)
                 fprintf(stderr, "loadgen: lock answered %d: %.*s\n", r->status,
@@ -661,9 +662,7 @@ static void on_response(struct worker *w, struct conn *c, const struct response 
         start_cycle(w, c);
         return;
     case S_CONNECTING:
-    case S_PARKED:
-        w->errors++;
-        return;
+    case S_PARKED: w->errors++; return;
     }
 }
 
@@ -844,8 +843,7 @@ static void on_event(struct worker *w, struct conn *c, uint32_t ev)
         getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &el);
         if (err != 0 || (ev & (EPOLLERR | EPOLLHUP))) {
             if (w->conn_errors < 3)
-                fprintf(stderr, "loadgen: connect to 127.0.0.1:%d: %s\n", opt.port,
-                        strerror(err));
+                fprintf(stderr, "loadgen: connect to 127.0.0.1:%d: %s\n", opt.port, strerror(err));
             w->conn_errors++;
             conn_close(w, c);
             w->active--;
@@ -936,14 +934,16 @@ static void *worker_main(void *arg)
 
 static void usage(void)
 {
-    fprintf(stderr,
-            "usage: loadgen --free_port\n"
-            "       loadgen --mode MODE --port PORT [--clients N] [--threads T] [--secs S]\n"
-            "               [--port2 PORT] [--max OPS] [--path P] [--method M] [--body JSON] [--name NAME]\n"
-            "               [--ttl_ms MS] [--wait_ms MS] [--hold_us US] [--etcd_lease pair|client]\n"
-            "               [--label TEXT] [--ready_file F]\n"
-            "modes: pairs single contended http etcd etcd-contended hold waiters\n"
-            "target is always 127.0.0.1\n");
+    fprintf(
+        stderr,
+        "usage: loadgen --free_port\n"
+        "       loadgen --mode MODE --port PORT [--clients N] [--threads T] [--secs S]\n"
+        "               [--port2 PORT] [--max OPS] [--path P] [--method M] [--body JSON] [--name "
+        "NAME]\n"
+        "               [--ttl_ms MS] [--wait_ms MS] [--hold_us US] [--etcd_lease pair|client]\n"
+        "               [--label TEXT] [--ready_file F]\n"
+        "modes: pairs single contended http etcd etcd-contended hold waiters\n"
+        "target is always 127.0.0.1\n");
     exit(2);
 }
 
@@ -1036,7 +1036,8 @@ int main(int argc, char **argv)
     /* enough descriptors for 10,000 waiters */
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < (rlim_t)opt.clients + 64) {
-        rl.rlim_cur = rl.rlim_max < (rlim_t)opt.clients + 64 ? rl.rlim_max : (rlim_t)opt.clients + 64;
+        rl.rlim_cur =
+            rl.rlim_max < (rlim_t)opt.clients + 64 ? rl.rlim_max : (rlim_t)opt.clients + 64;
         setrlimit(RLIMIT_NOFILE, &rl);
     }
     signal(SIGPIPE, SIG_IGN);
@@ -1106,7 +1107,8 @@ int main(int argc, char **argv)
            " conn_errors=%" PRIu64 " grants=%" PRIu64 " regrants=%" PRIu64,
            opt.label[0] ? opt.label : mode_names[opt.mode], mode_names[opt.mode], opt.port,
            opt.clients, opt.threads, elapsed, tot.ops, (double)tot.ops / elapsed, tot.reqs,
-           (double)tot.reqs / elapsed, tot.errors, tot.timeouts, tot.conn_errors, tot.acq.count, g_regrants);
+           (double)tot.reqs / elapsed, tot.errors, tot.timeouts, tot.conn_errors, tot.acq.count,
+           g_regrants);
     hist_print(stdout, "req", &tot.req);
     hist_print(stdout, "acq", &tot.acq);
     hist_print(stdout, "rel", &tot.rel);

@@ -127,9 +127,9 @@ static int set_row(struct lk_config *cfg, const struct cfg_key *k, const char *v
             v = ll;
         }
         if (rc != 0) {
-            seterr(err, errlen, "invalid value '%s' for '%s' (%s): expected %s", value, k->name,
-                   src, k->type == CFG_MS ? "a duration (500ms, 30s, 5m or milliseconds)"
-                                          : "an integer");
+            seterr(
+                err, errlen, "invalid value '%s' for '%s' (%s): expected %s", value, k->name, src,
+                k->type == CFG_MS ? "a duration (500ms, 30s, 5m or milliseconds)" : "an integer");
             return -1;
         }
         if (v < k->min || v > k->max) {

@@ -64,8 +64,7 @@ const struct cfg_key cfg_keys[] = {
      "event loops serving HTTP (each with its own backend connection)"},
     {"tls_cert", CFG_STRING, OFF(tls_cert), "", 0, 0, NULL, 0,
      "PEM certificate: serve HTTPS (with tls_key)"},
-    {"tls_key", CFG_STRING, OFF(tls_key), "", 0, 0, NULL, 0,
-     "PEM private key for tls_cert"},
+    {"tls_key", CFG_STRING, OFF(tls_key), "", 0, 0, NULL, 0, "PEM private key for tls_cert"},
 };
 
 const size_t cfg_nkeys = sizeof(cfg_keys) / sizeof(cfg_keys[0]);

@@ -19,9 +19,9 @@ struct mem_lock {
     char lease[LK_LEASE_LEN + 1]; /* "" while only a lock-delay is running */
     char owner[LK_OWNER_MAX + 1];
     int64_t token;
-    int64_t ttl_ms;           /* the ttl last given, for renew without one */
-    int64_t expires_ms;       /* monotonic */
-    int64_t delay_until_ms;   /* lock-delay (Chubby) after a session expiry */
+    int64_t ttl_ms;         /* the ttl last given, for renew without one */
+    int64_t expires_ms;     /* monotonic */
+    int64_t delay_until_ms; /* lock-delay (Chubby) after a session expiry */
     bool session_bound;
     UT_hash_handle hh;
 };
@@ -73,8 +73,7 @@ static struct mem_lock *find(struct mem *m, const char *name, int64_t now)
 static void sweep(struct mem *m, int64_t now)
 {
     struct mem_lock *l, *tmp;
-    HASH_ITER(hh, m->locks, l, tmp)
-    {
+    HASH_ITER (hh, m->locks, l, tmp) {
         find(m, l->name, now);
     }
 }
@@ -245,8 +244,7 @@ static enum lk_code mem_list(void *bk, struct lk_loop *lp, const char *prefix, c
     struct bk_entry *ents = lk_malloc(cap * sizeof(*ents));
     pthread_mutex_lock(&m->mu);
     struct mem_lock *l, *tmp;
-    HASH_ITER(hh, m->locks, l, tmp)
-    {
+    HASH_ITER (hh, m->locks, l, tmp) {
         if (find(m, l->name, now) == NULL || !alive(l, now))
             continue;
         if (strncmp(l->name, prefix, plen) != 0 || strcmp(l->name, cursor) <= 0)
@@ -317,8 +315,7 @@ static void mem_free(void *bk)
 {
     struct mem *m = bk;
     struct mem_lock *l, *tmp;
-    HASH_ITER(hh, m->locks, l, tmp)
-    {
+    HASH_ITER (hh, m->locks, l, tmp) {
         HASH_DEL(m->locks, l);
         free(l);
     }

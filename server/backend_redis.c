@@ -86,7 +86,6 @@ struct rcmd {
 
 /* ---------------------------------------------------------------- argv */
 
-
 void rb_argb_put(struct argb *b, const char *s, size_t len)
 {
     if (b->len + len + 1 > b->cap) {
@@ -107,7 +106,10 @@ void rb_argb_put(struct argb *b, const char *s, size_t len)
     b->len += len + 1;
 }
 
-void rb_argb_str(struct argb *b, const char *s) { rb_argb_put(b, s, strlen(s)); }
+void rb_argb_str(struct argb *b, const char *s)
+{
+    rb_argb_put(b, s, strlen(s));
+}
 
 static void argb_int(struct argb *b, long long v)
 {
@@ -508,9 +510,7 @@ static void cmd_answer_down(struct rcmd *cmd)
             cmd->batch->items[cmd->first + i].result = LK_BACKEND_DOWN;
         batch_part_done(cmd->batch);
         return;
-    default:
-        cmd_answer(cmd, &r);
-        return;
+    default: cmd_answer(cmd, &r); return;
     }
 }
 
@@ -646,7 +646,10 @@ static int64_t rint64(const redisReply *e)
     return 0;
 }
 
-static bool rtrue(const redisReply *e) { return rint64(e) != 0; }
+static bool rtrue(const redisReply *e)
+{
+    return rint64(e) != 0;
+}
 
 /* el[0..3] = owner, token, sb, pttl */
 static void holder_from(redisReply **el, struct bk_holder *h)
@@ -807,27 +810,14 @@ static void cmd_handle(struct rcmd *cmd, const redisReply *r)
     if (cmd->answered && cmd->kind != RK_ACQUIRE)
         return;
     switch (cmd->kind) {
-    case RK_ACQUIRE:
-        handle_acquire(cmd, r);
-        break;
+    case RK_ACQUIRE: handle_acquire(cmd, r); break;
     case RK_RENEW:
-    case RK_RELEASE:
-        handle_renew_release(cmd, r);
-        break;
-    case RK_INSPECT:
-        handle_inspect(cmd, r);
-        break;
-    case RK_LIST:
-        handle_list(cmd, r);
-        break;
-    case RK_BATCH:
-        handle_batch(cmd, r);
-        break;
-    case RK_PING:
-        handle_ping(cmd, r);
-        break;
-    case RK_UNDO:
-        break;
+    case RK_RELEASE: handle_renew_release(cmd, r); break;
+    case RK_INSPECT: handle_inspect(cmd, r); break;
+    case RK_LIST: handle_list(cmd, r); break;
+    case RK_BATCH: handle_batch(cmd, r); break;
+    case RK_PING: handle_ping(cmd, r); break;
+    case RK_UNDO: break;
     }
 }
 

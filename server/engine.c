@@ -108,7 +108,10 @@ void engine_detach(struct engine *e, struct lk_loop *lp)
     e->bk.ops->detach(e->bk.state, lp);
 }
 
-const char *engine_backend_name(const struct engine *e) { return e->bk.ops->name; }
+const char *engine_backend_name(const struct engine *e)
+{
+    return e->bk.ops->name;
+}
 
 size_t engine_nodes(struct engine *e, struct bk_node *out, size_t max)
 {
@@ -235,14 +238,14 @@ static void renew_done(void *arg, const struct bk_reply *br)
     op_finish(o, br->code);
 }
 
-enum lk_code engine_renew(struct engine *e, struct lk_loop *lp, const char *name,
-                          const char *lease, int64_t ttl_ms, eng_done_fn done, void *arg)
+enum lk_code engine_renew(struct engine *e, struct lk_loop *lp, const char *name, const char *lease,
+                          int64_t ttl_ms, eng_done_fn done, void *arg)
 {
     struct op *o = op_new(e, lp, name, done, arg);
     lk_strlcpy(o->lease, lease, sizeof(o->lease));
     o->ttl_ms = ttl_ms;
-    return e->bk.ops->renew(e->bk.state, lp, o->name, o->lease, ttl_ms > 0 ? ttl_ms : 0,
-                            renew_done, o);
+    return e->bk.ops->renew(e->bk.state, lp, o->name, o->lease, ttl_ms > 0 ? ttl_ms : 0, renew_done,
+                            o);
 }
 
 /* ---- release ---- */
@@ -293,8 +296,8 @@ void engine_release_bg(struct engine *e, struct lk_loop *lp, const char *name, c
 {
     struct op *o = op_new(e, lp, name, NULL, NULL);
     lk_strlcpy(o->lease, lease, sizeof(o->lease));
-    enum lk_code c = e->bk.ops->release(e->bk.state, lp, o->name, o->lease, delay_ms,
-                                        release_done, o);
+    enum lk_code c =
+        e->bk.ops->release(e->bk.state, lp, o->name, o->lease, delay_ms, release_done, o);
     (void)c; /* completion handled in release_done either way */
 }
 

@@ -41,7 +41,7 @@ struct eng_result {
     int64_t expires_at_ms; /* wall clock */
     const char *session;   /* NULL = none */
     const char *owner;
-    int64_t count;         /* reentrant hold count (1 without); release: what is left */
+    int64_t count;           /* reentrant hold count (1 without); release: what is left */
     struct bk_holder holder; /* LK_LOCKED / LK_HELD_BY_OTHER */
     bool has_holder;
     int64_t waited_ms;
@@ -64,7 +64,7 @@ struct eng_session_view {
 typedef void (*eng_session_fn)(void *arg, const struct eng_session_view *v);
 
 struct eng_counters {
-    int64_t locks_held;      /* session-bound + plain leases granted and not released (this lockd) */
+    int64_t locks_held; /* session-bound + plain leases granted and not released (this lockd) */
     int64_t sessions;
     int64_t waiters;
 };
@@ -89,8 +89,8 @@ enum lk_code engine_acquire(struct engine *e, struct lk_loop *lp, const struct e
 void engine_cancel(struct engine *e, struct eng_waiter *w);
 
 /* ttl_ms <= 0: the ttl the lease was last given (session leases), else default. */
-enum lk_code engine_renew(struct engine *e, struct lk_loop *lp, const char *name,
-                          const char *lease, int64_t ttl_ms, eng_done_fn done, void *arg);
+enum lk_code engine_renew(struct engine *e, struct lk_loop *lp, const char *name, const char *lease,
+                          int64_t ttl_ms, eng_done_fn done, void *arg);
 enum lk_code engine_release(struct engine *e, struct lk_loop *lp, const char *name,
                             const char *lease, eng_done_fn done, void *arg);
 /* Inspect: done gets the backend's view; waiters counts this lockd's queue. */

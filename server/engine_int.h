@@ -31,11 +31,11 @@ struct sess_lock {
     int64_t hold_until_ms; /* max_hold_ms deadline (monotonic); 0 = unbounded */
     int64_t expires_ms;    /* lease expiry as of our last successful renewal */
     struct session *s;
-    bool dead;             /* released or lost: freed when popped off the heap */
-    bool in_flight;        /* part of a watchdog batch right now */
+    bool dead;      /* released or lost: freed when popped off the heap */
+    bool in_flight; /* part of a watchdog batch right now */
     bool in_heap;
-    UT_hash_handle hh;     /* engine->held, by name */
-    UT_hash_handle sh;     /* session->locks, by name */
+    UT_hash_handle hh; /* engine->held, by name */
+    UT_hash_handle sh; /* session->locks, by name */
 };
 
 struct session {
@@ -47,7 +47,7 @@ struct session {
     struct sess_lock *locks;
     char **lost;
     size_t nlost;
-    bool dead;             /* ended or expired: freed when popped off the heap */
+    bool dead; /* ended or expired: freed when popped off the heap */
     UT_hash_handle hh;
 };
 
@@ -68,7 +68,7 @@ struct engine {
     struct heap sess_heap;  /* (deadline, session) */
     struct heap renew_heap; /* (next renewal, sess_lock) */
 
-    struct lk_loop *jloop;  /* janitor: watchdog and reaper */
+    struct lk_loop *jloop; /* janitor: watchdog and reaper */
     pthread_t jthread;
     bool jstarted;
     ev_timer jtick;
@@ -91,9 +91,9 @@ void waiters_free_all(struct engine *e);
 
 /* session.c */
 /* Records a grant under session id; LK_SESSION_NOT_FOUND if it died. */
-enum lk_code session_add_lock(struct engine *e, const char *id, const char *name,
-                              const char *lease, const char *owner, int64_t token,
-                              int64_t ttl_ms, int64_t max_hold_ms);
+enum lk_code session_add_lock(struct engine *e, const char *id, const char *name, const char *lease,
+                              const char *owner, int64_t token, int64_t ttl_ms,
+                              int64_t max_hold_ms);
 /* Reentrant re-acquire: when session id holds name, count+1 and fill r. */
 bool session_reenter(struct engine *e, const char *id, const char *name, struct eng_result *r,
                      char lease_out[LK_LEASE_LEN + 1], char owner_out[LK_OWNER_MAX + 1]);

@@ -77,10 +77,22 @@ void loop_free(struct lk_loop *lp)
     free(lp);
 }
 
-struct ev_loop *loop_ev(struct lk_loop *lp) { return lp->ev; }
-int loop_index(const struct lk_loop *lp) { return lp->index; }
-void loop_set_user(struct lk_loop *lp, void *user) { lp->user = user; }
-void *loop_user(const struct lk_loop *lp) { return lp->user; }
+struct ev_loop *loop_ev(struct lk_loop *lp)
+{
+    return lp->ev;
+}
+int loop_index(const struct lk_loop *lp)
+{
+    return lp->index;
+}
+void loop_set_user(struct lk_loop *lp, void *user)
+{
+    lp->user = user;
+}
+void *loop_user(const struct lk_loop *lp)
+{
+    return lp->user;
+}
 
 void loop_post(struct lk_loop *lp, loop_fn fn, void *arg)
 {
@@ -98,7 +110,10 @@ void loop_post(struct lk_loop *lp, loop_fn fn, void *arg)
     ev_async_send(lp->ev, &lp->wake);
 }
 
-void loop_run(struct lk_loop *lp) { ev_run(lp->ev, 0); }
+void loop_run(struct lk_loop *lp)
+{
+    ev_run(lp->ev, 0);
+}
 
 void loop_stop(struct lk_loop *lp)
 {

@@ -17,9 +17,8 @@
 static _Atomic int64_t counters[M__COUNT];
 
 /* Seconds: 100us .. 10s. */
-static const double bucket_s[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
-                                  0.025,  0.05,    0.1,    0.25,  0.5,    1,     2.5,
-                                  5,      10};
+static const double bucket_s[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+                                  0.05,   0.1,     0.25,   0.5,   1,      2.5,   5,    10};
 #define NBUCKETS (sizeof(bucket_s) / sizeof(bucket_s[0]))
 
 struct hist {
@@ -182,14 +181,26 @@ char *metrics_render(const char *extra, size_t *len)
         enum metric_id ids[3];
         const char *vals[3];
     } fams[] = {
-        {"lockd_acquire_total", "Acquire attempts by result.", "result",
-         {M_ACQUIRE_GRANTED, M_ACQUIRE_LOCKED, M_ACQUIRE_ERROR}, {"granted", "locked", "error"}},
-        {"lockd_release_total", "Releases by result.", "result",
-         {M_RELEASE_OK, M_RELEASE_NOT_HELD, M_RELEASE_ERROR}, {"released", "not_held", "error"}},
-        {"lockd_renew_total", "Client renewals by result.", "result",
-         {M_RENEW_OK, M_RENEW_NOT_HELD, M_RENEW_ERROR}, {"renewed", "not_held", "error"}},
-        {"lockd_watchdog_renewals_total", "Watchdog renewals by result.", "result",
-         {M_WATCHDOG_OK, M_WATCHDOG_LOST, M_WATCHDOG_ERROR}, {"renewed", "lost", "error"}},
+        {"lockd_acquire_total",
+         "Acquire attempts by result.",
+         "result",
+         {M_ACQUIRE_GRANTED, M_ACQUIRE_LOCKED, M_ACQUIRE_ERROR},
+         {"granted", "locked", "error"}},
+        {"lockd_release_total",
+         "Releases by result.",
+         "result",
+         {M_RELEASE_OK, M_RELEASE_NOT_HELD, M_RELEASE_ERROR},
+         {"released", "not_held", "error"}},
+        {"lockd_renew_total",
+         "Client renewals by result.",
+         "result",
+         {M_RENEW_OK, M_RENEW_NOT_HELD, M_RENEW_ERROR},
+         {"renewed", "not_held", "error"}},
+        {"lockd_watchdog_renewals_total",
+         "Watchdog renewals by result.",
+         "result",
+         {M_WATCHDOG_OK, M_WATCHDOG_LOST, M_WATCHDOG_ERROR},
+         {"renewed", "lost", "error"}},
     };
     for (size_t f = 0; f < sizeof(fams) / sizeof(fams[0]); f++) {
         render_counter(&b, fams[f].name, fams[f].help, "counter");
@@ -205,7 +216,8 @@ char *metrics_render(const char *extra, size_t *len)
          M_LEASES_LOST},
         {"lockd_sessions_expired_total", "Sessions expired by the reaper.", "counter",
          M_SESSIONS_EXPIRED},
-        {"lockd_locks_held", "Session-bound leases held through this lockd (the watchdog keeps them).", "gauge",
+        {"lockd_locks_held",
+         "Session-bound leases held through this lockd (the watchdog keeps them).", "gauge",
          M_LOCKS_HELD},
         {"lockd_sessions", "Live sessions.", "gauge", M_SESSIONS},
         {"lockd_waiters", "Blocked acquires queued in this lockd.", "gauge", M_WAITERS},

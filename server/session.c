@@ -95,9 +95,8 @@ static void mark_lost(struct engine *e, struct sess_lock *sl, const char *why)
     detach_lock(e, sl);
 }
 
-enum lk_code session_add_lock(struct engine *e, const char *id, const char *name,
-                              const char *lease, const char *owner, int64_t token,
-                              int64_t ttl_ms, int64_t max_hold_ms)
+enum lk_code session_add_lock(struct engine *e, const char *id, const char *name, const char *lease,
+                              const char *owner, int64_t token, int64_t ttl_ms, int64_t max_hold_ms)
 {
     int64_t now = lk_now_ms();
     pthread_mutex_lock(&e->smu);
@@ -201,8 +200,7 @@ void session_note_renew(struct engine *e, const char *name, const char *lease, i
 
 /* ---- the session API ---- */
 
-static void view_of(struct session *s, struct eng_session_view *v, const char **names,
-                    size_t cap)
+static void view_of(struct session *s, struct eng_session_view *v, const char **names, size_t cap)
 {
     memset(v, 0, sizeof(*v));
     v->code = LK_OK;
@@ -212,8 +210,7 @@ static void view_of(struct session *s, struct eng_session_view *v, const char **
     v->owner = s->owner;
     size_t n = 0;
     struct sess_lock *sl, *tmp;
-    HASH_ITER(sh, s->locks, sl, tmp)
-    {
+    HASH_ITER (sh, s->locks, sl, tmp) {
         if (n < cap)
             names[n++] = sl->name;
     }
@@ -264,8 +261,7 @@ enum lk_code engine_session_create(struct engine *e, int64_t ttl_ms, const char 
 static void lose_expired(struct engine *e, struct session *s, int64_t now)
 {
     struct sess_lock *sl, *tmp;
-    HASH_ITER(sh, s->locks, sl, tmp)
-    {
+    HASH_ITER (sh, s->locks, sl, tmp) {
         if (sl->expires_ms > now)
             continue;
         bool capped = sl->hold_until_ms > 0 && now >= sl->hold_until_ms;
@@ -362,8 +358,7 @@ static size_t end_session(struct engine *e, struct session *s, char ***names, ch
     *names = lk_calloc(n ? n : 1, sizeof(char *));
     *leases = lk_calloc(n ? n : 1, sizeof(char *));
     struct sess_lock *sl, *tmp;
-    HASH_ITER(sh, s->locks, sl, tmp)
-    {
+    HASH_ITER (sh, s->locks, sl, tmp) {
         (*names)[i] = lk_strdup(sl->name);
         (*leases)[i] = lk_strdup(sl->lease);
         i++;
@@ -409,8 +404,8 @@ enum lk_code engine_session_end(struct engine *e, struct lk_loop *lp, const char
         /* A clean end: no lock-delay (that is for sessions that expire).
          * Compare-and-delete: a lock lost meanwhile is not someone else's
          * to lose. */
-        enum lk_code c = e->bk.ops->release(e->bk.state, lp, names[i], leases[i], 0,
-                                            end_release_done, er);
+        enum lk_code c =
+            e->bk.ops->release(e->bk.state, lp, names[i], leases[i], 0, end_release_done, er);
         (void)c; /* end_release_done runs either way */
         free(leases[i]);
     }
@@ -557,7 +552,7 @@ static void batch_done(void *arg, struct bk_renew_item *items, size_t n)
 static void watchdog(struct engine *e, int64_t now)
 {
     struct batch *batches = NULL, *b = NULL;
-    char (*expired)[2][LK_NAME_MAX + 1] = NULL;
+    char(*expired)[2][LK_NAME_MAX + 1] = NULL;
     size_t nexpired = 0;
     bool due = false; /* something fell due: sweep the nearly due along */
     pthread_mutex_lock(&e->smu);
@@ -695,11 +690,9 @@ void sessions_free_all(struct engine *e)
 {
     /* Every object is reachable from exactly one heap entry or the tables. */
     struct session *s, *st;
-    HASH_ITER(hh, e->sessions, s, st)
-    {
+    HASH_ITER (hh, e->sessions, s, st) {
         struct sess_lock *sl, *lt;
-        HASH_ITER(sh, s->locks, sl, lt)
-        {
+        HASH_ITER (sh, s->locks, sl, lt) {
             HASH_DELETE(sh, s->locks, sl);
             sl->s = NULL;
         }
@@ -728,9 +721,9 @@ struct shut {
     struct engine *e;
     char **names, **leases;
     size_t n;
-    size_t left;     /* releases not answered yet */
+    size_t left; /* releases not answered yet */
     size_t released;
-    int refs;        /* the main thread + one per release not answered */
+    int refs; /* the main thread + one per release not answered */
 };
 
 static void shut_free(struct shut *sh)
@@ -801,8 +794,7 @@ void engine_shutdown(struct engine *e)
     size_t cap = 0;
     pthread_mutex_lock(&e->smu);
     struct session *s, *st;
-    HASH_ITER(hh, e->sessions, s, st)
-    {
+    HASH_ITER (hh, e->sessions, s, st) {
         char **names, **leases;
         size_t n = end_session(e, s, &names, &leases);
         if (sh->n + n > cap) {
@@ -846,7 +838,6 @@ void engine_shutdown(struct engine *e)
     char a[24], b[24];
     snprintf(a, sizeof(a), "%zu", released);
     snprintf(b, sizeof(b), "%zu", total);
-    lk_log_kv(left > 0 ? LK_WARN : LK_INFO, "release_on_shutdown", "released", a, "locks", b,
-              NULL);
+    lk_log_kv(left > 0 ? LK_WARN : LK_INFO, "release_on_shutdown", "released", a, "locks", b, NULL);
     shut_unref(sh);
 }

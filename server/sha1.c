@@ -15,7 +15,10 @@ struct sha1_ctx {
     size_t used;
 };
 
-static uint32_t rol(uint32_t x, int n) { return (x << n) | (x >> (32 - n)); }
+static uint32_t rol(uint32_t x, int n)
+{
+    return (x << n) | (x >> (32 - n));
+}
 
 static void sha1_block(struct sha1_ctx *c, const unsigned char *p)
 {

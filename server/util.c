@@ -77,10 +77,22 @@ static int64_t clock_us(clockid_t id)
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-int64_t lk_now_ms(void) { return clock_us(CLOCK_MONOTONIC) / 1000; }
-int64_t lk_now_us(void) { return clock_us(CLOCK_MONOTONIC); }
-int64_t lk_wall_ms(void) { return clock_us(CLOCK_REALTIME) / 1000; }
-int64_t lk_wall_us(void) { return clock_us(CLOCK_REALTIME); }
+int64_t lk_now_ms(void)
+{
+    return clock_us(CLOCK_MONOTONIC) / 1000;
+}
+int64_t lk_now_us(void)
+{
+    return clock_us(CLOCK_MONOTONIC);
+}
+int64_t lk_wall_ms(void)
+{
+    return clock_us(CLOCK_REALTIME) / 1000;
+}
+int64_t lk_wall_us(void)
+{
+    return clock_us(CLOCK_REALTIME);
+}
 
 void lk_rfc3339(int64_t wall_ms, char out[32])
 {

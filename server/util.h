@@ -14,19 +14,19 @@
 /* One result code across the project; api/errors.c maps each to HTTP. */
 enum lk_code {
     LK_OK = 0,
-    LK_AGAIN,           /* parked: the callback runs later on the same loop */
-    LK_INVALID,         /* bad input (api maps the detail) */
+    LK_AGAIN,   /* parked: the callback runs later on the same loop */
+    LK_INVALID, /* bad input (api maps the detail) */
     LK_INTERNAL,
-    LK_LOCKED,          /* acquire not granted */
-    LK_HELD_BY_OTHER,   /* renew/release: another lease holds the lock */
-    LK_NOT_HELD,        /* renew/release: nobody holds the lock */
+    LK_LOCKED,        /* acquire not granted */
+    LK_HELD_BY_OTHER, /* renew/release: another lease holds the lock */
+    LK_NOT_HELD,      /* renew/release: nobody holds the lock */
     LK_SESSION_NOT_FOUND,
     LK_NOT_FOUND,
-    LK_BACKEND_DOWN,    /* never a grant on doubt: answered 503 */
+    LK_BACKEND_DOWN, /* never a grant on doubt: answered 503 */
     LK_SHUTTING_DOWN,
     LK_LIMIT_MISMATCH,
     LK_UNSUPPORTED,
-    LK_CANCELLED,       /* waiter left before it was answered */
+    LK_CANCELLED, /* waiter left before it was answered */
 };
 
 const char *lk_code_name(enum lk_code code);

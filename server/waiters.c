@@ -39,10 +39,10 @@ struct eng_waiter {
     int64_t deadline_ms;
     int64_t retry_at_ms; /* head only: when to try again; 0 = on a kick only */
     ev_timer timer;
-    enum wstate state;  /* under wmu */
-    bool cancelled;     /* under wmu: the client left */
-    bool kick_pending;  /* under wmu: a release came while attempting */
-    bool failed;        /* under wmu: answer fail_code at the next chance */
+    enum wstate state; /* under wmu */
+    bool cancelled;    /* under wmu: the client left */
+    bool kick_pending; /* under wmu: a release came while attempting */
+    bool failed;       /* under wmu: answer fail_code at the next chance */
     enum lk_code fail_code;
     struct eng_waiter *prev, *next;
 };
@@ -50,12 +50,12 @@ struct eng_waiter {
 struct wqueue {
     char name[LK_NAME_MAX + 1];
     struct eng_waiter *list;
-    int64_t n;                  /* waiters in list */
-    struct bk_holder holder;    /* from the last failed attempt */
+    int64_t n;               /* waiters in list */
+    struct bk_holder holder; /* from the last failed attempt */
     bool has_holder;
-    int64_t holder_expiry_ms;   /* monotonic; when the holder's lease runs out; 0 = the
-                                 * lock may be free now (a release was seen) */
-    int64_t kicked_us;          /* release seen, for the handoff histogram */
+    int64_t holder_expiry_ms; /* monotonic; when the holder's lease runs out; 0 = the
+                               * lock may be free now (a release was seen) */
+    int64_t kicked_us;        /* release seen, for the handoff histogram */
     UT_hash_handle hh;
 };
 
@@ -99,8 +99,7 @@ static void on_poke(void *arg);
 
 static void on_sweep(void *arg);
 
-static void post_to(struct engine *e, struct lk_loop *lp, const char *name, bool now,
-                    loop_fn fn)
+static void post_to(struct engine *e, struct lk_loop *lp, const char *name, bool now, loop_fn fn)
 {
     struct poke *p = lk_malloc(sizeof(*p));
     p->e = e;
@@ -368,8 +367,7 @@ static void on_sweep(void *arg)
     if (q != NULL) {
         struct eng_waiter *head = q->list;
         bool freed = false;
-        DL_FOREACH_SAFE(q->list, w, tmp)
-        {
+        DL_FOREACH_SAFE (q->list, w, tmp) {
             if (w->lp != p->lp || !w->failed || w->state != W_QUEUED)
                 continue;
             struct eng_waiter *h;
@@ -522,12 +520,10 @@ void waiters_fail(struct engine *e, const char *session)
 {
     pthread_mutex_lock(&e->wmu);
     struct wqueue *q, *qt;
-    HASH_ITER(hh, e->queues, q, qt)
-    {
+    HASH_ITER (hh, e->queues, q, qt) {
         uint64_t swept[(LOOP_MAX + 63) / 64] = {0};
         struct eng_waiter *w;
-        DL_FOREACH(q->list, w)
-        {
+        DL_FOREACH (q->list, w) {
             if (session != NULL && (!w->has_session || strcmp(w->session, session) != 0))
                 continue;
             w->failed = true;
@@ -549,11 +545,9 @@ void waiters_fail(struct engine *e, const char *session)
 void waiters_free_all(struct engine *e)
 {
     struct wqueue *q, *qt;
-    HASH_ITER(hh, e->queues, q, qt)
-    {
+    HASH_ITER (hh, e->queues, q, qt) {
         struct eng_waiter *w, *wt;
-        DL_FOREACH_SAFE(q->list, w, wt)
-        {
+        DL_FOREACH_SAFE (q->list, w, wt) {
             DL_DELETE(q->list, w);
             free(w);
         }

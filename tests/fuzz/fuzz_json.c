@@ -98,8 +98,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (o != NULL) {
             const char *key;
             json_t *v;
-            json_object_foreach(o, key, v)
-            {
+            json_object_foreach (o, key, v) {
                 struct api_error e2;
                 int64_t n = 7;
                 const char *s = NULL;

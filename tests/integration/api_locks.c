@@ -246,8 +246,7 @@ static void test_list(void)
         CHECK(json_array_size(locks) <= 3);
         size_t i;
         json_t *it;
-        json_array_foreach(locks, i, it)
-        {
+        json_array_foreach (locks, i, it) {
             const char *n = json_string_value(json_object_get(it, "name"));
             CHECK(n != NULL && strncmp(n, "lst-", 4) == 0);
             CHECK(json_is_true(json_object_get(it, "held")));
@@ -329,8 +328,8 @@ static void test_cases(void)
         th_http(cl, method, fx_url(&fx, "%s", upath), body, hdrs, &r);
         free(body);
         if (r.status != status || th_jerr(&r) == NULL || strcmp(th_jerr(&r), code) != 0)
-            th_fail(__FILE__, __LINE__, "case %s: want %d %s, got %ld %s", de->d_name, status,
-                    code, r.status, r.body);
+            th_fail(__FILE__, __LINE__, "case %s: want %d %s, got %ld %s", de->d_name, status, code,
+                    r.status, r.body);
         CHECK(th_jstr(&r, "message") != NULL);
         CHECK_STR(th_header(&r, "Content-Type"), "application/json");
         if (status == 405)
@@ -362,7 +361,8 @@ static void test_slow_client_and_raw_garbage(void)
     a.sin_port = htons((uint16_t)fx.lockd.port);
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     CHECK(connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0);
-    const char *partial = "POST /locks/slow HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"tt";
+    const char *partial =
+        "POST /locks/slow HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"tt";
     CHECK(write(fd, partial, strlen(partial)) > 0);
     int64_t t0 = th_now_ms();
     long long tok;

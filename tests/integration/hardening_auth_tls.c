@@ -148,8 +148,8 @@ static void test_tokens(void)
     expect_401(&l, "POST", "/sessions", NULL);
     expect_401(&l, "PUT", "/sessions/abc", NULL);
     expect_401(&l, "DELETE", "/locks/guarded", "Bearer wrong-token");
-    expect_401(&l, "POST", "/locks/guarded", "Bearer alpha-token");     /* a prefix */
-    expect_401(&l, "POST", "/locks/guarded", "Bearer alpha-token-12");  /* longer */
+    expect_401(&l, "POST", "/locks/guarded", "Bearer alpha-token");    /* a prefix */
+    expect_401(&l, "POST", "/locks/guarded", "Bearer alpha-token-12"); /* longer */
     expect_401(&l, "POST", "/locks/guarded", "Basic alpha-token-1");
     expect_401(&l, "POST", "/locks/guarded", "alpha-token-1");
     expect_401(&l, "POST", "/locks/guarded", "Bearer ");

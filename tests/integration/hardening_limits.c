@@ -240,7 +240,8 @@ static void test_body_limit(void)
     th_resp_free(&r);
     /* A huge Content-Length is answered before the body is sent. */
     int fd = raw_connect(l.port);
-    const char *hdr = "POST /locks/bodies HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999\r\n\r\n";
+    const char *hdr =
+        "POST /locks/bodies HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999\r\n\r\n";
     send_all(fd, hdr, strlen(hdr));
     char buf[8192];
     bool closed;

@@ -115,8 +115,8 @@ static void fam_touch(struct expo *x, int f, int lineno, const char *line)
 {
     if (x->last_fam != f) {
         if (x->fam[f].closed)
-            pfail(__LINE__, "metrics line %d: family %s interleaved: %s", lineno,
-                    x->fam[f].name, line);
+            pfail(__LINE__, "metrics line %d: family %s interleaved: %s", lineno, x->fam[f].name,
+                  line);
         if (x->last_fam >= 0)
             x->fam[x->last_fam].closed = true;
         x->last_fam = f;
@@ -162,8 +162,7 @@ static void parse_sample(struct expo *x, char *line, int lineno)
                 pfail(__LINE__, "metrics line %d: bad label: %s", lineno, line);
             for (int i = 0; i < nseen; i++)
                 if (strlen(seen[i]) == ln && memcmp(seen[i], p, ln) == 0)
-                    pfail(__LINE__, "metrics line %d: duplicate label: %s", lineno,
-                            line);
+                    pfail(__LINE__, "metrics line %d: duplicate label: %s", lineno, line);
             if (nseen < 8) {
                 memcpy(seen[nseen], p, ln);
                 seen[nseen++][ln] = '\0';
@@ -231,8 +230,7 @@ static void parse_sample(struct expo *x, char *line, int lineno)
         }
     }
     if (f < 0 || !x->fam[f].help || !x->fam[f].typed)
-        pfail(__LINE__, "metrics line %d: sample before its HELP and TYPE: %s",
-                lineno, line);
+        pfail(__LINE__, "metrics line %d: sample before its HELP and TYPE: %s", lineno, line);
     fam_touch(x, f, lineno, line);
     x->fam[f].has_samples = true;
     if (strcmp(x->fam[f].type, "counter") == 0) {
@@ -246,8 +244,7 @@ static void parse_sample(struct expo *x, char *line, int lineno)
         pfail(__LINE__, "metrics line %d: le outside a bucket", lineno);
     for (int i = 0; i < x->ns; i++)
         if (strcmp(x->s[i].series, sm.series) == 0)
-            pfail(__LINE__, "metrics line %d: duplicate series %s", lineno,
-                    sm.series);
+            pfail(__LINE__, "metrics line %d: duplicate series %s", lineno, sm.series);
     sm.fam = f;
     if (x->ns >= MAX_SAMPLES)
         pfail(__LINE__, "metrics: too many samples");
@@ -283,11 +280,9 @@ static void check_histograms(struct expo *x)
                     pfail(__LINE__, "%s: bucket without le", x->fam[f].name);
                 double le = parse_value(b->le, 0);
                 if (!(le > prev_le))
-                    pfail(__LINE__, "%s: le not increasing at %s", x->fam[f].name,
-                            b->le);
+                    pfail(__LINE__, "%s: le not increasing at %s", x->fam[f].name, b->le);
                 if (b->v < prev_v)
-                    pfail(__LINE__, "%s: buckets not cumulative at le=%s",
-                            x->fam[f].name, b->le);
+                    pfail(__LINE__, "%s: buckets not cumulative at le=%s", x->fam[f].name, b->le);
                 prev_le = le;
                 prev_v = b->v;
                 nb++;
@@ -297,8 +292,7 @@ static void check_histograms(struct expo *x)
             if (nb == 0 || inf_v < 0)
                 pfail(__LINE__, "%s: no +Inf bucket", x->fam[f].name);
             if (inf_v != c->v)
-                pfail(__LINE__, "%s: +Inf bucket %g != _count %g", x->fam[f].name,
-                        inf_v, c->v);
+                pfail(__LINE__, "%s: +Inf bucket %g != _count %g", x->fam[f].name, inf_v, c->v);
             if (!have_sum)
                 pfail(__LINE__, "%s: no _sum", x->fam[f].name);
         }
@@ -365,7 +359,10 @@ static void expo_parse(struct expo *x, const char *text)
     check_histograms(x);
 }
 
-static void expo_free(struct expo *x) { free(x->s); }
+static void expo_free(struct expo *x)
+{
+    free(x->s);
+}
 
 /* Value of one series written exactly so (e.g. name{a="b"}); NAN if absent. */
 static double series(const struct expo *x, const char *s)
@@ -428,19 +425,19 @@ static void must_refuse(const char *text)
 
 static void test_parser_is_strict(void)
 {
-    must_refuse("x_total 1\n");                                            /* no HELP/TYPE */
+    must_refuse("x_total 1\n"); /* no HELP/TYPE */
     must_refuse("# HELP x_total h\n# TYPE x_total counter\nx_total{a=\"1\" 1\n");
     must_refuse("# HELP x_total h\n# TYPE x_total counter\nx_total one\n");
-    must_refuse("# HELP x h\n# TYPE x counter\nx 1\n");                 /* counter name */
+    must_refuse("# HELP x h\n# TYPE x counter\nx 1\n"); /* counter name */
     must_refuse("# HELP h h\n# TYPE h histogram\nh_bucket{le=\"1\"} 2\nh_bucket{le=\"+Inf\"} 1\n"
-                "h_sum 1\nh_count 1\n");                                 /* not cumulative */
+                "h_sum 1\nh_count 1\n"); /* not cumulative */
     must_refuse("# HELP h h\n# TYPE h histogram\nh_bucket{le=\"1\"} 1\nh_bucket{le=\"+Inf\"} 2\n"
-                "h_sum 1\nh_count 3\n");                                 /* +Inf != count */
+                "h_sum 1\nh_count 3\n"); /* +Inf != count */
     must_refuse("# HELP h h\n# TYPE h histogram\nh_bucket{le=\"+Inf\"} 1\nh_count 1\n");
     must_refuse("# HELP a_total h\n# TYPE a_total counter\na_total 1\n# HELP b h\n# TYPE b gauge\n"
-                "b 1\na_total{x=\"y\"} 2\n");                              /* interleaved */
-    must_refuse("# HELP g h\n# TYPE g gauge\ng{1a=\"x\"} 1\n");         /* label name */
-    must_refuse("# HELP g h\n# TYPE g gauge\ng 1\ng 2\n");               /* duplicate */
+                "b 1\na_total{x=\"y\"} 2\n");                   /* interleaved */
+    must_refuse("# HELP g h\n# TYPE g gauge\ng{1a=\"x\"} 1\n"); /* label name */
+    must_refuse("# HELP g h\n# TYPE g gauge\ng 1\ng 2\n");      /* duplicate */
 }
 
 static void test_metrics(void)
@@ -548,8 +545,7 @@ static void scan_log(const char *path, const char *const *req_ids, int nids, str
         json_error_t err;
         json_t *o = json_loads(line, JSON_REJECT_DUPLICATES, &err);
         if (o == NULL || !json_is_object(o))
-            th_fail(__FILE__, __LINE__, "log line is not a JSON object (%s): %s", err.text,
-                    line);
+            th_fail(__FILE__, __LINE__, "log line is not a JSON object (%s): %s", err.text, line);
         const char *ts = json_string_value(json_object_get(o, "ts"));
         const char *level = json_string_value(json_object_get(o, "level"));
         const char *msg = json_string_value(json_object_get(o, "msg"));
@@ -600,11 +596,13 @@ static void test_logs(void)
     char g1[64], g2[64];
     snprintf(url, sizeof(url), "%s/healthz", l.url);
     th_http(cl, "GET", url, NULL, NULL, &r);
-    snprintf(g1, sizeof(g1), "%s", th_header(&r, "X-Request-Id") ? th_header(&r, "X-Request-Id") : "");
+    snprintf(g1, sizeof(g1), "%s",
+             th_header(&r, "X-Request-Id") ? th_header(&r, "X-Request-Id") : "");
     th_resp_free(&r);
     snprintf(url, sizeof(url), "%s/healthz", l.url);
     th_http(cl, "GET", url, NULL, NULL, &r);
-    snprintf(g2, sizeof(g2), "%s", th_header(&r, "X-Request-Id") ? th_header(&r, "X-Request-Id") : "");
+    snprintf(g2, sizeof(g2), "%s",
+             th_header(&r, "X-Request-Id") ? th_header(&r, "X-Request-Id") : "");
     th_resp_free(&r);
     CHECK(g1[0] != '\0' && g2[0] != '\0' && strcmp(g1, g2) != 0);
     /* A request id with spaces or control bytes is replaced, not echoed. */

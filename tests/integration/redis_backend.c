@@ -537,7 +537,10 @@ static bool subscribed(void *arg)
     return nl != NULL && atoi(nl + 1) >= 1;
 }
 
-static bool unsubscribed(void *arg) { return !subscribed(arg); }
+static bool unsubscribed(void *arg)
+{
+    return !subscribed(arg);
+}
 
 static void t_pubsub(void)
 {

@@ -132,8 +132,7 @@ static bool has_name(const json_t *arr, const char *name)
 {
     size_t i;
     json_t *v;
-    json_array_foreach(arr, i, v)
-    {
+    json_array_foreach (arr, i, v) {
         if (json_is_string(v) && strcmp(json_string_value(v), name) == 0)
             return true;
     }
@@ -206,9 +205,9 @@ struct try_acq {
     const char *body;
     char lease[40];
     int tries;
-    bool saw_delay;        /* a 409 with holder.lock_delay */
-    long long delay_left;  /* its expires_in_ms */
-    long other;            /* a status other than 200/409 */
+    bool saw_delay;       /* a 409 with holder.lock_delay */
+    long long delay_left; /* its expires_in_ms */
+    long other;           /* a status other than 200/409 */
 };
 
 static bool try_acq_cond(void *arg)
@@ -256,7 +255,10 @@ static void *waiter_main(void *p)
     return NULL;
 }
 
-static bool waiter_done(void *p) { return atomic_load(&((struct waiter_arg *)p)->done); }
+static bool waiter_done(void *p)
+{
+    return atomic_load(&((struct waiter_arg *)p)->done);
+}
 
 struct metric_is {
     const struct srv *s;
@@ -572,8 +574,8 @@ static void check_lock_delay(struct srv *s)
     CHECK(t.delay_left > 0 && t.delay_left <= 1000);
     /* session ttl 1000 + lock-delay 1000. */
     if (took < 1850 || took > 2600)
-        th_fail(__FILE__, __LINE__, "[%s] granted %lld ms after expiry began (want ~2000)",
-                s->tag, (long long)took);
+        th_fail(__FILE__, __LINE__, "[%s] granted %lld ms after expiry began (want ~2000)", s->tag,
+                (long long)took);
     CHECK_EQ_INT(release(s, "delay", t.lease, NULL), 200);
 
     /* Expired again, the inspect view shows the delay window. */
@@ -917,8 +919,14 @@ static void check_redis_restart(bool persistent)
     th_redis_stop(&r);
 }
 
-static void test_redis_restart_keeps_data(void) { check_redis_restart(true); }
-static void test_redis_restart_empty(void) { check_redis_restart(false); }
+static void test_redis_restart_keeps_data(void)
+{
+    check_redis_restart(true);
+}
+static void test_redis_restart_empty(void)
+{
+    check_redis_restart(false);
+}
 
 /* 10,000 session leases on Redis: one watchdog cycle (ttl/3) renews them
  * all in fewer than 200 Redis commands. */
@@ -964,8 +972,8 @@ static void test_watchdog_batches_10k(void)
     struct bulk_arg ba[BULK_THREADS];
     int64_t t0 = th_now_ms();
     for (int i = 0; i < BULK_THREADS; i++) {
-        ba[i] = (struct bulk_arg){i * BULK_N / BULK_THREADS, (i + 1) * BULK_N / BULK_THREADS,
-                                  id, 0};
+        ba[i] =
+            (struct bulk_arg){i * BULK_N / BULK_THREADS, (i + 1) * BULK_N / BULK_THREADS, id, 0};
         CHECK(pthread_create(&th[i], NULL, bulk_main, &ba[i]) == 0);
     }
     for (int i = 0; i < BULK_THREADS; i++) {
@@ -984,8 +992,7 @@ static void test_watchdog_batches_10k(void)
     printf("# one watchdog cycle: %lld renewals in %lld Redis commands\n", renewed, cmds);
     CHECK_EQ_INT(metric(&red, M_LOST), lost0);
     if (renewed < BULK_N)
-        th_fail(__FILE__, __LINE__, "only %lld of %d leases renewed in one cycle", renewed,
-                BULK_N);
+        th_fail(__FILE__, __LINE__, "only %lld of %d leases renewed in one cycle", renewed, BULK_N);
     if (cmds >= 200)
         th_fail(__FILE__, __LINE__, "one watchdog cycle cost %lld Redis commands", cmds);
     CHECK(redis_int(&rd, "PTTL", "bulk-0") > 0);
@@ -1108,8 +1115,14 @@ static void check_shutdown_release(bool release_on_shutdown)
     CHECK_EQ_INT(th_lockd_signal_wait(&other.l, SIGTERM, 10000), 0);
 }
 
-static void test_shutdown_default_lets_expire(void) { check_shutdown_release(false); }
-static void test_shutdown_release_on_shutdown(void) { check_shutdown_release(true); }
+static void test_shutdown_default_lets_expire(void)
+{
+    check_shutdown_release(false);
+}
+static void test_shutdown_release_on_shutdown(void)
+{
+    check_shutdown_release(true);
+}
 
 /* SESSIONS_ONLY=substring runs the matching cases only (for debugging). */
 static bool wanted(const char *name)

@@ -98,8 +98,8 @@ static void wait_queued(const struct th_lockd *l, const char *name, long long n,
 {
     struct qwant q = {l, name, n};
     if (!th_wait_for(queued_is, &q, ms))
-        th_fail(__FILE__, __LINE__, "'%s': %lld waiters queued, want %lld", name,
-                queued(l, name), n);
+        th_fail(__FILE__, __LINE__, "'%s': %lld waiters queued, want %lld", name, queued(l, name),
+                n);
 }
 
 /* A sample from /metrics: the first line starting with "metric " (or
@@ -110,7 +110,8 @@ static double metric(const struct th_lockd *l, const char *name)
     th_http(cl, "GET", url(l, "/metrics", ""), NULL, NULL, &r);
     double v = -1;
     size_t nl = strlen(name);
-    for (const char *p = r.body; p != NULL && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
+    for (const char *p = r.body; p != NULL && *p;
+         p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
         if (strncmp(p, name, nl) == 0 && (p[nl] == ' ' || p[nl] == '{')) {
             const char *sp = strchr(p + nl, ' ');
             if (sp != NULL)
@@ -179,9 +180,9 @@ static void start_lockd(struct th_lockd *l, bool redis, const char *const *extra
 struct rw {
     int fd;
     bool done;
-    bool broken;        /* connection failed or closed without an answer */
+    bool broken; /* connection failed or closed without an answer */
     int status;
-    json_t *json;       /* parsed body of the answer */
+    json_t *json; /* parsed body of the answer */
     int64_t t_sent, t_done;
     char *in;
     size_t inlen, incap;
@@ -358,7 +359,10 @@ static long long rw_int(const struct rw *w, const char *key)
     return json_is_integer(v) ? (long long)json_integer_value(v) : -1;
 }
 
-static const char *rw_err(const struct rw *w) { return rw_str(w, "error"); }
+static const char *rw_err(const struct rw *w)
+{
+    return rw_str(w, "error");
+}
 
 /* Waits for exactly one answer on p, which must be a 200; returns its index. */
 static int one_grant(struct pool *p, int64_t timeout_ms)
@@ -366,8 +370,7 @@ static int one_grant(struct pool *p, int64_t timeout_ms)
     int idx[4];
     int k = pool_poll(p, timeout_ms, idx, 4);
     if (k == 0)
-        th_fail(__FILE__, __LINE__, "no waiter answered within %lld ms",
-                (long long)timeout_ms);
+        th_fail(__FILE__, __LINE__, "no waiter answered within %lld ms", (long long)timeout_ms);
     if (k != 1)
         th_fail(__FILE__, __LINE__, "%d waiters answered at once (status %d, %d)", k,
                 p->w[idx[0]].status, p->w[idx[1]].status);
@@ -792,7 +795,10 @@ static void test_session_and_timeout_memory(void)
     th_lockd_kill(&lm, SIGKILL);
 }
 
-static void test_session_and_timeout_redis(void) { test_session_and_timeout(&lb); }
+static void test_session_and_timeout_redis(void)
+{
+    test_session_and_timeout(&lb);
+}
 
 /* SIGTERM answers every waiter 503 shutting_down at once (a session keeps
  * the draining lockd up meanwhile), however many there are. */

@@ -182,8 +182,9 @@ void th_redis_start(struct th_redis *r, int port, const char *const *extra)
     FILE *f = fopen(conf, "w");
     if (f == NULL)
         th_fail(__FILE__, __LINE__, "cannot write %s", conf);
-    fprintf(f, "port %d\nbind 127.0.0.1\ndir %s\nsave \"\"\nappendonly no\nlogfile %s/redis.log\n"
-               "daemonize no\nprotected-mode yes\n",
+    fprintf(f,
+            "port %d\nbind 127.0.0.1\ndir %s\nsave \"\"\nappendonly no\nlogfile %s/redis.log\n"
+            "daemonize no\nprotected-mode yes\n",
             port, r->dir, r->dir);
     for (const char *const *x = extra; x && *x; x++)
         fprintf(f, "%s\n", *x);
@@ -509,4 +510,7 @@ long long th_jint(const struct th_resp *r, const char *key)
     return json_is_integer(v) ? (long long)json_integer_value(v) : 0;
 }
 
-const char *th_jerr(const struct th_resp *r) { return th_jstr(r, "error"); }
+const char *th_jerr(const struct th_resp *r)
+{
+    return th_jstr(r, "error");
+}

@@ -77,7 +77,7 @@ long long th_redis_calls(const struct th_redis *r, const char *cmd);
 struct th_lockd {
     pid_t pid;
     int port;
-    char url[64]; /* http://127.0.0.1:PORT */
+    char url[64];  /* http://127.0.0.1:PORT */
     char log[256]; /* path of its stderr log */
 };
 /* Starts $LOCKD_BIN (default build/lockd) with --listen 127.0.0.1:0 plus
@@ -95,9 +95,9 @@ int th_lockd_signal_wait(struct th_lockd *l, int sig, int64_t timeout_ms);
 /* ---- HTTP (libcurl) ---- */
 struct th_resp {
     long status;
-    char *body;     /* NUL-terminated, malloc'd */
+    char *body; /* NUL-terminated, malloc'd */
     size_t len;
-    json_t *json;   /* parsed body or NULL; new reference */
+    json_t *json; /* parsed body or NULL; new reference */
     char headers[4096];
 };
 /* One keep-alive connection; one per thread. */

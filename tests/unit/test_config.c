@@ -97,8 +97,8 @@ static void test_precedence(void **state)
     assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
     close(fd);
     char *argv[] = {"lockd", "--config", path, "--max-wait-ms", "9s", NULL};
-    char *envp[] = {"LOCKD_MAX_WAIT_MS=7000", "LOCKD_THREADS=4", "OTHER=1",
-                    "LOCKD_LEASE=abc", "LOCKD_URL=http://x", NULL};
+    char *envp[] = {"LOCKD_MAX_WAIT_MS=7000", "LOCKD_THREADS=4",    "OTHER=1",
+                    "LOCKD_LEASE=abc",        "LOCKD_URL=http://x", NULL};
     struct lk_config c;
     enum cfg_action act;
     char err[256];
@@ -135,9 +135,8 @@ static void test_mask(void **state)
     struct lk_config c;
     char err[256];
     config_defaults(&c);
-    assert_int_equal(config_set(&c, "redis", "redis://user:s3cret@127.0.0.1:6379/2", "t", err,
-                                sizeof(err)),
-                     0);
+    assert_int_equal(
+        config_set(&c, "redis", "redis://user:s3cret@127.0.0.1:6379/2", "t", err, sizeof(err)), 0);
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);

@@ -87,8 +87,13 @@ static struct got acquire(struct env *env, const char *name, int64_t ttl, const 
 {
     struct got g;
     memset(&g, 0, sizeof(g));
-    struct eng_acquire a = {.name = name, .ttl_ms = ttl, .wait_ms = 0, .session = session,
-                            .owner = "t", .reentrant = reentrant, .max_hold_ms = -1};
+    struct eng_acquire a = {.name = name,
+                            .ttl_ms = ttl,
+                            .wait_ms = 0,
+                            .session = session,
+                            .owner = "t",
+                            .reentrant = reentrant,
+                            .max_hold_ms = -1};
     struct eng_waiter *w;
     assert_int_equal(engine_acquire(env->e, env->lp, &a, on_result, &g, &w), LK_OK);
     assert_int_equal(g.calls, 1); /* the memory backend answers at once */

@@ -65,8 +65,9 @@ static void test_json(void **state)
     assert_non_null(o);
     json_decref(o);
 
-    const char *bad[] = {"{", "[]", "1", "\"s\"", "{\"a\":1,\"a\":2}", "{\"a\":\"\\u0000\"}",
-                         "{\"a\":\"\xff\"}", "{} x", "null"};
+    const char *bad[] = {
+        "{",    "[]",  "1", "\"s\"", "{\"a\":1,\"a\":2}", "{\"a\":\"\\u0000\"}", "{\"a\":\"\xff\"}",
+        "{} x", "null"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         assert_null(json_in_parse(bad[i], strlen(bad[i]), &e));
         assert_string_equal(e.code, "invalid_json");
@@ -110,9 +111,16 @@ static void test_json(void **state)
 static void test_json_out(void **state)
 {
     (void)state;
-    const char *vals[] = {"", "plain", "q\"uote", "back\\slash", "ctl\x01\x1f\b\f\n\r\t",
-                          "caf\xc3\xa9", "\xe2\x82\xac euro", "\xf0\x9f\x94\x92 lock",
-                          "/slash", "\x7f del"};
+    const char *vals[] = {"",
+                          "plain",
+                          "q\"uote",
+                          "back\\slash",
+                          "ctl\x01\x1f\b\f\n\r\t",
+                          "caf\xc3\xa9",
+                          "\xe2\x82\xac euro",
+                          "\xf0\x9f\x94\x92 lock",
+                          "/slash",
+                          "\x7f del"};
     for (size_t i = 0; i < sizeof(vals) / sizeof(vals[0]); i++) {
         struct jout j;
         jout_begin(&j);
