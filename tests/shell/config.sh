@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# config.sh - lockd's command line: --help, --version, --check-config, and
+# that a bad key or value from any source stops startup with exit code 2 and
+# one line naming the key and where it came from.
+set -eu
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+lockd() { env -u LOCKD_BIN -u LOCKCTL_BIN "$LOCKD_BIN" "$@"; }
+pass=0
+ok() { pass=$((pass + 1)); echo "ok $1"; }
+fail() { echo "FAIL $1"; echo "$pass passed, 1 failed"; exit 1; }
+
+out=$(lockd --help) || fail help-exit
+for k in listen backend redis key_prefix default_ttl_ms max_ttl_ms max_wait_ms max_hold_ms \
+    session_ttl_ms threads max_connections max_body_bytes backend_timeout_ms auth_token_file \
+    tls_cert tls_key log_level log_format shutdown_timeout_ms release_on_shutdown; do
+    printf '%s\n' "$out" | grep -q "^  $k " || fail "help lists $k"
+done
+ok help
+lockd --version | grep -q '^lockd ' || fail version
+ok version
+
+# Precedence: flag > environment > file > default; secrets masked.
+printf '# comment\nlisten 127.0.0.1:9001\ndefault_ttl_ms 5s\nmax_wait_ms 1000\n' >"$tmp/lockd.conf"
+out=$(LOCKD_MAX_WAIT_MS=2000 LOCKD_DEFAULT_TTL_MS=7000 lockd --config "$tmp/lockd.conf" \
+    --default-ttl-ms 9000 --redis 'redis://u:hunter2@127.0.0.1:6379/1' --check-config)
+printf '%s\n' "$out" | grep -qx 'listen 127.0.0.1:9001' || fail "file value"
+printf '%s\n' "$out" | grep -qx 'max_wait_ms 2000' || fail "env beats file"
+printf '%s\n' "$out" | grep -qx 'default_ttl_ms 9000' || fail "flag beats env"
+printf '%s\n' "$out" | grep -qx 'backend redis' || fail "backend derived from redis"
+printf '%s\n' "$out" | grep -q hunter2 && fail "password masked"
+printf '%s\n' "$out" | grep -qx 'redis redis://u:\*\*\*\*@127.0.0.1:6379/1' || fail "masked url shown"
+ok check-config
+
+expect_exit2() { # NAME PATTERN -- command...
+    local name=$1 pat=$2; shift 3
+    local err rc=0
+    err=$("$@" 2>&1 >/dev/null) || rc=$?
+    [ "$rc" -eq 2 ] || fail "$name: exit $rc, want 2 ($err)"
+    [ "$(printf '%s\n' "$err" | wc -l)" -eq 1 ] || fail "$name: want one line, got: $err"
+    printf '%s\n' "$err" | grep -q -- "$pat" || fail "$name: '$err' lacks '$pat'"
+    ok "$name"
+}
+expect_exit2 unknown-flag "unknown flag '--bogus'" -- lockd --bogus 1
+expect_exit2 bad-flag-value "flag --threads" -- lockd --threads 0
+expect_exit2 unknown-env "environment LOCKD_NOPE" -- env LOCKD_NOPE=1 "$LOCKD_BIN" --check-config
+expect_exit2 bad-env-value "environment LOCKD_MAX_TTL_MS" -- env LOCKD_MAX_TTL_MS=soon "$LOCKD_BIN"
+printf 'listen 127.0.0.1:9001\nnot_a_key 5\n' >"$tmp/bad.conf"
+expect_exit2 unknown-file-key "$tmp/bad.conf:2" -- lockd --config "$tmp/bad.conf"
+printf 'log_format xml\n' >"$tmp/bad2.conf"
+expect_exit2 bad-file-value "$tmp/bad2.conf:1" -- lockd --config "$tmp/bad2.conf"
+expect_exit2 missing-file "cannot open config file" -- lockd --config "$tmp/none.conf"
+expect_exit2 bad-listen "listen" -- lockd --listen nonsense
+echo "$pass passed, 0 failed"
