@@ -330,7 +330,10 @@ static void list_cb(void *arg, enum lk_code code, const struct bk_entry *ents, s
     json_t *arr = json_array();
     for (size_t i = 0; i < n; i++) {
         struct bk_info info = {.code = LK_OK, .held = true, .holder = ents[i].holder};
-        json_array_append_new(arr, inspect_json(ents[i].name, &info));
+        json_t *it = inspect_json(ents[i].name, &info);
+        json_object_set_new(it, "waiters",
+                            json_integer(engine_waiters(http_engine(r), ents[i].name)));
+        json_array_append_new(arr, it);
     }
     json_object_set_new(o, "locks", arr);
     json_object_set_new(o, "next_cursor", next ? json_string(next) : json_null());

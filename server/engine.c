@@ -334,6 +334,11 @@ enum lk_code engine_list(struct engine *e, struct lk_loop *lp, const char *prefi
     return e->bk.ops->list(e->bk.state, lp, prefix, cursor, limit, done, arg);
 }
 
+int64_t engine_waiters(struct engine *e, const char *name)
+{
+    return waiters_count(e, name);
+}
+
 enum lk_code engine_ping(struct engine *e, struct lk_loop *lp, bk_done_fn done, void *arg)
 {
     return e->bk.ops->ping(e->bk.state, lp, done, arg);

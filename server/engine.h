@@ -99,6 +99,8 @@ enum lk_code engine_inspect(struct engine *e, struct lk_loop *lp, const char *na
                             eng_info_fn done, void *arg);
 enum lk_code engine_list(struct engine *e, struct lk_loop *lp, const char *prefix,
                          const char *cursor, size_t limit, bk_list_fn done, void *arg);
+/* Acquires queued for name in this lockd. Any thread. */
+int64_t engine_waiters(struct engine *e, const char *name);
 enum lk_code engine_ping(struct engine *e, struct lk_loop *lp, bk_done_fn done, void *arg);
 size_t engine_nodes(struct engine *e, struct bk_node *out, size_t max);
 const char *engine_backend_name(const struct engine *e);

@@ -251,6 +251,7 @@ static void test_list(void)
             CHECK(n != NULL && strncmp(n, "lst-", 4) == 0);
             CHECK(json_is_true(json_object_get(it, "held")));
             CHECK_STR(json_string_value(json_object_get(it, "owner")), "lister");
+            CHECK(json_is_integer(json_object_get(it, "waiters")));
             seen++;
         }
         pages++;
