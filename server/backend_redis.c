@@ -910,7 +910,7 @@ static void cmd_undo(struct rcmd *acq)
     rb_argb_put(&b, acq->argv[6], acq->argvlen[6]);
     rb_argb_str(&b, "0");
     rb_argb_channel(&b, bk, name);
-    rb_argb_str(&b, name);
+    rb_argb_str(&b, "-"); /* nobody's id: our own waiters learn of it this way too */
     cmd_take_args(u, &b);
     (void)cmd_submit(u);
 }
@@ -1009,7 +1009,9 @@ static enum lk_code rb_release(void *state, struct lk_loop *lp, const char *name
     rb_argb_str(&b, lease);
     argb_int(&b, delay_ms > 0 ? delay_ms : 0);
     rb_argb_channel(&b, bk, name);
-    rb_argb_str(&b, name);
+    /* Our own release already woke our waiters: the message says it is ours,
+     * so our subscriber does not wake them a second time. */
+    rb_argb_str(&b, bk->instance);
     cmd_take_args(cmd, &b);
     return cmd_submit(cmd);
 }
@@ -1312,6 +1314,7 @@ enum lk_code backend_redis_new(const struct lk_config *cfg, struct backend *out,
     }
     struct rb *bk = lk_calloc(1, sizeof(*bk));
     pthread_mutex_init(&bk->mu, NULL);
+    lk_random_hex(bk->instance, (sizeof(bk->instance) - 1) / 2);
     enum lk_code rc = redis_url_parse(urls, &bk->url, err, errlen);
     if (rc != LK_OK)
         goto fail;

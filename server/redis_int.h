@@ -72,6 +72,7 @@ struct watch_ent {
 };
 
 struct rb {
+    char instance[17]; /* random id: release messages this lockd published carry it */
     struct redis_url url;
     char addr[300];         /* host:port, for logs and nodes(); never the password */
     char connect_host[256]; /* numeric address resolved at startup, else the host name */

@@ -76,10 +76,13 @@ static void on_message(redisAsyncContext *ac, void *r, void *priv)
     }
     if (strcmp(type, "message") != 0 || reply->element[2]->type != REDIS_REPLY_STRING)
         return;
+    /* The channel names the lock; the message, who released it. */
     const redisReply *m = reply->element[2];
-    if (!lk_name_valid(m->str, m->len))
+    if (!channel_name(bk, reply->element[1], name))
         return;
-    call_hook(bk, m->str);
+    if (m->len == strlen(bk->instance) && memcmp(m->str, bk->instance, m->len) == 0)
+        return; /* our own release: its waiters were woken when it was answered */
+    call_hook(bk, name);
 }
 
 static void sub_send(struct rb *bk, const char *cmd, const char *const *names, size_t n)

@@ -1,6 +1,7 @@
 -- release.lua - compare-and-delete: delete the lock only if the lease holds
 -- it, optionally start a lock-delay, and tell other lockd processes.
--- KEYS: lock hash, lock-delay key. ARGV: lease, delay_ms, channel, name.
+-- KEYS: lock hash, lock-delay key. ARGV: lease, delay_ms, channel, publisher
+-- (the releasing lockd's instance id, so it can skip its own message).
 -- Returns {1, token} released; {0} nobody holds it;
 -- {2, owner, token, sb, pttl} another lease holds it.
 local h = redis.call('HMGET', KEYS[1], 'lease', 'owner', 'token', 'sb')
