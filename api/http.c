@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <utlist.h>
 
 #include "api/auth.h"
 #include "api/errors.h"
@@ -42,8 +43,9 @@ struct http_worker {
     ev_timer mhd_timer;
     ev_prepare prep;
     bool need_run;
-    unsigned conn_limit; /* this daemon's share of max_connections */
-    bool full;           /* reached conn_limit: MHD stopped listening */
+    struct req *suspended; /* requests parked until the engine answers */
+    unsigned conn_limit;   /* this daemon's share of max_connections */
+    bool full;             /* reached conn_limit: MHD stopped listening */
     uint64_t req_seq;
 };
 
@@ -167,6 +169,7 @@ static void set_ready(struct req *r)
     r->ready = true;
     if (r->suspended) {
         r->suspended = false;
+        DL_DELETE2(r->wk->suspended, r, sprev, snext);
         stop_eof_watch(r);
         MHD_resume_connection(r->conn);
         r->wk->need_run = true;
@@ -427,6 +430,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return queue(r);
     /* The engine answers later on this loop: park the connection. */
     r->suspended = true;
+    DL_APPEND2(wk->suspended, r, sprev, snext);
     MHD_suspend_connection(conn);
     if (r->waiting)
         watch_eof(r);
@@ -449,6 +453,10 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         return;
     *con_cls = NULL;
     struct http_worker *wk = r->wk;
+    if (r->suspended) {
+        r->suspended = false;
+        DL_DELETE2(wk->suspended, r, sprev, snext);
+    }
     stop_eof_watch(r);
     if (r->waiting) {
         engine_cancel(wk->srv->e, r->waiter);
@@ -719,7 +727,22 @@ static void worker_fini(void *arg)
      * requests exist; then MHD frees every request in its completion
      * callback, here on this loop. */
     engine_detach(wk->srv->e, wk->lp);
+    /* libmicrohttpd aborts if stopped with suspended connections: answer
+     * whatever is still parked (a waiter that arrived as we stopped), let
+     * MHD take the connections back, then stop it. */
+    struct req *r, *tmp;
+    DL_FOREACH_SAFE2(wk->suspended, r, tmp, snext)
+    {
+        if (r->waiting) {
+            r->waiting = false;
+            engine_cancel(wk->srv->e, r->waiter);
+            r->waiter = NULL;
+        }
+        if (r->suspended)
+            errors_respond(r, 503, "shutting_down", "lockd is shutting down", NULL);
+    }
     if (wk->d != NULL) {
+        MHD_run(wk->d);
         MHD_stop_daemon(wk->d);
         wk->d = NULL;
     }

@@ -51,6 +51,9 @@ struct req {
     char hdr_value[REQ_MAX_HEADERS][72];
     int nhdrs;
 
+    /* while suspended: on the worker's list, so shutdown can answer it */
+    struct req *sprev, *snext;
+
     /* blocking acquire */
     struct eng_waiter *waiter;
     bool waiting;    /* engine callback not run yet */

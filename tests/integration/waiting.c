@@ -830,6 +830,30 @@ static void test_drain(void)
     th_lockd_kill(&lm, SIGKILL);
 }
 
+/* Without a session nothing keeps the draining lockd up: it stops at once,
+ * and must still answer every parked waiter (libmicrohttpd aborts when a
+ * daemon is stopped with suspended connections) and exit 0. */
+static void test_drain_stop_now(void)
+{
+    enum { N = 200 };
+    struct th_lockd lm;
+    start_lockd(&lm, false, NULL);
+    char lease[40];
+    grab(&lm, "ds", "{\"ttl_ms\":30000}", lease);
+    struct pool p;
+    pool_init(&p, N);
+    for (int i = 0; i < N; i++)
+        pool_add(&p, &lm, "ds", "{\"wait_ms\":20000}");
+    wait_queued(&lm, "ds", N, 3000);
+    kill(lm.pid, SIGTERM);
+    pool_drain(&p, 3000);
+    CHECK_EQ_INT(p.ndone, N);
+    for (int i = 0; i < N; i++)
+        CHECK_EQ_INT(p.w[i].status, 503);
+    CHECK_EQ_INT(th_lockd_signal_wait(&lm, 0, 5000), 0);
+    pool_free(&p);
+}
+
 /* Backend acquire attempts per handoff with 16 waiters (benchmark-ish:
  * Redis commandstats; the releases are EVALSHAs too and are subtracted). */
 static double attempts_per_handoff(int nlockd)
@@ -905,6 +929,7 @@ int main(void)
     RUN(test_2000_waiters);
     RUN(test_10000_waiters);
     RUN(test_drain);
+    RUN(test_drain_stop_now);
 
     th_client_free(cl);
     th_lockd_kill(&la, SIGKILL);
