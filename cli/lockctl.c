@@ -32,7 +32,8 @@
 #define LOCKCTL_TIMEOUT_MS 15000L
 #define LOCKCTL_CONNECT_TIMEOUT_MS 5000L
 /* One long poll asks for at most this much wait; longer --wait repeats it. */
-#define LOCKCTL_WAIT_CHUNK_MS 60000LL
+#define LOCKCTL_WAIT_CHUNK_MS 300000LL /* lockd's default max_wait_ms */
+#define LOCKCTL_WAIT_SMALL_MS 60000LL  /* when a lockd allows less */
 /* Exit code when lockd answered with an error not covered by sysexits. */
 #define LOCKCTL_EX_FAILED 1
 
@@ -583,7 +584,8 @@ static int need_name(const struct lc_opts *o, const char *cmd)
 
 /*
  * POST /locks/NAME with body, repeating the long poll while wait_ms is left
- * (each poll asks for at most LOCKCTL_WAIT_CHUNK_MS). Returns LC_OK with the
+ * (each poll asks for at most LOCKCTL_WAIT_CHUNK_MS, lockd's default
+ * max_wait_ms, or 60 s when lockd refuses that). Returns LC_OK with the
  * last answer in out, or LC_UNREACHABLE.
  */
 static enum lc_result acquire_call(struct lc_ctx *x, const char *name, json_t *body,
@@ -599,6 +601,7 @@ static enum lc_result acquire_call(struct lc_ctx *x, const char *name, json_t *b
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     enum lc_result res;
+    long long cap = LOCKCTL_WAIT_CHUNK_MS;
     for (;;) {
         struct timespec t;
         clock_gettime(CLOCK_MONOTONIC, &t);
@@ -606,10 +609,17 @@ static enum lc_result acquire_call(struct lc_ctx *x, const char *name, json_t *b
         long long left = wait_ms - spent;
         if (left < 0)
             left = 0;
-        long long chunk = left > LOCKCTL_WAIT_CHUNK_MS ? LOCKCTL_WAIT_CHUNK_MS : left;
+        long long chunk = left > cap ? cap : left;
         json_object_set_new(body, "wait_ms", json_integer(chunk));
         res = client_call(&x->client, x->h, "POST", path, NULL, body,
                           (long)(chunk + LOCKCTL_TIMEOUT_MS), false, out);
+        if (res == LC_OK && out->status == 400 && chunk > LOCKCTL_WAIT_SMALL_MS) {
+            /* This lockd's max_wait_ms is lower: poll in smaller turns (each
+             * new poll queues again at the back). */
+            cap = LOCKCTL_WAIT_SMALL_MS;
+            resp_release(out);
+            continue;
+        }
         if (res != LC_OK || out->status != 409 || left <= chunk)
             break;
         const char *code = resp_str(out, "error");
