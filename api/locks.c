@@ -322,6 +322,11 @@ static void list_cb(void *arg, enum lk_code code, const struct bk_entry *ents, s
                     const char *next)
 {
     struct req *r = arg;
+    if (code == LK_INVALID) {
+        errors_respond(r, 400, "invalid_field",
+                       "query 'cursor' must be a next_cursor this lockd gave out", NULL);
+        return;
+    }
     if (code != LK_OK) {
         errors_respond_code(r, code, NULL);
         return;

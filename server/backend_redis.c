@@ -14,6 +14,8 @@
 #include <hiredis/hiredis.h>
 
 #include <arpa/inet.h>
+#include <errno.h>
+#include <limits.h>
 #include <netdb.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -1049,7 +1051,14 @@ static enum lk_code rb_list(void *state, struct lk_loop *lp, const char *prefix,
     struct rb *bk = state;
     const char *cur = cursor && cursor[0] ? cursor : "0";
     size_t cl = strlen(cur);
+    /* A SCAN cursor is an unsigned 64-bit number: anything else is the
+     * client's mistake (400), not a Redis error (503). */
     bool ok = cl <= 20 && strspn(cur, "0123456789") == cl;
+    if (ok) {
+        errno = 0;
+        unsigned long long v = strtoull(cur, NULL, 10);
+        ok = errno == 0 && (v != ULLONG_MAX || strcmp(cur, "18446744073709551615") == 0);
+    }
     if (!ok || strlen(prefix) > LK_NAME_MAX) {
         done(arg, LK_INVALID, NULL, 0, NULL);
         return LK_OK;

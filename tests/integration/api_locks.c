@@ -267,6 +267,26 @@ static void test_list(void)
     CHECK_EQ_INT(seen, 7);
 }
 
+/* Redis cursors are SCAN cursors: a bad one is the client's 400, never a
+ * 503 (the memory backend's cursor is a name, so any text pages on). */
+static void test_list_bad_cursor(void)
+{
+    const char *bad[] = {"abc", "99999999999999999999", "-1", "1%202"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char path[128];
+        snprintf(path, sizeof(path), "/locks?cursor=%s", bad[i]);
+        struct th_resp r;
+        req("GET", path, NULL, &r);
+        if (fx_is_redis()) {
+            CHECK_EQ_INT(r.status, 400);
+            CHECK_STR(th_jerr(&r), "invalid_field");
+        } else {
+            CHECK_EQ_INT(r.status, 200);
+        }
+        th_resp_free(&r);
+    }
+}
+
 /* Runs every tests/cases/NAME/{request,expect}: the lock case-lock is held
  * throughout and must be exactly as it was after each bad request. */
 static void test_cases(void)
@@ -645,6 +665,7 @@ int main(void)
     TH_RUN(test_conflict_and_wrong_lease);
     TH_RUN(test_expiry);
     TH_RUN(test_list);
+    TH_RUN(test_list_bad_cursor);
     TH_RUN(test_cases);
     TH_RUN(test_slow_client_and_raw_garbage);
     TH_RUN(test_ops);
