@@ -75,14 +75,6 @@ int http_port(const struct http_server *s)
 {
     return s->port;
 }
-int http_nloops(const struct http_server *s)
-{
-    return s->n;
-}
-struct lk_loop *http_loop_at(struct http_server *s, int i)
-{
-    return s->w[i].lp;
-}
 
 /* ---- driving MHD from libev ---- */
 
@@ -695,7 +687,6 @@ struct http_server *http_start(const struct lk_config *cfg, struct engine *e, ch
         if (start_daemon(wk, err, errlen) != 0)
             goto fail;
         wk->lp = loop_new(i);
-        loop_set_user(wk->lp, wk);
     }
     for (int i = 0; i < s->n; i++) {
         struct http_worker *wk = &s->w[i];
@@ -774,8 +765,3 @@ void http_stop(struct http_server *s)
     free(s);
 }
 
-void http_each_loop(struct http_server *s, void (*fn)(void *arg), void *arg)
-{
-    for (int i = 0; i < s->n; i++)
-        loop_post(s->w[i].lp, fn, arg);
-}

@@ -90,9 +90,5 @@ struct http_server *http_start(const struct lk_config *cfg, struct engine *e, ch
 int http_port(const struct http_server *s);
 /* Stops accepting, stops the loops, joins threads, frees. */
 void http_stop(struct http_server *s);
-/* Any thread: runs fn on every worker's loop. */
-void http_each_loop(struct http_server *s, void (*fn)(void *arg), void *arg);
-struct lk_loop *http_loop_at(struct http_server *s, int i);
-int http_nloops(const struct http_server *s);
 
 #endif

@@ -357,10 +357,3 @@ bool engine_draining(const struct engine *e)
     return atomic_load(&((struct engine *)e)->draining);
 }
 
-void engine_counters(struct engine *e, struct eng_counters *out)
-{
-    out->locks_held = metrics_get(M_LOCKS_HELD);
-    out->sessions = metrics_get(M_SESSIONS);
-    out->waiters = metrics_get(M_WAITERS);
-    (void)e;
-}

@@ -63,12 +63,6 @@ struct eng_session_view {
 
 typedef void (*eng_session_fn)(void *arg, const struct eng_session_view *v);
 
-struct eng_counters {
-    int64_t locks_held; /* session-bound + plain leases granted and not released (this lockd) */
-    int64_t sessions;
-    int64_t waiters;
-};
-
 /* Creates the engine over an opened backend (ownership of bk moves in). */
 struct engine *engine_new(const struct lk_config *cfg, struct backend bk);
 /* Starts the janitor thread (watchdog, reaper). */
@@ -123,6 +117,5 @@ size_t engine_session_count(struct engine *e);
 /* At exit: releases session locks if release_on_shutdown (blocking, bounded). */
 void engine_shutdown(struct engine *e);
 
-void engine_counters(struct engine *e, struct eng_counters *out);
 
 #endif

@@ -25,7 +25,6 @@ struct lk_loop {
     pthread_mutex_t mu;
     struct post *head, *tail;
     bool stopping;
-    void *user;
 };
 
 static void on_wake(struct ev_loop *ev, ev_async *w, int revents)
@@ -84,14 +83,6 @@ struct ev_loop *loop_ev(struct lk_loop *lp)
 int loop_index(const struct lk_loop *lp)
 {
     return lp->index;
-}
-void loop_set_user(struct lk_loop *lp, void *user)
-{
-    lp->user = user;
-}
-void *loop_user(const struct lk_loop *lp)
-{
-    return lp->user;
 }
 
 void loop_post(struct lk_loop *lp, loop_fn fn, void *arg)

@@ -33,8 +33,5 @@ void loop_run(struct lk_loop *lp);
 /* Asks the loop to return from loop_run(). Any thread. */
 void loop_stop(struct lk_loop *lp);
 
-/* Per-loop opaque slot for the owner (e.g. the HTTP worker). */
-void loop_set_user(struct lk_loop *lp, void *user);
-void *loop_user(const struct lk_loop *lp);
 
 #endif
