@@ -764,4 +764,3 @@ void http_stop(struct http_server *s)
     free(s->w);
     free(s);
 }
-
