@@ -118,6 +118,9 @@ struct backend_ops {
     /* Renews many leases in few round trips (the watchdog). */
     enum lk_code (*renew_many)(void *bk, struct lk_loop *lp, struct bk_renew_item *items, size_t n,
                                bk_batch_fn done, void *arg);
+    /* Drops expired state that nothing else would (may be NULL). Called by
+     * the janitor thread every tick; must hold its locks only briefly. */
+    void (*sweep)(void *bk);
     /* code LK_OK when the backend answers (Redlock: a quorum). */
     enum lk_code (*ping)(void *bk, struct lk_loop *lp, bk_done_fn done, void *arg);
     /* Last known state of each node, for /readyz and metrics. Any thread. */

@@ -30,10 +30,10 @@ struct mem {
     pthread_mutex_t mu;
     struct mem_lock *locks;
     int64_t last_token;
-    unsigned grants; /* every SWEEP_EVERY grants, drop expired entries */
+    char sweep_at[LK_NAME_MAX + 1]; /* where the janitor's sweep resumes */
 };
 
-#define SWEEP_EVERY 4096
+#define SWEEP_STEP 2048 /* entries looked at per sweep call, under mu */
 
 /* Strictly above every token this process granted, and above the wall clock
  * in microseconds so a restarted lockd counts past its previous life. */
@@ -68,14 +68,29 @@ static struct mem_lock *find(struct mem *m, const char *name, int64_t now)
     return l;
 }
 
-/* Expired entries nobody touches again would stay forever: sweep them now
- * and then (amortized O(1) per grant). Under mu. */
-static void sweep(struct mem *m, int64_t now)
+/* Expired entries nobody touches again would stay forever: the janitor
+ * drops them, SWEEP_STEP entries per call (about 100 calls a second), so the
+ * mutex is never held for a walk of the whole table. */
+static void mem_sweep(void *bk)
 {
-    struct mem_lock *l, *tmp;
-    HASH_ITER (hh, m->locks, l, tmp) {
-        find(m, l->name, now);
+    struct mem *m = bk;
+    int64_t now = lk_now_ms();
+    pthread_mutex_lock(&m->mu);
+    struct mem_lock *l = NULL;
+    if (m->sweep_at[0] != '\0')
+        HASH_FIND_STR(m->locks, m->sweep_at, l);
+    if (l == NULL)
+        l = m->locks; /* first call, or the resume point is gone: start over */
+    for (int i = 0; l != NULL && i < SWEEP_STEP; i++) {
+        struct mem_lock *next = l->hh.next;
+        find(m, l->name, now); /* frees l when neither held nor delayed */
+        l = next;
     }
+    if (l != NULL)
+        lk_strlcpy(m->sweep_at, l->name, sizeof(m->sweep_at));
+    else
+        m->sweep_at[0] = '\0';
+    pthread_mutex_unlock(&m->mu);
 }
 
 static void holder_of(const struct mem_lock *l, int64_t now, struct bk_holder *h)
@@ -114,8 +129,6 @@ static enum lk_code mem_acquire(void *bk, struct lk_loop *lp, const struct bk_ac
     memset(&r, 0, sizeof(r));
     int64_t now = lk_now_ms();
     pthread_mutex_lock(&m->mu);
-    if (++m->grants % SWEEP_EVERY == 0)
-        sweep(m, now);
     struct mem_lock *l = find(m, a->name, now);
     if (l != NULL && (alive(l, now) || l->delay_until_ms > now)) {
         r.code = LK_LOCKED;
@@ -334,6 +347,7 @@ static const struct backend_ops mem_ops = {
     .list = mem_list,
     .renew_many = mem_renew_many,
     .ping = mem_ping,
+    .sweep = mem_sweep,
     .nodes = mem_nodes,
     .set_release_hook = NULL,
     .watch = NULL,

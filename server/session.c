@@ -630,6 +630,8 @@ static void on_tick(struct ev_loop *ev, ev_timer *t, int revents)
     int64_t now = lk_now_ms();
     reap(e, now);
     watchdog(e, now);
+    if (e->bk.ops->sweep != NULL)
+        e->bk.ops->sweep(e->bk.state);
 }
 
 static void *janitor_main(void *arg)
