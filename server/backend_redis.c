@@ -1050,14 +1050,20 @@ static enum lk_code rb_list(void *state, struct lk_loop *lp, const char *prefix,
 {
     struct rb *bk = state;
     const char *cur = cursor && cursor[0] ? cursor : "0";
-    size_t cl = strlen(cur);
-    /* A SCAN cursor is an unsigned 64-bit number: anything else is the
+    /* The cursor is '<SCAN cursor>' or '<SCAN cursor>:<name>' (list.lua).
+     * A SCAN cursor is an unsigned 64-bit number: anything else is the
      * client's mistake (400), not a Redis error (503). */
-    bool ok = cl <= 20 && strspn(cur, "0123456789") == cl;
+    size_t cl = strspn(cur, "0123456789");
+    const char *after = cur[cl] == ':' ? cur + cl + 1 : "";
+    bool ok =
+        cl > 0 && cl <= 20 && (cur[cl] == '\0' || (*after && lk_name_valid(after, strlen(after))));
+    char scan[21];
     if (ok) {
+        memcpy(scan, cur, cl);
+        scan[cl] = '\0';
         errno = 0;
-        unsigned long long v = strtoull(cur, NULL, 10);
-        ok = errno == 0 && (v != ULLONG_MAX || strcmp(cur, "18446744073709551615") == 0);
+        unsigned long long v = strtoull(scan, NULL, 10);
+        ok = errno == 0 && (v != ULLONG_MAX || strcmp(scan, "18446744073709551615") == 0);
     }
     if (!ok || strlen(prefix) > LK_NAME_MAX) {
         done(arg, LK_INVALID, NULL, 0, NULL);
@@ -1075,7 +1081,8 @@ static enum lk_code rb_list(void *state, struct lk_loop *lp, const char *prefix,
     pat[o++] = '}';
     struct argb b = {0};
     rb_argb_str(&b, "0");
-    rb_argb_str(&b, cur);
+    rb_argb_str(&b, scan);
+    rb_argb_str(&b, after);
     rb_argb_put(&b, pat, o);
     argb_int(&b, (long long)(limit > 0 ? limit : 100));
     argb_int(&b, (long long)bk->prefix_len);

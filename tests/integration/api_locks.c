@@ -267,11 +267,59 @@ static void test_list(void)
     CHECK_EQ_INT(seen, 7);
 }
 
+/* Pages never hold more than `limit`, even when one SCAN call returns more
+ * keys than that (COUNT is only a hint), and paging still reaches every
+ * name exactly once. */
+static void test_list_small_pages(void)
+{
+    enum { N = 60 };
+    char name[64];
+    for (int i = 0; i < N; i++) {
+        snprintf(name, sizeof(name), "pg-%02d", i);
+        grab(name, "{\"ttl_ms\":20000}", NULL);
+    }
+    const int limits[] = {1, 2, 7};
+    for (size_t l = 0; l < sizeof(limits) / sizeof(limits[0]); l++) {
+        int seen[N] = {0};
+        int pages = 0;
+        char cursor[600] = "";
+        for (;;) {
+            char path[700];
+            snprintf(path, sizeof(path), "/locks?prefix=pg-&limit=%d%s%s", limits[l],
+                     cursor[0] ? "&cursor=" : "", cursor);
+            struct th_resp r;
+            req("GET", path, NULL, &r);
+            CHECK_EQ_INT(r.status, 200);
+            json_t *locks = json_object_get(r.json, "locks");
+            CHECK((int)json_array_size(locks) <= limits[l]);
+            size_t i;
+            json_t *it;
+            json_array_foreach (locks, i, it) {
+                const char *n = json_string_value(json_object_get(it, "name"));
+                int k = -1;
+                CHECK(n != NULL && sscanf(n, "pg-%d", &k) == 1 && k >= 0 && k < N);
+                if (k >= 0 && k < N)
+                    seen[k]++;
+            }
+            json_t *next = json_object_get(r.json, "next_cursor");
+            bool last = json_is_null(next);
+            if (!last)
+                snprintf(cursor, sizeof(cursor), "%s", json_string_value(next));
+            th_resp_free(&r);
+            if (last || ++pages > 4 * N)
+                break;
+        }
+        CHECK(pages <= 4 * N);
+        for (int k = 0; k < N; k++)
+            CHECK_EQ_INT(seen[k], 1);
+    }
+}
+
 /* Redis cursors are SCAN cursors: a bad one is the client's 400, never a
  * 503 (the memory backend's cursor is a name, so any text pages on). */
 static void test_list_bad_cursor(void)
 {
-    const char *bad[] = {"abc", "99999999999999999999", "-1", "1%202"};
+    const char *bad[] = {"abc", "99999999999999999999", "-1", "1%202", "5:", ":x", "5:a%2Fb"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         char path[128];
         snprintf(path, sizeof(path), "/locks?cursor=%s", bad[i]);
@@ -665,6 +713,7 @@ int main(void)
     TH_RUN(test_conflict_and_wrong_lease);
     TH_RUN(test_expiry);
     TH_RUN(test_list);
+    TH_RUN(test_list_small_pages);
     TH_RUN(test_list_bad_cursor);
     TH_RUN(test_cases);
     TH_RUN(test_slow_client_and_raw_garbage);
