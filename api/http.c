@@ -9,6 +9,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <ev.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
@@ -557,9 +558,11 @@ static int open_listener(struct sockaddr_storage *ss, socklen_t sl, char *err, s
         snprintf(err, errlen, "cannot create socket: %s", strerror(errno));
         return -1;
     }
+    /* No SO_REUSEPORT: with it a second lockd on the same port would bind
+     * too and split the clients, so one name could have two holders. The
+     * workers share this one socket instead (a dup each). */
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
     if (ss->ss_family == AF_INET6)
         setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
     if (bind(fd, (struct sockaddr *)ss, sl) != 0 || listen(fd, 4096) != 0) {
@@ -665,27 +668,34 @@ struct http_server *http_start(const struct lk_config *cfg, struct engine *e, ch
         if (s->tls_key == NULL)
             goto fail;
     }
+    int lfd = open_listener(&ss, sl, err, errlen);
+    if (lfd < 0)
+        goto fail;
+    struct sockaddr_storage got;
+    socklen_t gl = sizeof(got);
+    getsockname(lfd, (struct sockaddr *)&got, &gl);
+    s->port = ntohs(got.ss_family == AF_INET ? ((struct sockaddr_in *)&got)->sin_port
+                                             : ((struct sockaddr_in6 *)&got)->sin6_port);
+    /* Every worker's daemon watches the one listening socket through its own
+     * descriptor (MHD closes it on stop); whichever loop wakes first accepts. */
     for (int i = 0; i < s->n; i++) {
         struct http_worker *wk = &s->w[i];
         wk->srv = s;
         wk->index = i;
-        wk->lfd = open_listener(&ss, sl, err, errlen);
-        if (wk->lfd < 0)
+        wk->lfd = i == s->n - 1 ? lfd : fcntl(lfd, F_DUPFD_CLOEXEC, 0);
+        if (wk->lfd < 0) {
+            snprintf(err, errlen, "cannot share the listening socket: %s", strerror(errno));
+            if (i < s->n - 1)
+                close(lfd);
             goto fail;
-        if (i == 0) {
-            /* Port 0: the others join the port the first one got. */
-            struct sockaddr_storage got;
-            socklen_t gl = sizeof(got);
-            getsockname(wk->lfd, (struct sockaddr *)&got, &gl);
-            s->port = ntohs(got.ss_family == AF_INET ? ((struct sockaddr_in *)&got)->sin_port
-                                                     : ((struct sockaddr_in6 *)&got)->sin6_port);
-            if (ss.ss_family == AF_INET)
-                ((struct sockaddr_in *)&ss)->sin_port = htons((uint16_t)s->port);
-            else
-                ((struct sockaddr_in6 *)&ss)->sin6_port = htons((uint16_t)s->port);
         }
-        if (start_daemon(wk, err, errlen) != 0)
+        if (i == s->n - 1)
+            lfd = -1;
+        if (start_daemon(wk, err, errlen) != 0) {
+            if (lfd >= 0)
+                close(lfd);
             goto fail;
+        }
         wk->lp = loop_new(i);
     }
     for (int i = 0; i < s->n; i++) {

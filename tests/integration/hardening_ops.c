@@ -699,6 +699,35 @@ static void test_access_log_off(void)
     CHECK_EQ_INT(ls.requests, 3);
 }
 
+/* A second lockd on a port that is in use exits 2 and says so; it never
+ * joins the first one's port (two lockd on one port would each grant the
+ * same name to different clients). */
+static void test_port_in_use(void)
+{
+    char listen[64];
+    snprintf(listen, sizeof(listen), "127.0.0.1:%d", fx.lockd.port);
+    const char *args[] = {"--listen", listen, NULL};
+    struct th_lockd l;
+    int code = -1;
+    CHECK(!th_lockd_try_start(&l, args, NULL, &code));
+    CHECK_EQ_INT(code, 2);
+    char cmd[400];
+    snprintf(cmd, sizeof(cmd), "grep -q 'Address already in use' '%s'", l.log);
+    CHECK(system(cmd) == 0);
+    /* Every acquire still reaches the first lockd: one holder, the rest 409. */
+    int granted = 0;
+    for (int i = 0; i < 20; i++) {
+        struct th_client *c = th_client_new(); /* a new connection each time */
+        struct th_resp r;
+        th_http(c, "POST", fx_url(&fx, "/locks/one-port"), "{\"ttl_ms\":30000}", NULL, &r);
+        CHECK(r.status == 200 || r.status == 409);
+        granted += r.status == 200;
+        th_resp_free(&r);
+        th_client_free(c);
+    }
+    CHECK_EQ_INT(granted, 1);
+}
+
 int main(void)
 {
     fx_start(&fx, NULL);
@@ -707,6 +736,7 @@ int main(void)
     TH_RUN(test_metrics);
     TH_RUN(test_logs);
     TH_RUN(test_access_log_off);
+    TH_RUN(test_port_in_use);
     th_client_free(cl);
     fx_stop(&fx);
     return th_done();
