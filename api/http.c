@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <utlist.h>
@@ -221,6 +222,33 @@ static enum MHD_Result queue(struct req *r)
 const char *http_header(const struct req *r, const char *name)
 {
     return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
+}
+
+struct hagree {
+    const char *name;
+    const char *first;
+    bool differ;
+};
+
+static enum MHD_Result header_agree_cb(void *cls, enum MHD_ValueKind kind, const char *key,
+                                       const char *value)
+{
+    (void)kind;
+    struct hagree *h = cls;
+    if (strcasecmp(key, h->name) != 0)
+        return MHD_YES;
+    if (h->first == NULL)
+        h->first = value;
+    else if (strcmp(h->first, value) != 0)
+        h->differ = true;
+    return MHD_YES;
+}
+
+bool http_header_agrees(const struct req *r, const char *name)
+{
+    struct hagree h = {name, NULL, false};
+    MHD_get_connection_values(r->conn, MHD_HEADER_KIND, header_agree_cb, &h);
+    return !h.differ;
 }
 
 struct qiter {

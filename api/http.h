@@ -80,6 +80,8 @@ void http_add_header(struct req *r, const char *name, const char *value);
 
 /* Request headers and query arguments. */
 const char *http_header(const struct req *r, const char *name);
+/* False when the request repeats header `name` with different values. */
+bool http_header_agrees(const struct req *r, const char *name);
 /* Calls fn for every query argument; stops early when fn returns false. */
 void http_query_each(const struct req *r, bool (*fn)(void *arg, const char *k, const char *v),
                      void *arg);

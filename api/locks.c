@@ -62,8 +62,11 @@ static bool check_query(struct req *r, const char *const *allowed, const char **
 static bool find_lease(struct req *r, const char *body_lease, const char *query_lease,
                        bool query_conflict, const char **out, struct api_error *e)
 {
-    return parse_lease_pick(http_header(r, "Lock-Lease"), query_lease, query_conflict, body_lease,
-                            out, e);
+    /* Two Lock-Lease headers that differ are as ambiguous as a header and a
+     * query that differ. */
+    bool conflict = query_conflict || !http_header_agrees(r, "Lock-Lease");
+    return parse_lease_pick(http_header(r, "Lock-Lease"), query_lease, conflict, body_lease, out,
+                            e);
 }
 
 static json_t *holder_json(const struct bk_holder *h)

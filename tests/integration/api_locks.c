@@ -162,6 +162,21 @@ static void test_conflict_and_wrong_lease(void)
     CHECK_EQ_INT(r.status, 409);
     CHECK_STR(th_jerr(&r), "held_by_other");
     th_resp_free(&r);
+    /* The right lease next to a wrong one is ambiguous, in either order. */
+    char good[80];
+    snprintf(good, sizeof(good), "Lock-Lease: %s", l1);
+    const char *wrong = "Lock-Lease: 0123456789abcdef0123456789abcdef";
+    const char *pairs[2][3] = {{good, wrong, NULL}, {wrong, good, NULL}};
+    for (int i = 0; i < 2; i++) {
+        th_http(cl, "DELETE", fx_url(&fx, "/locks/c1"), NULL, pairs[i], &r);
+        CHECK_EQ_INT(r.status, 400);
+        CHECK_STR(th_jerr(&r), "conflicting_lease");
+        th_resp_free(&r);
+        th_http(cl, "PUT", fx_url(&fx, "/locks/c1"), NULL, pairs[i], &r);
+        CHECK_EQ_INT(r.status, 400);
+        CHECK_STR(th_jerr(&r), "conflicting_lease");
+        th_resp_free(&r);
+    }
     req("GET", "/locks/c1", NULL, &r);
     CHECK(json_is_true(json_object_get(r.json, "held")));
     CHECK_EQ_INT(th_jint(&r, "fencing_token"), t1);
