@@ -220,13 +220,15 @@ static void renew_done(void *arg, const struct bk_reply *br)
     result_init(&r, br->code, o->name);
     if (br->code == LK_OK) {
         metrics_add(M_RENEW_OK, 1);
-        session_note_renew(o->e, o->name, o->lease, br->ttl_ms);
+        int64_t count = session_note_renew(o->e, o->name, o->lease, br->ttl_ms, o->session);
+        if (count > 0)
+            r.session = o->session;
         r.lease = o->lease;
         r.fencing_token = br->fencing_token;
         r.ttl_ms = br->ttl_ms > 0 ? br->ttl_ms : o->ttl_ms;
         r.expires_at_ms = lk_wall_ms() + r.ttl_ms;
         r.owner = br->holder.owner;
-        r.count = 1;
+        r.count = count > 0 ? count : 1;
     } else if (br->code == LK_NOT_HELD || br->code == LK_HELD_BY_OTHER) {
         metrics_add(M_RENEW_NOT_HELD, 1);
         r.holder = br->holder;
@@ -356,4 +358,3 @@ bool engine_draining(const struct engine *e)
 {
     return atomic_load(&((struct engine *)e)->draining);
 }
-

@@ -103,7 +103,10 @@ bool session_alive(struct engine *e, const char *id);
  * do in the backend); false otherwise (detaches it when count reaches 0). */
 bool session_release_hold(struct engine *e, const char *name, const char *lease, int64_t *left,
                           int64_t *token);
-void session_note_renew(struct engine *e, const char *name, const char *lease, int64_t ttl_ms);
+/* A renewal succeeded: a session-bound lease takes the new TTL. Returns its
+ * hold count and copies its session id (0 and nothing when not bound). */
+int64_t session_note_renew(struct engine *e, const char *name, const char *lease, int64_t ttl_ms,
+                           char session[LK_SESSION_LEN + 1]);
 enum lk_code janitor_start(struct engine *e);
 void janitor_stop(struct engine *e);
 void sessions_free_all(struct engine *e);

@@ -186,16 +186,23 @@ bool session_release_hold(struct engine *e, const char *name, const char *lease,
     return kept;
 }
 
-void session_note_renew(struct engine *e, const char *name, const char *lease, int64_t ttl_ms)
+int64_t session_note_renew(struct engine *e, const char *name, const char *lease, int64_t ttl_ms,
+                           char session[LK_SESSION_LEN + 1])
 {
+    int64_t count = 0;
     pthread_mutex_lock(&e->smu);
     struct sess_lock *sl;
     HASH_FIND_STR(e->held, name, sl);
-    if (sl != NULL && !sl->dead && strcmp(sl->lease, lease) == 0 && ttl_ms > 0) {
-        sl->ttl_ms = ttl_ms;
-        sl->expires_ms = lk_now_ms() + ttl_ms;
+    if (sl != NULL && !sl->dead && strcmp(sl->lease, lease) == 0) {
+        if (ttl_ms > 0) {
+            sl->ttl_ms = ttl_ms;
+            sl->expires_ms = lk_now_ms() + ttl_ms;
+        }
+        count = sl->count;
+        lk_strlcpy(session, sl->s->id, LK_SESSION_LEN + 1);
     }
     pthread_mutex_unlock(&e->smu);
+    return count;
 }
 
 /* ---- the session API ---- */

@@ -282,6 +282,51 @@ static void test_list(void)
     CHECK_EQ_INT(seen, 7);
 }
 
+/* A renew answers like the acquire it extends: a session-bound, reentrant
+ * lease keeps its session and hold count in the answer. */
+static void test_renew_session_bound(void)
+{
+    struct th_resp r;
+    req("POST", "/sessions", "{\"ttl_ms\":10000}", &r);
+    CHECK_EQ_INT(r.status, 201);
+    char sid[80], body[200], lease[64];
+    snprintf(sid, sizeof(sid), "%s", th_jstr(&r, "session"));
+    th_resp_free(&r);
+    snprintf(body, sizeof(body), "{\"ttl_ms\":5000,\"session\":\"%s\",\"reentrant\":true}", sid);
+    long long token = 0;
+    for (int i = 1; i <= 3; i++) {
+        req("POST", "/locks/rn-sess", body, &r);
+        CHECK_EQ_INT(r.status, 200);
+        CHECK_EQ_INT(th_jint(&r, "count"), i);
+        if (i == 1) {
+            snprintf(lease, sizeof(lease), "%s", th_jstr(&r, "lease"));
+            token = th_jint(&r, "fencing_token");
+        }
+        th_resp_free(&r);
+    }
+    char hdr[80];
+    snprintf(hdr, sizeof(hdr), "Lock-Lease: %s", lease);
+    req_h("PUT", "/locks/rn-sess", "{\"ttl_ms\":6000}", hdr, &r);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK_STR(th_jstr(&r, "session"), sid);
+    CHECK_EQ_INT(th_jint(&r, "count"), 3);
+    CHECK_EQ_INT(th_jint(&r, "fencing_token"), token);
+    CHECK_EQ_INT(th_jint(&r, "ttl_ms"), 6000);
+    th_resp_free(&r);
+    /* A plain lease renews with count 1 and no session. */
+    const char *plain = grab("rn-plain", "{\"ttl_ms\":5000}", NULL);
+    snprintf(hdr, sizeof(hdr), "Lock-Lease: %s", plain);
+    req_h("PUT", "/locks/rn-plain", NULL, hdr, &r);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK(json_is_null(json_object_get(r.json, "session")));
+    CHECK_EQ_INT(th_jint(&r, "count"), 1);
+    th_resp_free(&r);
+    snprintf(body, sizeof(body), "/sessions/%s", sid);
+    req("DELETE", body, NULL, &r);
+    CHECK_EQ_INT(r.status, 200);
+    th_resp_free(&r);
+}
+
 /* Pages never hold more than `limit`, even when one SCAN call returns more
  * keys than that (COUNT is only a hint), and paging still reaches every
  * name exactly once. */
@@ -727,6 +772,7 @@ int main(void)
     TH_RUN(test_walkthrough);
     TH_RUN(test_conflict_and_wrong_lease);
     TH_RUN(test_expiry);
+    TH_RUN(test_renew_session_bound);
     TH_RUN(test_list);
     TH_RUN(test_list_small_pages);
     TH_RUN(test_list_bad_cursor);
