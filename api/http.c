@@ -1,7 +1,7 @@
 /*
  * http.c - libmicrohttpd in external-loop epoll mode, one daemon per worker
- * loop, all on one port through SO_REUSEPORT (DESIGN.md §Execution model,
- * shape a). The request lifecycle follows MHD's: context on the first call,
+ * loop, all watching one shared listening socket (DESIGN.md §Execution
+ * model, shape a). The request lifecycle follows MHD's: context on the first call,
  * body chunks, dispatch on the last call, free in the completion callback.
  * Everything here for one request runs on its worker's thread.
  */

@@ -1,6 +1,6 @@
 /*
  * http.h - libmicrohttpd glue. One worker per configured thread: its own
- * event loop, listening socket (SO_REUSEPORT on one port) and MHD daemon in
+ * event loop, descriptor of the one listening socket and MHD daemon in
  * external-loop epoll mode, so a request starts and finishes on one loop.
  * A handler answers at once or later on the same loop; in between the
  * connection is suspended, not a thread.

@@ -802,6 +802,50 @@ static void test_session_and_timeout_redis(void)
 
 /* SIGTERM answers every waiter 503 shutting_down at once (a session keeps
  * the draining lockd up meanwhile), however many there are. */
+/* max_waiters reached: a blocking acquire is tried once instead of parked.
+ * A held lock answers 409 at once, with the holder and Retry-After like any
+ * refusal; a free lock is still granted. */
+static void test_max_waiters(void)
+{
+    struct th_lockd lm;
+    const char *args[] = {"--max_waiters", "2", NULL};
+    start_lockd(&lm, false, args);
+    char lease[40], lease2[40];
+    long long tok = grab(&lm, "mw", "{\"ttl_ms\":30000,\"owner\":\"mw-holder\"}", lease);
+    struct pool p;
+    pool_init(&p, 2);
+    pool_add(&p, &lm, "mw", "{\"wait_ms\":20000}");
+    pool_add(&p, &lm, "mw", "{\"wait_ms\":20000}");
+    wait_queued(&lm, "mw", 2, 3000);
+
+    struct th_resp r;
+    int64_t t0 = th_now_ms();
+    th_http(cl, "POST", url(&lm, "/locks/", "mw"), "{\"wait_ms\":5000}", NULL, &r);
+    CHECK_EQ_INT(r.status, 409);
+    CHECK_STR(th_jerr(&r), "locked");
+    CHECK(th_now_ms() - t0 < 2000); /* not parked for its 5 s */
+    json_t *h = json_object_get(r.json, "holder");
+    CHECK(json_is_object(h));
+    CHECK_STR(json_string_value(json_object_get(h, "owner")), "mw-holder");
+    CHECK_EQ_INT(json_integer_value(json_object_get(h, "fencing_token")), tok);
+    CHECK(th_header(&r, "Retry-After") != NULL);
+    th_resp_free(&r);
+
+    /* A free name is granted at once although the waiter table is full. */
+    th_http(cl, "POST", url(&lm, "/locks/", "mw-free"), "{\"wait_ms\":5000}", NULL, &r);
+    CHECK_EQ_INT(r.status, 200);
+    snprintf(lease2, sizeof(lease2), "%s", th_jstr(&r, "lease"));
+    th_resp_free(&r);
+    CHECK(lease2[0] != '\0');
+
+    /* The two parked waiters are still served in order. */
+    release(&lm, "mw", lease);
+    int first = one_grant(&p, 3000);
+    CHECK_EQ_INT(first, 0);
+    pool_free(&p);
+    th_lockd_kill(&lm, SIGKILL);
+}
+
 static void test_drain(void)
 {
     enum { N = 300 };
@@ -928,6 +972,7 @@ int main(void)
     RUN(test_attempts_per_handoff);
     RUN(test_2000_waiters);
     RUN(test_10000_waiters);
+    RUN(test_max_waiters);
     RUN(test_drain);
     RUN(test_drain_stop_now);
 
