@@ -167,9 +167,35 @@ static bool node_state(const struct rb *bk, const char **reason)
         up = bk->startup_up;
         *reason = bk->startup_reason;
     }
+    if (up && bk->role_reason[0] != '\0') {
+        up = false; /* it answers, but refuses every write */
+        *reason = bk->role_reason;
+    }
     if (up || *reason == NULL)
         *reason = up ? "" : "down";
     return up;
+}
+
+/* Under bk->mu: what to log if the node's state changed since last logged
+ * (0: nothing, 1: down, why in said, 2: up again). */
+static int state_change(struct rb *bk, char *said, size_t cap)
+{
+    const char *why;
+    bool node_up = node_state(bk, &why);
+    if (node_up == bk->logged_up && (node_up || strcmp(why, bk->logged_reason) == 0))
+        return 0;
+    bk->logged_up = node_up;
+    lk_strlcpy(bk->logged_reason, why, sizeof(bk->logged_reason));
+    lk_strlcpy(said, why, cap);
+    return node_up ? 2 : 1;
+}
+
+static void log_change(const struct rb *bk, int say, const char *said)
+{
+    if (say == 1)
+        lk_log(LK_WARN, "cannot use redis '%s': %s", bk->addr, said);
+    else if (say == 2)
+        lk_log(LK_INFO, "redis '%s' answers again", bk->addr);
 }
 
 /* Logs the node's transitions once, not once per connection. */
@@ -177,32 +203,37 @@ static void set_status(struct rconn *c, bool up, const char *reason)
 {
     struct rb *bk = c->bk;
     char said[128];
-    int say = 0; /* 1: down (why), 2: up again */
+    int say = 0;
     pthread_mutex_lock(&bk->mu);
     c->up = up;
     lk_strlcpy(c->reason, reason, sizeof(c->reason));
-    const char *why;
-    bool node_up = node_state(bk, &why);
-    if (!c->closing &&
-        (node_up != bk->logged_up || (!node_up && strcmp(why, bk->logged_reason) != 0))) {
-        bk->logged_up = node_up;
-        lk_strlcpy(bk->logged_reason, why, sizeof(bk->logged_reason));
-        lk_strlcpy(said, why, sizeof(said));
-        say = node_up ? 2 : 1;
-    }
+    if (!c->closing)
+        say = state_change(bk, said, sizeof(said));
     pthread_mutex_unlock(&bk->mu);
-    if (say == 1)
-        lk_log(LK_WARN, "cannot use redis '%s': %s", bk->addr, said);
-    else if (say == 2)
-        lk_log(LK_INFO, "redis '%s' answers again", bk->addr);
+    log_change(bk, say, said);
 }
 
-/* hiredis says "Connection refused"; our log lines are lowercase. */
+/* What the readiness probe's ROLE said: "" for a master (or a role we may
+ * not ask about), else why the node cannot take writes. */
+static void set_role(struct rb *bk, const char *reason)
+{
+    char said[128];
+    pthread_mutex_lock(&bk->mu);
+    lk_strlcpy(bk->role_reason, reason, sizeof(bk->role_reason));
+    int say = state_change(bk, said, sizeof(said));
+    pthread_mutex_unlock(&bk->mu);
+    log_change(bk, say, said);
+}
+
+/* hiredis says "Connection refused"; our log lines are lowercase. A word in
+ * capitals is Redis' error code ("WRONGPASS invalid ...", "ERR ...") and is
+ * kept as Redis wrote it: operators search for it. */
 static void lower_reason(char *dst, size_t cap, const char *prefix, const char *why)
 {
     snprintf(dst, cap, "%s%s", prefix, why && why[0] ? why : "unknown error");
     size_t pl = strlen(prefix);
-    if (pl < cap && dst[pl] >= 'A' && dst[pl] <= 'Z')
+    if (pl + 1 < cap && dst[pl] >= 'A' && dst[pl] <= 'Z' && dst[pl + 1] >= 'a' &&
+        dst[pl + 1] <= 'z')
         dst[pl] = (char)(dst[pl] - 'A' + 'a');
 }
 
@@ -793,10 +824,35 @@ static void handle_batch(struct rcmd *cmd, const redisReply *r)
     batch_part_done(cmd->batch);
 }
 
+static void log_error_reply(struct rcmd *cmd, const redisReply *r);
+
+/* The readiness probe is ROLE, not PING: a replica (REPLICAOF, or a master
+ * demoted by a failover) answers PING but refuses every write, so every
+ * acquire would be a 503 while /readyz said ready. */
 static void handle_ping(struct rcmd *cmd, const redisReply *r)
 {
-    if (r == NULL || r->type != REDIS_REPLY_STATUS)
+    if (r->type == REDIS_REPLY_ERROR) {
+        /* An ACL user without +role, or a Redis older than 2.8.12: Redis
+         * answered and its role is unknown; the writes themselves will say. */
+        if (strncmp(r->str, "NOPERM", 6) != 0 && strncmp(r->str, "ERR unknown command", 19) != 0) {
+            log_error_reply(cmd, r);
+            return;
+        }
+    } else if (rb_is_array(r, 1) && r->element[0]->type == REDIS_REPLY_STRING) {
+        const char *role = r->element[0]->str;
+        if (strcmp(role, "master") != 0) {
+            char why[64];
+            if (strcmp(role, "slave") == 0 || strcmp(role, "replica") == 0)
+                snprintf(why, sizeof(why), "redis is a read-only replica");
+            else
+                snprintf(why, sizeof(why), "redis is a %.20s, not a master", role);
+            set_role(cmd->bk, why);
+            return; /* unanswered: cmd_settle answers LK_BACKEND_DOWN */
+        }
+        set_role(cmd->bk, "");
+    } else {
         return;
+    }
     struct bk_reply out;
     memset(&out, 0, sizeof(out));
     out.code = LK_OK;
@@ -807,7 +863,7 @@ static void handle_ping(struct rcmd *cmd, const redisReply *r)
  * and cmd_settle then answers LK_BACKEND_DOWN. */
 static void cmd_handle(struct rcmd *cmd, const redisReply *r)
 {
-    if (r == NULL || r->type == REDIS_REPLY_ERROR)
+    if (r == NULL || (r->type == REDIS_REPLY_ERROR && cmd->kind != RK_PING))
         return;
     if (cmd->answered && cmd->kind != RK_ACQUIRE)
         return;
@@ -839,7 +895,7 @@ static void on_reply(redisAsyncContext *ac, void *r, void *priv)
     struct rcmd *cmd = priv;
     redisReply *reply = r;
     cmd->refs--;
-    if (reply != NULL && reply->type == REDIS_REPLY_ERROR) {
+    if (reply != NULL && reply->type == REDIS_REPLY_ERROR && cmd->kind != RK_PING) {
         if (cmd->script >= 0 && !cmd->evaled && strncmp(reply->str, "NOSCRIPT", 8) == 0) {
             /* Redis lost its script cache (restart, SCRIPT FLUSH): send the
              * body once; EVAL caches it again for everyone's next EVALSHA. */
@@ -1139,7 +1195,7 @@ static enum lk_code rb_ping(void *state, struct lk_loop *lp, bk_done_fn done, vo
     cmd->done = done;
     cmd->arg = arg;
     struct argb b = {0};
-    rb_argb_str(&b, "PING");
+    rb_argb_str(&b, "ROLE"); /* answers like PING, and says whether Redis takes writes */
     cmd_take_args(cmd, &b);
     return cmd_submit(cmd);
 }

@@ -87,7 +87,8 @@ struct rb {
     struct rconn *sub;
     bool startup_up;
     char startup_reason[128];
-    bool logged_up; /* the node state last logged */
+    char role_reason[64]; /* "" or why ROLE says it takes no writes (a replica) */
+    bool logged_up;       /* the node state last logged */
     char logged_reason[128];
     bk_release_fn hook;
     void *hook_arg;

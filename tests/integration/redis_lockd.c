@@ -3,14 +3,22 @@
  * redis-server. Two lockd processes and 32 clients on one name (never two
  * holders, tokens increasing in grant order), Redis killed mid-load (never a
  * 200 while it is down, back within 5 s), expiry seen across processes,
- * requirepass / ACL / wrong password at startup, /readyz following Redis.
+ * requirepass / ACL / wrong password at startup and at runtime, /readyz
+ * following Redis (down, auth refused, read-only replica), and one Redis
+ * command per acquire, renew and release seen with MONITOR.
  */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "tests/lib/harness.h"
 
@@ -228,7 +236,7 @@ static void t_redis_killed_mid_load(void)
 static void t_auth_at_startup(void)
 {
     static const char *const extra[] = {"requirepass s3cret", "user alice on >alicepw ~* &* +@all",
-                                        NULL};
+                                        "user carol on >carolpw ~* &* +@all -role", NULL};
     struct th_redis ra;
     th_redis_start(&ra, 0, extra);
     struct th_client *c = th_client_new();
@@ -246,6 +254,14 @@ static void t_auth_at_startup(void)
     snprintf(lurl, sizeof(lurl), "%s/locks/auth", l.url);
     CHECK_EQ_INT(http_status(c, "POST", lurl, NULL, NULL, NULL), 200);
     CHECK(ready(&l, c));
+    th_lockd_kill(&l, SIGTERM);
+
+    /* a user that may not ask ROLE (the readiness probe) is still ready */
+    snprintf(url, sizeof(url), "redis://carol:carolpw@127.0.0.1:%d", ra.port);
+    lockd_on(&l, url);
+    CHECK(ready(&l, c));
+    snprintf(lurl, sizeof(lurl), "%s/locks/auth-carol", l.url);
+    CHECK_EQ_INT(http_status(c, "POST", lurl, NULL, NULL, NULL), 200);
     th_lockd_kill(&l, SIGTERM);
 
     int code = -1;
@@ -297,6 +313,265 @@ static void t_unreachable_at_startup(void)
     th_redis_stop(&rb);
 }
 
+/* ---- /readyz reasons ---- */
+
+/* GET /readyz; the first node's reason (or "") into why. */
+static long readyz_reason(const struct th_lockd *l, struct th_client *c, char *why, size_t cap)
+{
+    char url[128];
+    struct th_resp r;
+    snprintf(url, sizeof(url), "%s/readyz", l->url);
+    long st = http_status(c, "GET", url, NULL, NULL, &r);
+    json_t *nodes = r.json ? json_object_get(r.json, "nodes") : NULL;
+    json_t *reason = json_object_get(json_array_get(nodes, 0), "reason");
+    snprintf(why, cap, "%s", json_is_string(reason) ? json_string_value(reason) : "");
+    th_resp_free(&r);
+    return st;
+}
+
+/* Polls /readyz until it answers want and its reason contains needle
+ * (NULL: any), up to timeout_ms. The last reason is left in why. */
+static bool readyz_becomes(const struct th_lockd *l, struct th_client *c, long want,
+                           const char *needle, int64_t timeout_ms, char *why, size_t cap)
+{
+    int64_t t0 = th_now_ms();
+    for (;;) {
+        long st = readyz_reason(l, c, why, cap);
+        if (st == want && (needle == NULL || strstr(why, needle) != NULL))
+            return true;
+        if (th_now_ms() - t0 >= timeout_ms)
+            return false;
+        th_sleep_ms(20);
+    }
+}
+
+/* While Redis refuses lockd's password, acquires are 503 and never 200. */
+static void check_acquires_refused(const struct th_lockd *l, struct th_client *c, const char *tag)
+{
+    char url[128];
+    for (int i = 0; i < 10; i++) {
+        struct th_resp r;
+        snprintf(url, sizeof(url), "%s/locks/%s-%d", l->url, tag, i);
+        long st = http_status(c, "POST", url, "{\"ttl_ms\":5000}", NULL, &r);
+        if (st != 503 || th_jerr(&r) == NULL || strcmp(th_jerr(&r), "backend_unavailable") != 0)
+            th_fail(__FILE__, __LINE__, "acquire while %s: %ld %s", tag, st, r.body);
+        th_resp_free(&r);
+    }
+}
+
+/* The password changes under a running lockd: once its connections are
+ * dropped, Redis refuses them, /readyz says why in Redis' own words (the
+ * error code stays in capitals), and nothing is granted until it is back. */
+static void t_auth_changed_at_runtime(void)
+{
+    static const char *const extra[] = {"requirepass s3cret", NULL};
+    struct th_redis ra;
+    th_redis_start(&ra, 0, extra);
+    struct th_client *c = th_client_new();
+    char url[160], lurl[160], why[256];
+    struct th_lockd l;
+    snprintf(url, sizeof(url), "redis://:s3cret@127.0.0.1:%d", ra.port);
+    lockd_on(&l, url);
+    CHECK(ready(&l, c));
+    snprintf(lurl, sizeof(lurl), "%s/locks/pw-before", l.url);
+    CHECK_EQ_INT(http_status(c, "POST", lurl, NULL, NULL, NULL), 200);
+
+    /* Connections that already authenticated keep working: kill them so
+     * that lockd has to authenticate again, with the old password. */
+    CHECK(strstr(th_redis_cli(&ra, "--no-auth-warning -a s3cret CONFIG SET requirepass other"),
+                 "OK") != NULL);
+    (void)th_redis_cli(&ra, "--no-auth-warning -a other CLIENT KILL TYPE normal");
+    (void)th_redis_cli(&ra, "--no-auth-warning -a other CLIENT KILL TYPE pubsub");
+    if (!readyz_becomes(&l, c, 503, "auth failed: WRONGPASS", 5000, why, sizeof(why)))
+        th_fail(__FILE__, __LINE__, "readyz reason after the password changed: '%s'", why);
+    printf("# readyz with a stale password: %s\n", why);
+    snprintf(lurl, sizeof(lurl), "%s/healthz", l.url);
+    CHECK_EQ_INT(http_status(c, "GET", lurl, NULL, NULL, NULL), 200);
+    check_acquires_refused(&l, c, "pw-stale");
+    /* still refused a while later: reconnects keep failing, never grant */
+    th_sleep_ms(300);
+    CHECK_EQ_INT(readyz_reason(&l, c, why, sizeof(why)), 503);
+    CHECK(strstr(why, "WRONGPASS") != NULL);
+    check_acquires_refused(&l, c, "pw-stale2");
+
+    /* the old password again: lockd's reconnects (backoff capped at 1 s) succeed */
+    CHECK(strstr(th_redis_cli(&ra, "--no-auth-warning -a other CONFIG SET requirepass s3cret"),
+                 "OK") != NULL);
+    if (!readyz_becomes(&l, c, 200, NULL, 5000, why, sizeof(why)))
+        th_fail(__FILE__, __LINE__, "not ready again after the password came back: '%s'", why);
+    snprintf(lurl, sizeof(lurl), "%s/locks/pw-after", l.url);
+    int64_t t0 = th_now_ms();
+    long st;
+    while ((st = http_status(c, "POST", lurl, NULL, NULL, NULL)) != 200 && th_now_ms() - t0 < 3000)
+        th_sleep_ms(20);
+    CHECK_EQ_INT(st, 200);
+    th_client_free(c);
+    th_lockd_kill(&l, SIGTERM);
+    th_redis_stop(&ra);
+}
+
+/* Redis turned into a replica answers every PING, yet refuses every write:
+ * lockd must not call itself ready on it. */
+static void t_replica_not_ready(void)
+{
+    struct th_redis rm, rr;
+    th_redis_start(&rm, 0, NULL);
+    th_redis_start(&rr, 0, NULL);
+    struct th_client *c = th_client_new();
+    char url[160], lurl[160], args[128], why[256];
+    struct th_lockd l;
+    snprintf(url, sizeof(url), "redis://127.0.0.1:%d", rm.port);
+    lockd_on(&l, url);
+    CHECK(ready(&l, c));
+
+    snprintf(args, sizeof(args), "REPLICAOF 127.0.0.1 %d", rr.port);
+    CHECK(strstr(th_redis_cli(&rm, args), "OK") != NULL);
+    if (!readyz_becomes(&l, c, 503, "redis is a read-only replica", 5000, why, sizeof(why)))
+        th_fail(__FILE__, __LINE__, "readyz on a replica: '%s'", why);
+    snprintf(lurl, sizeof(lurl), "%s/healthz", l.url);
+    CHECK_EQ_INT(http_status(c, "GET", lurl, NULL, NULL, NULL), 200);
+    check_acquires_refused(&l, c, "on-replica");
+
+    CHECK(strstr(th_redis_cli(&rm, "REPLICAOF NO ONE"), "OK") != NULL);
+    if (!readyz_becomes(&l, c, 200, NULL, 5000, why, sizeof(why)))
+        th_fail(__FILE__, __LINE__, "not ready after REPLICAOF NO ONE: '%s'", why);
+    snprintf(lurl, sizeof(lurl), "%s/locks/promoted", l.url);
+    CHECK_EQ_INT(http_status(c, "POST", lurl, NULL, NULL, NULL), 200);
+    th_client_free(c);
+    th_lockd_kill(&l, SIGTERM);
+    th_redis_stop(&rr);
+    th_redis_stop(&rm);
+}
+
+/* ---- one round trip per operation, seen with MONITOR ---- */
+
+/* A raw RESP connection (MONITOR needs one of its own: it never returns). */
+struct raw {
+    int fd;
+    char buf[1 << 16];
+    size_t len;
+};
+
+static void raw_open(struct raw *x, int port)
+{
+    memset(x, 0, sizeof(*x));
+    x->fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof(a));
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (x->fd < 0 || connect(x->fd, (struct sockaddr *)&a, sizeof(a)) != 0)
+        th_fail(__FILE__, __LINE__, "connect to redis %d: %s", port, strerror(errno));
+}
+
+static void raw_send(struct raw *x, const char *cmd)
+{
+    size_t n = strlen(cmd);
+    if (write(x->fd, cmd, n) != (ssize_t)n)
+        th_fail(__FILE__, __LINE__, "write to redis: %s", strerror(errno));
+}
+
+/* The next "\r\n"-terminated line (without it) into out, waiting at most
+ * 3 s in all: a missing line fails the test rather than hanging it. */
+static void raw_line(struct raw *x, char *out, size_t cap)
+{
+    int64_t end = th_now_ms() + 3000;
+    for (;;) {
+        char *eol = memmem(x->buf, x->len, "\r\n", 2);
+        if (eol != NULL) {
+            size_t n = (size_t)(eol - x->buf);
+            snprintf(out, cap, "%.*s", (int)n, x->buf);
+            memmove(x->buf, eol + 2, x->len - n - 2);
+            x->len -= n + 2;
+            return;
+        }
+        int64_t left = end - th_now_ms();
+        if (left <= 0 || x->len == sizeof(x->buf))
+            th_fail(__FILE__, __LINE__, "no line from redis in 3 s");
+        struct pollfd p = {x->fd, POLLIN, 0};
+        if (poll(&p, 1, (int)left) <= 0)
+            continue;
+        ssize_t got = read(x->fd, x->buf + x->len, sizeof(x->buf) - x->len);
+        if (got <= 0)
+            th_fail(__FILE__, __LINE__, "redis closed the MONITOR connection");
+        x->len += (size_t)got;
+    }
+}
+
+/* Sends a marker from another connection and reads MONITOR until it shows
+ * up: everything Redis ran before it is then in the lines counted. Returns
+ * the number of top-level commands seen (Lua's own calls say "[0 lua]"),
+ * the last one in last. */
+static int monitor_until_mark(struct raw *mon, struct raw *mark, int seq, char *last, size_t cap)
+{
+    char cmd[96], tag[64], line[4096], reply[256];
+    snprintf(tag, sizeof(tag), "lockd-test-mark-%d", seq);
+    snprintf(cmd, sizeof(cmd), "ECHO %s\r\n", tag);
+    raw_send(mark, cmd);
+    raw_line(mark, reply, sizeof(reply)); /* $len */
+    raw_line(mark, reply, sizeof(reply)); /* the tag */
+    int n = 0;
+    for (;;) {
+        raw_line(mon, line, sizeof(line));
+        if (strstr(line, tag) != NULL)
+            return n;
+        if (strstr(line, "lockd-test-mark-") != NULL || strstr(line, " lua] ") != NULL)
+            continue;
+        n++;
+        snprintf(last, cap, "%s", line);
+        printf("#   %.200s\n", line);
+    }
+}
+
+/* Exactly one command reaches Redis per uncontended acquire, renew and
+ * release, from any of lockd's connections: the EVALSHA. The script's own
+ * calls run inside Redis and are no round trips. */
+static void t_one_command_per_operation(void)
+{
+    struct th_redis rf;
+    th_redis_start(&rf, 0, NULL);
+    struct th_client *c = th_client_new();
+    char url[160], lurl[160], hdr[96], last[4096];
+    struct th_lockd l;
+    snprintf(url, sizeof(url), "redis://127.0.0.1:%d", rf.port);
+    lockd_on(&l, url);
+    struct raw mon, mark;
+    raw_open(&mon, rf.port);
+    raw_open(&mark, rf.port);
+    raw_send(&mon, "MONITOR\r\n");
+    raw_line(&mon, last, sizeof(last));
+    CHECK_STR(last, "+OK");
+    int seq = 0;
+    (void)monitor_until_mark(&mon, &mark, seq++, last, sizeof(last)); /* startup traffic */
+    for (int round = 0; round < 3; round++) {
+        snprintf(lurl, sizeof(lurl), "%s/locks/rt-%d", l.url, round);
+        static const char *const ops[] = {"acquire", "renew", "release"};
+        for (int op = 0; op < 3; op++) {
+            (void)monitor_until_mark(&mon, &mark, seq++, last, sizeof(last));
+            struct th_resp r;
+            long st = op == 0   ? http_status(c, "POST", lurl, "{\"ttl_ms\":10000}", NULL, &r)
+                      : op == 1 ? http_status(c, "PUT", lurl, "{\"ttl_ms\":10000}", hdr, &r)
+                                : http_status(c, "DELETE", lurl, NULL, hdr, &r);
+            if (st != 200)
+                th_fail(__FILE__, __LINE__, "%s: %ld %s", ops[op], st, r.body);
+            if (op == 0)
+                snprintf(hdr, sizeof(hdr), "Lock-Lease: %s", th_jstr(&r, "lease"));
+            th_resp_free(&r);
+            printf("# %s %d:\n", ops[op], round);
+            int n = monitor_until_mark(&mon, &mark, seq++, last, sizeof(last));
+            if (n != 1)
+                th_fail(__FILE__, __LINE__, "%s sent %d commands to redis, not 1", ops[op], n);
+            CHECK(strstr(last, "] \"EVALSHA\" ") != NULL || strstr(last, "] \"evalsha\" ") != NULL);
+        }
+    }
+    close(mon.fd);
+    close(mark.fd);
+    th_client_free(c);
+    th_lockd_kill(&l, SIGTERM);
+    th_redis_stop(&rf);
+}
+
 int main(void)
 {
     th_redis_start(&R, 0, NULL);
@@ -308,6 +583,9 @@ int main(void)
     th_lockd_kill(&L2, SIGTERM);
     TH_RUN(t_auth_at_startup);
     TH_RUN(t_unreachable_at_startup);
+    TH_RUN(t_auth_changed_at_runtime);
+    TH_RUN(t_replica_not_ready);
+    TH_RUN(t_one_command_per_operation);
     th_redis_stop(&R);
     return th_done();
 }
