@@ -851,11 +851,20 @@ static void check_redis_restart(bool persistent)
     struct srv s;
     th_redis_start(&r, 0, persistent ? aof : NULL);
     srv_start(&s, persistent ? "redis-aof" : "redis-empty", &r, args);
-    char id[40], body[200];
-    long long tok;
+    char id[40], body[200], lease[40];
+    long long tok, max_before = 0;
+    /* a few grants and releases first: the fence counter is past 1 */
+    for (int i = 0; i < 3; i++) {
+        acq_ok(&s, "rs", "{\"ttl_ms\":5000}", lease, &tok);
+        CHECK(tok > max_before);
+        max_before = tok;
+        CHECK_EQ_INT(release(&s, "rs", lease, NULL), 200);
+    }
     sess_new(&s, "{\"ttl_ms\":20000}", id);
     snprintf(body, sizeof(body), "{\"ttl_ms\":2400,\"session\":\"%s\"}", id);
-    acq_ok(&s, "rs", body, NULL, &tok);
+    acq_ok(&s, "rs", body, lease, &tok);
+    CHECK(tok > max_before);
+    max_before = tok;
     long long err0 = metric(&s, M_RENEW_ERR);
     int port = r.port;
     th_redis_stop(&r); /* SIGKILL: with appendfsync always the data survives */
@@ -888,6 +897,15 @@ static void check_redis_restart(bool persistent)
             th_sleep_ms(200);
         }
         CHECK(redis_int(&r, "PTTL", "rs") > 1200);
+        /* Fencing across the restart: released now, the name's next grant
+         * (by another client) is above every token granted before it. */
+        CHECK_EQ_INT(release(&s, "rs", lease, NULL), 200);
+        long long t2 = 0;
+        CHECK_EQ_INT(acq(cl2, &s, "rs", "{\"ttl_ms\":5000}", NULL, &t2, NULL), 200);
+        if (t2 <= max_before)
+            th_fail(__FILE__, __LINE__, "[%s] token %lld after the restart, %lld before", s.tag, t2,
+                    max_before);
+        CHECK(held(&s, "rs", &t2) && t2 > max_before);
     } else {
         int64_t t0 = th_now_ms();
         bool lost = false;
@@ -912,7 +930,7 @@ static void check_redis_restart(bool persistent)
         CHECK(th_wait_for(try_acq_cond, &t, 3000));
         long long t2 = 0;
         CHECK(held(&s, "rs", &t2));
-        CHECK(t2 > tok);
+        CHECK(t2 > max_before);
     }
     /* Exits at once with its session open, cleanly (no leak, status 0). */
     CHECK_EQ_INT(th_lockd_signal_wait(&s.l, SIGTERM, 10000), 0);
