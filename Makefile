@@ -161,19 +161,23 @@ test-valgrind: build/tests
 
 # The concurrent-client suites against build/tsan/lockd; a race report
 # (halt_on_error) stops lockd, fails the suite, and is printed from build/tsan/report.*.
+# TSAN_REDIS_PROGS run again with TH_BACKEND=redis (the Redis backend's
+# connections, scripts and replies cross threads too); ~6 s each.
 TSAN_PROGS ?= api_locks hardening_limits
+TSAN_REDIS_PROGS ?= hardening_limits
 test-tsan: build/tests build/tsan/lockd
 	@rm -f build/tsan/report.*
-	@set -e; for p in $(TSAN_PROGS); do \
-	  echo "  TSAN  $$p"; \
-	  TH_TIME_SCALE=5 LOCKD_BIN=$(CURDIR)/build/tsan/lockd \
+	@set -e; for spec in $(addsuffix :memory,$(TSAN_PROGS)) $(addsuffix :redis,$(TSAN_REDIS_PROGS)); do \
+	  p=$${spec%:*}; b=$${spec##*:}; \
+	  echo "  TSAN  $$p[$$b]"; \
+	  TH_BACKEND=$$b TH_TIME_SCALE=5 LOCKD_BIN=$(CURDIR)/build/tsan/lockd \
 	  TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1 log_path=$(CURDIR)/build/tsan/report" \
-	  timeout 600 build/tests/integration/$$p >build/tsan/$$p.log 2>&1 \
-	    || { tail -20 build/tsan/$$p.log; cat build/tsan/report.* 2>/dev/null | head -120; exit 1; }; \
+	  timeout 600 build/tests/integration/$$p >build/tsan/$$p-$$b.log 2>&1 \
+	    || { tail -20 build/tsan/$$p-$$b.log; cat build/tsan/report.* 2>/dev/null | head -120; exit 1; }; \
 	done
 	@if ls build/tsan/report.* >/dev/null 2>&1; then cat build/tsan/report.* | head -120; \
 	  echo "tsan: race reports above"; exit 1; fi
-	@echo "tsan: $(words $(TSAN_PROGS)) suites, no race reports"
+	@echo "tsan: $(words $(TSAN_PROGS) $(TSAN_REDIS_PROGS)) suites, no race reports"
 
 test-fast: build/tests
 	tests/run.sh build

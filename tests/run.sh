@@ -24,8 +24,9 @@ for t in "$dir"/tests/unit/*; do [ -x "$t" ] && run "unit/$(basename "$t")" "$t"
 for t in "$dir"/tests/integration/*; do
     [ -x "$t" ] || continue
     run "integration/$(basename "$t")" "$t"
-    # api_* suites are backend-neutral: run them again against a real Redis.
-    case $(basename "$t") in api_*) run "integration/$(basename "$t")[redis]" env TH_BACKEND=redis "$t" ;; esac
+    # api_* and hardening_* suites are backend-neutral (their lockd run on
+    # the backend TH_BACKEND names): run them again against a real Redis.
+    case $(basename "$t") in api_* | hardening_*) run "integration/$(basename "$t")[redis]" env TH_BACKEND=redis "$t" ;; esac
 done
 for t in tests/shell/*.sh; do [ -x "$t" ] && run "shell/$(basename "$t")" "$t"; done
 echo "tests ($dir):"

@@ -5,11 +5,14 @@
 # or definite/indirect leak in a lockd that exited by itself (SIGTERM), or
 # when an integration program fails. tests/valgrind.supp silences only known
 # issues inside libraries. Timing-bound programs (hardening_limits: 1 s
-# budgets) are left to the native and ASan runs.
+# budgets) are left to the native and ASan runs. VALGRIND_REDIS_PROGS run
+# again with TH_BACKEND=redis, so the Redis backend's code (async hiredis
+# connection, replies, scripts) is under memcheck too (~15 s for both).
 set -u
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
 progs=${VALGRIND_PROGS:-"api_locks hardening_ops hardening_auth_tls"}
+redis_progs=${VALGRIND_REDIS_PROGS:-"hardening_ops hardening_auth_tls"}
 out=$repo/build/valgrind
 rm -rf "$out" && mkdir -p "$out"
 cat >"$out/lockd" <<WRAP
@@ -21,12 +24,14 @@ exec valgrind --tool=memcheck --leak-check=full --show-leak-kinds=definite,indir
 WRAP
 chmod +x "$out/lockd"
 fail=0; pass=0
-for p in $progs; do
+for spec in $(for p in $progs; do echo "$p:memory"; done) $(for p in $redis_progs; do echo "$p:redis"; done); do
+    p=${spec%:*} b=${spec##*:}
+    name=$p; [ "$b" = memory ] || name="$p[$b]"
     start=$SECONDS
-    if TH_TIME_SCALE=20 LOCKD_BIN=$out/lockd timeout 900 "build/tests/integration/$p" >"$out/$p.log" 2>&1; then
-        echo "PASS valgrind/$p ($((SECONDS - start))s)"; pass=$((pass + 1))
+    if TH_BACKEND=$b TH_TIME_SCALE=20 LOCKD_BIN=$out/lockd timeout 900 "build/tests/integration/$p" >"$out/$p-$b.log" 2>&1; then
+        echo "PASS valgrind/$name ($((SECONDS - start))s)"; pass=$((pass + 1))
     else
-        echo "FAIL valgrind/$p ($((SECONDS - start))s)"; tail -20 "$out/$p.log" | sed 's/^/    /'; fail=$((fail + 1))
+        echo "FAIL valgrind/$name ($((SECONDS - start))s)"; tail -20 "$out/$p-$b.log" | sed 's/^/    /'; fail=$((fail + 1))
     fi
 done
 # Every report: no errors; exited ones must say so (ERROR SUMMARY: 0).

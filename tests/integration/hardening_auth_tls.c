@@ -7,6 +7,9 @@
  * certificate made with openssl at test time; libcurl verifying against the
  * CA succeeds, without it fails; plain HTTP to the TLS port fails cleanly and
  * lockd keeps serving.
+ *
+ * Runs on the backend TH_BACKEND names (tests/run.sh runs it on memory and
+ * on Redis): every lockd here is started with the fixture's backend flags.
  */
 #include <arpa/inet.h>
 #include <curl/curl.h>
@@ -20,8 +23,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "tests/lib/harness.h"
+#include "tests/lib/fixture.h"
 
+static struct fixture fx;
 static struct th_client *cl;
 
 static void write_file(const char *path, const char *text)
@@ -139,7 +143,8 @@ static void test_tokens(void)
     write_file(path, "# one token a line\n  alpha-token-1  \n\nbeta-token-2\r\n");
     struct th_lockd l;
     const char *args[] = {"--auth_token_file", path, NULL};
-    th_lockd_start(&l, args, NULL);
+    fx_lockd_start(&fx, &l, args, NULL);
+    fx_check_backend(&fx, &l); /* /readyz is open without auth_metrics */
 
     /* Missing, wrong, malformed: 401 on every /locks and /sessions route. */
     expect_401(&l, "POST", "/locks/guarded", NULL);
@@ -198,7 +203,7 @@ static void test_tokens(void)
     /* auth_metrics: the operations endpoints need the token too. */
     write_file(path, "ops-token\n");
     const char *args2[] = {"--auth_token_file", path, "--auth_metrics", "true", NULL};
-    th_lockd_start(&l, args2, NULL);
+    fx_lockd_start(&fx, &l, args2, NULL);
     expect_401(&l, "GET", "/metrics", NULL);
     expect_401(&l, "GET", "/healthz", "Bearer nope");
     expect_401(&l, "GET", "/readyz", NULL);
@@ -207,14 +212,14 @@ static void test_tokens(void)
     th_lockd_kill(&l, SIGTERM);
 
     /* No token file: everything open. A missing file: lockd refuses to start. */
-    th_lockd_start(&l, NULL, NULL);
+    fx_lockd_start(&fx, &l, NULL, NULL);
     expect_status(&l, "POST", "/locks/open", NULL, 200);
     th_lockd_kill(&l, SIGTERM);
     char missing[320];
     snprintf(missing, sizeof(missing), "%s/no-such-file", th_tmpdir());
     const char *args3[] = {"--auth_token_file", missing, NULL};
     int code = 0;
-    CHECK(!th_lockd_try_start(&l, args3, NULL, &code));
+    CHECK(!fx_lockd_try_start(&fx, &l, args3, NULL, &code));
     CHECK_EQ_INT(code, 2);
 }
 
@@ -294,7 +299,7 @@ static void test_tls(void)
     snprintf(ca, sizeof(ca), "%s/ca.pem", th_tmpdir());
     struct th_lockd l;
     const char *args[] = {"--tls_cert", cert, "--tls_key", key, NULL};
-    th_lockd_start(&l, args, NULL);
+    fx_lockd_start(&fx, &l, args, NULL);
     char https[300], http[300];
     long status;
     char *body = NULL;
@@ -353,15 +358,17 @@ static void test_tls(void)
     write_file(badkey, "-----BEGIN PRIVATE KEY-----\nnot a key\n-----END PRIVATE KEY-----\n");
     const char *bad[] = {"--tls_cert", cert, "--tls_key", badkey, NULL};
     int code = 0;
-    CHECK(!th_lockd_try_start(&l, bad, NULL, &code));
+    CHECK(!fx_lockd_try_start(&fx, &l, bad, NULL, &code));
     CHECK_EQ_INT(code, 2);
 }
 
 int main(void)
 {
+    fx_backend_start(&fx);
     cl = th_client_new();
     TH_RUN(test_tokens);
     TH_RUN(test_tls);
     th_client_free(cl);
+    fx_stop(&fx);
     return th_done();
 }

@@ -6,6 +6,10 @@
  * counters that move; structured logs (one JSON object per line with ts,
  * level, msg; req_id on request lines; a lease never logged whole) and
  * X-Request-Id echoed or generated; access_log false silences request lines.
+ *
+ * Runs on the backend TH_BACKEND names (tests/run.sh runs it on memory and
+ * on Redis): the lockd each case starts gets the fixture's backend flags, so
+ * a Redis backend's own log lines are held to the same rules.
  */
 #include <ctype.h>
 #include <math.h>
@@ -442,6 +446,7 @@ static void test_parser_is_strict(void)
 
 static void test_metrics(void)
 {
+    fx_check_backend(&fx, &fx.lockd);
     struct expo x;
     scrape(&x);
     /* Every metric DESIGN.md §Operations lists, with its type and labels. */
@@ -577,7 +582,8 @@ static void test_logs(void)
     /* Debug level, so everything lockd could ever print is printed. */
     struct th_lockd l;
     const char *args[] = {"--log_level", "debug", "--access_log", "true", NULL};
-    th_lockd_start(&l, args, NULL);
+    fx_lockd_start(&fx, &l, args, NULL);
+    fx_check_backend(&fx, &l);
     char url[160];
     char leases[3][40];
     struct th_resp r;
@@ -672,7 +678,7 @@ static void test_access_log_off(void)
 {
     struct th_lockd l;
     const char *args[] = {"--log_level", "info", "--access_log", "false", NULL};
-    th_lockd_start(&l, args, NULL);
+    fx_lockd_start(&fx, &l, args, NULL);
     struct th_resp r;
     char url[160];
     snprintf(url, sizeof(url), "%s/locks/quiet", l.url);
@@ -688,7 +694,7 @@ static void test_access_log_off(void)
 
     /* And on: the same requests are logged at info. */
     const char *on[] = {"--log_level", "info", NULL};
-    th_lockd_start(&l, on, NULL);
+    fx_lockd_start(&fx, &l, on, NULL);
     snprintf(url, sizeof(url), "%s/locks/loud", l.url);
     for (int i = 0; i < 3; i++) {
         th_http(cl, "POST", url, NULL, NULL, &r);
@@ -709,7 +715,7 @@ static void test_port_in_use(void)
     const char *args[] = {"--listen", listen, NULL};
     struct th_lockd l;
     int code = -1;
-    CHECK(!th_lockd_try_start(&l, args, NULL, &code));
+    CHECK(!fx_lockd_try_start(&fx, &l, args, NULL, &code));
     CHECK_EQ_INT(code, 2);
     char cmd[400];
     snprintf(cmd, sizeof(cmd), "grep -q 'Address already in use' '%s'", l.log);
