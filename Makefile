@@ -14,7 +14,12 @@ WARN    := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -Wstrict-protot
            -fno-common
 VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 CFLAGS  ?= -O2 -g
-CPPFLAGS_ALL = -I. -Ibuild/gen -DLOCKD_VERSION='"$(VERSION)"' $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+# build/gen/version.h is rewritten only when the version changes, so a commit
+# rebuilds exactly the objects that print it (-MMD tracks the header).
+$(shell mkdir -p build/gen && printf '#define LOCKD_VERSION "%s"\n' '$(VERSION)' >build/gen/version.h.tmp && \
+  (cmp -s build/gen/version.h.tmp build/gen/version.h || mv build/gen/version.h.tmp build/gen/version.h); \
+  rm -f build/gen/version.h.tmp)
+CPPFLAGS_ALL = -I. -Ibuild/gen $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 LDLIBS_ALL   = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lev -lpthread -lm
 SANFLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
 TSANFLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=thread

@@ -491,17 +491,44 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     }
     int64_t us = lk_now_us() - r->start_us;
     const char *label = r->route ? r->route->label : "other";
-    metrics_http(label, r->method, r->status);
-    metrics_observe(H_HTTP_DURATION, us);
+    metrics_http(label, r->method, r->status, us);
     if (wk->srv->cfg->access_log && lk_log_level <= LK_INFO) {
-        char status[8], dur[24];
+        char status[8], dur[24], token[24];
         snprintf(status, sizeof(status), "%d", r->status);
         snprintf(dur, sizeof(dur), "%.3f", (double)us / 1000.0);
-        /* The list ends at the first NULL key: name and lease only when known.
-         * The logger cuts the lease to its first 6 characters. */
-        lk_log_kv(LK_INFO, "request", "req_id", r->req_id, "method", r->method, "path", r->url,
-                  "status", status, "ms", dur, r->param ? "name" : NULL, r->param,
-                  r->grant_lease[0] ? "lease" : NULL, r->grant_lease, NULL);
+        snprintf(token, sizeof(token), "%lld", (long long)r->token);
+        /* The parameter of /sessions/{id} is a session id, a secret the
+         * logger cuts like a lease; of /locks/{name}, a lock name. */
+        const char *pkey =
+            r->route && strncmp(r->route->label, "/sessions", 9) == 0 ? "session" : "name";
+        /* The path holds a session id too: cut it there the same way. */
+        char path[64];
+        const char *shown_path = r->url;
+        if (pkey[0] == 's' && r->param && strlen(r->param) > 6) {
+            snprintf(path, sizeof(path), "/sessions/%.6s...", r->param);
+            shown_path = path;
+        }
+        /* Short fields first: a line too long for the logger loses its last
+         * fields (the client-chosen path and name), never status or ms.
+         * Optional ones are packed, as the list ends at the first NULL key. */
+        const char *kv[10] = {NULL};
+        int n = 0;
+        if (r->token > 0) {
+            kv[n++] = "fencing_token";
+            kv[n++] = token;
+        }
+        if (r->grant_lease[0]) {
+            kv[n++] = "lease";
+            kv[n++] = r->grant_lease;
+        }
+        kv[n++] = "path";
+        kv[n++] = shown_path;
+        if (r->param) {
+            kv[n++] = pkey;
+            kv[n++] = r->param;
+        }
+        lk_log_kv(LK_INFO, "request", "req_id", r->req_id, "method", r->method, "status", status,
+                  "ms", dur, kv[0], kv[1], kv[2], kv[3], kv[4], kv[5], kv[6], kv[7], NULL);
     }
     free(r->param_buf);
     free(r->body);
@@ -529,55 +556,6 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 }
 
 /* ---- listening ---- */
-
-static int parse_listen(const char *listen, struct sockaddr_storage *ss, socklen_t *sl)
-{
-    char host[128];
-    const char *colon;
-    const char *h = listen;
-    size_t hl;
-    if (listen[0] == '[') {
-        const char *close = strchr(listen, ']');
-        if (close == NULL || close[1] != ':')
-            return -1;
-        h = listen + 1;
-        hl = (size_t)(close - h);
-        colon = close + 1;
-    } else {
-        colon = strrchr(listen, ':');
-        if (colon == NULL)
-            return -1;
-        hl = (size_t)(colon - listen);
-    }
-    if (hl >= sizeof(host))
-        return -1;
-    memcpy(host, h, hl);
-    host[hl] = '\0';
-    char *end;
-    long port = strtol(colon + 1, &end, 10);
-    if (*end != '\0' || port < 0 || port > 65535 || colon[1] == '\0')
-        return -1;
-    memset(ss, 0, sizeof(*ss));
-    struct sockaddr_in *in4 = (struct sockaddr_in *)ss;
-    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
-    if (strcmp(host, "localhost") == 0)
-        snprintf(host, sizeof(host), "127.0.0.1");
-    if (host[0] == '\0' || strcmp(host, "*") == 0)
-        snprintf(host, sizeof(host), "0.0.0.0");
-    if (inet_pton(AF_INET, host, &in4->sin_addr) == 1) {
-        in4->sin_family = AF_INET;
-        in4->sin_port = htons((uint16_t)port);
-        *sl = sizeof(*in4);
-        return 0;
-    }
-    if (inet_pton(AF_INET6, host, &in6->sin6_addr) == 1) {
-        in6->sin6_family = AF_INET6;
-        in6->sin6_port = htons((uint16_t)port);
-        *sl = sizeof(*in6);
-        return 0;
-    }
-    return -1;
-}
 
 static int open_listener(struct sockaddr_storage *ss, socklen_t sl, char *err, size_t errlen)
 {
@@ -681,10 +659,11 @@ struct http_server *http_start(const struct lk_config *cfg, struct engine *e, ch
 {
     struct sockaddr_storage ss;
     socklen_t sl;
-    if (parse_listen(cfg->listen, &ss, &sl) != 0) {
+    if (config_parse_listen(cfg->listen, &ss, &sl) != 0) {
         snprintf(err, errlen, "invalid value '%s' for 'listen': expected HOST:PORT", cfg->listen);
         return NULL;
     }
+    router_declare_metrics();
     struct http_server *s = lk_calloc(1, sizeof(*s));
     s->cfg = cfg;
     s->e = e;

@@ -63,6 +63,7 @@ struct req {
     char grant_name[256];
     char grant_lease[33];
     bool grant_pending;
+    int64_t token; /* fencing token the answer carried, for the access log; 0 = none */
 };
 
 struct http_worker;

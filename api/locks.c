@@ -94,6 +94,7 @@ static void retry_after(struct req *r, int64_t ms)
 /* The grant answer is the hottest response: written without a JSON tree. */
 static void grant_json(struct req *r, const struct eng_result *res)
 {
+    r->token = res->fencing_token;
     char expires[32];
     lk_rfc3339(res->expires_at_ms, expires);
     struct jout j;
@@ -224,6 +225,7 @@ static void release_cb(void *arg, const struct eng_result *res)
         not_granted(r, res, false);
         return;
     }
+    r->token = res->fencing_token;
     struct jout j;
     jout_begin(&j);
     jout_str(&j, "name", res->name);

@@ -12,9 +12,7 @@
 #include "server/metrics.h"
 #include "server/util.h"
 
-#ifndef LOCKD_VERSION
-#define LOCKD_VERSION "dev"
-#endif
+#include "version.h" /* build/gen: LOCKD_VERSION, from git describe */
 
 void ops_healthz(struct req *r)
 {

@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "server/metrics.h"
+
 static const struct route routes[] = {
     {"POST", "/locks/", locks_acquire, "/locks/{name}", true},
     {"PUT", "/locks/", locks_renew, "/locks/{name}", true},
@@ -34,6 +36,13 @@ static bool path_matches(const struct route *rt, const char *path, const char **
     }
     *param = NULL;
     return strcmp(path, rt->path) == 0;
+}
+
+void router_declare_metrics(void)
+{
+    for (size_t i = 0; i < NROUTES; i++)
+        metrics_route(routes[i].label);
+    metrics_route("other");
 }
 
 const struct route *router_match(const char *method, const char *path, const char **param,

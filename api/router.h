@@ -23,6 +23,9 @@ struct route {
 /* Finds the route for method and path. On no match returns NULL and sets
  * *status to 404 or 405 (with allow filled, e.g. "GET, POST"); label gets
  * the path's label for metrics. *param points into path. */
+/* Declares every route label to metrics (latency series from the start). */
+void router_declare_metrics(void);
+
 const struct route *router_match(const char *method, const char *path, const char **param,
                                  int *status, char *allow, size_t allowlen, const char **label);
 

@@ -5,8 +5,11 @@
  */
 #include "config/config.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
+#include <netinet/in.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,6 +88,55 @@ static bool enum_ok(const char *choices, const char *v)
     }
 }
 
+int config_parse_listen(const char *listen, struct sockaddr_storage *ss, socklen_t *sl)
+{
+    char host[128];
+    const char *colon;
+    const char *h = listen;
+    size_t hl;
+    if (listen[0] == '[') {
+        const char *close = strchr(listen, ']');
+        if (close == NULL || close[1] != ':')
+            return -1;
+        h = listen + 1;
+        hl = (size_t)(close - h);
+        colon = close + 1;
+    } else {
+        colon = strrchr(listen, ':');
+        if (colon == NULL)
+            return -1;
+        hl = (size_t)(colon - listen);
+    }
+    if (hl >= sizeof(host))
+        return -1;
+    memcpy(host, h, hl);
+    host[hl] = '\0';
+    char *end;
+    long port = strtol(colon + 1, &end, 10);
+    if (*end != '\0' || port < 0 || port > 65535 || colon[1] == '\0')
+        return -1;
+    memset(ss, 0, sizeof(*ss));
+    struct sockaddr_in *in4 = (struct sockaddr_in *)ss;
+    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
+    if (strcmp(host, "localhost") == 0)
+        snprintf(host, sizeof(host), "127.0.0.1");
+    if (host[0] == '\0' || strcmp(host, "*") == 0)
+        snprintf(host, sizeof(host), "0.0.0.0");
+    if (inet_pton(AF_INET, host, &in4->sin_addr) == 1) {
+        in4->sin_family = AF_INET;
+        in4->sin_port = htons((uint16_t)port);
+        *sl = sizeof(*in4);
+        return 0;
+    }
+    if (inet_pton(AF_INET6, host, &in6->sin6_addr) == 1) {
+        in6->sin6_family = AF_INET6;
+        in6->sin6_port = htons((uint16_t)port);
+        *sl = sizeof(*in6);
+        return 0;
+    }
+    return -1;
+}
+
 static int set_row(struct lk_config *cfg, const struct cfg_key *k, const char *value,
                    const char *src, char *err, size_t errlen)
 {
@@ -93,6 +145,16 @@ static int set_row(struct lk_config *cfg, const struct cfg_key *k, const char *v
     case CFG_STRING:
     case CFG_LIST:
     case CFG_ENUM: {
+        struct sockaddr_storage ss;
+        socklen_t sl;
+        if (k->offset == offsetof(struct lk_config, listen) &&
+            config_parse_listen(value, &ss, &sl) != 0) {
+            seterr(err, errlen,
+                   "invalid value '%s' for '%s' (%s): expected HOST:PORT (IPv4, [IPv6], localhost "
+                   "or * and a port 0..65535)",
+                   value, k->name, src);
+            return -1;
+        }
         if (k->type == CFG_ENUM && !enum_ok(k->choices, value)) {
             seterr(err, errlen, "invalid value '%s' for '%s' (%s): expected one of %s", value,
                    k->name, src, k->choices[0] == '|' ? k->choices + 1 : k->choices);
@@ -294,6 +356,13 @@ static int finish(struct lk_config *cfg, char *err, size_t errlen)
     }
     if (strcmp(cfg->backend, "redlock") == 0 && urls < 3) {
         seterr(err, errlen, "invalid value for 'redis': backend redlock needs 3 or more URLs");
+        return -1;
+    }
+    if (strcmp(cfg->backend, "redlock") == 0) {
+        /* Said here, not only at startup, so --check-config refuses it too. */
+        seterr(err, errlen,
+               "invalid value 'redlock' for 'backend': not built yet (use one redis URL, or "
+               "memory)");
         return -1;
     }
     if (cfg->default_ttl_ms > cfg->max_ttl_ms) {

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/socket.h>
 
 struct lk_config {
     char *listen;
@@ -85,5 +86,9 @@ void config_help(FILE *out);
 
 /* Parses durations like "500ms", "30s", "5m", "2h" or plain milliseconds. */
 int config_parse_ms(const char *s, int64_t *out);
+
+/* Parses listen ("HOST:PORT", "[IPv6]:PORT"; host may be localhost, * or
+ * empty for all IPv4 addresses; port 0..65535). 0 on success. */
+int config_parse_listen(const char *listen, struct sockaddr_storage *ss, socklen_t *sl);
 
 #endif

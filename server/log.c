@@ -5,7 +5,10 @@
  */
 #include "server/log.h"
 
+#include <errno.h>
 #include <stdarg.h>
+#include <stdbool.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -93,18 +96,37 @@ static size_t put_raw(char *buf, size_t off, size_t cap, const char *s)
     return off + n;
 }
 
-/* A lease is a bearer secret: a "lease" field shows its first 6 characters
- * only, enough to match log lines, never enough to use it (DESIGN.md §2). */
+/* A lease is a bearer secret, and so is a session id (it can heartbeat and
+ * end the session): a "lease" or "session" field shows its first 6
+ * characters only, enough to match log lines, never enough to use it
+ * (DESIGN.md §2). */
 #define LEASE_SHOWN 6
 
 static const char *shown(const char *key, const char *v, char *buf)
 {
     if (v == NULL)
         return "";
-    if (strcmp(key, "lease") != 0)
+    if (strcmp(key, "lease") != 0 && strcmp(key, "session") != 0)
         return v;
     snprintf(buf, LEASE_SHOWN + 1, "%s", v);
     return buf;
+}
+
+/* Fields written as JSON numbers when their value is one. */
+static bool numeric(const char *key, const char *v)
+{
+    static const char *const keys[] = {"status", "ms",       "fencing_token",
+                                       "port",   "released", "locks"};
+    bool known = false;
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+        known = known || strcmp(key, keys[i]) == 0;
+    if (!known || *v == '\0')
+        return false;
+    char *end;
+    errno = 0;
+    double d = strtod(v, &end);
+    (void)d;
+    return *end == '\0' && errno == 0 && strspn(v, "-0123456789.") == strlen(v);
 }
 
 static void emit(enum lk_level level, const char *msg, va_list *kv)
@@ -131,11 +153,13 @@ static void emit(enum lk_level level, const char *msg, va_list *kv)
                 const char *v = shown(k, va_arg(*kv, const char *), shortv);
                 if (off + strlen(k) + 16 >= soft)
                     continue; /* no room left: drop the field whole */
+                bool num = numeric(k, v);
                 off = put_raw(buf, off, hard, ",\"");
                 off = put_escaped(buf, off, soft, k);
-                off = put_raw(buf, off, hard, "\":\"");
+                off = put_raw(buf, off, hard, num ? "\":" : "\":\"");
                 off = put_escaped(buf, off, soft, v);
-                off = put_raw(buf, off, hard, "\"");
+                if (!num)
+                    off = put_raw(buf, off, hard, "\"");
             }
         }
         off = put_raw(buf, off, hard, "}");

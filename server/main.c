@@ -18,9 +18,7 @@
 #include "server/engine.h"
 #include "server/log.h"
 
-#ifndef LOCKD_VERSION
-#define LOCKD_VERSION "dev"
-#endif
+#include "version.h" /* build/gen: LOCKD_VERSION, from git describe */
 
 static void raise_nofile(void)
 {

@@ -2,7 +2,8 @@
  * metrics.c - atomic counters and fixed-bucket histograms; rendering to
  * Prometheus text. HTTP counters live in a small fixed table of
  * (route, method, code) slots found by linear probing under no lock: slots are
- * claimed with compare-and-swap and never freed.
+ * claimed with compare-and-swap and never freed. HTTP latency histograms are
+ * kept per route the same way.
  */
 #include "server/metrics.h"
 
@@ -39,15 +40,52 @@ int64_t metrics_get(enum metric_id id)
     return atomic_load_explicit(&counters[id], memory_order_relaxed);
 }
 
-void metrics_observe(enum hist_id id, int64_t usec)
+static void hist_observe(struct hist *h, int64_t usec)
 {
-    struct hist *h = &hists[id];
     size_t i = 0;
     while (i < NBUCKETS && (double)usec > bucket_s[i] * 1e6)
         i++;
     atomic_fetch_add_explicit(&h->buckets[i], 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&h->sum_us, usec, memory_order_relaxed);
     atomic_fetch_add_explicit(&h->count, 1, memory_order_relaxed);
+}
+
+void metrics_observe(enum hist_id id, int64_t usec)
+{
+    hist_observe(&hists[id], usec);
+}
+
+#define ROUTE_SLOTS 16
+struct route_hist {
+    _Atomic int state; /* 0 empty, 1 being claimed, 2 ready */
+    char route[32];
+    struct hist h;
+};
+static struct route_hist route_hists[ROUTE_SLOTS];
+
+/* The histogram of route, claimed on first use; NULL when all slots are
+ * taken (the route set is fixed and small, so this does not happen). */
+static struct hist *route_hist(const char *route)
+{
+    for (size_t i = 0; i < ROUTE_SLOTS; i++) {
+        struct route_hist *rh = &route_hists[i];
+        int zero = 0;
+        if (atomic_load(&rh->state) == 0 && atomic_compare_exchange_strong(&rh->state, &zero, 1)) {
+            lk_strlcpy(rh->route, route, sizeof(rh->route));
+            atomic_store(&rh->state, 2);
+            return &rh->h;
+        }
+        while (atomic_load(&rh->state) == 1)
+            ;
+        if (strcmp(rh->route, route) == 0)
+            return &rh->h;
+    }
+    return NULL;
+}
+
+void metrics_route(const char *route)
+{
+    (void)route_hist(route);
 }
 
 static _Atomic int64_t node_errors[METRICS_MAX_NODES];
@@ -87,8 +125,18 @@ static uint32_t hash3(const char *a, const char *b, int c)
     return h ? h : 1;
 }
 
-void metrics_http(const char *route, const char *method, int status)
+static const char *const methods[] = {"GET", "POST", "PUT", "DELETE", "HEAD", "OPTIONS", "PATCH"};
+
+void metrics_http(const char *route, const char *method, int status, int64_t usec)
 {
+    struct hist *rh = route_hist(route);
+    if (rh != NULL)
+        hist_observe(rh, usec);
+    const char *m = "other";
+    for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
+        if (strcmp(method, methods[i]) == 0)
+            m = methods[i];
+    method = m;
     uint32_t h = hash3(route, method, status);
     for (size_t probe = 0; probe < HTTP_SLOTS; probe++) {
         struct http_slot *s = &http_slots[(h + probe) % HTTP_SLOTS];
@@ -144,20 +192,29 @@ static void render_counter(struct sbuf *b, const char *name, const char *help, c
     sb_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-static void render_hist(struct sbuf *b, enum hist_id id, const char *name, const char *help)
+/* One histogram's series; labels is "" or 'route="...",' (with the comma). */
+static void render_series(struct sbuf *b, const struct hist *h, const char *name,
+                          const char *labels)
 {
-    struct hist *h = &hists[id];
-    render_counter(b, name, help, "histogram");
     int64_t cum = 0;
     for (size_t i = 0; i < NBUCKETS; i++) {
         cum += atomic_load_explicit(&h->buckets[i], memory_order_relaxed);
-        sb_printf(b, "%s_bucket{le=\"%g\"} %lld\n", name, bucket_s[i], (long long)cum);
+        sb_printf(b, "%s_bucket{%sle=\"%g\"} %lld\n", name, labels, bucket_s[i], (long long)cum);
     }
     cum += atomic_load_explicit(&h->buckets[NBUCKETS], memory_order_relaxed);
-    sb_printf(b, "%s_bucket{le=\"+Inf\"} %lld\n", name, (long long)cum);
-    sb_printf(b, "%s_sum %.6f\n", name,
-              (double)atomic_load_explicit(&h->sum_us, memory_order_relaxed) / 1e6);
-    sb_printf(b, "%s_count %lld\n", name, (long long)cum);
+    sb_printf(b, "%s_bucket{%sle=\"+Inf\"} %lld\n", name, labels, (long long)cum);
+    size_t ll = strlen(labels);
+    /* _sum and _count carry the labels without the trailing comma */
+    sb_printf(b, "%s_sum%s%.*s%s %.6f\n", name, ll ? "{" : "", (int)(ll ? ll - 1 : 0), labels,
+              ll ? "}" : "", (double)atomic_load_explicit(&h->sum_us, memory_order_relaxed) / 1e6);
+    sb_printf(b, "%s_count%s%.*s%s %lld\n", name, ll ? "{" : "", (int)(ll ? ll - 1 : 0), labels,
+              ll ? "}" : "", (long long)cum);
+}
+
+static void render_hist(struct sbuf *b, enum hist_id id, const char *name, const char *help)
+{
+    render_counter(b, name, help, "histogram");
+    render_series(b, &hists[id], name, "");
 }
 
 char *metrics_render(const char *extra, size_t *len)
@@ -174,8 +231,16 @@ char *metrics_render(const char *extra, size_t *len)
                   s->route, s->method, s->status,
                   (long long)atomic_load_explicit(&s->n, memory_order_relaxed));
     }
-    render_hist(&b, H_HTTP_DURATION, "lockd_http_request_duration_seconds",
-                "HTTP request latency.");
+    render_counter(&b, "lockd_http_request_duration_seconds", "HTTP request latency by route.",
+                   "histogram");
+    for (size_t i = 0; i < ROUTE_SLOTS; i++) {
+        struct route_hist *rh = &route_hists[i];
+        if (atomic_load(&rh->state) != 2)
+            continue;
+        char labels[48];
+        snprintf(labels, sizeof(labels), "route=\"%s\",", rh->route);
+        render_series(&b, &rh->h, "lockd_http_request_duration_seconds", labels);
+    }
     static const struct {
         const char *name, *help, *label;
         enum metric_id ids[3];

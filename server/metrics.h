@@ -32,7 +32,7 @@ enum metric_id {
     M__COUNT
 };
 
-enum hist_id { H_HTTP_DURATION, H_BACKEND_DURATION, H_HANDOFF, H__COUNT };
+enum hist_id { H_BACKEND_DURATION, H_HANDOFF, H__COUNT };
 
 void metrics_add(enum metric_id id, int64_t delta);
 int64_t metrics_get(enum metric_id id);
@@ -45,8 +45,14 @@ void metrics_observe(enum hist_id id, int64_t usec);
 void metrics_backend_error(size_t node);
 int64_t metrics_backend_errors(size_t node);
 
-/* HTTP request counter by route, method and status code. */
-void metrics_http(const char *route, const char *method, int status);
+/* One HTTP request: counted by route, method and status code, its latency
+ * observed by route. route is one of a small fixed set of labels; a method
+ * other than the usual ones is counted as "other", so what a client sends
+ * can neither grow the table nor break the exposition. */
+void metrics_http(const char *route, const char *method, int status, int64_t usec);
+/* Declares a route up front, so its latency series exist (at zero) before
+ * its first request. */
+void metrics_route(const char *route);
 
 /* Renders the exposition into a malloc'd buffer; caller frees. backend_up
  * lines come from the caller through extra (already formatted, may be NULL). */

@@ -454,7 +454,7 @@ static void test_metrics(void)
         const char *name, *type, *label;
     } want[] = {
         {"lockd_http_requests_total", "counter", NULL},
-        {"lockd_http_request_duration_seconds", "histogram", NULL},
+        {"lockd_http_request_duration_seconds", "histogram", "route"},
         {"lockd_acquire_total", "counter", "result"},
         {"lockd_release_total", "counter", "result"},
         {"lockd_renew_total", "counter", "result"},
@@ -479,7 +479,18 @@ static void test_metrics(void)
     double released0 = series(&x, "lockd_release_total{result=\"released\"}");
     double post0 = series(&x, "lockd_http_requests_total{route=\"/locks/{name}\",method=\"POST\","
                               "code=\"200\"}");
-    double dur0 = series(&x, "lockd_http_request_duration_seconds_count");
+    /* Latency per route: every route has its series from the start. */
+    static const char *const routes[] = {"/locks/{name}", "/locks",  "/sessions", "/sessions/{id}",
+                                         "/healthz",      "/readyz", "/metrics",  "other"};
+    for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
+        char s[128];
+        snprintf(s, sizeof(s), "lockd_http_request_duration_seconds_count{route=\"%s\"}",
+                 routes[i]);
+        if (isnan(series(&x, s)))
+            th_fail(__FILE__, __LINE__, "no latency series for route %s", routes[i]);
+    }
+    double dur0 = series(&x, "lockd_http_request_duration_seconds_count{route=\"/locks/{name}\"}");
+    double hz0 = series(&x, "lockd_http_request_duration_seconds_count{route=\"/healthz\"}");
     double be0 = series(&x, "lockd_backend_request_duration_seconds_count");
     CHECK(!isnan(granted0) && !isnan(dur0) && !isnan(be0));
     if (isnan(post0))
@@ -510,9 +521,38 @@ static void test_metrics(void)
                  post0 + 1);
     CHECK(series(&x, "lockd_http_requests_total{route=\"/locks/{name}\",method=\"POST\","
                      "code=\"409\"}") >= 1);
-    CHECK(series(&x, "lockd_http_request_duration_seconds_count") >= dur0 + 3);
+    CHECK_EQ_INT(series(&x, "lockd_http_request_duration_seconds_count{route=\"/locks/{name}\"}"),
+                 dur0 + 3);
+    CHECK_EQ_INT(series(&x, "lockd_http_request_duration_seconds_count{route=\"/healthz\"}"), hz0);
     CHECK(series(&x, "lockd_backend_request_duration_seconds_count") >= be0 + 3);
-    CHECK(series(&x, "lockd_http_request_duration_seconds_sum") > 0);
+    CHECK(series(&x, "lockd_http_request_duration_seconds_sum{route=\"/locks/{name}\"}") > 0);
+    expo_free(&x);
+
+    /* What a client puts in the method can neither break the exposition
+     * (quotes, backslashes) nor fill the series table: 300 made-up methods
+     * count as method="other", and real requests are still counted after. */
+    th_http(cl, "A\"B\\C", fx_url(&fx, "/locks/metered"), NULL, NULL, &r);
+    th_resp_free(&r);
+    for (int i = 0; i < 300; i++) {
+        char m[16];
+        snprintf(m, sizeof(m), "M%d", i);
+        th_http(cl, m, fx_url(&fx, "/locks/metered"), NULL, NULL, &r);
+        CHECK(r.status == 405 || r.status == 400);
+        th_resp_free(&r);
+    }
+    th_http(cl, "DELETE", fx_url(&fx, "/locks/never-held"), NULL,
+            (const char *[]){"Lock-Lease: 0123456789abcdef0123456789abcdef", NULL}, &r);
+    CHECK_EQ_INT(r.status, 404);
+    th_resp_free(&r);
+    scrape(&x); /* the strict parser fails on a broken label */
+    int other = 0;
+    for (int i = 0; i < x.ns; i++)
+        if (strstr(x.s[i].series, "lockd_http_requests_total{") == x.s[i].series &&
+            strstr(x.s[i].series, "method=\"other\"") != NULL)
+            other += (int)x.s[i].v;
+    CHECK(other >= 301);
+    CHECK(series(&x, "lockd_http_requests_total{route=\"/locks/{name}\",method=\"DELETE\","
+                     "code=\"404\"}") >= 1);
     expo_free(&x);
 }
 
@@ -538,6 +578,7 @@ static char *slurp(const char *path)
 struct logscan {
     int lines, requests;
     bool saw_req_id[4];
+    int with_token; /* request lines with a fencing_token field */
 };
 
 /* Every line one JSON object with ts, level, msg; request lines have req_id. */
@@ -570,6 +611,18 @@ static void scan_log(const char *path, const char *const *req_ids, int nids, str
             const char *lease = json_string_value(json_object_get(o, "lease"));
             if (lease != NULL)
                 CHECK_EQ_INT(strlen(lease), 6);
+            const char *sess = json_string_value(json_object_get(o, "session"));
+            if (sess != NULL)
+                CHECK_EQ_INT(strlen(sess), 6);
+            /* Numbers are JSON numbers, so queries can compare them. */
+            if (!json_is_integer(json_object_get(o, "status")) ||
+                !json_is_number(json_object_get(o, "ms")))
+                th_fail(__FILE__, __LINE__, "status/ms not numbers: %s", line);
+            json_t *tok = json_object_get(o, "fencing_token");
+            if (tok != NULL) {
+                CHECK(json_is_integer(tok) && json_integer_value(tok) > 0);
+                ls->with_token++;
+            }
         }
         ls->lines++;
         json_decref(o);
@@ -586,6 +639,7 @@ static void test_logs(void)
     fx_check_backend(&fx, &l);
     char url[160];
     char leases[3][40];
+    long long tokens[3];
     struct th_resp r;
     const char *rid_hdr[] = {"X-Request-Id: trace-abc.123", NULL};
     for (int i = 0; i < 3; i++) {
@@ -594,6 +648,7 @@ static void test_logs(void)
                 i == 0 ? rid_hdr : NULL, &r);
         CHECK_EQ_INT(r.status, 200);
         snprintf(leases[i], sizeof(leases[i]), "%s", th_jstr(&r, "lease"));
+        tokens[i] = th_jint(&r, "fencing_token");
         if (i == 0) /* echoed */
             CHECK_STR(th_header(&r, "X-Request-Id"), "trace-abc.123");
         th_resp_free(&r);
@@ -655,12 +710,36 @@ static void test_logs(void)
     CHECK_EQ_INT(r.status, 400);
     th_resp_free(&r);
     free(longurl);
+    /* A session id is a secret too (it heartbeats and ends the session): it
+     * is cut like a lease, in its field and in the path. */
+    char sid[80];
+    snprintf(url, sizeof(url), "%s/sessions", l.url);
+    th_http(cl, "POST", url, NULL, NULL, &r);
+    CHECK_EQ_INT(r.status, 201);
+    snprintf(sid, sizeof(sid), "%s", th_jstr(&r, "session"));
+    th_resp_free(&r);
+    snprintf(url, sizeof(url), "%s/sessions/%s", l.url, sid);
+    th_http(cl, "PUT", url, NULL, NULL, &r);
+    CHECK_EQ_INT(r.status, 200);
+    th_resp_free(&r);
+    th_http(cl, "DELETE", url, NULL, NULL, &r);
+    CHECK_EQ_INT(r.status, 200);
+    th_resp_free(&r);
     th_lockd_kill(&l, SIGTERM);
 
     char *text = slurp(l.log);
     for (int i = 0; i < 3; i++)
         if (strstr(text, leases[i]) != NULL)
             th_fail(__FILE__, __LINE__, "the log holds a whole lease %s", leases[i]);
+    if (strstr(text, sid) != NULL)
+        th_fail(__FILE__, __LINE__, "the log holds a whole session id %s", sid);
+    /* The grant's fencing token is a field of its request line. */
+    for (int i = 0; i < 3; i++) {
+        char want[48];
+        snprintf(want, sizeof(want), "\"fencing_token\":%lld", tokens[i]);
+        if (strstr(text, want) == NULL)
+            th_fail(__FILE__, __LINE__, "no request line with %s", want);
+    }
     /* Its first 6 characters are there, to match lines with a client's. */
     char six[8];
     snprintf(six, sizeof(six), "%.6s", leases[0]);
@@ -669,9 +748,10 @@ static void test_logs(void)
     const char *ids[] = {"trace-abc.123", g1};
     struct logscan ls;
     scan_log(l.log, ids, 2, &ls);
-    if (ls.requests < 12)
-        th_fail(__FILE__, __LINE__, "%d request lines, want 12", ls.requests);
+    if (ls.requests < 15)
+        th_fail(__FILE__, __LINE__, "%d request lines, want 15", ls.requests);
     CHECK(ls.saw_req_id[0] && ls.saw_req_id[1]);
+    CHECK(ls.with_token >= 6); /* 3 grants, 2 renewals, 1 release */
 }
 
 static void test_access_log_off(void)

@@ -50,5 +50,9 @@ expect_exit2 unknown-file-key "$tmp/bad.conf:2" -- lockd --config "$tmp/bad.conf
 printf 'log_format xml\n' >"$tmp/bad2.conf"
 expect_exit2 bad-file-value "$tmp/bad2.conf:1" -- lockd --config "$tmp/bad2.conf"
 expect_exit2 missing-file "cannot open config file" -- lockd --config "$tmp/none.conf"
-expect_exit2 bad-listen "listen" -- lockd --listen nonsense
+expect_exit2 bad-listen "for 'listen' (flag --listen)" -- lockd --listen nonsense
+expect_exit2 bad-listen-check "for 'listen' (flag --listen)" -- lockd --listen 127.0.0.1:70000 --check-config
+printf 'listen 10.0.0.1\n' >"$tmp/bad3.conf"
+expect_exit2 bad-listen-file "$tmp/bad3.conf:1" -- lockd --config "$tmp/bad3.conf" --check-config
+expect_exit2 redlock-not-built "not built yet" -- lockd --redis redis://a:1,redis://b:1,redis://c:1 --check-config
 echo "$pass passed, 0 failed"
