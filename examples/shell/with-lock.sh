@@ -6,6 +6,7 @@
 # lock is lost.
 #
 #   LOCKD_URL=http://127.0.0.1:8080 examples/shell/with-lock.sh NAME COMMAND [ARG...]
+#   (with authentication: LOCKD_TOKEN=... as well)
 #
 # The command gets LOCKD_LEASE and LOCKD_FENCING_TOKEN in its environment.
 # Exit status: the command's; 75 if the lock was not obtained within
@@ -18,13 +19,24 @@ shift
 ttl_ms=${TTL_MS:-15000}
 wait_ms=${WAIT_MS:-10000}
 
+# lk ARGS...: curl, sending the bearer token when there is one. The header
+# goes in on stdin (printf is a shell builtin), so the token never shows in
+# the process list.
+lk() {
+    if [ -n "${LOCKD_TOKEN:-}" ]; then
+        printf 'Authorization: Bearer %s\n' "$LOCKD_TOKEN" | curl -H @- "$@"
+    else
+        curl "$@"
+    fi
+}
+
 hdrs=$(mktemp)
 body=$(mktemp)
 renewer=""
 cleanup() {
     [ -n "$renewer" ] && kill "$renewer" 2>/dev/null
     if [ -n "${LOCKD_LEASE:-}" ]; then
-        curl -sS -o /dev/null -X DELETE -H "Lock-Lease: $LOCKD_LEASE" "$url/locks/$name" || true
+        lk -sS -o /dev/null -X DELETE -H "Lock-Lease: $LOCKD_LEASE" "$url/locks/$name" || true
     fi
     rm -f "$hdrs" "$body"
 }
@@ -32,7 +44,7 @@ trap cleanup EXIT
 trap 'exit 143' TERM
 trap 'exit 130' INT
 
-status=$(curl -sS -o "$body" -D "$hdrs" -w '%{http_code}' -X POST "$url/locks/$name" \
+status=$(lk -sS -o "$body" -D "$hdrs" -w '%{http_code}' -X POST "$url/locks/$name" \
     -d "{\"ttl_ms\": $ttl_ms, \"wait_ms\": $wait_ms, \"owner\": \"$(hostname) pid $$\"}") || exit 69
 case $status in
 200) ;;
@@ -47,7 +59,7 @@ export LOCKD_LEASE LOCKD_FENCING_TOKEN
 (
     trap - EXIT
     while sleep "$((ttl_ms / 3000)).$(((ttl_ms / 3) % 1000 / 100))"; do
-        code=$(curl -sS -o /dev/null -w '%{http_code}' -X PUT -H "Lock-Lease: $LOCKD_LEASE" \
+        code=$(lk -sS -o /dev/null -w '%{http_code}' -X PUT -H "Lock-Lease: $LOCKD_LEASE" \
             "$url/locks/$name") || continue
         if [ "$code" = 404 ] || [ "$code" = 409 ]; then
             echo "with-lock: lost '$name' ($code)" >&2

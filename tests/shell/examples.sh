@@ -46,6 +46,42 @@ else
     echo "# go not installed: examples/go not built (apt-get install golang-go to include it)"
 fi
 
+# ---- the same examples against a lockd that requires a bearer token: each
+# reads it from LOCKD_TOKEN (the README says so)
+printf 'ex-token-1\n' >"$d/tokens"
+printf 'ex-token-1\n' >"$d/token"
+t_start_lockd auth --auth_token_file "$d/tokens"
+auth_url=$T_LOCKD_URL
+held_false_auth() { "$LOCKCTL_BIN" --url "$auth_url" --token-file "$d/token" status "$1" | grep -qx "held=false"; }
+t_status 1 "auth: without LOCKD_TOKEN, shell with-lock.sh is refused (401)" \
+    env LOCKD_URL="$auth_url" "$ex/shell/with-lock.sh" ex.auth.shell true
+t_status 3 "auth: shell with-lock.sh sends LOCKD_TOKEN with its acquire" \
+    env LOCKD_URL="$auth_url" LOCKD_TOKEN=ex-token-1 "$ex/shell/with-lock.sh" ex.auth.shell \
+    sh -c '"$0" --url "$1" --token-file "$2" status ex.auth.shell | grep -qx held=true && exit 3' \
+    "$LOCKCTL_BIN" "$auth_url" "$d/token"
+t_check "auth: ... and with its release (its 15 s lease is gone at once)" held_false_auth ex.auth.shell
+t_check "auth: shell with-lock.sh sends LOCKD_TOKEN with its renewals (a 900 ms lease held for 1.5 s)" \
+    env LOCKD_URL="$auth_url" LOCKD_TOKEN=ex-token-1 TTL_MS=900 "$ex/shell/with-lock.sh" ex.auth.renew \
+    sh -c 'sleep 1.5; "$0" --url "$1" --token-file "$2" status ex.auth.renew | grep -qx held=true' \
+    "$LOCKCTL_BIN" "$auth_url" "$d/token"
+t_check "auth: curl walk-through sends LOCKD_TOKEN" \
+    sh -c 'LOCKD_URL="$2" LOCKD_TOKEN=ex-token-1 sh "$0/curl/walkthrough.sh" ex.auth.curl >"$1/auth-curl.out" 2>&1' "$ex" "$d" "$auth_url"
+t_check "auth: curl walk-through released the lock" held_false_auth ex.auth.curl
+t_check "auth: python example sends LOCKD_TOKEN" \
+    sh -c 'LOCKD_URL="$2" LOCKD_TOKEN=ex-token-1 python3 "$0/python/lockd_client.py" ex.auth.py >"$1/auth-py.out" 2>&1 &&
+        grep -q "refused: locked" "$1/auth-py.out"' "$ex" "$d" "$auth_url"
+t_check "auth: python example released the lock" held_false_auth ex.auth.py
+t_check "auth: node example sends LOCKD_TOKEN" \
+    sh -c 'LOCKD_URL="$2" LOCKD_TOKEN=ex-token-1 node "$0/node/lock.mjs" ex.auth.node >"$1/auth-node.out" 2>&1 &&
+        grep -q "refused: locked" "$1/auth-node.out"' "$ex" "$d" "$auth_url"
+t_check "auth: node example released the lock" held_false_auth ex.auth.node
+if [ -x "$d/go-example" ]; then
+    t_check "auth: go example sends LOCKD_TOKEN" \
+        sh -c 'LOCKD_URL="$1" LOCKD_TOKEN=ex-token-1 "$0/go-example" ex.auth.go >"$0/auth-go.out" 2>&1 &&
+            grep -q "refused: locked" "$0/auth-go.out"' "$d" "$auth_url"
+    t_check "auth: go example released the lock" held_false_auth ex.auth.go
+fi
+
 for f in "$d"/*.out; do
     [ -s "$f" ] || continue
     if [ "$T_FAIL" -gt 0 ]; then echo "--- $f"; cat "$f"; fi
