@@ -34,6 +34,8 @@
 /* One long poll asks for at most this much wait; longer --wait repeats it. */
 #define LOCKCTL_WAIT_CHUNK_MS 300000LL /* lockd's default max_wait_ms */
 #define LOCKCTL_WAIT_SMALL_MS 60000LL  /* when a lockd allows less */
+/* lockd's default_ttl_ms, should a grant not say its ttl. */
+#define LOCKCTL_DEFAULT_TTL_MS 30000LL
 /* Exit code when lockd answered with an error not covered by sysexits. */
 #define LOCKCTL_EX_FAILED 1
 
@@ -128,8 +130,10 @@ static const char lc_usage[] =
     "\n"
     "Durations: 500ms, 30s, 5m, 1h, or plain milliseconds.\n"
     "run sets LOCKD_LOCK, LOCKD_LEASE and LOCKD_FENCING_TOKEN for COMMAND, heartbeats its\n"
-    "session every ttl/3, signals COMMAND if the lock is lost (default SIGTERM), releases\n"
-    "when COMMAND exits and exits with its status (128+N if killed by signal N).\n"
+    "session and checks the lease every third of the shorter of --ttl and --session-ttl,\n"
+    "signals COMMAND if the lock is lost, or before it could expire unconfirmed (lockd dead\n"
+    "or hung; default SIGTERM), releases when COMMAND exits and exits with its status\n"
+    "(128+N if killed by signal N).\n"
     "\n"
     "exit codes: 0 ok, 1 lockd refused (lost lease, not found...), 64 usage or invalid\n"
     "request, 66 token file unreadable, 69 lockd unreachable or unavailable,\n"
@@ -582,14 +586,23 @@ static int need_name(const struct lc_opts *o, const char *cmd)
     return 0;
 }
 
+static long long mono_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1000LL + t.tv_nsec / 1000000;
+}
+
 /*
  * POST /locks/NAME with body, repeating the long poll while wait_ms is left
  * (each poll asks for at most LOCKCTL_WAIT_CHUNK_MS, lockd's default
  * max_wait_ms, or 60 s when lockd refuses that). Returns LC_OK with the
- * last answer in out, or LC_UNREACHABLE.
+ * last answer in out, or LC_UNREACHABLE. sent_ms (may be NULL) gets the
+ * monotonic time the last request was sent: a lease it granted was granted
+ * after that.
  */
 static enum lc_result acquire_call(struct lc_ctx *x, const char *name, json_t *body,
-                                   long long wait_ms, struct lc_resp *out)
+                                   long long wait_ms, struct lc_resp *out, long long *sent_ms)
 {
     char *ename = path_escape(x->h, name);
     size_t plen = strlen(ename) + 8;
@@ -611,6 +624,8 @@ static enum lc_result acquire_call(struct lc_ctx *x, const char *name, json_t *b
             left = 0;
         long long chunk = left > cap ? cap : left;
         json_object_set_new(body, "wait_ms", json_integer(chunk));
+        if (sent_ms != NULL)
+            *sent_ms = mono_ms();
         res = client_call(&x->client, x->h, "POST", path, NULL, body,
                           (long)(chunk + LOCKCTL_TIMEOUT_MS), false, out);
         if (res == LC_OK && out->status == 400 && chunk > LOCKCTL_WAIT_SMALL_MS) {
@@ -658,7 +673,7 @@ static int cmd_acquire(struct lc_ctx *x)
         json_object_set_new(body, "limit", json_integer(n));
     }
     struct lc_resp r;
-    if (acquire_call(x, o->pos[0], body, wait_ms, &r) != LC_OK) {
+    if (acquire_call(x, o->pos[0], body, wait_ms, &r, NULL) != LC_OK) {
         rc = EX_UNAVAILABLE;
         goto out;
     }
@@ -899,20 +914,41 @@ static int cmd_health(struct lc_ctx *x)
 
 enum lc_on_lost { ON_LOST_TERM, ON_LOST_KILL, ON_LOST_IGNORE };
 
-/* Shared by the main thread and the heartbeat thread; fields under mu. */
+/*
+ * Shared by the main thread and the heartbeat thread; fields under mu.
+ *
+ * The safety rule: COMMAND must be stopped before anyone else can be granted
+ * the lock, and lockctl cannot count on lockd to tell it (lockd may be dead,
+ * hung or cut off). So lockctl keeps two lower bounds of its own, on the
+ * monotonic clock, each from the time a request lockd answered was SENT
+ * (lockd handled it later, so the real times are later still):
+ * - the session lives until session_ok_ms + session_ttl_ms at least: lockd
+ *   extended it to a full ttl when it answered the heartbeat;
+ * - the lease lives until lease_until_ms at least: the send time of the
+ *   acquire plus the granted ttl, then of each GET /locks/NAME plus the
+ *   expires_in_ms it reported. The lease's own ttl counts, not a session's:
+ *   lockd's watchdog renews it every ttl/3, so a lease ttl shorter than the
+ *   session ttl runs out first when lockd dies, and a heartbeat alone proves
+ *   only that lockd was alive, not when the lease was last renewed.
+ * COMMAND is signalled once the earlier bound, less hb_margin_ms, passes.
+ */
 struct lc_hb {
     pthread_mutex_t mu;
-    pthread_cond_t cv;
+    pthread_cond_t cv; /* signalled on stop and when the lock is granted */
     bool stop;
     bool lost;
-    bool acquired; /* the lock was granted: `lost` entries for it count */
+    bool acquired; /* the lock was granted: the fields below it are set */
     pid_t child;   /* running COMMAND, 0 when none (or reaped) */
     enum lc_on_lost on_lost;
+    long long session_ok_ms;  /* monotonic send time of the last answered session request */
+    long long lease_until_ms; /* monotonic: the lease exists in the backend until then */
+    long long lease_ttl_ms;   /* granted ttl */
+    json_int_t token;         /* our fencing token */
+    const char *lock_path;    /* escaped path "/locks/NAME" */
     /* read-only after start */
     const struct lc_client *client;
     const char *session; /* escaped path "/sessions/ID" */
     const char *name;
-    long long interval_ms;
     long long session_ttl_ms;
 };
 
@@ -925,13 +961,6 @@ static void run_forward_signal(int sig)
         kill(p, sig);
 }
 
-static long long mono_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1000LL + t.tv_nsec / 1000000;
-}
-
 static bool json_array_has(json_t *arr, const char *s)
 {
     size_t i;
@@ -941,6 +970,40 @@ static bool json_array_has(json_t *arr, const char *s)
             return true;
     }
     return false;
+}
+
+/* min(session ttl, lease ttl once granted): the shortest life a confirmation buys. Under mu. */
+static long long hb_window_ms(const struct lc_hb *hb)
+{
+    if (hb->acquired && hb->lease_ttl_ms < hb->session_ttl_ms)
+        return hb->lease_ttl_ms;
+    return hb->session_ttl_ms;
+}
+
+/* Heartbeat every third of the window, so one late or lost heartbeat is not a loss. */
+static long long hb_interval_ms(const struct lc_hb *hb)
+{
+    long long w = hb_window_ms(hb) / 3;
+    return w > 0 ? w : 1;
+}
+
+/* Time kept in hand for waking up, signalling COMMAND and clock rate error. */
+static long long hb_margin_ms(const struct lc_hb *hb)
+{
+    return hb_window_ms(hb) / 10 + 50;
+}
+
+/* The monotonic time by which COMMAND must have been stopped unless a newer
+ * answer moves it; *why says which bound it is. Under mu. */
+static long long hb_deadline_ms(const struct lc_hb *hb, const char **why)
+{
+    long long dl = hb->session_ok_ms + hb->session_ttl_ms;
+    *why = "no heartbeat reached lockd within the session ttl";
+    if (hb->acquired && hb->lease_until_ms < dl) {
+        dl = hb->lease_until_ms;
+        *why = "lockd did not confirm the lease before it could expire";
+    }
+    return dl - hb_margin_ms(hb);
 }
 
 /* Called with hb->mu held: marks the lock lost and signals COMMAND once. */
@@ -964,11 +1027,73 @@ static void hb_mark_lost(struct lc_hb *hb, const char *why)
     kill(hb->child, sig);
 }
 
+/* A request's timeout: at most max(interval, 1 s), and never past the
+ * deadline (a hung lockd must not hold the check up). Under mu. */
+static long hb_timeout_ms(const struct lc_hb *hb, long long sent_ms)
+{
+    long long t = hb_interval_ms(hb) < 1000 ? 1000 : hb_interval_ms(hb);
+    const char *why;
+    if (!hb->lost) {
+        long long left = hb_deadline_ms(hb, &why) - sent_ms;
+        if (left < t)
+            t = left > 1 ? left : 1; /* 0 would mean no timeout to libcurl */
+    }
+    return (long)t;
+}
+
 /*
- * The heartbeat thread: PUT /sessions/ID every interval. The lock counts as
- * lost when lockd says the session is gone (404), when the lock shows up in
- * `lost`, or when no heartbeat has succeeded for a whole session ttl (lockd
- * dead or cut off: its session, and so our lock, may have expired by then).
+ * One heartbeat: PUT /sessions/ID, then, while the lock is held, GET
+ * /locks/NAME for how long the lease has left in the backend. Called and
+ * returns with mu held; drops it during the requests.
+ */
+static void hb_beat(struct lc_hb *hb, CURL *h)
+{
+    struct lc_resp r;
+    long long sent = mono_ms();
+    long timeout = hb_timeout_ms(hb, sent);
+    pthread_mutex_unlock(&hb->mu);
+    enum lc_result res =
+        client_call(hb->client, h, "PUT", hb->session, NULL, NULL, timeout, true, &r);
+    pthread_mutex_lock(&hb->mu);
+    bool ok = res == LC_OK && r.status == 200;
+    if (ok) {
+        hb->session_ok_ms = sent;
+        if (hb->acquired && json_array_has(json_object_get(r.body, "lost"), hb->name))
+            hb_mark_lost(hb, "lockd reports it lost (taken over or expired)");
+    } else if (res == LC_OK && r.status == 404) {
+        hb_mark_lost(hb, "the session expired or is unknown to lockd");
+    }
+    if (res == LC_OK)
+        resp_release(&r);
+    if (!ok || !hb->acquired || hb->lost)
+        return;
+
+    sent = mono_ms();
+    timeout = hb_timeout_ms(hb, sent);
+    pthread_mutex_unlock(&hb->mu);
+    res = client_call(hb->client, h, "GET", hb->lock_path, NULL, NULL, timeout, true, &r);
+    pthread_mutex_lock(&hb->mu);
+    if (res != LC_OK)
+        return;
+    if (r.status == 200 && json_is_boolean(json_object_get(r.body, "held"))) {
+        json_t *tok = json_object_get(r.body, "fencing_token");
+        json_t *left = json_object_get(r.body, "expires_in_ms");
+        if (json_is_true(json_object_get(r.body, "held")) && json_is_integer(tok) &&
+            json_integer_value(tok) == hb->token && json_is_integer(left))
+            /* lockd measured expires_in_ms after we sent: the lease lasts at least this long */
+            hb->lease_until_ms = sent + json_integer_value(left);
+        else
+            hb_mark_lost(hb, "lockd shows it no longer held by this run");
+    }
+    /* any other answer (503: the backend is out of reach) confirms nothing */
+    resp_release(&r);
+}
+
+/*
+ * The heartbeat thread: a heartbeat every hb_interval_ms; the lock counts
+ * as lost when lockd says the session is gone (404), when the lock shows up
+ * in `lost` or lockd shows it held by no one or someone else, or when
+ * hb_deadline_ms passes without an answer that moves it.
  */
 static void *hb_main(void *arg)
 {
@@ -976,50 +1101,26 @@ static void *hb_main(void *arg)
     CURL *h = curl_easy_init();
     if (h == NULL)
         abort();
-    long long last_ok = mono_ms();
     pthread_mutex_lock(&hb->mu);
-    for (;;) {
-        /* Wait for the interval, or less when the ttl deadline comes first. */
+    long long last_sent = hb->session_ok_ms;
+    while (!hb->stop) {
+        const char *why = NULL;
+        long long deadline = hb->lost ? LLONG_MAX : hb_deadline_ms(hb, &why);
         long long now = mono_ms();
-        long long next = now + hb->interval_ms;
-        if (next > last_ok + hb->session_ttl_ms)
-            next = last_ok + hb->session_ttl_ms;
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        long long wait_ms = next - now > 0 ? next - now : 0;
-        ts.tv_sec += (time_t)(wait_ms / 1000);
-        ts.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
+        if (now >= deadline) {
+            hb_mark_lost(hb, why);
+            continue;
         }
-        while (!hb->stop) {
-            int w = pthread_cond_timedwait(&hb->cv, &hb->mu, &ts);
-            if (w == ETIMEDOUT)
-                break;
+        long long next = last_sent + hb_interval_ms(hb);
+        if (now >= next) {
+            last_sent = now;
+            hb_beat(hb, h);
+            continue;
         }
-        if (hb->stop)
-            break;
-        pthread_mutex_unlock(&hb->mu);
-
-        long long sent = mono_ms();
-        long timeout = (long)(hb->interval_ms < 1000 ? 1000 : hb->interval_ms);
-        struct lc_resp r;
-        enum lc_result res =
-            client_call(hb->client, h, "PUT", hb->session, NULL, NULL, timeout, true, &r);
-
-        pthread_mutex_lock(&hb->mu);
-        if (res == LC_OK && r.status == 200) {
-            last_ok = sent;
-            if (hb->acquired && json_array_has(json_object_get(r.body, "lost"), hb->name))
-                hb_mark_lost(hb, "lockd reports it lost (taken over or expired)");
-        } else if (res == LC_OK && r.status == 404) {
-            hb_mark_lost(hb, "the session expired or is unknown to lockd");
-        } else if (mono_ms() - last_ok >= hb->session_ttl_ms) {
-            hb_mark_lost(hb, "no heartbeat reached lockd within the session ttl");
-        }
-        if (res == LC_OK)
-            resp_release(&r);
+        /* Sleep until the next heartbeat or the deadline; a grant or stop wakes us early. */
+        long long until = next < deadline ? next : deadline;
+        struct timespec ts = {(time_t)(until / 1000), (long)(until % 1000) * 1000000L};
+        pthread_cond_timedwait(&hb->cv, &hb->mu, &ts);
     }
     pthread_mutex_unlock(&hb->mu);
     curl_easy_cleanup(h);
@@ -1128,6 +1229,7 @@ static int cmd_run(struct lc_ctx *x)
     body = json_pack("{s:s}", "owner", owner);
     if (sttl_ms >= 0)
         json_object_set_new(body, "ttl_ms", json_integer(sttl_ms));
+    long long session_sent_ms = mono_ms();
     enum lc_result res = client_call(&x->client, x->h, "POST", "/sessions", NULL, body,
                                      LOCKCTL_TIMEOUT_MS, false, &r);
     json_decref(body);
@@ -1160,7 +1262,7 @@ static int cmd_run(struct lc_ctx *x)
     hb.session = session_path;
     hb.name = name;
     hb.session_ttl_ms = got_ttl;
-    hb.interval_ms = got_ttl / 3 > 0 ? got_ttl / 3 : 1;
+    hb.session_ok_ms = session_sent_ms;
     pthread_t tid;
     if (pthread_create(&tid, NULL, hb_main, &hb) != 0) {
         lc_err("cannot start the heartbeat thread");
@@ -1178,7 +1280,8 @@ static int cmd_run(struct lc_ctx *x)
     ename = path_escape(x->h, name);
     if (asprintf(&lock_path, "/locks/%s", ename) < 0)
         abort();
-    if (acquire_call(x, name, body, wait_ms, &r) != LC_OK) {
+    long long acquire_sent_ms = 0;
+    if (acquire_call(x, name, body, wait_ms, &r, &acquire_sent_ms) != LC_OK) {
         rc = EX_UNAVAILABLE;
         goto out;
     }
@@ -1191,6 +1294,9 @@ static int cmd_run(struct lc_ctx *x)
     if (lease == NULL)
         abort();
     json_int_t token = json_integer_value(json_object_get(r.body, "fencing_token"));
+    json_int_t lease_ttl = json_integer_value(json_object_get(r.body, "ttl_ms"));
+    if (lease_ttl <= 0)
+        lease_ttl = ttl_ms > 0 ? ttl_ms : LOCKCTL_DEFAULT_TTL_MS;
     resp_release(&r);
     env = run_env(name, lease, token);
 
@@ -1198,6 +1304,15 @@ static int cmd_run(struct lc_ctx *x)
     fflush(NULL);
     pthread_mutex_lock(&hb.mu);
     hb.acquired = true;
+    hb.token = token;
+    hb.lock_path = lock_path;
+    hb.lease_ttl_ms = lease_ttl;
+    /* lockd granted it after we sent the acquire: it lasts a ttl from then at least */
+    hb.lease_until_ms = acquire_sent_ms + lease_ttl;
+    pthread_cond_signal(&hb.cv); /* the heartbeat interval and deadline change */
+    const char *why;
+    if (!hb.lost && mono_ms() >= hb_deadline_ms(&hb, &why))
+        hb_mark_lost(&hb, why); /* the grant came too late to be used */
     if (hb.lost) {
         pthread_mutex_unlock(&hb.mu);
         rc = LOCKCTL_EX_FAILED;

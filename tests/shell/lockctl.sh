@@ -1,8 +1,12 @@
 #!/bin/sh
 # lockctl.sh - lockctl against a real lockd: plain commands, exit codes
-# (64 usage, 69 unreachable, 75 not obtained), and `run`: environment,
-# exit status pass-through, mutual exclusion of two runs started together,
-# and COMMAND signalled when lockd dies.
+# (64 usage, 66 token file, 69 unreachable or TLS not verified, 75 not
+# obtained, 77 unauthorized), --token-file, LOCKD_TOKEN_FILE and --cacert
+# (HTTPS with a throwaway CA), and `run`: environment, exit status
+# pass-through, mutual exclusion of runs started together, COMMAND signalled
+# when lockd dies (--on-lost term, kill, ignore), and, with two lockd on one
+# redis-server, COMMAND stopped before a lease ttl shorter than the session
+# ttl lets another client in.
 set -eu
 . "$(dirname "$0")/lib/common.sh"
 
@@ -107,5 +111,152 @@ t_wait_for 50 sh -c '! kill -0 "$0" 2>/dev/null' "$run_pid" || true
 wait "$run_pid" || run_rc=$?
 t_check "run exited with COMMAND's status after the loss ($run_rc)" test "$run_rc" -eq 0
 t_check "run said why it signalled COMMAND" grep -q "lost" "$d/victim.err"
+
+# ---- run --on-lost kill: lockd dies, COMMAND gets SIGKILL, run exits 128+9
+t_start_lockd onlost-kill
+"$L" --url "$T_LOCKD_URL" run sh.onlost.kill --session-ttl 1500ms --on-lost kill -- \
+    sh -c 'touch "$0"; exec sleep 20' "$d/kill.started" 2>"$d/kill.err" &
+run_pid=$!
+T_PIDS="$T_PIDS $run_pid"
+t_check "--on-lost kill: COMMAND started" t_wait_for 50 test -e "$d/kill.started"
+kill -9 "$T_LOCKD_PID"
+run_rc=0
+t_wait_for 80 sh -c '! kill -0 "$0" 2>/dev/null' "$run_pid" || true
+wait "$run_pid" || run_rc=$?
+t_check "--on-lost kill: run exits 137 (128 + SIGKILL) when the lock is lost ($run_rc)" test "$run_rc" -eq 137
+t_check "--on-lost kill: run said it sent SIGKILL" grep -q "sending SIGKILL" "$d/kill.err"
+
+# ---- run --on-lost ignore: lockd dies, COMMAND is told nothing and finishes
+# normally (once run has reported the loss), run exits with COMMAND's status
+t_start_lockd onlost-ignore
+"$L" --url "$T_LOCKD_URL" run sh.onlost.ignore --session-ttl 1500ms --on-lost ignore -- sh -c '
+    trap "echo got-term >\"\$0\"" TERM
+    touch "$1"
+    i=0
+    until grep -q "keeps running" "$2" 2>/dev/null; do
+        i=$((i + 1)); [ $i -lt 100 ] || exit 98; sleep 0.1
+    done
+    exit 5' "$d/ignore.term" "$d/ignore.started" "$d/ignore.err" 2>"$d/ignore.err" &
+run_pid=$!
+T_PIDS="$T_PIDS $run_pid"
+t_check "--on-lost ignore: COMMAND started" t_wait_for 50 test -e "$d/ignore.started"
+kill -9 "$T_LOCKD_PID"
+run_rc=0
+t_wait_for 150 sh -c '! kill -0 "$0" 2>/dev/null' "$run_pid" || true
+wait "$run_pid" || run_rc=$?
+t_check "--on-lost ignore: COMMAND finished normally, run exits with its status ($run_rc)" \
+    test "$run_rc" -eq 5
+t_check "--on-lost ignore: run reported the loss and left COMMAND running" \
+    grep -q "lost: .*; COMMAND (pid [0-9]*) keeps running (--on-lost ignore)" "$d/ignore.err"
+t_check "--on-lost ignore: COMMAND got no signal" test ! -e "$d/ignore.term"
+
+# ---- run: lockd shows the lock no longer held by this run (here COMMAND
+# released it itself, through LOCKD_LEASE): that is a loss too
+sr_rc=0
+"$L" run sh.selfrelease --session-ttl 1500ms -- sh -c '
+    trap "echo got-term >\"\$0\"; kill \$s; exit 0" TERM
+    "$1" release "$LOCKD_LOCK" >/dev/null || exit 99
+    sleep 5 & s=$!
+    wait; exit 97' "$d/selfrelease.term" "$L" 2>"$d/selfrelease.err" || sr_rc=$?
+t_check "a lock no longer held by the run's lease counts as lost: COMMAND got SIGTERM ($sr_rc)" \
+    test -s "$d/selfrelease.term" -a "$sr_rc" -eq 0
+t_check "run said lockd shows it no longer held" grep -q "no longer held by this run" "$d/selfrelease.err"
+
+# ---- bearer tokens: --token-file and LOCKD_TOKEN_FILE
+printf '# lockd tokens\nsecret-one\nsecret-two\n' >"$d/tokens"
+printf '# ours\n\n  secret-two  \n' >"$d/token.right"
+printf 'not-a-token\n' >"$d/token.wrong"
+printf '# nothing but a comment\n\n' >"$d/token.empty"
+t_start_lockd auth --auth_token_file "$d/tokens"
+auth_url=$T_LOCKD_URL
+t_check "--token-file with a valid token works" \
+    sh -c '"$0" --url "$1" --token-file "$2" status sh.auth | grep -qx held=false' "$L" "$auth_url" "$d/token.right"
+t_check "LOCKD_TOKEN_FILE is used" \
+    sh -c 'LOCKD_TOKEN_FILE="$2" "$0" --url "$1" status sh.auth | grep -qx held=false' "$L" "$auth_url" "$d/token.right"
+t_check "run sends the token for every request (session, acquire, heartbeat, release)" \
+    sh -c 'LOCKD_TOKEN_FILE="$2" "$0" --url "$1" run sh.auth --session-ttl 1500ms -- sleep 2 &&
+        LOCKD_TOKEN_FILE="$2" "$0" --url "$1" status sh.auth | grep -qx held=false' "$L" "$auth_url" "$d/token.right"
+t_status 77 "no token against an authenticating lockd exits 77" "$L" --url "$auth_url" status sh.auth
+t_status 77 "a wrong token exits 77" "$L" --url "$auth_url" --token-file "$d/token.wrong" status sh.auth
+t_status 77 "run with a wrong token exits 77 without running COMMAND" \
+    "$L" --url "$auth_url" --token-file "$d/token.wrong" run sh.auth -- touch "$d/auth-ran"
+t_check "COMMAND did not run" test ! -e "$d/auth-ran"
+t_status 66 "a missing token file exits 66" "$L" --url "$auth_url" --token-file "$d/no-such-file" status sh.auth
+t_status 66 "a missing LOCKD_TOKEN_FILE exits 66" env LOCKD_TOKEN_FILE="$d/no-such-file" "$L" --url "$auth_url" status sh.auth
+t_status 66 "a token file without a token exits 66" "$L" --url "$auth_url" --token-file "$d/token.empty" status sh.auth
+
+# ---- TLS: --cacert against lockd serving HTTPS with a throwaway CA
+tls_certs() (
+    cd "$d" &&
+        openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout ca.key \
+            -out ca.pem -days 2 -subj '/CN=lockctl test CA' \
+            -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign &&
+        openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout key.pem \
+            -out srv.csr -subj '/CN=127.0.0.1' &&
+        printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n' >ext.cnf &&
+        openssl x509 -req -in srv.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 \
+            -extfile ext.cnf -out cert.pem &&
+        openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout other.key \
+            -out other-ca.pem -days 2 -subj '/CN=some other CA'
+) >"$d/openssl.log" 2>&1
+t_check "openssl made a CA and a certificate for 127.0.0.1" tls_certs
+t_start_lockd tls --tls_cert "$d/cert.pem" --tls_key "$d/key.pem"
+tls_url=$(echo "$T_LOCKD_URL" | sed 's|^http:|https:|')
+t_check "--cacert with the right CA works over https" \
+    sh -c '"$0" --url "$1" --cacert "$2" status sh.tls | grep -qx held=false' "$L" "$tls_url" "$d/ca.pem"
+t_check "run works over https (--cacert for every request)" \
+    "$L" --url "$tls_url" --cacert "$d/ca.pem" run sh.tls --session-ttl 1500ms -- \
+    sh -c '"$0" --url "$1" --cacert "$2" status sh.tls | grep -qx held=true && sleep 2' "$L" "$tls_url" "$d/ca.pem"
+t_status 69 "--cacert with another CA exits 69 (certificate not verified)" \
+    "$L" --url "$tls_url" --cacert "$d/other-ca.pem" status sh.tls
+t_status 69 "without --cacert the throwaway CA is not trusted: exits 69" "$L" --url "$tls_url" status sh.tls
+
+# ---- run: a lease ttl shorter than the session ttl bounds how long COMMAND
+# may outlive its lockd. Two lockd share one redis-server; `run --ttl 1s
+# --session-ttl 10s` through lockd A, another client waits through lockd B,
+# then A dies (SIGKILL) or hangs (SIGSTOP). The lease expires in redis about
+# 1 s later and B grants it: COMMAND must have been stopped by then. Each side
+# records the time after the fact (COMMAND when its SIGTERM trap runs, the
+# other client when its acquire has returned), so a slow machine delays both.
+if t_start_redis redis; then
+    # safety_case TAG SIGNAL
+    safety_case() {
+        t_start_lockd "lockd-a-$1" --redis "$T_REDIS_URL"
+        a_url=$T_LOCKD_URL a_pid=$T_LOCKD_PID
+        t_start_lockd "lockd-b-$1" --redis "$T_REDIS_URL"
+        b_url=$T_LOCKD_URL
+        "$L" --url "$a_url" run "sh.safety.$1" --ttl 1s --session-ttl 10s -- sh -c '
+            trap "date +%s%N >\"\$0\"; kill \$s 2>/dev/null; exit 0" TERM
+            sleep 20 & s=$!
+            touch "$1"
+            wait' "$d/safety.$1.stopped" "$d/safety.$1.started" 2>"$d/safety.$1.err" &
+        s_run=$!
+        T_PIDS="$T_PIDS $s_run"
+        t_check "safety/$1: COMMAND runs under lockd A" t_wait_for 50 test -e "$d/safety.$1.started"
+        # B's client queues for the lock while A still holds it
+        sh -c '"$0" --url "$1" acquire "$2" --wait 20s --ttl 30s >/dev/null 2>"$3.err"; rc=$?
+            date +%s%N >"$3"; exit $rc' "$L" "$b_url" "sh.safety.$1" "$d/safety.$1.granted" &
+        s_acq=$!
+        T_PIDS="$T_PIDS $s_acq"
+        sleep 0.3
+        kill "-$2" "$a_pid"
+        s_rc=0
+        t_wait_for 150 test -s "$d/safety.$1.granted" || true
+        wait "$s_acq" || s_rc=$?
+        t_check "safety/$1: the other client got the lock through lockd B ($s_rc)" test "$s_rc" -eq 0
+        t_check "safety/$1: COMMAND was stopped" t_wait_for 150 test -s "$d/safety.$1.stopped"
+        stopped=$(cat "$d/safety.$1.stopped" 2>/dev/null || echo 0)
+        granted=$(cat "$d/safety.$1.granted" 2>/dev/null || echo 0)
+        t_check "safety/$1: COMMAND stopped before the lock was granted again ($(((granted - stopped) / 1000000)) ms before)" \
+            test "$stopped" -gt 0 -a "$stopped" -le "$granted"
+        [ "$2" = STOP ] && kill -CONT "$a_pid" 2>/dev/null
+        t_wait_for 50 sh -c '! kill -0 "$0" 2>/dev/null' "$s_run" || true
+        wait "$s_run" 2>/dev/null || true
+    }
+    safety_case killed KILL
+    safety_case hung STOP
+else
+    echo "# redis-server not installed: the two-lockd lease-ttl test is skipped"
+fi
 
 t_done

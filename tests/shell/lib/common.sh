@@ -89,6 +89,38 @@ t_start_lockd() {
     T_LOCKD_URL="http://127.0.0.1:$(cat "$T_TMP/$t_name.port")"
 }
 
+# t_free_port: prints a loopback port that was free a moment ago.
+t_free_port() {
+    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# t_start_redis NAME: starts a throwaway redis-server (no persistence) on a
+# free loopback port; sets T_REDIS_PID and T_REDIS_URL. Returns 1 when
+# redis-server is not installed; exits when it does not start in 10 s.
+t_start_redis() {
+    command -v redis-server >/dev/null 2>&1 || return 1
+    t_name=$1
+    mkdir -p "$T_TMP/$t_name"
+    for _ in 1 2 3; do
+        T_REDIS_PORT=$(t_free_port)
+        redis-server --port "$T_REDIS_PORT" --bind 127.0.0.1 --dir "$T_TMP/$t_name" \
+            --save '' --appendonly no --daemonize no >"$T_TMP/$t_name.log" 2>&1 &
+        T_REDIS_PID=$!
+        T_PIDS="$T_PIDS $T_REDIS_PID"
+        # ours, not another redis that won the port: its process_id is our pid
+        if t_wait_for 100 sh -c 'redis-cli -p "$0" info server 2>/dev/null | tr -d "\r" |
+                grep -qx "process_id:$1" || ! kill -0 "$1" 2>/dev/null' "$T_REDIS_PORT" "$T_REDIS_PID" &&
+            kill -0 "$T_REDIS_PID" 2>/dev/null; then
+            T_REDIS_URL="redis://127.0.0.1:$T_REDIS_PORT"
+            return 0
+        fi
+        kill -9 "$T_REDIS_PID" 2>/dev/null || true # lost the port to someone else: again
+    done
+    echo "redis-server did not start; its log:" >&2
+    cat "$T_TMP/$t_name.log" >&2
+    exit 1
+}
+
 # t_done: prints the closing line; exit status says whether all passed.
 t_done() {
     echo "$T_PASS passed, $T_FAIL failed"
