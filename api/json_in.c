@@ -3,10 +3,46 @@
  */
 #include "api/json_in.h"
 
+#include <stdbool.h>
 #include <string.h>
 
 #include "api/errors.h"
 #include "server/util.h"
+
+/* jansson refuses a number too large for it before we see its field. The
+ * error position is just past the number: walk back over it, the colon and
+ * the key's closing quote to find which field it was, so the answer can be
+ * invalid_field naming it, like any other out-of-range value. */
+static bool number_field(const char *body, size_t pos, char *key, size_t keylen)
+{
+    size_t i = pos;
+    while (i > 0 && strchr("0123456789+-.eE", body[i - 1]) != NULL)
+        i--;
+    if (i == pos)
+        return false;
+    while (i > 0 && strchr(" \t\r\n", body[i - 1]) != NULL)
+        i--;
+    if (i == 0 || body[--i] != ':')
+        return false;
+    while (i > 0 && strchr(" \t\r\n", body[i - 1]) != NULL)
+        i--;
+    if (i == 0 || body[--i] != '"')
+        return false;
+    size_t end = i;
+    while (i > 0 && (body[i - 1] == '_' || (body[i - 1] >= 'a' && body[i - 1] <= 'z')))
+        i--;
+    if (i == 0 || body[i - 1] != '"' || end == i || end - i >= keylen)
+        return false;
+    /* The opening quote must start a member of the top-level object. */
+    size_t j = i - 1;
+    while (j > 0 && strchr(" \t\r\n", body[j - 1]) != NULL)
+        j--;
+    if (j == 0 || (body[j - 1] != '{' && body[j - 1] != ','))
+        return false;
+    memcpy(key, body + i, end - i);
+    key[end - i] = '\0';
+    return true;
+}
 
 json_t *json_in_parse(const char *body, size_t len, struct api_error *e)
 {
@@ -19,6 +55,13 @@ json_t *json_in_parse(const char *body, size_t len, struct api_error *e)
     json_t *root =
         json_loadb(body, len, JSON_REJECT_DUPLICATES /* \u0000 is refused by default */, &jerr);
     if (root == NULL) {
+        char key[32];
+        if ((strstr(jerr.text, "too big") != NULL || strstr(jerr.text, "overflow") != NULL) &&
+            jerr.position > 0 && (size_t)jerr.position <= len &&
+            number_field(body, (size_t)jerr.position, key, sizeof(key))) {
+            api_error_set(e, 400, "invalid_field", "field '%s' is out of range", key);
+            return NULL;
+        }
         api_error_set(e, 400, "invalid_json", "body is not valid JSON: %s (at byte %d)", jerr.text,
                       jerr.position);
         return NULL;

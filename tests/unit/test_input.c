@@ -73,6 +73,25 @@ static void test_json(void **state)
         assert_string_equal(e.code, "invalid_json");
     }
 
+    /* A number too big for jansson is the named field's invalid_field; where
+     * no top-level key can be found it stays invalid_json. */
+    const struct {
+        const char *body, *code, *field;
+    } big[] = {
+        {"{\"ttl_ms\":999999999999999999999999}", "invalid_field", "'ttl_ms'"},
+        {"{\"owner\":\"x\", \"wait_ms\" :\t1e400 }", "invalid_field", "'wait_ms'"},
+        {"{\"ttl_ms\":-99999999999999999999999}", "invalid_field", "'ttl_ms'"},
+        {"[1e400]", "invalid_json", NULL},
+        {"{\"a\\\"b\":1e400}", "invalid_json", NULL},
+        {"1e400", "invalid_json", NULL},
+    };
+    for (size_t i = 0; i < sizeof(big) / sizeof(big[0]); i++) {
+        assert_null(json_in_parse(big[i].body, strlen(big[i].body), &e));
+        assert_string_equal(e.code, big[i].code);
+        if (big[i].field != NULL)
+            assert_non_null(strstr(e.message, big[i].field));
+    }
+
     const char *ok = "{\"ttl_ms\":500,\"owner\":\"me\",\"reentrant\":true}";
     o = json_in_parse(ok, strlen(ok), &e);
     assert_non_null(o);
