@@ -507,7 +507,35 @@ static void test_slow_client_and_raw_garbage(void)
     ssize_t got = read(fd, buf, sizeof(buf));
     (void)got;
     close(fd);
+
+    /* Raw NUL bytes inside a body (inside a string, and bare): 400
+     * invalid_json, nothing acquired. */
+    static const char nul_bodies[][24] = {"{\"owner\":\"a\0b\"}", "{\"ttl_ms\":1\0}"};
+    static const size_t nul_lens[] = {14, 14};
+    for (int i = 0; i < 2; i++) {
+        fd = socket(AF_INET, SOCK_STREAM, 0);
+        CHECK(connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0);
+        char head[160];
+        int hl = snprintf(head, sizeof(head),
+                          "POST /locks/nul-body HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                          "Content-Length: %zu\r\n\r\n",
+                          nul_lens[i]);
+        CHECK(write(fd, head, (size_t)hl) == hl);
+        CHECK(write(fd, nul_bodies[i], nul_lens[i]) == (ssize_t)nul_lens[i]);
+        char ans[2048];
+        size_t have = 0;
+        ssize_t n;
+        while (have < sizeof(ans) - 1 && (n = read(fd, ans + have, sizeof(ans) - 1 - have)) > 0)
+            have += (size_t)n;
+        ans[have] = '\0';
+        close(fd);
+        CHECK(strncmp(ans, "HTTP/1.1 400", 12) == 0);
+        CHECK(strstr(ans, "\"error\":\"invalid_json\"") != NULL);
+    }
     struct th_resp r;
+    req("GET", "/locks/nul-body", NULL, &r);
+    CHECK(json_is_false(json_object_get(r.json, "held")));
+    th_resp_free(&r);
     req("GET", "/healthz", NULL, &r);
     CHECK_EQ_INT(r.status, 200);
     th_resp_free(&r);
