@@ -482,6 +482,7 @@ report() {
     echo "| lockd memory / raw Redis pairs/s | ${R[ratio.memredis]:-$(ratio "${R[memory.ops_per_s]:-}" "${R[redis.pairs_per_s]:-}")} | |"
     echo "| etcd / lockd handoff p50, release sent → next grant (memory) | $(ratio "${R[etcd_contended.handoff_send_p50_us]:-}" "${R[memory_contended.handoff_send_p50_us]:-}") | |"
     echo "| lockd redis handoff across 2 lockd (pub/sub), p50 / p99 | $(fmt "${R[lockdredis_2lockd.handoff_cross_p50_us]:-}") / $(fmt "${R[lockdredis_2lockd.handoff_cross_p99_us]:-}") µs (${R[lockdredis_2lockd.handoff_cross_n]:-0} handoffs) | |"
+    echo "| etcd / lockd handoff p50 / p99 across 2 lockd (release answered → next grant) | $(ratio "${R[etcd_contended.handoff_p50_us]:-}" "${R[lockdredis_2lockd.handoff_cross_p50_us]:-}") / $(ratio "${R[etcd_contended.handoff_p99_us]:-}" "${R[lockdredis_2lockd.handoff_cross_p99_us]:-}") | |"
     echo "| etcd / lockd handoff p50, release sent → next grant (redis) | $(ratio "${R[etcd_contended.handoff_send_p50_us]:-}" "${R[lockdredis_contended.handoff_send_p50_us]:-}") | lockd p50 ≤ 1000 µs |"
     echo "| etcd / lockd handoff p99, release sent → next grant (redis) | $(ratio "${R[etcd_contended.handoff_send_p99_us]:-}" "${R[lockdredis_contended.handoff_send_p99_us]:-}") | |"
     echo "| lockd redis pair p99 | $(fmt "${R[lockdredis.pair_p99_us]:-}") µs | ≤ 5000 µs |"

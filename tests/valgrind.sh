@@ -4,15 +4,18 @@
 # fails on any memcheck error (invalid read/write, uninitialised use, bad free)
 # or definite/indirect leak in a lockd that exited by itself (SIGTERM), or
 # when an integration program fails. tests/valgrind.supp silences only known
-# issues inside libraries. Timing-bound programs (hardening_limits: 1 s
-# budgets) are left to the native and ASan runs. VALGRIND_REDIS_PROGS run
-# again with TH_BACKEND=redis, so the Redis backend's code (async hiredis
-# connection, replies, scripts) is under memcheck too (~15 s for both).
+# issues inside libraries. Every integration program that starts lockd runs
+# (TH_TIME_SCALE stretches their deadlines); VALGRIND_REDIS_PROGS run again
+# with TH_BACKEND=redis, so the Redis backend's code (async hiredis
+# connection, replies, scripts) is under memcheck too. VALGRIND_SELF_PROGS
+# drive the backend in-process (no lockd): the program itself runs under
+# memcheck. About 3 minutes in all on 2 cores.
 set -u
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
-progs=${VALGRIND_PROGS:-"api_locks hardening_ops hardening_auth_tls"}
-redis_progs=${VALGRIND_REDIS_PROGS:-"hardening_ops hardening_auth_tls"}
+progs=${VALGRIND_PROGS-"api_locks hardening_ops hardening_auth_tls hardening_limits redis_lockd sessions waiting"}
+redis_progs=${VALGRIND_REDIS_PROGS-"hardening_ops hardening_auth_tls"}
+self_progs=${VALGRIND_SELF_PROGS-"redis_backend"}
 out=$repo/build/valgrind
 rm -rf "$out" && mkdir -p "$out"
 cat >"$out/lockd" <<WRAP
@@ -32,6 +35,17 @@ for spec in $(for p in $progs; do echo "$p:memory"; done) $(for p in $redis_prog
         echo "PASS valgrind/$name ($((SECONDS - start))s)"; pass=$((pass + 1))
     else
         echo "FAIL valgrind/$name ($((SECONDS - start))s)"; tail -20 "$out/$p-$b.log" | sed 's/^/    /'; fail=$((fail + 1))
+    fi
+done
+for p in $self_progs; do
+    start=$SECONDS
+    if TH_TIME_SCALE=20 timeout 900 valgrind --tool=memcheck --leak-check=full \
+        --show-leak-kinds=definite,indirect --errors-for-leak-kinds=definite,indirect \
+        --error-exitcode=99 --num-callers=30 --suppressions="$repo/tests/valgrind.supp" \
+        --log-file="$out/vg.self-$p.log" "build/tests/integration/$p" >"$out/$p-self.log" 2>&1; then
+        echo "PASS valgrind/$p (in-process) ($((SECONDS - start))s)"; pass=$((pass + 1))
+    else
+        echo "FAIL valgrind/$p (in-process) ($((SECONDS - start))s)"; tail -20 "$out/$p-self.log" | sed 's/^/    /'; fail=$((fail + 1))
     fi
 done
 # Every report: no errors; exited ones must say so (ERROR SUMMARY: 0).

@@ -617,6 +617,26 @@ static void wait_for_waiters(const char *name, int n)
     CHECK(th_wait_for(has_waiters, arg, 5000));
 }
 
+/* GET /locks/name shows exactly `waiters` queued and held == `held`. */
+struct lock_state {
+    const char *name;
+    long long waiters;
+    bool held;
+};
+
+static bool lock_is(void *arg)
+{
+    const struct lock_state *want = arg;
+    struct th_client *c = th_client_new();
+    struct th_resp r;
+    th_http(c, "GET", fx_url(&fx, "/locks/%s", want->name), NULL, NULL, &r);
+    bool ok = r.status == 200 && th_jint(&r, "waiters") == want->waiters &&
+              json_is_true(json_object_get(r.json, "held")) == want->held;
+    th_resp_free(&r);
+    th_client_free(c);
+    return ok;
+}
+
 static void release(const char *name, const char *lease)
 {
     struct th_resp r;
@@ -662,8 +682,9 @@ static void test_wait_timeout(void)
     int64_t took = th_now_ms() - t0;
     CHECK_EQ_INT(r.status, 409);
     CHECK_STR(th_jerr(&r), "locked");
-    CHECK(th_jint(&r, "waited_ms") >= 450 && th_jint(&r, "waited_ms") <= 450 + 150 * slow());
-    CHECK(took >= 450 && took <= 450 + 200 * slow());
+    /* 500 ms ± 100 (issue 5), stretched only under sanitizers/valgrind. */
+    CHECK(th_jint(&r, "waited_ms") >= 400 && th_jint(&r, "waited_ms") <= 500 + 100 * slow());
+    CHECK(took >= 400 && took <= 500 + 100 * slow());
     json_t *h = json_object_get(r.json, "holder");
     CHECK_STR(json_string_value(json_object_get(h, "owner")), "blocker");
     th_resp_free(&r);
@@ -728,16 +749,40 @@ static void test_wait_disconnect(void)
     pthread_create(&th, NULL, wait_thread, &w);
     wait_for_waiters("wdc", 2);
     close(fd);
-    wait_for_waiters("wdc", 1);
-    th_sleep_ms(50);
-    struct th_resp r;
-    req("GET", "/locks/wdc", NULL, &r);
-    CHECK_EQ_INT(th_jint(&r, "waiters"), 1); /* the hung-up one left the queue */
-    th_resp_free(&r);
+    /* the hung-up one leaves the queue */
+    struct lock_state one = {"wdc", 1, true};
+    CHECK(th_wait_for(lock_is, &one, 2000 * slow()));
     release("wdc", lease);
     pthread_join(th, NULL);
     CHECK_EQ_INT(w.status, 200); /* the next waiter got it, not the dead one */
     release("wdc", w.lease);
+
+    /* A waiter that hangs up as the lock frees may be granted in that same
+     * instant: lockd must give such a grant back at once, not leave the lock
+     * held for its 30 s ttl by a client that is gone. Many rounds, so both
+     * orders (hang-up noticed first, grant first) happen. */
+    for (int i = 0; i < 40; i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "wdr-%d", i);
+        snprintf(lease, sizeof(lease), "%s", grab(name, "{\"ttl_ms\":30000}", NULL));
+        fd = socket(AF_INET, SOCK_STREAM, 0);
+        CHECK(connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0);
+        char rq2[200];
+        int n = snprintf(rq2, sizeof(rq2),
+                         "POST /locks/%s HTTP/1.1\r\nHost: x\r\nContent-Length: 32\r\n\r\n"
+                         "{\"wait_ms\":10000,\"ttl_ms\":30000}",
+                         name);
+        CHECK(write(fd, rq2, (size_t)n) == n);
+        wait_for_waiters(name, 1);
+        close(fd);
+        if (i % 2)
+            th_sleep_ms(1); /* now and then let lockd see the hang-up first */
+        release(name, lease);
+        struct lock_state freed = {name, 0, false};
+        if (!th_wait_for(lock_is, &freed, 2000 * slow()))
+            th_fail(__FILE__, __LINE__, "round %d: '%s' still held after its waiter hung up", i,
+                    name);
+    }
 }
 
 /* ---- 16 clients x 200 iterations on one name: never two holders ---- */

@@ -776,7 +776,7 @@ static void test_session_and_timeout(const struct th_lockd *l)
     printf("# wait_ms 500 behind a waiter: 409 after %lld ms, waited_ms %lld\n", (long long)took,
            waited);
     CHECK(waited >= 490 && waited <= 600);
-    CHECK(took >= 450 && took <= 650);
+    CHECK(took >= 400 && took <= 600); /* 500 ms ± 100 */
     json_t *holder = json_object_get(w->json, "holder");
     CHECK(json_is_object(holder));
     CHECK(json_integer_value(json_object_get(holder, "expires_in_ms")) > 0);
@@ -817,6 +817,7 @@ static void test_max_waiters(void)
     struct pool p;
     pool_init(&p, 2);
     pool_add(&p, &lm, "mw", "{\"wait_ms\":20000}");
+    wait_queued(&lm, "mw", 1, 3000); /* queued in a known order */
     pool_add(&p, &lm, "mw", "{\"wait_ms\":20000}");
     wait_queued(&lm, "mw", 2, 3000);
 
