@@ -33,6 +33,17 @@
 #include "server/loop.h"
 #include "server/metrics.h"
 
+/* One per open connection (MHD's socket context): MHD's own timeout is reset
+ * by any byte, so a client trickling a request a byte at a time would keep a
+ * connection forever. Each request must instead arrive whole within
+ * connection_timeout_ms of the connection opening or the previous answer. */
+struct conn_track {
+    struct conn_track *prev, *next;
+    int fd;
+    int64_t since_ms; /* opened, or its last request finished */
+    bool dispatched;  /* the current request arrived whole */
+};
+
 struct http_worker {
     struct http_server *srv;
     int index;
@@ -49,6 +60,8 @@ struct http_worker {
     unsigned conn_limit;   /* this daemon's share of max_connections */
     bool full;             /* reached conn_limit: MHD stopped listening */
     uint64_t req_seq;
+    struct conn_track *conns;
+    ev_timer slow_timer;
 };
 
 struct http_server {
@@ -122,6 +135,53 @@ static void on_mhd_timer(struct ev_loop *ev, ev_timer *t, int revents)
     (void)ev;
     (void)revents;
     mhd_drive(t->data);
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    struct http_worker *wk = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        struct conn_track *t = lk_calloc(1, sizeof(*t));
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        t->fd = ci != NULL ? ci->connect_fd : -1;
+        t->since_ms = lk_now_ms();
+        DL_APPEND(wk->conns, t);
+        *socket_context = t;
+    } else if (*socket_context != NULL) {
+        struct conn_track *t = *socket_context;
+        DL_DELETE(wk->conns, t);
+        free(t);
+        *socket_context = NULL;
+    }
+}
+
+/* Shuts down connections whose request has been arriving for longer than
+ * connection_timeout_ms; MHD then sees the socket fail and closes it. */
+static void on_slow_timer(struct ev_loop *ev, ev_timer *tm, int revents)
+{
+    (void)ev;
+    (void)revents;
+    struct http_worker *wk = tm->data;
+    int64_t now = lk_now_ms(), limit = wk->srv->cfg->connection_timeout_ms;
+    struct conn_track *t;
+    DL_FOREACH (wk->conns, t) {
+        if (!t->dispatched && t->fd >= 0 && now - t->since_ms > limit) {
+            lk_log(LK_DEBUG, "closing a connection whose request took over %lld ms to arrive",
+                   (long long)limit);
+            shutdown(t->fd, SHUT_RDWR);
+            t->since_ms = now; /* once; MHD closes it on its next run */
+            wk->need_run = true;
+        }
+    }
+}
+
+static struct conn_track *track_of(struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci != NULL ? ci->socket_context : NULL;
 }
 
 /* Before the loop blocks: run MHD if a suspended request was resumed. */
@@ -401,6 +461,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         if (r == NULL)
             abort();
         *con_cls = r;
+        r->track = track_of(conn);
         req_start(wk, r, conn, url, method);
         route_request(r);
         const char *cl =
@@ -409,6 +470,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             strtoull(cl, NULL, 10) > (unsigned long long)wk->srv->cfg->max_body_bytes) {
             /* Answer before reading: MHD closes the connection after. */
             r->body_too_large = true;
+            if (r->track != NULL)
+                ((struct conn_track *)r->track)->dispatched = true;
             char msg[96];
             snprintf(msg, sizeof(msg), "request body is larger than %lld bytes",
                      (long long)wk->srv->cfg->max_body_bytes);
@@ -437,6 +500,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         r->body[r->body_len] = '\0';
         return MHD_YES;
     }
+    if (r->track != NULL)
+        ((struct conn_track *)r->track)->dispatched = true;
     if (r->ready)
         return queue(r);
     if (r->body_too_large) {
@@ -468,12 +533,17 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
     (void)cls;
-    (void)conn;
     struct req *r = *con_cls;
     if (r == NULL)
         return;
     *con_cls = NULL;
     struct http_worker *wk = r->wk;
+    (void)conn;
+    struct conn_track *t = r->track;
+    if (t != NULL) { /* the next request's time starts now */
+        t->since_ms = lk_now_ms();
+        t->dispatched = false;
+    }
     if (r->suspended) {
         r->suspended = false;
         DL_DELETE2(wk->suspended, r, sprev, snext);
@@ -599,6 +669,9 @@ static void worker_init(void *arg)
     ev_prepare_init(&wk->prep, on_prepare);
     wk->prep.data = wk;
     ev_prepare_start(ev, &wk->prep);
+    ev_timer_init(&wk->slow_timer, on_slow_timer, 0.25, 0.25);
+    wk->slow_timer.data = wk;
+    ev_timer_start(ev, &wk->slow_timer);
     mhd_drive(wk);
 }
 
@@ -612,13 +685,14 @@ static int start_daemon(struct http_worker *wk, char *err, size_t errlen)
     int n = 0;
     opts[n++] = (struct MHD_OptionItem){MHD_OPTION_LISTEN_SOCKET, wk->lfd, NULL};
     opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT, (intptr_t)limit, NULL};
-    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_TIMEOUT,
-                                        (intptr_t)(cfg->connection_timeout_ms / 1000), NULL};
+    opts[n++] = (struct MHD_OptionItem){
+        MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)((cfg->connection_timeout_ms + 999) / 1000), NULL};
     /* 8 KiB: headers and the read/write buffers only (bodies are copied out
      * chunk by chunk). MHD zeroes the pool for every request on a keep-alive
      * connection, so a larger pool costs a large memset per request. */
     opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_MEMORY_LIMIT, 8 * 1024, NULL};
     opts[n++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, NULL};
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, wk};
     opts[n++] = (struct MHD_OptionItem){MHD_OPTION_UNESCAPE_CALLBACK, (intptr_t)unescape, NULL};
     opts[n++] = (struct MHD_OptionItem){MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_log, NULL};
     if (wk->srv->tls_cert != NULL) {
@@ -730,6 +804,7 @@ static void worker_fini(void *arg)
     struct ev_loop *ev = loop_ev(wk->lp);
     ev_io_stop(ev, &wk->epoll_w);
     ev_timer_stop(ev, &wk->mhd_timer);
+    ev_timer_stop(ev, &wk->slow_timer);
     ev_prepare_stop(ev, &wk->prep);
     /* Detach first: commands still in flight complete (503) while their
      * requests exist; then MHD frees every request in its completion

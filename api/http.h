@@ -38,6 +38,7 @@ struct req {
     size_t body_len;
     bool body_too_large;
     int64_t start_us;
+    void *track; /* the connection's struct conn_track (http.c) */
     char req_id[40];
 
     /* the answer, set by http_respond*() */

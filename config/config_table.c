@@ -21,7 +21,8 @@ const struct cfg_key cfg_keys[] = {
     {"backend_timeout_ms", CFG_MS, OFF(backend_timeout_ms), "2000", 10, 60000, NULL, 0,
      "deadline of each backend connect and command; past it the request gets 503"},
     {"connection_timeout_ms", CFG_MS, OFF(connection_timeout_ms), "30000", 1000, 3600000, NULL, 0,
-     "idle HTTP connection timeout (slow clients are dropped)"},
+     "idle HTTP connection timeout (whole seconds, rounded up), and the longest a request "
+     "may take to arrive (slow clients are dropped)"},
     {"default_ttl_ms", CFG_MS, OFF(default_ttl_ms), "30000", 100, DAY_MS, NULL, 0,
      "lease ttl when an acquire gives none"},
     {"key_prefix", CFG_STRING, OFF(key_prefix), "lockd:", 0, 0, NULL, 0,

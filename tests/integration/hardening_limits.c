@@ -168,6 +168,52 @@ static void test_connection_timeout(void)
         th_fail(__FILE__, __LINE__, "a stalled connection was closed after %lld ms, want ~1000",
                 (long long)took);
     close(fd);
+
+    /* A client that trickles its request a byte every 200 ms never goes
+     * idle, but its request must still arrive whole within the timeout: it is
+     * cut off after about 1 s, not after the 6 s its bytes would take. A
+     * keep-alive client's next request gets its own full second. */
+    static const char req[] =
+        "POST /locks/trickle HTTP/1.1\r\nHost: x\r\nContent-Length: 15\r\n\r\n"
+        "{\"ttl_ms\":5000}";
+    fd = raw_connect(l.port);
+    t0 = th_now_ms();
+    bool cut = false;
+    for (size_t i = 0; i < sizeof(req) - 1 && th_now_ms() - t0 < 8000; i++) {
+        if (send(fd, req + i, 1, MSG_NOSIGNAL) != 1) {
+            cut = true;
+            break;
+        }
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 200) > 0) { /* readable: closed (or answered) */
+            char b[64];
+            if (recv(fd, b, sizeof(b), 0) <= 0) {
+                cut = true;
+                break;
+            }
+        }
+    }
+    took = th_now_ms() - t0;
+    close(fd);
+    if (!cut || took > 3500)
+        th_fail(__FILE__, __LINE__, "a trickling client was %s after %lld ms, want cut at ~1000",
+                cut ? "cut" : "still connected", (long long)took);
+    struct th_resp r;
+    char url[128];
+    snprintf(url, sizeof(url), "%s/locks/trickle", l.url);
+    th_http(cl, "GET", url, NULL, NULL, &r);
+    CHECK(json_is_false(json_object_get(r.json, "held")));
+    th_resp_free(&r);
+    /* Keep-alive: two requests 700 ms apart on one connection both answered. */
+    fd = raw_connect(l.port);
+    for (int i = 0; i < 2; i++) {
+        if (i == 1)
+            th_sleep_ms(700);
+        static const char hz[] = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+        send_all(fd, hz, sizeof(hz) - 1);
+        CHECK_EQ_INT(raw_response(fd, buf, sizeof(buf), 3000, &closed), 200);
+    }
+    close(fd);
     th_lockd_kill(&l, SIGTERM);
 }
 
