@@ -27,7 +27,7 @@ TSANFLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=thread
 DEB_PKGS := build-essential pkg-config libmicrohttpd-dev libjansson-dev libhiredis-dev libev-dev \
             libcmocka-dev libcurl4-openssl-dev uthash-dev libgnutls28-dev redis-server \
             redis-tools curl clang valgrind nginx etcd-server etcd-client \
-            man-db openssl strace
+            man-db openssl strace systemd
 
 LIB_SRC  := $(filter-out server/main.c,$(wildcard server/*.c)) $(wildcard api/*.c) $(wildcard config/*.c)
 LUA      := $(wildcard server/scripts/*.lua)
