@@ -72,6 +72,7 @@ struct http_server {
     int port;
     char *tls_cert;
     char *tls_key;
+    char run_id[8];
 };
 
 struct engine *http_engine(const struct req *r)
@@ -394,10 +395,15 @@ static void req_start(struct http_worker *wk, struct req *r, struct MHD_Connecti
             lk_strlcpy(r->req_id, rid, sizeof(r->req_id));
     }
     if (r->req_id[0] == '\0') {
-        /* "<worker hex>-<sequence hex>", by hand: one per request. */
+        /* "<run>-<worker hex>-<sequence hex>", by hand: one per request;
+         * <run> (6 random hex digits per lockd start) keeps ids of one run
+         * apart from the next one's. */
         static const char hex[] = "0123456789abcdef";
         char tmp[20];
         size_t n = 0, o = 0;
+        memcpy(r->req_id, wk->srv->run_id, 6);
+        o = 6;
+        r->req_id[o++] = '-';
         unsigned w = (unsigned)wk->index;
         do {
             tmp[n++] = hex[w & 15];
@@ -423,6 +429,15 @@ static void route_request(struct req *r)
     int status = 404;
     const char *param = NULL, *label;
     r->route = router_match(r->method, r->url, &param, &status, allow, sizeof(allow), &label);
+    /* The token first: without it, a 404 or 405 would already tell a
+     * stranger which routes and methods exist. */
+    bool guarded = r->route != NULL ? r->route->guarded : !router_path_open(r->url);
+    if ((guarded || r->wk->srv->cfg->auth_metrics) &&
+        !auth_check(http_header(r, MHD_HTTP_HEADER_AUTHORIZATION))) {
+        http_add_header(r, "WWW-Authenticate", "Bearer realm=\"lockd\"");
+        errors_respond(r, 401, "unauthorized", "missing or invalid bearer token", NULL);
+        return;
+    }
     if (r->route == NULL) {
         if (status == 405) {
             http_add_header(r, "Allow", allow);
@@ -440,12 +455,6 @@ static void route_request(struct req *r)
         if (r->param_buf == NULL)
             abort();
         r->param = r->param_buf;
-    }
-    if (r->route->guarded || r->wk->srv->cfg->auth_metrics) {
-        if (!auth_check(http_header(r, MHD_HTTP_HEADER_AUTHORIZATION))) {
-            http_add_header(r, "WWW-Authenticate", "Bearer realm=\"lockd\"");
-            errors_respond(r, 401, "unauthorized", "missing or invalid bearer token", NULL);
-        }
     }
 }
 
@@ -739,6 +748,7 @@ struct http_server *http_start(const struct lk_config *cfg, struct engine *e, ch
     }
     router_declare_metrics();
     struct http_server *s = lk_calloc(1, sizeof(*s));
+    lk_random_hex(s->run_id, 3);
     s->cfg = cfg;
     s->e = e;
     s->n = (int)cfg->threads;

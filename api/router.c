@@ -38,6 +38,16 @@ static bool path_matches(const struct route *rt, const char *path, const char **
     return strcmp(path, rt->path) == 0;
 }
 
+bool router_path_open(const char *path)
+{
+    for (size_t i = 0; i < NROUTES; i++) {
+        const char *p;
+        if (!routes[i].guarded && path_matches(&routes[i], path, &p))
+            return true;
+    }
+    return false;
+}
+
 void router_declare_metrics(void)
 {
     for (size_t i = 0; i < NROUTES; i++)

@@ -23,6 +23,10 @@ struct route {
 /* Finds the route for method and path. On no match returns NULL and sets
  * *status to 404 or 405 (with allow filled, e.g. "GET, POST"); label gets
  * the path's label for metrics. *param points into path. */
+/* True when path is one of the routes open without a token (/healthz,
+ * /readyz, /metrics), whatever the method. */
+bool router_path_open(const char *path);
+
 /* Declares every route label to metrics (latency series from the start). */
 void router_declare_metrics(void);
 

@@ -168,6 +168,15 @@ static void test_tokens(void)
     expect_status(&l, "GET", "/metrics", NULL, 200);
     /* A 401 is an auth answer even for bad input: nothing leaks before auth. */
     expect_401(&l, "POST", "/locks/bad%2Fname", NULL);
+    /* Nor which routes and methods exist: 401 before 404 and 405. */
+    expect_401(&l, "PATCH", "/locks/guarded", NULL);
+    expect_401(&l, "GET", "/no-such-route", NULL);
+    expect_401(&l, "DELETE", "/sessions", NULL);
+    /* With the token they are what they are. */
+    expect_status(&l, "PATCH", "/locks/guarded", "Bearer alpha-token-1", 405);
+    expect_status(&l, "GET", "/no-such-route", "Bearer alpha-token-1", 404);
+    /* The open endpoints stay open for every method (405, not 401). */
+    expect_status(&l, "POST", "/healthz", NULL, 405);
 
     /* A keep-alive connection opened before the reload. */
     int fd = raw_connect(l.port);
