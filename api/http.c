@@ -360,6 +360,26 @@ static void on_eof(struct ev_loop *ev, ev_io *w, int revents)
     }
 }
 
+static void release_ignored(void *arg, const struct eng_result *res);
+
+bool http_grant_undeliverable(struct req *r, const char *name, const char *lease)
+{
+    if (r->sock < 0)
+        return false; /* not a parked waiter: its client is there */
+    char c;
+    ssize_t n = recv(r->sock, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)))
+        return false;
+    /* The client hung up before its grant came (its FIN is queued, though
+     * our EOF watcher has not run yet): nobody would learn this lease, so
+     * give the lock back now instead of leaving it held for its ttl. */
+    enum lk_code code =
+        engine_release(http_engine(r), http_loop(r), name, lease, release_ignored, NULL);
+    (void)code;
+    errors_respond(r, 499, "client_closed", "the client closed the connection", NULL);
+    return true;
+}
+
 static void watch_eof(struct req *r)
 {
     const union MHD_ConnectionInfo *ci =

@@ -82,6 +82,9 @@ void http_add_header(struct req *r, const char *name, const char *value);
 
 /* Request headers and query arguments. */
 const char *http_header(const struct req *r, const char *name);
+/* For a waiter just granted name/lease: when its client has already hung
+ * up, releases the grant, answers 499 and returns true. */
+bool http_grant_undeliverable(struct req *r, const char *name, const char *lease);
 /* False when the request repeats header `name` with different values. */
 bool http_header_agrees(const struct req *r, const char *name);
 /* Calls fn for every query argument; stops early when fn returns false. */

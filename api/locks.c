@@ -138,6 +138,8 @@ static void acquire_cb(void *arg, const struct eng_result *res)
     r->waiting = false;
     r->waiter = NULL;
     if (res->code == LK_OK) {
+        if (http_grant_undeliverable(r, res->name, res->lease))
+            return;
         lk_strlcpy(r->grant_name, res->name, sizeof(r->grant_name));
         lk_strlcpy(r->grant_lease, res->lease, sizeof(r->grant_lease));
         r->grant_pending = true;

@@ -759,25 +759,41 @@ static void test_wait_disconnect(void)
 
     /* A waiter that hangs up as the lock frees may be granted in that same
      * instant: lockd must give such a grant back at once, not leave the lock
-     * held for its 30 s ttl by a client that is gone. Many rounds, so both
-     * orders (hang-up noticed first, grant first) happen. */
-    for (int i = 0; i < 40; i++) {
+     * held for its 30 s ttl by a client that is gone. The hang-up and the
+     * release are written back to back on raw sockets, so lockd often sees
+     * both in one loop pass and grants before its hang-up watcher runs;
+     * every third round lets the hang-up arrive first. */
+    for (int i = 0; i < 90; i++) {
         char name[32];
         snprintf(name, sizeof(name), "wdr-%d", i);
         snprintf(lease, sizeof(lease), "%s", grab(name, "{\"ttl_ms\":30000}", NULL));
         fd = socket(AF_INET, SOCK_STREAM, 0);
         CHECK(connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0);
-        char rq2[200];
+        int rel = socket(AF_INET, SOCK_STREAM, 0);
+        CHECK(connect(rel, (struct sockaddr *)&a, sizeof(a)) == 0);
+        char rq2[200], rq3[200];
         int n = snprintf(rq2, sizeof(rq2),
                          "POST /locks/%s HTTP/1.1\r\nHost: x\r\nContent-Length: 32\r\n\r\n"
                          "{\"wait_ms\":10000,\"ttl_ms\":30000}",
                          name);
         CHECK(write(fd, rq2, (size_t)n) == n);
+        int n3 = snprintf(rq3, sizeof(rq3),
+                          "DELETE /locks/%s HTTP/1.1\r\nHost: x\r\nLock-Lease: %s\r\n"
+                          "Connection: close\r\n\r\n",
+                          name, lease);
         wait_for_waiters(name, 1);
         close(fd);
-        if (i % 2)
-            th_sleep_ms(1); /* now and then let lockd see the hang-up first */
-        release(name, lease);
+        if (i % 3 == 2)
+            th_sleep_ms(1);
+        CHECK(write(rel, rq3, (size_t)n3) == n3);
+        char ans[1024];
+        size_t have = 0;
+        ssize_t got;
+        while (have < sizeof(ans) - 1 && (got = read(rel, ans + have, sizeof(ans) - 1 - have)) > 0)
+            have += (size_t)got;
+        ans[have] = '\0';
+        close(rel);
+        CHECK(strncmp(ans, "HTTP/1.1 200", 12) == 0);
         struct lock_state freed = {name, 0, false};
         if (!th_wait_for(lock_is, &freed, 2000 * slow()))
             th_fail(__FILE__, __LINE__, "round %d: '%s' still held after its waiter hung up", i,
