@@ -12,7 +12,7 @@
 #
 # Environment:
 #   BENCH_SECS=10          seconds per measurement
-#   BENCH_ROUNDS=3         throughput rounds (nginx, raw Redis, lockd memory, lockd redis in turn)
+#   BENCH_ROUNDS=3         throughput rounds (nginx, raw Redis, lockd memory, lockd redis, node in turn)
 #   BENCH_CLIENTS=64       concurrent keep-alive connections
 #   BENCH_CONTENDED=16     clients on one name for the handoff measurement
 #   BENCH_LOADGEN_THREADS=1
@@ -276,29 +276,44 @@ bench_etcd() {
 }
 
 # bench_node: the optional peer 4, npm redlock behind node's http module
-bench_node() {
-    local rport rpid port pid s0 s1
-    command -v node >/dev/null || { note "node not installed: Node.js + redlock peer skipped"; return; }
+# node_start: the Node.js + redlock server on a fresh Redis; sets NODE_PORT
+# NODE_PID NODE_RPID. Returns 1 (with a note) when node or redlock is missing.
+node_start() {
+    command -v node >/dev/null || { note "node not installed: Node.js + redlock peer skipped"; return 1; }
     if [[ ! -d $ROOT/bench/node/node_modules/redlock ]]; then
         log "npm install in bench/node"
         (cd "$ROOT/bench/node" && timeout 120 npm install --no-audit --no-fund --silent >/dev/null 2>&1) ||
-            { note "npm install of bench/node failed: Node.js + redlock peer skipped"; return; }
+            { note "npm install of bench/node failed: Node.js + redlock peer skipped"; return 1; }
     fi
-    start_redis rport rpid || return
-    port=$(free_port)
-    PORT=$port REDIS_PORT=$rport node "$ROOT/bench/node/server.js" >"$TMP/node.log" 2>&1 &
-    pid=$!
-    PIDS+=("$pid")
-    wait_for 20 http_ok "$port" /healthz || { note "node redlock server did not start"; return; }
-    run_loadgen node --mode pairs --port "$port" --clients "$CLIENTS"
+    start_redis NODE_RPID_PORT NODE_RPID || return 1
+    NODE_PORT=$(free_port)
+    PORT=$NODE_PORT REDIS_PORT=$NODE_RPID_PORT node "$ROOT/bench/node/server.js" >"$TMP/node.log" 2>&1 &
+    NODE_PID=$!
+    PIDS+=("$NODE_PID")
+    wait_for 20 http_ok "$NODE_PORT" /healthz || { note "node redlock server did not start"; return 1; }
+}
+
+# bench_node_pairs LABEL: uncontended pairs, one of the throughput rounds
+bench_node_pairs() {
+    node_start || return 0
+    run_loadgen "$1" --mode pairs --port "$NODE_PORT" --clients "$CLIENTS"
+    stop_pid "$NODE_PID"
+    stop_pid "$NODE_RPID"
+}
+
+# bench_node: contended handoff and redlock's failed acquires per grant
+bench_node() {
+    local port s0 s1
+    node_start || return 0
+    port=$NODE_PORT
     s0=$(curl -s "http://127.0.0.1:$port/stats")
     run_loadgen node_contended --mode contended --port "$port" --clients "$CONTENDED" \
         --name bench-contended --wait_ms 10000
     s1=$(curl -s "http://127.0.0.1:$port/stats")
     R[node.failed_per_grant]=$(printf '%s %s\n' "$s0" "$s1" | tr -c '0-9\n' ' ' |
         awk '{ g = $3 - $1; a = $4 - $2; if (g > 0) printf "%.2f", (a - g) / g; else print "n/a" }')
-    stop_pid "$pid"
-    stop_pid "$rpid"
+    stop_pid "$NODE_PID"
+    stop_pid "$NODE_RPID"
 }
 
 # bench_lockd LABEL BACKEND_ARGS...: pairs, single, contended, CPU per pair
@@ -444,7 +459,7 @@ report() {
     steal=$(printf '%s\n%s\n' "$STAT0" "$s1" | awk '{ t = 0; for (i = 2; i <= NF; i++) t += $i; T[NR] = t; S[NR] = $9 }
         END { if (T[2] > T[1]) printf "%.1f", 100 * (S[2] - S[1]) / (T[2] - T[1]) }')
     echo "CPU steal during the run ${steal:-?}%, load average at the end $(cut -d' ' -f1-3 /proc/loadavg) (other processes on the machine skew absolute figures; ratios are taken within one round)"
-    echo "rounds=$ROUNDS: nginx, raw Redis, lockd memory and lockd redis pairs are measured in turn, $ROUNDS times; rows show the median round, ratios are taken within each round"
+    echo "rounds=$ROUNDS: nginx, raw Redis, lockd memory, lockd redis and Node.js redlock pairs are measured in turn, $ROUNDS times; rows show the median round, ratios are taken within each round"
     echo "clients=$CLIENTS secs=$SECS loadgen_threads=$LG_THREADS nginx_workers=$NGINX_WORKERS lockd_args='$LOCKD_ARGS' lockd='${LOCKD_VERSION:-none}' (tree at report time: $(git -C "$ROOT" describe --always --dirty 2>/dev/null))"
     echo
     echo "| what | pairs/s | p50 µs | p90 µs | p99 µs | p99.9 µs | note |"
@@ -456,7 +471,7 @@ report() {
         "acq ${R[redis.acq_rps]:-?}/s, rel ${R[redis.rel_rps]:-?}/s (${R[redis.rel_hit_pct]:-?}% hit), 1/(1/a+1/r); rounds ${R[redis.range]:--}"
     row "etcd grant+lock+unlock" etcd ops_per_s "3 requests per pair"
     row "etcd lock+unlock (lease per client)" etcd_session ops_per_s "2 requests per pair"
-    row "Node.js + npm redlock (1 Redis)" node ops_per_s "node http + redlock 4.2, retries on wait"
+    row "Node.js + npm redlock (1 Redis)" node ops_per_s "node http + redlock 4.2, retries on wait; rounds ${R[node.range]:--}"
     row "lockd memory" memory ops_per_s "pair = acquire + release; rounds ${R[memory.range]:--}"
     row "lockd redis" lockdredis ops_per_s "pair = acquire + release; rounds ${R[lockdredis.range]:--}"
     row "lockd memory, 1 client" memory_single ops_per_s "acquire p50 ${R[memory_single.acq_p50_us]:--} µs"
@@ -476,7 +491,7 @@ report() {
     echo "|---|---:|---|"
     echo "| lockd redis / raw Redis pairs/s | ${R[ratio.redis]:-$(ratio "${R[lockdredis.ops_per_s]:-}" "${R[redis.pairs_per_s]:-}")} | ≥ 0.7 |"
     echo "| lockd redis / etcd pairs/s | $(ratio "${R[lockdredis.ops_per_s]:-}" "${R[etcd.ops_per_s]:-}") | ≥ 8 |"
-    echo "| lockd redis / Node.js redlock pairs/s | $(ratio "${R[lockdredis.ops_per_s]:-}" "${R[node.ops_per_s]:-}") | ≥ 2 |"
+    echo "| lockd redis / Node.js redlock pairs/s | ${R[ratio.node]:-$(ratio "${R[lockdredis.ops_per_s]:-}" "${R[node.ops_per_s]:-}")} | ≥ 2 |"
     echo "| Node.js redlock failed acquires per contended grant | $(fmt "${R[node.failed_per_grant]:-}") | |"
     echo "| lockd memory / nginx pairs/s | ${R[ratio.nginx]:-$(ratio "${R[memory.ops_per_s]:-}" "${R[nginx.pairs_per_s]:-}")} | ≥ 0.8 |"
     echo "| lockd memory / raw Redis pairs/s | ${R[ratio.memredis]:-$(ratio "${R[memory.ops_per_s]:-}" "${R[redis.pairs_per_s]:-}")} | |"
@@ -538,14 +553,17 @@ for ((round = 1; round <= ROUNDS; round++)); do
             unset REDIS_PORT REDIS_PID
         fi
     fi
+    want node && bench_node_pairs "node_r$round"
 done
 median_round nginx pairs_per_s
 median_round redis pairs_per_s
 median_round memory ops_per_s
 median_round lockdredis ops_per_s
+median_round node ops_per_s
 ratio_rounds redis lockdredis ops_per_s redis pairs_per_s
 ratio_rounds nginx memory ops_per_s nginx pairs_per_s
 ratio_rounds memredis memory ops_per_s redis pairs_per_s
+ratio_rounds node lockdredis ops_per_s node ops_per_s
 want etcd && bench_etcd
 want node && bench_node
 if [[ -n $LOCKD_OK ]]; then
