@@ -396,6 +396,21 @@ static void watch_eof(struct req *r)
     ev_io_start(loop_ev(r->wk->lp), w);
 }
 
+/* Writes v in lowercase hex (no leading zeros, no NUL); returns the length. */
+static size_t put_hex(char *out, uint64_t v)
+{
+    static const char hex[] = "0123456789abcdef";
+    char tmp[16];
+    size_t n = 0, o = 0;
+    do {
+        tmp[n++] = hex[v & 15];
+        v >>= 4;
+    } while (v);
+    while (n)
+        out[o++] = tmp[--n];
+    return o;
+}
+
 static void req_start(struct http_worker *wk, struct req *r, struct MHD_Connection *conn,
                       const char *url, const char *method)
 {
@@ -418,27 +433,12 @@ static void req_start(struct http_worker *wk, struct req *r, struct MHD_Connecti
         /* "<run>-<worker hex>-<sequence hex>", by hand: one per request;
          * <run> (6 random hex digits per lockd start) keeps ids of one run
          * apart from the next one's. */
-        static const char hex[] = "0123456789abcdef";
-        char tmp[20];
-        size_t n = 0, o = 0;
-        memcpy(r->req_id, wk->srv->run_id, 6);
-        o = 6;
+        size_t o = 6;
+        memcpy(r->req_id, wk->srv->run_id, o);
         r->req_id[o++] = '-';
-        unsigned w = (unsigned)wk->index;
-        do {
-            tmp[n++] = hex[w & 15];
-            w >>= 4;
-        } while (w);
-        while (n)
-            r->req_id[o++] = tmp[--n];
+        o += put_hex(r->req_id + o, (uint64_t)wk->index);
         r->req_id[o++] = '-';
-        uint64_t seq = ++wk->req_seq;
-        do {
-            tmp[n++] = hex[seq & 15];
-            seq >>= 4;
-        } while (seq);
-        while (n)
-            r->req_id[o++] = tmp[--n];
+        o += put_hex(r->req_id + o, ++wk->req_seq);
         r->req_id[o] = '\0';
     }
 }
