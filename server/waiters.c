@@ -238,26 +238,29 @@ static void attempt_done(void *arg, const struct bk_reply *br)
     fail(w, code, code == LK_LOCKED ? &holder : NULL);
 }
 
-/* On w's loop, with w->state == W_ATTEMPTING set under wmu by the caller. */
+/* On w's loop, with w->state == W_ATTEMPTING set under wmu by the caller.
+ * failed and fail_code are written by other threads (waiters_fail), so they
+ * are read and set here under wmu only. */
 static void attempt(struct eng_waiter *w)
 {
     struct engine *e = w->e;
-    if (w->has_session && !session_alive(e, w->session)) {
-        pthread_mutex_lock(&e->wmu);
+    bool dead = w->has_session && !session_alive(e, w->session);
+    pthread_mutex_lock(&e->wmu);
+    if (dead) {
         w->failed = true;
         w->fail_code = LK_SESSION_NOT_FOUND;
-        pthread_mutex_unlock(&e->wmu);
     }
     if (atomic_load(&e->draining)) {
-        pthread_mutex_lock(&e->wmu);
         w->failed = true;
         w->fail_code = LK_SHUTTING_DOWN;
-        pthread_mutex_unlock(&e->wmu);
     }
-    if (w->failed) {
+    bool failed = w->failed;
+    enum lk_code code = w->fail_code;
+    pthread_mutex_unlock(&e->wmu);
+    if (failed) {
         struct bk_reply r;
         memset(&r, 0, sizeof(r));
-        r.code = w->fail_code;
+        r.code = code;
         attempt_done(w, &r);
         return;
     }
