@@ -50,6 +50,7 @@ struct rconn {
     bool closing;   /* detach/free in progress: no reconnect */
     int attempt;    /* consecutive failures, for the backoff */
     int hello_left; /* AUTH/SELECT replies still to come */
+    int unflushed;  /* commands queued since our last eager write */
     uint64_t rng;
     int64_t last_err_log_ms;
     ev_timer retry;    /* backoff before the next connect */
