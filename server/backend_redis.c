@@ -620,7 +620,6 @@ static int cmd_send(struct rcmd *cmd)
     if (rc != REDIS_OK)
         return -1;
     cmd->refs++;
-    flush_early(c);
     if (cmd->with_wait) {
         /* WAIT answers within half our deadline, so a missing replica is
          * reported as such rather than as a timeout. */
@@ -631,6 +630,7 @@ static int cmd_send(struct rcmd *cmd)
         else
             cmd->wait_lost = true; /* a grant whose WAIT was never sent is undone */
     }
+    flush_early(c); /* after the WAIT: a grant and its WAIT leave in one write */
     return 0;
 }
 
