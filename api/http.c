@@ -365,7 +365,7 @@ static void release_ignored(void *arg, const struct eng_result *res);
 bool http_grant_undeliverable(struct req *r, const char *name, const char *lease)
 {
     if (r->sock < 0)
-        return false; /* not a parked waiter: its client is there */
+        return false; /* answered at once, not parked: its client is there */
     char c;
     ssize_t n = recv(r->sock, &c, 1, MSG_PEEK | MSG_DONTWAIT);
     if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)))
@@ -380,13 +380,20 @@ bool http_grant_undeliverable(struct req *r, const char *name, const char *lease
     return true;
 }
 
-static void watch_eof(struct req *r)
+/* Keeps the socket of a parked request, for http_grant_undeliverable. */
+static void note_sock(struct req *r)
 {
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-    if (ci == NULL)
+    if (ci != NULL)
+        r->sock = ci->connect_fd;
+}
+
+static void watch_eof(struct req *r)
+{
+    note_sock(r);
+    if (r->sock < 0)
         return;
-    r->sock = ci->connect_fd;
     ev_io *w = malloc(sizeof(*w));
     if (w == NULL)
         abort();
@@ -547,8 +554,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     r->suspended = true;
     DL_APPEND2(wk->suspended, r, sprev, snext);
     MHD_suspend_connection(conn);
+    /* A waiter's hang-up withdraws it at once; any parked request's
+     * hang-up is seen when its grant comes (http_grant_undeliverable). */
     if (r->waiting)
         watch_eof(r);
+    else
+        note_sock(r);
     return MHD_YES;
 }
 

@@ -483,13 +483,7 @@ static void test_cases(void)
 /* A client that sends part of a request and stops must not stall others. */
 static void test_slow_client_and_raw_garbage(void)
 {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof(a));
-    a.sin_family = AF_INET;
-    a.sin_port = htons((uint16_t)fx.lockd.port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    CHECK(connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0);
+    int fd = th_connect(fx.lockd.port);
     const char *partial =
         "POST /locks/slow HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"tt";
     CHECK(write(fd, partial, strlen(partial)) > 0);
@@ -499,8 +493,7 @@ static void test_slow_client_and_raw_garbage(void)
     CHECK(th_now_ms() - t0 < 1000 * slow());
     close(fd);
     /* Garbage that is not HTTP at all. */
-    fd = socket(AF_INET, SOCK_STREAM, 0);
-    CHECK(connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0);
+    fd = th_connect(fx.lockd.port);
     const char *junk = "\x01\x02\xff garbage\r\n\r\n";
     CHECK(write(fd, junk, strlen(junk)) > 0);
     char buf[256];
@@ -513,8 +506,7 @@ static void test_slow_client_and_raw_garbage(void)
     static const char nul_bodies[][24] = {"{\"owner\":\"a\0b\"}", "{\"ttl_ms\":1\0}"};
     static const size_t nul_lens[] = {14, 14};
     for (int i = 0; i < 2; i++) {
-        fd = socket(AF_INET, SOCK_STREAM, 0);
-        CHECK(connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0);
+        fd = th_connect(fx.lockd.port);
         char head[160];
         int hl = snprintf(head, sizeof(head),
                           "POST /locks/nul-body HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
@@ -733,13 +725,7 @@ static void test_wait_disconnect(void)
     char lease[64];
     snprintf(lease, sizeof(lease), "%s", grab("wdc", "{\"ttl_ms\":30000}", NULL));
     /* A raw waiter that hangs up. */
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof(a));
-    a.sin_family = AF_INET;
-    a.sin_port = htons((uint16_t)fx.lockd.port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    CHECK(connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0);
+    int fd = th_connect(fx.lockd.port);
     const char *rq = "POST /locks/wdc HTTP/1.1\r\nHost: x\r\nContent-Length: 17\r\n\r\n"
                      "{\"wait_ms\":10000}";
     CHECK(write(fd, rq, strlen(rq)) == (ssize_t)strlen(rq));
@@ -767,10 +753,8 @@ static void test_wait_disconnect(void)
         char name[32];
         snprintf(name, sizeof(name), "wdr-%d", i);
         snprintf(lease, sizeof(lease), "%s", grab(name, "{\"ttl_ms\":30000}", NULL));
-        fd = socket(AF_INET, SOCK_STREAM, 0);
-        CHECK(connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0);
-        int rel = socket(AF_INET, SOCK_STREAM, 0);
-        CHECK(connect(rel, (struct sockaddr *)&a, sizeof(a)) == 0);
+        fd = th_connect(fx.lockd.port);
+        int rel = th_connect(fx.lockd.port);
         char rq2[200], rq3[200];
         int n = snprintf(rq2, sizeof(rq2),
                          "POST /locks/%s HTTP/1.1\r\nHost: x\r\nContent-Length: 32\r\n\r\n"

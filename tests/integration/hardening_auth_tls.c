@@ -79,16 +79,6 @@ static void expect_status(const struct th_lockd *l, const char *method, const ch
 
 /* ---- a raw keep-alive connection, to see that it survives a reload ---- */
 
-static int raw_connect(int port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    CHECK(fd >= 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    CHECK(connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0);
-    return fd;
-}
-
 /* Sends one request and reads one whole response (Content-Length framed)
  * within 5 s; returns its status, or -1 if the connection closed. */
 static int raw_request(int fd, const char *req)
@@ -179,7 +169,7 @@ static void test_tokens(void)
     expect_status(&l, "POST", "/healthz", NULL, 405);
 
     /* A keep-alive connection opened before the reload. */
-    int fd = raw_connect(l.port);
+    int fd = th_connect(l.port);
     CHECK_EQ_INT(raw_request(fd, "GET /locks/guarded HTTP/1.1\r\nHost: x\r\n"
                                  "Authorization: Bearer alpha-token-1\r\n\r\n"),
                  200);
@@ -347,7 +337,7 @@ static void test_tls(void)
         CHECK(th_now_ms() - t0 < 4000);
     }
     /* Garbage on a raw socket: closed, lockd unharmed. */
-    int fd = raw_connect(l.port);
+    int fd = th_connect(l.port);
     const char junk[] = "\x16\x03\x01\x00\x05hello-not-tls\r\n\r\n";
     CHECK(send(fd, junk, sizeof(junk) - 1, MSG_NOSIGNAL) > 0);
     struct pollfd p = {.fd = fd, .events = POLLIN};

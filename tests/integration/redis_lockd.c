@@ -235,6 +235,46 @@ static void t_redis_killed_mid_load(void)
     th_client_free(c);
 }
 
+/* ---- a client that hangs up while its grant is on the way ---- */
+
+/* A plain acquire is at a frozen Redis (SIGSTOP) when its client hangs up;
+ * Redis resumes and grants. Nobody can learn that lease, so lockd gives the
+ * lock back at once (a second EVALSHA) instead of leaving it held by no one
+ * for its 30 s ttl. */
+static void t_hangup_while_at_redis(void)
+{
+    struct th_lockd l;
+    lockd_on(&l, redis_url);
+    struct th_client *c = th_client_new();
+    char url[128], hdr[96];
+    snprintf(url, sizeof(url), "%s/locks/gone", l.url);
+    const char *rq = "POST /locks/gone HTTP/1.1\r\nHost: x\r\nContent-Length: 16\r\n\r\n"
+                     "{\"ttl_ms\":30000}";
+    for (int round = 0; round < 3; round++) {
+        int fd = th_connect(l.port);
+        long long calls0 = th_redis_calls(&R, "evalsha");
+        kill(R.pid, SIGSTOP);
+        CHECK(write(fd, rq, strlen(rq)) == (ssize_t)strlen(rq));
+        th_sleep_ms(100); /* parsed, and its EVALSHA sent to the frozen Redis */
+        close(fd);
+        th_sleep_ms(50);
+        kill(R.pid, SIGCONT);
+        int64_t t0 = th_now_ms();
+        while (th_redis_calls(&R, "evalsha") < calls0 + 2 && th_now_ms() - t0 < 3000)
+            th_sleep_ms(10);
+        /* granted (one EVALSHA), then given back (a second one) */
+        CHECK_EQ_INT(th_redis_calls(&R, "evalsha") - calls0, 2);
+        CHECK_STR(th_redis_cli(&R, "EXISTS lockd:{gone}"), "0\n");
+        struct th_resp r;
+        CHECK_EQ_INT(http_status(c, "POST", url, "{\"ttl_ms\":5000}", NULL, &r), 200);
+        snprintf(hdr, sizeof(hdr), "Lock-Lease: %s", th_jstr(&r, "lease"));
+        th_resp_free(&r);
+        CHECK_EQ_INT(http_status(c, "DELETE", url, NULL, hdr, NULL), 200);
+    }
+    th_client_free(c);
+    th_lockd_kill(&l, SIGTERM);
+}
+
 /* ---- startup: auth, wrong password, unreachable ---- */
 
 static void t_auth_at_startup(void)
@@ -590,6 +630,7 @@ int main(void)
     TH_RUN(t_redis_killed_mid_load);
     th_lockd_kill(&L1, SIGTERM);
     th_lockd_kill(&L2, SIGTERM);
+    TH_RUN(t_hangup_while_at_redis);
     TH_RUN(t_auth_at_startup);
     TH_RUN(t_unreachable_at_startup);
     TH_RUN(t_auth_changed_at_runtime);

@@ -119,6 +119,16 @@ bool th_wait_for(bool (*cond)(void *arg), void *arg, int64_t timeout_ms)
     }
 }
 
+int th_connect(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    CHECK(fd >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    CHECK(connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0);
+    return fd;
+}
+
 const char *th_tmpdir(void)
 {
     if (tmpdir[0] == '\0') {

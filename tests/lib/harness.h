@@ -58,6 +58,8 @@ bool th_wait_for(bool (*cond)(void *arg), void *arg, int64_t timeout_ms);
 /* ---- processes ---- */
 /* A temp dir removed by th_cleanup() (registered atexit on first use). */
 const char *th_tmpdir(void);
+/* A plain TCP connection to 127.0.0.1:port (fails the test if refused). */
+int th_connect(int port);
 
 struct th_redis {
     pid_t pid;
