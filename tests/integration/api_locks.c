@@ -21,15 +21,6 @@
 static struct fixture fx;
 static struct th_client *cl;
 
-/* Latency bounds stretch by TH_TIME_SCALE (tests/valgrind.sh sets it: under
- * memcheck lockd runs many times slower); ordering checks never do. */
-static long long slow(void)
-{
-    const char *s = getenv("TH_TIME_SCALE");
-    long long n = s != NULL ? atoll(s) : 1;
-    return n >= 1 ? n : 1;
-}
-
 static void req(const char *method, const char *path, const char *body, struct th_resp *out)
 {
     th_http(cl, method, fx_url(&fx, "%s", path), body, NULL, out);
@@ -490,7 +481,7 @@ static void test_slow_client_and_raw_garbage(void)
     int64_t t0 = th_now_ms();
     long long tok;
     grab("while-slow", "{\"ttl_ms\":1000}", &tok);
-    CHECK(th_now_ms() - t0 < 1000 * slow());
+    CHECK(th_now_ms() - t0 < 1000 * th_time_scale());
     close(fd);
     /* Garbage that is not HTTP at all. */
     fd = th_connect(fx.lockd.port);
@@ -661,7 +652,7 @@ static void test_wait_handoff(void)
     CHECK_EQ_INT(w.status, 200);
     CHECK(w.token > t0);
     fprintf(stderr, "    handoff %lld ms\n", (long long)(w.done_ms - rel));
-    CHECK(w.done_ms - rel < 50 * slow());
+    CHECK(w.done_ms - rel < 50 * th_time_scale());
     release("wt", w.lease);
 }
 
@@ -675,8 +666,8 @@ static void test_wait_timeout(void)
     CHECK_EQ_INT(r.status, 409);
     CHECK_STR(th_jerr(&r), "locked");
     /* 500 ms ± 100 (issue 5), stretched only under sanitizers/valgrind. */
-    CHECK(th_jint(&r, "waited_ms") >= 400 && th_jint(&r, "waited_ms") <= 500 + 100 * slow());
-    CHECK(took >= 400 && took <= 500 + 100 * slow());
+    CHECK(th_jint(&r, "waited_ms") >= 400 && th_jint(&r, "waited_ms") <= 500 + 100 * th_time_scale());
+    CHECK(took >= 400 && took <= 500 + 100 * th_time_scale());
     json_t *h = json_object_get(r.json, "holder");
     CHECK_STR(json_string_value(json_object_get(h, "owner")), "blocker");
     th_resp_free(&r);
@@ -691,7 +682,7 @@ static void test_wait_expiry_wakes(void)
     req("POST", "/locks/wexp", "{\"wait_ms\":3000}", &r);
     CHECK_EQ_INT(r.status, 200);
     int64_t took = th_now_ms() - t0;
-    CHECK(took >= 300 && took < 300 + 500 * slow());
+    CHECK(took >= 300 && took < 300 + 500 * th_time_scale());
     th_resp_free(&r);
 }
 
@@ -737,7 +728,7 @@ static void test_wait_disconnect(void)
     close(fd);
     /* the hung-up one leaves the queue */
     struct lock_state one = {"wdc", 1, true};
-    CHECK(th_wait_for(lock_is, &one, 2000 * slow()));
+    CHECK(th_wait_for(lock_is, &one, 2000 * th_time_scale()));
     release("wdc", lease);
     pthread_join(th, NULL);
     CHECK_EQ_INT(w.status, 200); /* the next waiter got it, not the dead one */
@@ -779,7 +770,7 @@ static void test_wait_disconnect(void)
         close(rel);
         CHECK(strncmp(ans, "HTTP/1.1 200", 12) == 0);
         struct lock_state freed = {name, 0, false};
-        if (!th_wait_for(lock_is, &freed, 2000 * slow()))
+        if (!th_wait_for(lock_is, &freed, 2000 * th_time_scale()))
             th_fail(__FILE__, __LINE__, "round %d: '%s' still held after its waiter hung up", i,
                     name);
     }

@@ -119,6 +119,13 @@ bool th_wait_for(bool (*cond)(void *arg), void *arg, int64_t timeout_ms)
     }
 }
 
+long long th_time_scale(void)
+{
+    const char *s = getenv("TH_TIME_SCALE");
+    long long n = s != NULL ? atoll(s) : 1;
+    return n >= 1 ? n : 1;
+}
+
 int th_connect(int port)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);

@@ -58,6 +58,9 @@ bool th_wait_for(bool (*cond)(void *arg), void *arg, int64_t timeout_ms);
 /* ---- processes ---- */
 /* A temp dir removed by th_cleanup() (registered atexit on first use). */
 const char *th_tmpdir(void);
+/* TH_TIME_SCALE (>= 1): how much to stretch latency bounds and waits for a
+ * lockd under memcheck or TSan; ordering checks never stretch. */
+long long th_time_scale(void);
 /* A plain TCP connection to 127.0.0.1:port (fails the test if refused). */
 int th_connect(int port);
 
