@@ -6,12 +6,12 @@
 #
 #   PROFILE_PAIRS=20000   acquire+release pairs under callgrind / strace
 #   PROFILE_CLIENTS=64
-#   BENCH_LOCKD_ARGS="--threads 2 --log_level warn --access_log false"
+#   BENCH_LOCKD_ARGS="--threads 1 --log_level warn --access_log false"  (as bench/run.sh)
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PAIRS=${PROFILE_PAIRS:-20000}
 CLIENTS=${PROFILE_CLIENTS:-64}
-LOCKD_ARGS=${BENCH_LOCKD_ARGS:---threads 2 --log_level warn --access_log false}
+LOCKD_ARGS=${BENCH_LOCKD_ARGS:---threads 1 --log_level warn --access_log false}
 LOADGEN=$ROOT/build/bench/loadgen
 LOCKD=${BENCH_LOCKD:-$ROOT/build/lockd}
 OUT=$ROOT/build/bench/profile
