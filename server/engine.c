@@ -184,8 +184,11 @@ enum lk_code engine_acquire(struct engine *e, struct lk_loop *lp, const struct e
     /* With max_waiters parked already, a blocking acquire is tried once: a
      * free lock is still granted, a held one answered 409 at once. */
     if (a->wait_ms > 0 &&
-        (e->cfg->max_waiters == 0 || metrics_get(M_WAITERS) < e->cfg->max_waiters))
-        return waiters_acquire(e, lp, a, lease, done, arg, waiter);
+        (e->cfg->max_waiters == 0 || metrics_get(M_WAITERS) < e->cfg->max_waiters)) {
+        enum lk_code c = waiters_acquire(e, lp, a, lease, done, arg, waiter);
+        if (c != LK_LOCKED)
+            return c;
+    }
 
     /* A try-once acquire never jumps ahead of waiters queued here. */
     result_init(&r, LK_LOCKED, a->name);

@@ -418,14 +418,8 @@ enum lk_code waiters_acquire(struct engine *e, struct lk_loop *lp, const struct 
     pthread_mutex_lock(&e->wmu);
     if (e->cfg->max_waiters > 0 && metrics_get(M_WAITERS) >= e->cfg->max_waiters) {
         pthread_mutex_unlock(&e->wmu);
-        struct eng_result r;
-        result_of(w, &r, LK_LOCKED);
         free(w);
-        r.name = a->name;
-        r.owner = "";
-        metrics_add(M_ACQUIRE_LOCKED, 1);
-        done(arg, &r);
-        return LK_OK;
+        return LK_LOCKED; /* full since the caller looked: it tries once */
     }
     struct wqueue *q;
     HASH_FIND_STR(e->queues, a->name, q);

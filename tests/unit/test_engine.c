@@ -1,7 +1,8 @@
 /*
  * test_engine.c - the engine over the memory backend, without HTTP: grants,
  * exclusion, fencing order, owner-checked renew and release, expiry, lock
- * delay, sessions and reentrancy, and the heap behind the janitor.
+ * delay, sessions and reentrancy, max_waiters, and the heap behind the
+ * janitor.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,6 +16,7 @@
 #include "config/config.h"
 #include "server/backend.h"
 #include "server/engine.h"
+#include "server/engine_int.h"
 #include "server/heap.h"
 #include "server/loop.h"
 
@@ -207,6 +209,55 @@ static void test_session_expiry_lock_delay(void **state)
     assert_true(ok.token > a.token);
 }
 
+static enum lk_code wait_acquire(struct env *env, const char *name, struct got *g,
+                                 struct eng_waiter **w)
+{
+    memset(g, 0, sizeof(*g));
+    struct eng_acquire a = {
+        .name = name, .ttl_ms = 10000, .wait_ms = 10000, .owner = "t", .max_hold_ms = -1};
+    return engine_acquire(env->e, env->lp, &a, on_result, g, w);
+}
+
+/* Past max_waiters a blocking acquire is tried once: granted when free,
+ * 409 when held. The queue refuses on its own too when it filled up after
+ * the engine looked (another loop parked one meanwhile): it answers
+ * nothing and leaves the try to the engine. */
+static void test_max_waiters(void **state)
+{
+    struct env *env = *state;
+    int64_t saved = env->cfg.max_waiters;
+    env->cfg.max_waiters = 1;
+    struct got holder = acquire(env, "mw", 10000, NULL, false);
+    assert_int_equal(holder.code, LK_OK);
+    struct got parked, g;
+    struct eng_waiter *w = NULL, *w2 = NULL;
+    assert_int_equal(wait_acquire(env, "mw", &parked, &w), LK_AGAIN);
+    assert_int_equal(parked.calls, 0);
+    assert_non_null(w);
+
+    struct eng_acquire a = {
+        .name = "mw-free", .ttl_ms = 10000, .wait_ms = 10000, .owner = "t", .max_hold_ms = -1};
+    memset(&g, 0, sizeof(g));
+    assert_int_equal(waiters_acquire(env->e, env->lp, &a, "0123456789abcdef0123456789abcdef",
+                                     on_result, &g, &w2),
+                     LK_LOCKED);
+    assert_int_equal(g.calls, 0);
+
+    /* Through the engine: tried once. */
+    assert_int_equal(wait_acquire(env, "mw-free", &g, &w2), LK_OK);
+    assert_int_equal(g.calls, 1);
+    assert_int_equal(g.code, LK_OK);
+    release(env, "mw-free", g.lease);
+    assert_int_equal(wait_acquire(env, "mw", &g, &w2), LK_OK);
+    assert_int_equal(g.calls, 1);
+    assert_int_equal(g.code, LK_LOCKED);
+
+    engine_cancel(env->e, w);
+    assert_int_equal(parked.calls, 0); /* a withdrawn waiter is not answered */
+    release(env, "mw", holder.lease);
+    env->cfg.max_waiters = saved;
+}
+
 static void test_heap(void **state)
 {
     (void)state;
@@ -233,6 +284,7 @@ int main(void)
         cmocka_unit_test(test_renew_and_expiry),
         cmocka_unit_test(test_sessions_reentrant),
         cmocka_unit_test(test_session_expiry_lock_delay),
+        cmocka_unit_test(test_max_waiters),
         cmocka_unit_test(test_heap),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
