@@ -5,7 +5,8 @@
  * 200 while it is down, back within 5 s), expiry seen across processes,
  * requirepass / ACL / wrong password at startup and at runtime, /readyz
  * following Redis (down, auth refused, read-only replica), and one Redis
- * command per acquire, renew and release seen with MONITOR.
+ * command per acquire, renew and release seen with MONITOR, and a client
+ * (plain or waiting) that hangs up while its grant is at a frozen Redis.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -237,23 +238,47 @@ static void t_redis_killed_mid_load(void)
 
 /* ---- a client that hangs up while its grant is on the way ---- */
 
+/* A lockd on R whose backend timeout outlasts the freezes below: a command
+ * that timed out would be in doubt (503), not the case these tests make. */
+static void lockd_patient(struct th_lockd *l, long long timeout_ms)
+{
+    char tmo[24];
+    snprintf(tmo, sizeof(tmo), "%lld", timeout_ms < 60000 ? timeout_ms : 60000);
+    const char *args[] = {"--redis", redis_url, "--backend_timeout_ms", tmo, NULL};
+    th_lockd_start(l, args, NULL);
+}
+
+/* Resumes the frozen R, then checks that the grant the hung-up client missed
+ * was made (one EVALSHA since calls0) and given back (a second one): name is
+ * free at once, long before its ttl. */
+static void resume_expect_given_back(struct th_client *c, const struct th_lockd *l,
+                                     const char *name, long long calls0)
+{
+    kill(R.pid, SIGCONT);
+    int64_t t0 = th_now_ms();
+    while (th_redis_calls(&R, "evalsha") < calls0 + 2 && th_now_ms() - t0 < 3000 * th_time_scale())
+        th_sleep_ms(10);
+    CHECK_EQ_INT(th_redis_calls(&R, "evalsha") - calls0, 2);
+    char cmd[128], url[160], hdr[96];
+    snprintf(cmd, sizeof(cmd), "EXISTS lockd:{%s}", name);
+    CHECK_STR(th_redis_cli(&R, cmd), "0\n");
+    snprintf(url, sizeof(url), "%s/locks/%s", l->url, name);
+    struct th_resp r;
+    CHECK_EQ_INT(http_status(c, "POST", url, "{\"ttl_ms\":5000}", NULL, &r), 200);
+    snprintf(hdr, sizeof(hdr), "Lock-Lease: %s", th_jstr(&r, "lease"));
+    th_resp_free(&r);
+    CHECK_EQ_INT(http_status(c, "DELETE", url, NULL, hdr, NULL), 200);
+}
+
 /* A plain acquire is at a frozen Redis (SIGSTOP) when its client hangs up;
  * Redis resumes and grants. Nobody can learn that lease, so lockd gives the
- * lock back at once (a second EVALSHA) instead of leaving it held by no one
- * for its 30 s ttl. */
+ * lock back at once instead of leaving it held by no one for its 30 s ttl. */
 static void t_hangup_while_at_redis(void)
 {
-    /* Redis stays frozen well within the backend timeout: a command that
-     * timed out would be in doubt (503), not this case. */
     long long scale = th_time_scale();
-    char tmo[24];
-    snprintf(tmo, sizeof(tmo), "%lld", 2000 * scale);
-    const char *args[] = {"--redis", redis_url, "--backend_timeout_ms", tmo, NULL};
     struct th_lockd l;
-    th_lockd_start(&l, args, NULL);
+    lockd_patient(&l, 2000 * scale);
     struct th_client *c = th_client_new();
-    char url[128], hdr[96];
-    snprintf(url, sizeof(url), "%s/locks/gone", l.url);
     const char *rq = "POST /locks/gone HTTP/1.1\r\nHost: x\r\nContent-Length: 16\r\n\r\n"
                      "{\"ttl_ms\":30000}";
     for (int round = 0; round < 3; round++) {
@@ -264,19 +289,39 @@ static void t_hangup_while_at_redis(void)
         th_sleep_ms(100 * scale); /* parsed, and its EVALSHA sent to the frozen Redis */
         close(fd);
         th_sleep_ms(50 * scale);
-        kill(R.pid, SIGCONT);
-        int64_t t0 = th_now_ms();
-        while (th_redis_calls(&R, "evalsha") < calls0 + 2 && th_now_ms() - t0 < 3000 * scale)
-            th_sleep_ms(10);
-        /* granted (one EVALSHA), then given back (a second one) */
-        CHECK_EQ_INT(th_redis_calls(&R, "evalsha") - calls0, 2);
-        CHECK_STR(th_redis_cli(&R, "EXISTS lockd:{gone}"), "0\n");
-        struct th_resp r;
-        CHECK_EQ_INT(http_status(c, "POST", url, "{\"ttl_ms\":5000}", NULL, &r), 200);
-        snprintf(hdr, sizeof(hdr), "Lock-Lease: %s", th_jstr(&r, "lease"));
-        th_resp_free(&r);
-        CHECK_EQ_INT(http_status(c, "DELETE", url, NULL, hdr, NULL), 200);
+        resume_expect_given_back(c, &l, "gone", calls0);
     }
+    th_client_free(c);
+    th_lockd_kill(&l, SIGTERM);
+}
+
+/* The same for a waiter: its retry at the holder's expiry is at a frozen
+ * Redis when its client hangs up; Redis resumes, the holder has expired, the
+ * waiter is granted, and lockd gives that grant back at once. */
+static void t_waiter_hangup_while_at_redis(void)
+{
+    long long scale = th_time_scale();
+    struct th_lockd l;
+    lockd_patient(&l, 4000 * scale);
+    struct th_client *c = th_client_new();
+    char url[128], body[64];
+    snprintf(url, sizeof(url), "%s/locks/gone-w", l.url);
+    long long ttl = 500 * scale;
+    snprintf(body, sizeof(body), "{\"ttl_ms\":%lld}", ttl);
+    int64_t t0 = th_now_ms();
+    CHECK_EQ_INT(http_status(c, "POST", url, body, NULL, NULL), 200);
+    int fd = th_connect(l.port);
+    const char *rq = "POST /locks/gone-w HTTP/1.1\r\nHost: x\r\nContent-Length: 17\r\n\r\n"
+                     "{\"wait_ms\":60000}";
+    CHECK(write(fd, rq, strlen(rq)) == (ssize_t)strlen(rq));
+    th_sleep_ms(t0 + ttl * 6 / 10 - th_now_ms()); /* queued behind the holder */
+    long long calls0 = th_redis_calls(&R, "evalsha");
+    kill(R.pid, SIGSTOP);
+    th_sleep_ms(t0 + ttl + 300 * scale - th_now_ms()); /* its retry is at Redis now */
+    close(fd);
+    th_sleep_ms(150 * scale);
+    /* the waiter's attempt (granted: the holder expired), then the give-back */
+    resume_expect_given_back(c, &l, "gone-w", calls0);
     th_client_free(c);
     th_lockd_kill(&l, SIGTERM);
 }
@@ -637,6 +682,7 @@ int main(void)
     th_lockd_kill(&L1, SIGTERM);
     th_lockd_kill(&L2, SIGTERM);
     TH_RUN(t_hangup_while_at_redis);
+    TH_RUN(t_waiter_hangup_while_at_redis);
     TH_RUN(t_auth_at_startup);
     TH_RUN(t_unreachable_at_startup);
     TH_RUN(t_auth_changed_at_runtime);
