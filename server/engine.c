@@ -181,10 +181,10 @@ enum lk_code engine_acquire(struct engine *e, struct lk_loop *lp, const struct e
     }
     char lease[LK_LEASE_LEN + 1];
     lk_random_hex(lease, LK_LEASE_LEN / 2);
-    /* With max_waiters parked already, a blocking acquire is tried once: a
-     * free lock is still granted, a held one answered 409 at once. */
-    if (a->wait_ms > 0 &&
-        (e->cfg->max_waiters == 0 || metrics_get(M_WAITERS) < e->cfg->max_waiters)) {
+    /* With max_waiters parked already (the queue checks, under its lock), a
+     * blocking acquire is tried once: a free lock is still granted, a held
+     * one answered 409 at once. */
+    if (a->wait_ms > 0) {
         enum lk_code c = waiters_acquire(e, lp, a, lease, done, arg, waiter);
         if (c != LK_LOCKED)
             return c;

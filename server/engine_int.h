@@ -77,7 +77,7 @@ struct engine {
 /* waiters.c */
 /* Queues a blocking acquire: LK_AGAIN (done runs later), or LK_LOCKED
  * without calling done when max_waiters are parked already (the caller
- * tries once instead). */
+ * tries once instead). The one place max_waiters is checked. */
 enum lk_code waiters_acquire(struct engine *e, struct lk_loop *lp, const struct eng_acquire *a,
                              const char *lease, eng_done_fn done, void *arg,
                              struct eng_waiter **out);

@@ -419,7 +419,7 @@ enum lk_code waiters_acquire(struct engine *e, struct lk_loop *lp, const struct 
     if (e->cfg->max_waiters > 0 && metrics_get(M_WAITERS) >= e->cfg->max_waiters) {
         pthread_mutex_unlock(&e->wmu);
         free(w);
-        return LK_LOCKED; /* full since the caller looked: it tries once */
+        return LK_LOCKED; /* full: the caller tries once instead */
     }
     struct wqueue *q;
     HASH_FIND_STR(e->queues, a->name, q);

@@ -248,6 +248,15 @@ static void lockd_patient(struct th_lockd *l, long long timeout_ms)
     th_lockd_start(l, args, NULL);
 }
 
+/* Freezes R (SIGSTOP: it accepts, reads and answers nothing); returns its
+ * EVALSHA count so far, for resume_expect_given_back. */
+static long long freeze_redis(void)
+{
+    long long calls = th_redis_calls(&R, "evalsha");
+    kill(R.pid, SIGSTOP);
+    return calls;
+}
+
 /* Resumes the frozen R, then checks that the grant the hung-up client missed
  * was made (one EVALSHA since calls0) and given back (a second one): name is
  * free at once, long before its ttl. */
@@ -283,8 +292,7 @@ static void t_hangup_while_at_redis(void)
                      "{\"ttl_ms\":30000}";
     for (int round = 0; round < 3; round++) {
         int fd = th_connect(l.port);
-        long long calls0 = th_redis_calls(&R, "evalsha");
-        kill(R.pid, SIGSTOP);
+        long long calls0 = freeze_redis();
         CHECK(write(fd, rq, strlen(rq)) == (ssize_t)strlen(rq));
         th_sleep_ms(100 * scale); /* parsed, and its EVALSHA sent to the frozen Redis */
         close(fd);
@@ -315,8 +323,7 @@ static void t_waiter_hangup_while_at_redis(void)
                      "{\"wait_ms\":60000}";
     CHECK(write(fd, rq, strlen(rq)) == (ssize_t)strlen(rq));
     th_sleep_ms(t0 + ttl * 6 / 10 - th_now_ms()); /* queued behind the holder */
-    long long calls0 = th_redis_calls(&R, "evalsha");
-    kill(R.pid, SIGSTOP);
+    long long calls0 = freeze_redis();
     th_sleep_ms(t0 + ttl + 300 * scale - th_now_ms()); /* its retry is at Redis now */
     close(fd);
     th_sleep_ms(150 * scale);

@@ -219,9 +219,8 @@ static enum lk_code wait_acquire(struct env *env, const char *name, struct got *
 }
 
 /* Past max_waiters a blocking acquire is tried once: granted when free,
- * 409 when held. The queue refuses on its own too when it filled up after
- * the engine looked (another loop parked one meanwhile): it answers
- * nothing and leaves the try to the engine. */
+ * 409 when held. The queue refuses without answering and leaves the try to
+ * the engine. */
 static void test_max_waiters(void **state)
 {
     struct env *env = *state;
