@@ -666,7 +666,8 @@ static void test_wait_timeout(void)
     CHECK_EQ_INT(r.status, 409);
     CHECK_STR(th_jerr(&r), "locked");
     /* 500 ms ± 100 (issue 5), stretched only under sanitizers/valgrind. */
-    CHECK(th_jint(&r, "waited_ms") >= 400 && th_jint(&r, "waited_ms") <= 500 + 100 * th_time_scale());
+    CHECK(th_jint(&r, "waited_ms") >= 400 &&
+          th_jint(&r, "waited_ms") <= 500 + 100 * th_time_scale());
     CHECK(took >= 400 && took <= 500 + 100 * th_time_scale());
     json_t *h = json_object_get(r.json, "holder");
     CHECK_STR(json_string_value(json_object_get(h, "owner")), "blocker");

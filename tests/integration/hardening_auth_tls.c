@@ -79,39 +79,6 @@ static void expect_status(const struct th_lockd *l, const char *method, const ch
 
 /* ---- a raw keep-alive connection, to see that it survives a reload ---- */
 
-/* Sends one request and reads one whole response (Content-Length framed)
- * within 5 s; returns its status, or -1 if the connection closed. */
-static int raw_request(int fd, const char *req)
-{
-    size_t len = strlen(req);
-    if (send(fd, req, len, MSG_NOSIGNAL) != (ssize_t)len)
-        return -1;
-    char buf[8192];
-    size_t got = 0;
-    int64_t end = th_now_ms() + 5000;
-    for (;;) {
-        buf[got] = '\0';
-        char *eoh = strstr(buf, "\r\n\r\n");
-        if (eoh != NULL) {
-            const char *clen = strcasestr(buf, "\r\nContent-Length:");
-            size_t body = clen ? (size_t)strtoul(clen + 17, NULL, 10) : 0;
-            if (got >= (size_t)(eoh + 4 - buf) + body) {
-                int status = 0;
-                sscanf(buf, "HTTP/1.1 %d", &status);
-                return status;
-            }
-        }
-        int64_t left = end - th_now_ms();
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        if (left <= 0 || poll(&p, 1, (int)left) <= 0)
-            return -1;
-        ssize_t n = recv(fd, buf + got, sizeof(buf) - 1 - got, 0);
-        if (n <= 0)
-            return -1;
-        got += (size_t)n;
-    }
-}
-
 struct reload_arg {
     const struct th_lockd *l;
     const char *auth;
@@ -170,8 +137,10 @@ static void test_tokens(void)
 
     /* A keep-alive connection opened before the reload. */
     int fd = th_connect(l.port);
-    CHECK_EQ_INT(raw_request(fd, "GET /locks/guarded HTTP/1.1\r\nHost: x\r\n"
-                                 "Authorization: Bearer alpha-token-1\r\n\r\n"),
+    CHECK_EQ_INT(th_raw_request(fd,
+                                "GET /locks/guarded HTTP/1.1\r\nHost: x\r\n"
+                                "Authorization: Bearer alpha-token-1\r\n\r\n",
+                                NULL, 0),
                  200);
 
     /* Change the file, SIGHUP: the old token goes, the new one works. */
@@ -182,11 +151,15 @@ static void test_tokens(void)
     expect_401(&l, "GET", "/locks/guarded", "Bearer beta-token-2");
     expect_status(&l, "GET", "/locks/guarded", "Bearer gamma-token-3", 200);
     /* The old connection is still open and now needs the new token. */
-    CHECK_EQ_INT(raw_request(fd, "GET /locks/guarded HTTP/1.1\r\nHost: x\r\n"
-                                 "Authorization: Bearer alpha-token-1\r\n\r\n"),
+    CHECK_EQ_INT(th_raw_request(fd,
+                                "GET /locks/guarded HTTP/1.1\r\nHost: x\r\n"
+                                "Authorization: Bearer alpha-token-1\r\n\r\n",
+                                NULL, 0),
                  401);
-    CHECK_EQ_INT(raw_request(fd, "GET /locks/guarded HTTP/1.1\r\nHost: x\r\n"
-                                 "Authorization: Bearer gamma-token-3\r\n\r\n"),
+    CHECK_EQ_INT(th_raw_request(fd,
+                                "GET /locks/guarded HTTP/1.1\r\nHost: x\r\n"
+                                "Authorization: Bearer gamma-token-3\r\n\r\n",
+                                NULL, 0),
                  200);
 
     /* A reload that fails (empty file) keeps the tokens in force. */
@@ -194,7 +167,7 @@ static void test_tokens(void)
     CHECK(kill(l.pid, SIGHUP) == 0);
     th_sleep_ms(300); /* nothing to wait for: the state must simply not change */
     expect_status(&l, "GET", "/locks/guarded", "Bearer gamma-token-3", 200);
-    CHECK_EQ_INT(raw_request(fd, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"), 200);
+    CHECK_EQ_INT(th_raw_request(fd, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", NULL, 0), 200);
     close(fd);
     CHECK(kill(l.pid, 0) == 0);
     th_lockd_kill(&l, SIGKILL); /* SIGTERM would drain until the session above ends */

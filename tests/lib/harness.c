@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -134,6 +135,44 @@ int th_connect(int port)
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     CHECK(connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0);
     return fd;
+}
+
+int th_raw_response(int fd, char *body, size_t cap)
+{
+    char buf[8192];
+    size_t got = 0;
+    int64_t end = th_now_ms() + 5000 * th_time_scale();
+    for (;;) {
+        buf[got] = '\0';
+        char *eoh = strstr(buf, "\r\n\r\n");
+        if (eoh != NULL) {
+            const char *clen = strcasestr(buf, "\r\nContent-Length:");
+            size_t blen = clen ? (size_t)strtoul(clen + 17, NULL, 10) : 0;
+            if (got >= (size_t)(eoh + 4 - buf) + blen) {
+                int status = 0;
+                sscanf(buf, "HTTP/1.1 %d", &status);
+                if (cap > 0)
+                    snprintf(body, cap, "%.*s", (int)blen, eoh + 4);
+                return status;
+            }
+        }
+        int64_t left = end - th_now_ms();
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (left <= 0 || poll(&p, 1, (int)left) <= 0)
+            return -1;
+        ssize_t n = recv(fd, buf + got, sizeof(buf) - 1 - got, 0);
+        if (n <= 0)
+            return -1;
+        got += (size_t)n;
+    }
+}
+
+int th_raw_request(int fd, const char *req, char *body, size_t cap)
+{
+    size_t len = strlen(req);
+    if (send(fd, req, len, MSG_NOSIGNAL) != (ssize_t)len)
+        return -1;
+    return th_raw_response(fd, body, cap);
 }
 
 const char *th_tmpdir(void)

@@ -63,6 +63,12 @@ const char *th_tmpdir(void);
 long long th_time_scale(void);
 /* A plain TCP connection to 127.0.0.1:port (fails the test if refused). */
 int th_connect(int port);
+/* Reads one whole HTTP/1.1 response (Content-Length framed) from fd within
+ * 5 s (stretched by th_time_scale); returns its status, or -1 if the
+ * connection closed or nothing came. body (cap > 0) gets its body. */
+int th_raw_response(int fd, char *body, size_t cap);
+/* Sends req on fd, then th_raw_response. */
+int th_raw_request(int fd, const char *req, char *body, size_t cap);
 
 struct th_redis {
     pid_t pid;

@@ -279,12 +279,9 @@ static void test_heap(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_exclusive),
-        cmocka_unit_test(test_renew_and_expiry),
-        cmocka_unit_test(test_sessions_reentrant),
-        cmocka_unit_test(test_session_expiry_lock_delay),
-        cmocka_unit_test(test_max_waiters),
-        cmocka_unit_test(test_heap),
+        cmocka_unit_test(test_exclusive),          cmocka_unit_test(test_renew_and_expiry),
+        cmocka_unit_test(test_sessions_reentrant), cmocka_unit_test(test_session_expiry_lock_delay),
+        cmocka_unit_test(test_max_waiters),        cmocka_unit_test(test_heap),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
