@@ -5,7 +5,7 @@
 #   make         build/lockd and build/lockctl
 #   make run     deps if missing, build, run lockd on the memory backend
 #   make test    lint, unit + integration tests, then again under ASan/UBSan
-#   make bench   the peer benchmark (not part of make test)
+#   make bench   the peer benchmark, then the parking and Redis floors (not part of make test)
 
 CC      ?= cc
 PKGS    := libmicrohttpd jansson hiredis libcurl
@@ -37,7 +37,7 @@ UNIT     := $(patsubst tests/unit/%.c,%,$(wildcard tests/unit/*.c))
 INTEG    := $(patsubst tests/integration/%.c,%,$(wildcard tests/integration/*.c))
 BENCH    := $(patsubst bench/%.c,%,$(wildcard bench/*.c))
 
-.PHONY: all deps run test test-fast test-san lint unit-% clean bench check-deps fuzz fuzz-build test-fuzz test-valgrind test-tsan format
+.PHONY: all deps run test test-fast test-san lint unit-% clean bench bench-floors check-deps fuzz fuzz-build test-fuzz test-valgrind test-tsan format
 all: build/lockd build/lockctl
 
 # --- code generation: Lua scripts become C strings (server/scripts is the only copy)
@@ -202,6 +202,14 @@ check-deps:
 
 bench: all $(addprefix build/bench/,$(BENCH))
 	bench/run.sh
+	bench/park.sh
+	bench/redis_floor.sh
+
+# the two floors alone: what parking a request costs in libmicrohttpd, and
+# what a lock pair costs inside Redis with the commands fully pipelined
+bench-floors: all $(addprefix build/bench/,$(BENCH))
+	bench/park.sh
+	bench/redis_floor.sh
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')

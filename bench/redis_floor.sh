@@ -2,7 +2,7 @@
 # bench/redis_floor.sh - what one lock pair (acquire + release) costs inside
 # Redis with the commands fully pipelined: lockd's own scripts next to the
 # cheapest lock designs, so "Redis CPU per pair" has a floor to be read
-# against. Not a test; `make bench-redis-floor` runs it.
+# against. Not a test; `make bench` and `make bench-floors` run it.
 #
 # Each round of each variant gets a fresh redis-server (pinned to the last CPU
 # when there are two or more) fed by `redis-cli --pipe` (pinned to CPU 0):
@@ -100,7 +100,7 @@ gen() {
 }
 
 start_redis() {
-    PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    PORT=$("$ROOT/build/bench/loadgen" --free_port)
     "${PIN_REDIS[@]}" redis-server --port "$PORT" --bind 127.0.0.1 --save '' --appendonly no \
         --dir "$TMP" --logfile "$TMP/redis.log" --daemonize no </dev/null >/dev/null 2>&1 &
     RPID=$!
