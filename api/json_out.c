@@ -93,13 +93,21 @@ static void put_string(struct jout *j, const char *s)
     put(j, "\"", 1);
 }
 
+/* Keys are identifiers of ours: copied, never escaped. */
 static void key(struct jout *j, const char *k)
 {
+    size_t n = strlen(k);
+    grow(j, n + 4);
+    char *o = j->p + j->len;
     if (!j->first)
-        put(j, ",", 1);
+        *o++ = ',';
     j->first = false;
-    put_string(j, k);
-    put(j, ":", 1);
+    *o++ = '"';
+    memcpy(o, k, n);
+    o += n;
+    *o++ = '"';
+    *o++ = ':';
+    j->len = (size_t)(o - j->p);
 }
 
 void jout_begin(struct jout *j)
@@ -124,15 +132,7 @@ void jout_int(struct jout *j, const char *k, int64_t val)
 {
     key(j, k);
     char b[24];
-    char *e = b + sizeof(b), *q = e;
-    uint64_t u = val < 0 ? (uint64_t)0 - (uint64_t)val : (uint64_t)val;
-    do {
-        *--q = (char)('0' + u % 10);
-        u /= 10;
-    } while (u);
-    if (val < 0)
-        *--q = '-';
-    put(j, q, (size_t)(e - q));
+    put(j, b, lk_itoa(val, b));
 }
 
 void jout_bool(struct jout *j, const char *k, bool val)

@@ -17,6 +17,8 @@ struct jout {
     bool first;
 };
 
+/* Keys are plain ASCII identifiers ("fencing_token") and are written as they
+ * are; values are escaped. */
 void jout_begin(struct jout *j);
 void jout_str(struct jout *j, const char *key, const char *val); /* val NULL = null */
 void jout_int(struct jout *j, const char *key, int64_t val);

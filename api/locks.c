@@ -87,7 +87,7 @@ static void retry_after(struct req *r, int64_t ms)
 {
     char buf[24];
     int64_t s = ms > 0 ? (ms + 999) / 1000 : 1;
-    snprintf(buf, sizeof(buf), "%lld", (long long)s);
+    lk_itoa(s, buf);
     http_add_header(r, "Retry-After", buf);
 }
 
@@ -111,7 +111,7 @@ static void grant_json(struct req *r, const struct eng_result *res)
     size_t len;
     char *text = jout_end(&j, &len);
     char token[24];
-    snprintf(token, sizeof(token), "%lld", (long long)res->fencing_token);
+    lk_itoa(res->fencing_token, token);
     http_add_header(r, "Lock-Lease", res->lease);
     http_add_header(r, "Lock-Fencing-Token", token);
     http_respond_text(r, 200, "application/json", text, len);

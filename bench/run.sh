@@ -165,7 +165,11 @@ http {
     keepalive_requests 100000000;
     server {
         listen 127.0.0.1:$port;
-        location / { default_type application/json; return 200 '{"name":"x","fencing_token":1}'; }
+        location / {
+            default_type application/json;
+            add_header Lock-Lease 0123456789abcdef0123456789abcdef;
+            return 200 '{"name":"x","fencing_token":1}';
+        }
     }
 }
 EOF
@@ -182,6 +186,9 @@ EOF
     # CPU of nginx's workers per two requests (one "pair"), to compare with lockd's
     R[$label.cpu_us_per_pair]=$(us_per $((t1 - t0)) $(( ${R[$label.reqs]:-0} / 2 )))
     R[$label.pairs_per_s]=$(awk -v r="${R[$label.reqs_per_s]:-0}" 'BEGIN {printf "%.0f", r / 2}')
+    # the same nginx driven like lockd (POST, then DELETE with the Lock-Lease
+    # it answered): the HTTP ceiling of a pair's latency at this concurrency
+    [[ $label == nginx_r* ]] && run_loadgen "nginxpairs_${label#nginx_}" --mode pairs --port "$port" --clients "$CLIENTS"
     stop_pid "$pid"
 }
 
@@ -469,6 +476,7 @@ report() {
     echo "| what | pairs/s | p50 µs | p90 µs | p99 µs | p99.9 µs | note |"
     echo "|---|---:|---:|---:|---:|---:|---|"
     row "nginx return 200 (POST)" nginx pairs_per_s "${R[nginx.reqs_per_s]:-?} req/s ÷ 2; latency per request; rounds ${R[nginx.range]:--}"
+    row "nginx return 200, POST + DELETE pairs" nginxpairs ops_per_s "driven like lockd: latency per pair; rounds ${R[nginxpairs.range]:--}"
     printf '| %-34s | %9s | %8s | %8s | %8s | %8s | %s |\n' "raw Redis, same Lua (redis-benchmark)" \
         "$(fmt "${R[redis.pairs_per_s]:-}")" "acq $(fmt "${R[redis.acq_p50_ms]:-}")ms" "-" \
         "acq $(fmt "${R[redis.acq_p99_ms]:-}")ms" "-" \
@@ -506,6 +514,8 @@ report() {
     echo "| etcd / lockd handoff p99, release sent → next grant (redis) | $(ratio "${R[etcd_contended.handoff_send_p99_us]:-}" "${R[lockdredis_contended.handoff_send_p99_us]:-}") | |"
     echo "| lockd redis pair p99 | $(fmt "${R[lockdredis.pair_p99_us]:-}") µs | ≤ 5000 µs |"
     echo "| lockd memory pair p99 | $(fmt "${R[memory.pair_p99_us]:-}") µs | < 2000 µs |"
+    echo "| nginx pair p99, driven like lockd (the HTTP ceiling) | $(fmt "${R[nginxpairs.pair_p99_us]:-}") µs | |"
+    echo "| lockd memory / nginx, both driven as pairs | ${R[ratio.nginxpairs]:--} | |"
     echo "| lockd redis single-client acquire p50 | $(fmt "${R[lockdredis_single.acq_p50_us]:-}") µs | ≤ 200 µs |"
     echo "| nginx workers' CPU per 2 requests | $(fmt "${R[nginx.cpu_us_per_pair]:-}") µs | |"
     echo "| lockd CPU per pair, memory | $(fmt "${R[memory.cpu_us_per_pair]:-}") µs (user $(fmt "${R[memory.cpu_user_us_per_pair]:-}")) | |"
@@ -523,7 +533,7 @@ report() {
         for l in "${NOTES[@]}"; do echo "- $l"; done
     fi
     echo
-    echo "errors: $(for l in nginx etcd etcd_session memory lockdredis memory_contended lockdredis_contended etcd_contended; do printf '%s=%s/%s ' "$l" "${R[$l.errors]:--}" "${R[$l.conn_errors]:--}"; done)"
+    echo "errors: $(for l in nginx nginxpairs etcd etcd_session memory lockdredis memory_contended lockdredis_contended etcd_contended; do printf '%s=%s/%s ' "$l" "${R[$l.errors]:--}" "${R[$l.conn_errors]:--}"; done)"
 }
 
 # ------------------------------------------------------------------ main
@@ -560,12 +570,14 @@ for ((round = 1; round <= ROUNDS; round++)); do
     want node && bench_node_pairs "node_r$round"
 done
 median_round nginx pairs_per_s
+median_round nginxpairs ops_per_s
 median_round redis pairs_per_s
 median_round memory ops_per_s
 median_round lockdredis ops_per_s
 median_round node ops_per_s
 ratio_rounds redis lockdredis ops_per_s redis pairs_per_s
 ratio_rounds nginx memory ops_per_s nginx pairs_per_s
+ratio_rounds nginxpairs memory ops_per_s nginxpairs ops_per_s
 ratio_rounds memredis memory ops_per_s redis pairs_per_s
 ratio_rounds node lockdredis ops_per_s node ops_per_s
 want etcd && bench_etcd

@@ -115,35 +115,43 @@ void rb_argb_str(struct argb *b, const char *s)
 
 static void argb_int(struct argb *b, long long v)
 {
-    char tmp[32];
-    int n = snprintf(tmp, sizeof(tmp), "%lld", v);
-    rb_argb_put(b, tmp, (size_t)n);
+    char tmp[24];
+    rb_argb_put(b, tmp, lk_itoa(v, tmp));
 }
 
-/* <prefix>{<name>}<suffix>: every key of one lock shares the {name} hash tag. */
-static void argb_key(struct argb *b, const struct rb *bk, const char *name, const char *suffix)
+/* <prefix><infix>{<name>}<suffix>: every key of one lock shares the {name}
+ * hash tag (infix is "" for keys, "released:" for the channel). */
+static void argb_tagged(struct argb *b, const struct rb *bk, const char *infix, const char *name,
+                        const char *suffix)
 {
-    size_t nl = strlen(name), sl = strlen(suffix);
+    size_t nl = strlen(name), sl = strlen(suffix), il = strlen(infix);
     char tmp[512]; /* prefix and name are bounded; larger keys take the heap */
-    size_t len = bk->prefix_len + nl + sl + 2;
+    size_t len = bk->prefix_len + il + nl + sl + 2;
     char *k = len <= sizeof(tmp) ? tmp : lk_malloc(len);
-    memcpy(k, bk->prefix, bk->prefix_len);
-    k[bk->prefix_len] = '{';
-    memcpy(k + bk->prefix_len + 1, name, nl);
-    k[bk->prefix_len + 1 + nl] = '}';
-    memcpy(k + bk->prefix_len + 2 + nl, suffix, sl);
+    char *o = k;
+    memcpy(o, bk->prefix, bk->prefix_len);
+    o += bk->prefix_len;
+    memcpy(o, infix, il);
+    o += il;
+    *o++ = '{';
+    memcpy(o, name, nl);
+    o += nl;
+    *o++ = '}';
+    memcpy(o, suffix, sl);
     rb_argb_put(b, k, len);
     if (k != tmp)
         free(k);
 }
 
+static void argb_key(struct argb *b, const struct rb *bk, const char *name, const char *suffix)
+{
+    argb_tagged(b, bk, "", name, suffix);
+}
+
+/* <prefix>released:{<name>}, the channel release.lua publishes on. */
 void rb_argb_channel(struct argb *b, const struct rb *bk, const char *name)
 {
-    size_t len = bk->prefix_len + strlen("released:") + strlen(name) + 2;
-    char *tmp = lk_malloc(len + 1);
-    snprintf(tmp, len + 1, "%sreleased:{%s}", bk->prefix, name);
-    rb_argb_put(b, tmp, len);
-    free(tmp);
+    argb_tagged(b, bk, "released:", name, "");
 }
 
 /* ---------------------------------------------------------------- status */

@@ -94,6 +94,23 @@ int64_t lk_wall_us(void)
     return clock_us(CLOCK_REALTIME);
 }
 
+size_t lk_itoa(int64_t v, char out[24])
+{
+    char b[24];
+    char *e = b + sizeof(b), *q = e;
+    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    do {
+        *--q = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        *--q = '-';
+    size_t n = (size_t)(e - q);
+    memcpy(out, q, n);
+    out[n] = '\0';
+    return n;
+}
+
 void lk_rfc3339(int64_t wall_ms, char out[32])
 {
     /* Per thread, the "YYYY-MM-DDTHH:MM:SS" of the last second formatted:

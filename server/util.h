@@ -43,6 +43,10 @@ int64_t lk_now_us(void);
 int64_t lk_wall_ms(void);
 int64_t lk_wall_us(void);
 
+/* Writes v in decimal plus a NUL (at most 21 bytes); returns the length.
+ * The hot paths' "%lld" without snprintf. */
+size_t lk_itoa(int64_t v, char out[24]);
+
 /* Formats unix milliseconds as RFC 3339 UTC with ms ("2026-11-22T01:02:03.456Z"). */
 void lk_rfc3339(int64_t wall_ms, char out[32]);
 
