@@ -58,7 +58,6 @@ void router_declare_metrics(void)
 const struct route *router_match(const char *method, const char *path, const char **param,
                                  int *status, char *allow, size_t allowlen, const char **label)
 {
-    size_t used = 0;
     bool any = false;
     allow[0] = '\0';
     *label = "other";
@@ -73,10 +72,15 @@ const struct route *router_match(const char *method, const char *path, const cha
             *param = p;
             return &routes[i];
         }
-        if (used < allowlen)
+    }
+    *status = any ? 405 : 404;
+    /* Only a 405 needs the Allow list: built here, off the hot path. */
+    size_t used = 0;
+    for (size_t i = 0; any && i < NROUTES && used < allowlen; i++) {
+        const char *p;
+        if (path_matches(&routes[i], path, &p))
             used += (size_t)snprintf(allow + used, allowlen - used, "%s%s", used ? ", " : "",
                                      routes[i].method);
     }
-    *status = any ? 405 : 404;
     return NULL;
 }
