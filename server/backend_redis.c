@@ -53,6 +53,8 @@ struct rbatch {
     void *arg;
 };
 
+#define RCMD_SMALL 12
+
 /* One request in flight. hiredis keeps a pointer to it until it calls
  * on_reply (with a reply, or NULL when the context goes away), even after
  * our deadline answered the caller: `refs` counts those pending hiredis
@@ -84,6 +86,10 @@ struct rcmd {
     const char **argv;
     size_t *argvlen;
     char *buf;
+    /* argv and argvlen of a lock operation (at most 11 arguments) live
+     * here; only the watchdog's long batches take the heap. */
+    const char *argv_small[RCMD_SMALL];
+    size_t argvlen_small[RCMD_SMALL];
 };
 
 /* ---------------------------------------------------------------- argv */
@@ -469,8 +475,13 @@ static void cmd_take_args(struct rcmd *cmd, struct argb *b)
 {
     int extra = cmd->script >= 0 ? 2 : 0;
     cmd->argc = b->n + extra;
-    cmd->argv = lk_malloc((size_t)cmd->argc * sizeof(*cmd->argv));
-    cmd->argvlen = lk_malloc((size_t)cmd->argc * sizeof(*cmd->argvlen));
+    if (cmd->argc <= RCMD_SMALL) {
+        cmd->argv = cmd->argv_small;
+        cmd->argvlen = cmd->argvlen_small;
+    } else {
+        cmd->argv = lk_malloc((size_t)cmd->argc * sizeof(*cmd->argv));
+        cmd->argvlen = lk_malloc((size_t)cmd->argc * sizeof(*cmd->argvlen));
+    }
     cmd->buf = b->buf;
     if (extra) {
         const struct rscript *s = &cmd->bk->scripts[cmd->script];
@@ -490,8 +501,10 @@ static void cmd_take_args(struct rcmd *cmd, struct argb *b)
 
 static void cmd_free(struct rcmd *cmd)
 {
-    free(cmd->argv);
-    free(cmd->argvlen);
+    if (cmd->argv != cmd->argv_small) {
+        free(cmd->argv);
+        free(cmd->argvlen);
+    }
     free(cmd->buf);
     free(cmd);
 }
