@@ -585,17 +585,13 @@ static char *resp_format(int argc, const char **argv, const size_t *argvlen, siz
     *heap = need > sizeof(small);
     char *buf = *heap ? lk_malloc(need) : small;
     char *p = buf;
-    p += sprintf(p, "*%d\r\n", argc);
+    *p++ = '*';
+    p += lk_itoa(argc, p);
+    *p++ = '\r';
+    *p++ = '\n';
     for (int i = 0; i < argc; i++) {
-        char num[24], *e = num + sizeof(num), *q = e;
-        size_t v = argvlen[i];
-        do {
-            *--q = (char)('0' + v % 10);
-            v /= 10;
-        } while (v);
         *p++ = '$';
-        memcpy(p, q, (size_t)(e - q));
-        p += e - q;
+        p += lk_itoa((int64_t)argvlen[i], p);
         *p++ = '\r';
         *p++ = '\n';
         memcpy(p, argv[i], argvlen[i]);

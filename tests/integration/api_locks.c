@@ -544,6 +544,19 @@ static void test_ops(void)
     CHECK_EQ_INT(r.status, 405);
     CHECK_STR(th_header(&r, "Allow"), "GET");
     th_resp_free(&r);
+    /* Every method the path serves, in the route table's order. */
+    req("PATCH", "/locks/allow-x", NULL, &r);
+    CHECK_EQ_INT(r.status, 405);
+    CHECK_STR(th_header(&r, "Allow"), "POST, PUT, DELETE, GET");
+    th_resp_free(&r);
+    req("PATCH", "/sessions/abc", NULL, &r);
+    CHECK_EQ_INT(r.status, 405);
+    CHECK_STR(th_header(&r, "Allow"), "PUT, GET, DELETE");
+    th_resp_free(&r);
+    req("PUT", "/locks", NULL, &r);
+    CHECK_EQ_INT(r.status, 405);
+    CHECK_STR(th_header(&r, "Allow"), "GET");
+    th_resp_free(&r);
 }
 
 /* ---- blocking waits ---- */

@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -171,6 +172,21 @@ static void test_json_out(void **state)
     }
 }
 
+/* lk_itoa writes what "%lld" writes, at the edges of int64 too. */
+static void test_itoa(void **state)
+{
+    (void)state;
+    const int64_t vals[] = {
+        0,         1,         -1,           9, 10, -10, 1795312246151213LL, 9007199254740991LL,
+        INT64_MAX, INT64_MIN, INT64_MIN + 1};
+    for (size_t i = 0; i < sizeof(vals) / sizeof(vals[0]); i++) {
+        char got[24] = {0}, want[32];
+        int wn = snprintf(want, sizeof(want), "%lld", (long long)vals[i]);
+        assert_int_equal(lk_itoa(vals[i], got), (size_t)wn);
+        assert_string_equal(got, want);
+    }
+}
+
 static void test_time_and_random(void **state)
 {
     (void)state;
@@ -201,11 +217,9 @@ static void test_time_and_random(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_names),
-        cmocka_unit_test(test_leases),
-        cmocka_unit_test(test_json),
-        cmocka_unit_test(test_json_out),
-        cmocka_unit_test(test_time_and_random),
+        cmocka_unit_test(test_names), cmocka_unit_test(test_leases),
+        cmocka_unit_test(test_json),  cmocka_unit_test(test_json_out),
+        cmocka_unit_test(test_itoa),  cmocka_unit_test(test_time_and_random),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
