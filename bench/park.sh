@@ -12,6 +12,8 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 SECS=${PARK_SECS:-5}
 ROUNDS=${PARK_ROUNDS:-3}
 CLIENTS=${PARK_CLIENTS:-64}
+[[ $SECS =~ ^[1-9][0-9]*$ && $ROUNDS =~ ^[1-9][0-9]*$ && $CLIENTS =~ ^[1-9][0-9]*$ ]] ||
+    { echo "PARK_SECS, PARK_ROUNDS and PARK_CLIENTS must be positive integers" >&2; exit 64; }
 LOADGEN=$ROOT/build/bench/loadgen
 PARK=$ROOT/build/bench/mhd_park
 CLK_TCK=$(getconf CLK_TCK)

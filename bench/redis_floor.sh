@@ -21,6 +21,8 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 N=${FLOOR_N:-200000}
 ROUNDS=${FLOOR_ROUNDS:-3}
 ONLY=${FLOOR_ONLY:-ping noop setnx min-fenced lockd}
+[[ $N =~ ^[1-9][0-9]*$ && $ROUNDS =~ ^[1-9][0-9]*$ ]] ||
+    { echo "FLOOR_N and FLOOR_ROUNDS must be positive integers" >&2; exit 64; }
 SCRIPTS=${FLOOR_SCRIPTS:-$ROOT/server/scripts}
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/lockd-floor.XXXXXX")
 CLK_TCK=$(getconf CLK_TCK)
