@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# bench/ab.sh - A/B of lockd binaries: each round runs every binary in turn
+# under the same acquire+release load and reports lockd's CPU per pair (from
+# /proc) and pairs/s; the summary gives each binary's median and its median
+# within-round ratio to the first binary. Host speed drifts by ±15 % within
+# an hour here, so only alternated runs compare two builds. Not a test.
+#
+#   bench/ab.sh OLD_LOCKD NEW_LOCKD [MORE...]
+#   AB_ROUNDS=6 AB_SECS=5 AB_CLIENTS=64 AB_BACKEND=memory|redis
+#   AB_PIN=1   lockd on CPU 1 and the load generator on CPU 0 (2+ cores)
+set -u
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+ROUNDS=${AB_ROUNDS:-6}
+SECS=${AB_SECS:-5}
+CLIENTS=${AB_CLIENTS:-64}
+BACKEND=${AB_BACKEND:-memory}
+PIN=${AB_PIN:-1}
+[[ $ROUNDS =~ ^[1-9][0-9]*$ && $SECS =~ ^[1-9][0-9]*$ && $CLIENTS =~ ^[1-9][0-9]*$ ]] ||
+    { echo "AB_ROUNDS, AB_SECS and AB_CLIENTS must be positive integers" >&2; exit 64; }
+[[ $BACKEND == memory || $BACKEND == redis ]] || { echo "AB_BACKEND: memory or redis" >&2; exit 64; }
+(($# >= 2)) || { echo "usage: $0 LOCKD_A LOCKD_B [...]" >&2; exit 64; }
+LOADGEN=$ROOT/build/bench/loadgen
+[[ -x $LOADGEN ]] || { echo "$LOADGEN missing: make build/bench/loadgen" >&2; exit 1; }
+for b in "$@"; do [[ -x $b ]] || { echo "$b is not executable" >&2; exit 64; }; done
+CLK_TCK=$(getconf CLK_TCK)
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/lockd-ab.XXXXXX")
+PIDS=()
+cleanup() {
+    local p
+    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null && wait "$p" 2>/dev/null; done
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+pin() { # pin CPU CMD...: runs CMD on CPU when pinning is on and possible
+    local cpu=$1; shift
+    if [[ $PIN == 1 ]] && (($(nproc) >= 2)) && command -v taskset >/dev/null; then
+        exec taskset -c "$cpu" "$@"
+    else
+        exec "$@"
+    fi
+}
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+field() { tr ' ' '\n' <<<"$2" | sed -n "s/^$1=//p"; }
+
+BACKEND_ARGS=(--backend memory)
+if [[ $BACKEND == redis ]]; then
+    RPORT=$("$LOADGEN" --free_port)
+    redis-server --port "$RPORT" --bind 127.0.0.1 --save '' --appendonly no --dir "$TMP" \
+        --daemonize no >"$TMP/redis.log" 2>&1 &
+    PIDS+=($!)
+    for ((i = 0; i < 100; i++)); do redis-cli -p "$RPORT" ping >/dev/null 2>&1 && break; sleep 0.05; done
+    BACKEND_ARGS=(--backend redis --redis "redis://127.0.0.1:$RPORT")
+fi
+
+# run BIN: prints "pairs_per_s cpu_us_per_pair pair_p99_us"
+run() {
+    local bin=$1 port pid t0 t1 line ops
+    rm -f "$TMP/port"
+    pin 1 "$bin" --listen 127.0.0.1:0 --port_file "$TMP/port" "${BACKEND_ARGS[@]}" --threads 1 \
+        --log_level warn --access_log false >"$TMP/lockd.log" 2>&1 &
+    pid=$!
+    PIDS+=("$pid")
+    for ((i = 0; i < 100; i++)); do [[ -s $TMP/port ]] && break; sleep 0.05; done
+    port=$(cat "$TMP/port" 2>/dev/null)
+    [[ -n $port ]] || { echo "0 n/a n/a"; kill "$pid"; wait "$pid" 2>/dev/null; return; }
+    t0=$(ticks "$pid")
+    line=$(pin 0 "$LOADGEN" --mode pairs --port "$port" --clients "$CLIENTS" --secs "$SECS" 2>/dev/null |
+        grep '^RESULT')
+    t1=$(ticks "$pid")
+    kill "$pid"
+    wait "$pid" 2>/dev/null
+    ops=$(field ops "$line")
+    [[ $(field errors "$line") == 0 ]] || { echo "0 errors n/a"; return; }
+    awk -v t=$((t1 - t0)) -v n="${ops:-0}" -v r="$(field ops_per_s "$line")" -v hz="$CLK_TCK" \
+        -v p="$(field pair_p99_us "$line")" \
+        'BEGIN { if (n > 0) printf "%s %.2f %s\n", r, t * 1e6 / hz / n, p; else print "0 n/a n/a" }'
+}
+
+echo "# $ROUNDS rounds × $# binaries × ${SECS} s, $CLIENTS clients, backend $BACKEND, pinned=$PIN"
+for ((r = 1; r <= ROUNDS; r++)); do
+    i=0
+    for b in "$@"; do
+        read -r pps cpu p99 < <(run "$b")
+        printf 'round %d  %-28s pairs/s %7s  cpu/pair %6s us  pair p99 %8s us\n' "$r" "$b" "$pps" "$cpu" "$p99"
+        echo "$r $i $pps $cpu" >>"$TMP/rows"
+        i=$((i + 1))
+    done
+done
+echo "# median per binary; ratios are taken within each round against the first binary"
+i=0
+for b in "$@"; do
+    awk -v i="$i" -v name="$b" '
+        function median(a, n,   k, j, t) {
+            for (k = 1; k <= n; k++) for (j = k + 1; j <= n; j++) if (a[j] < a[k]) { t = a[k]; a[k] = a[j]; a[j] = t }
+            return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+        }
+        { pps[$1, $2] = $3; cpu[$1, $2] = $4; rounds[$1] = 1 }
+        END {
+            n = 0
+            for (r in rounds) {
+                if (cpu[r, i] == "n/a" || cpu[r, 0] == "n/a" || pps[r, 0] == 0) continue
+                n++; c[n] = cpu[r, i]; p[n] = pps[r, i]; cr[n] = cpu[r, i] / cpu[r, 0]; pr[n] = pps[r, i] / pps[r, 0]
+            }
+            if (n == 0) { printf "%-30s no valid round\n", name; exit }
+            printf "%-30s pairs/s %7.0f  cpu/pair %6.2f us  cpu ratio %.3f  pairs/s ratio %.3f  (%d rounds)\n",
+                name, median(p, n), median(c, n), median(cr, n), median(pr, n), n
+        }' "$TMP/rows"
+    i=$((i + 1))
+done
