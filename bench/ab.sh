@@ -71,7 +71,8 @@ run() {
     kill "$pid"
     wait "$pid" 2>/dev/null
     ops=$(field ops "$line")
-    [[ $(field errors "$line") == 0 ]] || { echo "0 errors n/a"; return; }
+    # a binary whose answers failed has no CPU per pair to compare
+    [[ $(field errors "$line") == 0 ]] || { echo "0 n/a errors"; return; }
     awk -v t=$((t1 - t0)) -v n="${ops:-0}" -v r="$(field ops_per_s "$line")" -v hz="$CLK_TCK" \
         -v p="$(field pair_p99_us "$line")" \
         'BEGIN { if (n > 0) printf "%s %.2f %s\n", r, t * 1e6 / hz / n, p; else print "0 n/a n/a" }'
