@@ -6,6 +6,12 @@
 # an hour here, so only alternated runs compare two builds. Not a test.
 #
 #   bench/ab.sh OLD_LOCKD NEW_LOCKD [MORE...]
+#   bench/ab.sh nginx LOCKD...   the word nginx stands for nginx `return 200`
+#                                (run.sh's config, one process, pinned alike):
+#                                ratios to the HTTP ceiling
+#   AB_NGINX=post   nginx driven as run.sh's headline and issue 8's target: POST
+#                   only, a pair = 2 requests; AB_NGINX=pairs: POST + DELETE
+#                   pairs, exactly as lockd is driven
 #   AB_ROUNDS=6 AB_SECS=5 AB_CLIENTS=64 AB_BACKEND=memory|redis
 #   AB_PIN=1   lockd on CPU 1 and the load generator on CPU 0 (2+ cores)
 set -u
@@ -15,13 +21,18 @@ SECS=${AB_SECS:-5}
 CLIENTS=${AB_CLIENTS:-64}
 BACKEND=${AB_BACKEND:-memory}
 PIN=${AB_PIN:-1}
+NGINX_MODE=${AB_NGINX:-post}
 [[ $ROUNDS =~ ^[1-9][0-9]*$ && $SECS =~ ^[1-9][0-9]*$ && $CLIENTS =~ ^[1-9][0-9]*$ ]] ||
     { echo "AB_ROUNDS, AB_SECS and AB_CLIENTS must be positive integers" >&2; exit 64; }
 [[ $BACKEND == memory || $BACKEND == redis ]] || { echo "AB_BACKEND: memory or redis" >&2; exit 64; }
+[[ $NGINX_MODE == post || $NGINX_MODE == pairs ]] || { echo "AB_NGINX: post or pairs" >&2; exit 64; }
 (($# >= 2)) || { echo "usage: $0 LOCKD_A LOCKD_B [...]" >&2; exit 64; }
 LOADGEN=$ROOT/build/bench/loadgen
 [[ -x $LOADGEN ]] || { echo "$LOADGEN missing: make build/bench/loadgen" >&2; exit 1; }
-for b in "$@"; do [[ -x $b ]] || { echo "$b is not executable" >&2; exit 64; }; done
+for b in "$@"; do
+    [[ $b == nginx ]] && { command -v nginx >/dev/null || { echo "nginx not installed" >&2; exit 1; }; continue; }
+    [[ -x $b ]] || { echo "$b is not executable" >&2; exit 64; }
+done
 CLK_TCK=$(getconf CLK_TCK)
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/lockd-ab.XXXXXX")
 PIDS=()
@@ -53,19 +64,64 @@ if [[ $BACKEND == redis ]]; then
     BACKEND_ARGS=(--backend redis --redis "redis://127.0.0.1:$RPORT")
 fi
 
+# start_nginx: nginx as bench/run.sh configures it, but one process (no
+# master), so its CPU is one /proc entry; writes its port to $TMP/port
+start_nginx() {
+    local port
+    port=$("$LOADGEN" --free_port)
+    mkdir -p "$TMP/nginx"
+    cat >"$TMP/nginx/nginx.conf" <<EOF
+daemon off;
+master_process off;
+pid $TMP/nginx/nginx.pid;
+error_log $TMP/nginx/error.log warn;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    client_body_temp_path $TMP/nginx/cb; proxy_temp_path $TMP/nginx/px;
+    fastcgi_temp_path $TMP/nginx/fc; uwsgi_temp_path $TMP/nginx/uw; scgi_temp_path $TMP/nginx/sc;
+    keepalive_requests 100000000;
+    server {
+        listen 127.0.0.1:$port;
+        location / {
+            default_type application/json;
+            add_header Lock-Lease 0123456789abcdef0123456789abcdef;
+            return 200 '{"name":"x","fencing_token":1}';
+        }
+    }
+}
+EOF
+    pin 1 nginx -c "$TMP/nginx/nginx.conf" -p "$TMP/nginx" >"$TMP/nginx.log" 2>&1 &
+    echo $! >"$TMP/pid"
+    for ((i = 0; i < 100; i++)); do
+        (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && { echo "$port" >"$TMP/port"; return; }
+        sleep 0.05
+    done
+}
+
 # run BIN: prints "pairs_per_s cpu_us_per_pair pair_p99_us"
 run() {
     local bin=$1 port pid t0 t1 line ops
     rm -f "$TMP/port"
-    pin 1 "$bin" --listen 127.0.0.1:0 --port_file "$TMP/port" "${BACKEND_ARGS[@]}" --threads 1 \
-        --log_level warn --access_log false >"$TMP/lockd.log" 2>&1 &
-    pid=$!
+    if [[ $bin == nginx ]]; then
+        start_nginx
+        pid=$(cat "$TMP/pid")
+    else
+        pin 1 "$bin" --listen 127.0.0.1:0 --port_file "$TMP/port" "${BACKEND_ARGS[@]}" --threads 1 \
+            --log_level warn --access_log false >"$TMP/lockd.log" 2>&1 &
+        pid=$!
+    fi
     PIDS+=("$pid")
     for ((i = 0; i < 100; i++)); do [[ -s $TMP/port ]] && break; sleep 0.05; done
     port=$(cat "$TMP/port" 2>/dev/null)
     [[ -n $port ]] || { echo "0 n/a n/a"; kill "$pid"; wait "$pid" 2>/dev/null; return; }
+    local mode=(--mode pairs) per=1 p99=pair_p99_us
+    if [[ $bin == nginx && $NGINX_MODE == post ]]; then
+        mode=(--mode http --method POST --path /locks/x --body '{"ttl_ms":30000}')
+        per=2 p99=req_p99_us # a pair is two requests; p99 is per request
+    fi
     t0=$(ticks "$pid")
-    line=$(pin 0 "$LOADGEN" --mode pairs --port "$port" --clients "$CLIENTS" --secs "$SECS" 2>/dev/null |
+    line=$(pin 0 "$LOADGEN" "${mode[@]}" --port "$port" --clients "$CLIENTS" --secs "$SECS" 2>/dev/null |
         grep '^RESULT')
     t1=$(ticks "$pid")
     kill "$pid"
@@ -74,8 +130,8 @@ run() {
     # a binary whose answers failed has no CPU per pair to compare
     [[ $(field errors "$line") == 0 ]] || { echo "0 n/a errors"; return; }
     awk -v t=$((t1 - t0)) -v n="${ops:-0}" -v r="$(field ops_per_s "$line")" -v hz="$CLK_TCK" \
-        -v p="$(field pair_p99_us "$line")" \
-        'BEGIN { if (n > 0) printf "%s %.2f %s\n", r, t * 1e6 / hz / n, p; else print "0 n/a n/a" }'
+        -v p="$(field "$p99" "$line")" -v per="$per" \
+        'BEGIN { if (n > 0) printf "%.0f %.2f %s\n", r / per, t * 1e6 / hz / (n / per), p; else print "0 n/a n/a" }'
 }
 
 echo "# $ROUNDS rounds × $# binaries × ${SECS} s, $CLIENTS clients, backend $BACKEND, pinned=$PIN"
