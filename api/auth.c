@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,9 @@ struct tokens {
 
 static pthread_rwlock_t lock = PTHREAD_RWLOCK_INITIALIZER;
 static struct tokens *current; /* NULL = authentication off */
+/* current != NULL, readable without the lock: most deployments have no
+ * tokens, and then no request needs the lock or its Authorization header */
+static atomic_bool enabled;
 
 static void tokens_free(struct tokens *t)
 {
@@ -64,9 +68,15 @@ int auth_load(const char *path, char *err, size_t errlen)
     pthread_rwlock_wrlock(&lock);
     struct tokens *old = current;
     current = t;
+    atomic_store(&enabled, t != NULL);
     pthread_rwlock_unlock(&lock);
     tokens_free(old);
     return 0;
+}
+
+bool auth_enabled(void)
+{
+    return atomic_load_explicit(&enabled, memory_order_acquire);
 }
 
 bool auth_check(const char *authorization)

@@ -12,6 +12,8 @@
  * Returns 0, or -1 with err set (the old tokens stay in force). */
 int auth_load(const char *path, char *err, size_t errlen);
 /* True when auth is off, or header is "Bearer <a configured token>". */
+/* False while no token is loaded: every request passes, no need to look. */
+bool auth_enabled(void);
 bool auth_check(const char *authorization);
 void auth_free(void);
 

@@ -459,7 +459,7 @@ static void route_request(struct req *r)
     /* The token first: without it, a 404 or 405 would already tell a
      * stranger which routes and methods exist. */
     bool guarded = r->route != NULL ? r->route->guarded : !router_path_open(r->url);
-    if ((guarded || r->wk->srv->cfg->auth_metrics) &&
+    if ((guarded || r->wk->srv->cfg->auth_metrics) && auth_enabled() &&
         !auth_check(http_header(r, MHD_HTTP_HEADER_AUTHORIZATION))) {
         http_add_header(r, "WWW-Authenticate", "Bearer realm=\"lockd\"");
         errors_respond(r, 401, "unauthorized", "missing or invalid bearer token", NULL);
@@ -478,11 +478,23 @@ static void route_request(struct req *r)
         return;
     }
     if (param != NULL) {
-        r->param_buf = strdup(param);
-        if (r->param_buf == NULL)
-            abort();
-        r->param = r->param_buf;
+        size_t n = strlen(param);
+        if (n < sizeof(r->param_small)) {
+            memcpy(r->param_small, param, n + 1);
+            r->param = r->param_small;
+        } else {
+            r->param_buf = strdup(param);
+            if (r->param_buf == NULL)
+                abort();
+            r->param = r->param_buf;
+        }
     }
+}
+
+static void body_free(struct req *r)
+{
+    if (r->body != r->body_small)
+        free(r->body);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
@@ -493,9 +505,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     struct http_worker *wk = cls;
     struct req *r = *con_cls;
     if (r == NULL) {
-        r = calloc(1, sizeof(*r));
+        r = malloc(sizeof(*r));
         if (r == NULL)
             abort();
+        memset(r, 0, REQ_ZEROED);
+        r->grant_lease[0] = '\0';
         *con_cls = r;
         r->track = track_of(conn);
         req_start(wk, r, conn, url, method);
@@ -523,14 +537,25 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             return MHD_YES; /* chunked and too large: discard, bounded memory */
         if (r->body_len + n > (size_t)wk->srv->cfg->max_body_bytes) {
             r->body_too_large = true;
-            free(r->body);
+            body_free(r);
             r->body = NULL;
             r->body_len = 0;
             return MHD_YES;
         }
-        r->body = realloc(r->body, r->body_len + n + 1);
-        if (r->body == NULL)
-            abort();
+        if (r->body_len + n < sizeof(r->body_small) &&
+            (r->body == NULL || r->body == r->body_small)) {
+            r->body = r->body_small;
+        } else if (r->body == r->body_small) {
+            char *b = malloc(r->body_len + n + 1);
+            if (b == NULL)
+                abort();
+            memcpy(b, r->body_small, r->body_len);
+            r->body = b;
+        } else {
+            r->body = realloc(r->body, r->body_len + n + 1);
+            if (r->body == NULL)
+                abort();
+        }
         memcpy(r->body + r->body_len, upload_data, n);
         r->body_len += n;
         r->body[r->body_len] = '\0';
@@ -580,8 +605,9 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     struct http_worker *wk = r->wk;
     (void)conn;
     struct conn_track *t = r->track;
-    if (t != NULL) { /* the next request's time starts now */
-        t->since_ms = lk_now_ms();
+    int64_t now_us = lk_now_us(); /* lk_now_ms() is this clock in ms */
+    if (t != NULL) {              /* the next request's time starts now */
+        t->since_ms = now_us / 1000;
         t->dispatched = false;
     }
     if (r->suspended) {
@@ -595,11 +621,11 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     }
     if (r->grant_pending && toe != MHD_REQUEST_TERMINATED_COMPLETED_OK) {
         /* The client never got its lease: give the lock back now. */
-        enum lk_code c = engine_release(wk->srv->e, wk->lp, r->grant_name, r->grant_lease,
-                                        release_ignored, NULL);
+        enum lk_code c =
+            engine_release(wk->srv->e, wk->lp, r->param, r->grant_lease, release_ignored, NULL);
         (void)c;
     }
-    int64_t us = lk_now_us() - r->start_us;
+    int64_t us = now_us - r->start_us;
     const char *label = r->route ? r->route->label : "other";
     metrics_http(label, r->method, r->status, us);
     if (wk->srv->cfg->access_log && lk_log_level <= LK_INFO) {
@@ -641,7 +667,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                   "ms", dur, kv[0], kv[1], kv[2], kv[3], kv[4], kv[5], kv[6], kv[7], NULL);
     }
     free(r->param_buf);
-    free(r->body);
+    body_free(r);
     free(r->resp);
     free(r);
 }

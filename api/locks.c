@@ -140,7 +140,6 @@ static void acquire_cb(void *arg, const struct eng_result *res)
     if (res->code == LK_OK) {
         if (http_grant_undeliverable(r, res->name, res->lease))
             return;
-        lk_strlcpy(r->grant_name, res->name, sizeof(r->grant_name));
         lk_strlcpy(r->grant_lease, res->lease, sizeof(r->grant_lease));
         r->grant_pending = true;
         grant_json(r, res);

@@ -6,6 +6,7 @@
  * clock in microseconds, so they keep increasing across a lockd restart.
  */
 #include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <uthash.h>
@@ -135,7 +136,9 @@ static enum lk_code mem_acquire(void *bk, struct lk_loop *lp, const struct bk_ac
         holder_of(l, now, &r.holder);
     } else {
         if (l == NULL) {
-            l = lk_calloc(1, sizeof(*l));
+            /* the strings are set below: zero only what follows them */
+            l = lk_malloc(sizeof(*l));
+            memset(&l->token, 0, sizeof(*l) - offsetof(struct mem_lock, token));
             lk_strlcpy(l->name, a->name, sizeof(l->name));
             HASH_ADD_STR(m->locks, name, l);
         }

@@ -7,6 +7,7 @@
 #include "server/engine.h"
 
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "config/config.h"
@@ -21,20 +22,24 @@ struct op {
     eng_done_fn done;
     void *arg;
     int64_t start_us;
-    char name[LK_NAME_MAX + 1];
-    char lease[LK_LEASE_LEN + 1];
-    char owner[LK_OWNER_MAX + 1];
-    char session[LK_SESSION_LEN + 1];
     int64_t ttl_ms;
     int64_t max_hold_ms;
     int64_t count;
     bool has_session;
+    /* strings last: op_new zeroes the fields above and empties these, not
+     * the whole 0.5 KiB per operation */
+    char name[LK_NAME_MAX + 1];
+    char lease[LK_LEASE_LEN + 1];
+    char owner[LK_OWNER_MAX + 1];
+    char session[LK_SESSION_LEN + 1];
 };
 
 static struct op *op_new(struct engine *e, struct lk_loop *lp, const char *name, eng_done_fn done,
                          void *arg)
 {
-    struct op *o = lk_calloc(1, sizeof(*o));
+    struct op *o = lk_malloc(sizeof(*o));
+    memset(o, 0, offsetof(struct op, name));
+    o->lease[0] = o->owner[0] = o->session[0] = '\0';
     o->e = e;
     o->lp = lp;
     o->done = done;

@@ -134,8 +134,10 @@ void metrics_http(const char *route, const char *method, int status, int64_t use
         hist_observe(rh, usec);
     const char *m = "other";
     for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
-        if (strcmp(method, methods[i]) == 0)
+        if (strcmp(method, methods[i]) == 0) {
             m = methods[i];
+            break;
+        }
     method = m;
     uint32_t h = hash3(route, method, status);
     for (size_t probe = 0; probe < HTTP_SLOTS; probe++) {

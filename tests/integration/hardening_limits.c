@@ -25,6 +25,7 @@
 
 #include <curl/curl.h>
 
+#include "server/util.h"
 #include "tests/lib/fixture.h"
 
 static struct fixture fx;
@@ -320,6 +321,33 @@ static void test_body_limit(void)
     const char *small = "e\r\n{\"ttl_ms\":5000\r\n1\r\n}\r\n0\r\n\r\n";
     send_all(fd, small, strlen(small));
     CHECK_EQ_INT(raw_response(fd, buf, sizeof(buf), 3000, &closed), 200);
+    close(fd);
+    /* A body that starts in the request's inline buffer (128 bytes) and
+     * outgrows it chunk by chunk arrives whole: the 128-byte owner, split
+     * across three chunks, comes back in the grant. */
+    char owner[LK_OWNER_MAX + 1];
+    for (int i = 0; i < LK_OWNER_MAX; i++)
+        owner[i] = (char)('a' + i % 26);
+    owner[LK_OWNER_MAX] = '\0';
+    char full[512];
+    int flen = snprintf(full, sizeof(full), "{\"ttl_ms\":5000,\"owner\":\"%s\"}", owner);
+    fd = raw_connect(l.port);
+    hdr = "POST /locks/grown HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
+    send_all(fd, hdr, strlen(hdr));
+    int cuts[] = {0, 100, 140, flen};
+    for (int i = 0; i < 3; i++) {
+        char sz[16];
+        int n = snprintf(sz, sizeof(sz), "%x\r\n", cuts[i + 1] - cuts[i]);
+        send_all(fd, sz, (size_t)n);
+        send_all(fd, full + cuts[i], (size_t)(cuts[i + 1] - cuts[i]));
+        send_all(fd, "\r\n", 2);
+        usleep(20000); /* separate reads, so separate upload callbacks */
+    }
+    send_all(fd, "0\r\n\r\n", 5);
+    CHECK_EQ_INT(raw_response(fd, buf, sizeof(buf), 3000, &closed), 200);
+    char want[LK_OWNER_MAX + 16];
+    snprintf(want, sizeof(want), "\"owner\":\"%s\"", owner);
+    CHECK(strstr(buf, want) != NULL);
     close(fd);
     free(body);
     CHECK(kill(l.pid, 0) == 0);

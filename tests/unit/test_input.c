@@ -31,6 +31,12 @@ static void test_names(void **state)
     memset(n, 'x', sizeof(n));
     assert_true(lk_name_valid(n, 255));
     assert_false(lk_name_valid(n, 256));
+    for (int c = 0; c < 256; c++) { /* every byte, against the rule written out */
+        char b = (char)c;
+        bool want = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '.' || c == '_' || c == ':' || c == '-';
+        assert_int_equal(lk_name_valid(&b, 1), want);
+    }
     struct api_error e;
     assert_false(json_in_name("bad/name", &e));
     assert_string_equal(e.code, "invalid_name");
