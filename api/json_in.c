@@ -74,21 +74,29 @@ json_t *json_in_parse(const char *body, size_t len, struct api_error *e)
     return root;
 }
 
-bool json_in_only(json_t *obj, const char *const *allowed, struct api_error *e)
+bool json_in_fields(json_t *obj, const char *const *allowed, unsigned *present, struct api_error *e)
 {
     const char *key;
     json_t *v;
+    *present = 0;
     json_object_foreach (obj, key, v) {
-        bool ok = false;
-        for (const char *const *a = allowed; *a != NULL; a++)
-            if (strcmp(*a, key) == 0)
-                ok = true;
-        if (!ok) {
+        unsigned i = 0;
+        while (allowed[i] != NULL && strcmp(allowed[i], key) != 0)
+            i++;
+        if (allowed[i] == NULL) {
             api_error_set(e, 400, "unknown_field", "unknown field '%.64s'", key);
             return false;
         }
+        if (i < sizeof(*present) * 8)
+            *present |= 1u << i;
     }
     return true;
+}
+
+bool json_in_only(json_t *obj, const char *const *allowed, struct api_error *e)
+{
+    unsigned present;
+    return json_in_fields(obj, allowed, &present, e);
 }
 
 bool json_in_int(json_t *obj, const char *key, int64_t min, int64_t max, int64_t *out,

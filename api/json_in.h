@@ -19,6 +19,10 @@ struct api_error;
 json_t *json_in_parse(const char *body, size_t len, struct api_error *e);
 /* Rejects the first field not in allowed (NULL-terminated). */
 bool json_in_only(json_t *obj, const char *const *allowed, struct api_error *e);
+/* The same, and sets bit i of *present for each allowed[i] (i < 32) the
+ * object has, so the caller looks up only those. */
+bool json_in_fields(json_t *obj, const char *const *allowed, unsigned *present,
+                    struct api_error *e);
 /* Getters: false with e set on a bad value; absent leaves *out unchanged. */
 bool json_in_int(json_t *obj, const char *key, int64_t min, int64_t max, int64_t *out,
                  struct api_error *e);

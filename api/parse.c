@@ -29,17 +29,18 @@ json_t *parse_acquire(const char *body, size_t len, const struct lk_config *cfg,
         .limit = 1,
         .max_hold_ms = -1,
     };
+    unsigned has; /* bit i set: fields[i] is in the body (absent ones keep their default) */
     json_t *o = json_in_parse(body, len, e);
-    if (o == NULL || !json_in_only(o, fields, e))
+    if (o == NULL || !json_in_fields(o, fields, &has, e))
         goto bad;
-    if (!json_in_int(o, "ttl_ms", 100, cfg->max_ttl_ms, &out->ttl_ms, e) ||
-        !json_in_int(o, "wait_ms", 0, cfg->max_wait_ms, &out->wait_ms, e) ||
-        !json_in_str(o, "session", PARSE_SESSION_MAX, &out->session, e) ||
-        !json_in_str(o, "owner", 128, &out->owner, e) ||
-        !json_in_bool(o, "reentrant", &out->reentrant, e) ||
-        !json_in_str(o, "mode", 16, &out->mode, e) ||
-        !json_in_int(o, "limit", 1, 1000000, &out->limit, e) ||
-        !json_in_int(o, "max_hold_ms", 0, 30LL * 86400000, &out->max_hold_ms, e))
+    if (((has & 1) && !json_in_int(o, "ttl_ms", 100, cfg->max_ttl_ms, &out->ttl_ms, e)) ||
+        ((has & 2) && !json_in_int(o, "wait_ms", 0, cfg->max_wait_ms, &out->wait_ms, e)) ||
+        ((has & 4) && !json_in_str(o, "session", PARSE_SESSION_MAX, &out->session, e)) ||
+        ((has & 8) && !json_in_str(o, "owner", 128, &out->owner, e)) ||
+        ((has & 16) && !json_in_bool(o, "reentrant", &out->reentrant, e)) ||
+        ((has & 32) && !json_in_str(o, "mode", 16, &out->mode, e)) ||
+        ((has & 64) && !json_in_int(o, "limit", 1, 1000000, &out->limit, e)) ||
+        ((has & 128) && !json_in_int(o, "max_hold_ms", 0, 30LL * 86400000, &out->max_hold_ms, e)))
         goto bad;
     if (strcmp(out->mode, "exclusive") != 0 && strcmp(out->mode, "shared") != 0) {
         api_error_set(e, 400, "invalid_field", "field 'mode' must be \"exclusive\" or \"shared\"");
