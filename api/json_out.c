@@ -27,42 +27,60 @@ static void put(struct jout *j, const char *s, size_t n)
     j->len += n;
 }
 
-static void put_u16(struct jout *j, unsigned v)
+/* Writes "\uXXXX" at o, as jansson writes it; returns the end. */
+static char *put_u16(char *o, unsigned v)
 {
     static const char hex[] = "0123456789ABCDEF"; /* as jansson writes them */
-    char b[6] = {'\\',       'u', hex[(v >> 12) & 15], hex[(v >> 8) & 15], hex[(v >> 4) & 15],
-                 hex[v & 15]};
-    put(j, b, 6);
+    *o++ = '\\';
+    *o++ = 'u';
+    *o++ = hex[(v >> 12) & 15];
+    *o++ = hex[(v >> 8) & 15];
+    *o++ = hex[(v >> 4) & 15];
+    *o++ = hex[v & 15];
+    return o;
 }
+
+/* Bytes written as they are: printable ASCII but '"' and '\\'. */
+#define P16 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1
+static const bool plain[256] = {
+    [0x20] = 1, [0x21] = 1,   [0x23] = 1,   [0x24] = 1, [0x25] = 1,   [0x26] = 1,   [0x27] = 1,
+    [0x28] = 1, [0x29] = 1,   [0x2a] = 1,   [0x2b] = 1, [0x2c] = 1,   [0x2d] = 1,   [0x2e] = 1,
+    [0x2f] = 1, [0x30] = P16, [0x40] = P16, [0x50] = 1, [0x51] = 1,   [0x52] = 1,   [0x53] = 1,
+    [0x54] = 1, [0x55] = 1,   [0x56] = 1,   [0x57] = 1, [0x58] = 1,   [0x59] = 1,   [0x5a] = 1,
+    [0x5b] = 1, [0x5d] = 1,   [0x5e] = 1,   [0x5f] = 1, [0x60] = P16, [0x70] = P16,
+};
+#undef P16
 
 static void put_string(struct jout *j, const char *s)
 {
-    put(j, "\"", 1);
+    /* At most 6 bytes out per byte in ("\u00XX" for a control byte; a
+     * 4-byte UTF-8 sequence becomes 12), so one grow covers the string. */
+    grow(j, 6 * strlen(s) + 2);
+    char *o = j->p + j->len;
+    *o++ = '"';
     const unsigned char *p = (const unsigned char *)s;
     while (*p) {
-        const unsigned char *run = p;
-        while (*p >= 0x20 && *p < 0x80 && *p != '"' && *p != '\\')
-            p++;
-        if (p > run)
-            put(j, (const char *)run, (size_t)(p - run));
-        if (*p == '\0')
-            break;
         unsigned c = *p;
-        if (c == '"' || c == '\\') {
-            char e[2] = {'\\', (char)c};
-            put(j, e, 2);
+        if (plain[c]) {
+            *o++ = (char)c;
+            p++;
+        } else if (c == '"' || c == '\\') {
+            *o++ = '\\';
+            *o++ = (char)c;
             p++;
         } else if (c < 0x20) {
-            const char *esc = c == '\b'   ? "\\b"
-                              : c == '\f' ? "\\f"
-                              : c == '\n' ? "\\n"
-                              : c == '\r' ? "\\r"
-                              : c == '\t' ? "\\t"
-                                          : NULL;
-            if (esc != NULL)
-                put(j, esc, 2);
-            else
-                put_u16(j, c);
+            char esc = c == '\b'   ? 'b'
+                       : c == '\f' ? 'f'
+                       : c == '\n' ? 'n'
+                       : c == '\r' ? 'r'
+                       : c == '\t' ? 't'
+                                   : 0;
+            if (esc != 0) {
+                *o++ = '\\';
+                *o++ = esc;
+            } else {
+                o = put_u16(o, c);
+            }
             p++;
         } else {
             /* UTF-8 sequence to a code point. */
@@ -83,14 +101,15 @@ static void put_string(struct jout *j, const char *s)
                 cp = (cp << 6) | (*p & 0x3f);
             if (cp >= 0x10000) {
                 cp -= 0x10000;
-                put_u16(j, 0xd800 | (cp >> 10));
-                put_u16(j, 0xdc00 | (cp & 0x3ff));
+                o = put_u16(o, 0xd800 | (cp >> 10));
+                o = put_u16(o, 0xdc00 | (cp & 0x3ff));
             } else {
-                put_u16(j, cp);
+                o = put_u16(o, cp);
             }
         }
     }
-    put(j, "\"", 1);
+    *o++ = '"';
+    j->len = (size_t)(o - j->p);
 }
 
 /* Keys are identifiers of ours: copied, never escaped. */

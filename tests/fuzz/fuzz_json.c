@@ -12,6 +12,7 @@
 
 #include "api/errors.h"
 #include "api/json_in.h"
+#include "api/json_out.h"
 #include "api/parse.h"
 #include "config/config.h"
 
@@ -62,6 +63,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             must(a.session == NULL || strlen(a.session) <= PARSE_SESSION_MAX, "session bounded");
             must(strcmp(a.mode, "exclusive") == 0 && a.limit == 1, "only exclusive for now");
             must(a.session != NULL || (!a.reentrant && a.max_hold_ms < 0), "session rules");
+            /* The grant echoes the owner through json_out: byte for byte
+             * what jansson would write for it. */
+            struct jout j;
+            jout_begin(&j);
+            jout_str(&j, "owner", a.owner);
+            size_t jl;
+            char *got = jout_end(&j, &jl);
+            json_t *w = json_pack("{s:s}", "owner", a.owner);
+            char *want = w ? json_dumps(w, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
+            must(want != NULL && jl == strlen(want) + 1 && memcmp(got, want, jl - 1) == 0,
+                 "json_out writes the owner as jansson does");
+            free(want);
+            free(got);
+            json_decref(w);
         }
         break;
     }

@@ -137,7 +137,15 @@ static void test_json(void **state)
 static void test_json_out(void **state)
 {
     (void)state;
-    const char *vals[] = {"",
+    char ascii[128], ctl[301]; /* every ASCII byte; a string of only escapes */
+    for (int c = 1; c < 128; c++)
+        ascii[c - 1] = (char)c;
+    ascii[127] = '\0';
+    memset(ctl, 0x01, 300);
+    ctl[300] = '\0';
+    const char *vals[] = {ascii,
+                          ctl,
+                          "",
                           "plain",
                           "q\"uote",
                           "back\\slash",
