@@ -127,18 +127,10 @@ static uint32_t hash3(const char *a, const char *b, int c)
 
 static const char *const methods[] = {"GET", "POST", "PUT", "DELETE", "HEAD", "OPTIONS", "PATCH"};
 
-void metrics_http(const char *route, const char *method, int status, int64_t usec)
+/* The counter of (route, method, status), claimed on first use; NULL when
+ * the table is full. */
+static struct http_slot *http_slot_of(const char *route, const char *method, int status)
 {
-    struct hist *rh = route_hist(route);
-    if (rh != NULL)
-        hist_observe(rh, usec);
-    const char *m = "other";
-    for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
-        if (strcmp(method, methods[i]) == 0) {
-            m = methods[i];
-            break;
-        }
-    method = m;
     uint32_t h = hash3(route, method, status);
     for (size_t probe = 0; probe < HTTP_SLOTS; probe++) {
         struct http_slot *s = &http_slots[(h + probe) % HTTP_SLOTS];
@@ -150,8 +142,7 @@ void metrics_http(const char *route, const char *method, int status, int64_t use
                 lk_strlcpy(s->method, method, sizeof(s->method));
                 s->status = status;
                 atomic_store(&s->ready, 1);
-                atomic_fetch_add_explicit(&s->n, 1, memory_order_relaxed);
-                return;
+                return s;
             }
             k = atomic_load(&s->key);
         }
@@ -159,12 +150,60 @@ void metrics_http(const char *route, const char *method, int status, int64_t use
             while (!atomic_load(&s->ready))
                 ;
             if (s->status == status && strcmp(s->route, route) == 0 &&
-                strcmp(s->method, method) == 0) {
-                atomic_fetch_add_explicit(&s->n, 1, memory_order_relaxed);
-                return;
-            }
+                strcmp(s->method, method) == 0)
+                return s;
         }
     }
+    return NULL;
+}
+
+/* Per thread, the last (route, method, status) triples seen with their
+ * histogram and counter: a hit skips the hashing and string compares. Route
+ * labels are static strings (metrics.h) and methods are mapped to the
+ * entries of methods[], so addresses identify both. */
+#define HTTP_HITS 8
+static _Thread_local struct {
+    const char *route, *method;
+    int status;
+    struct hist *rh;
+    struct http_slot *slot;
+} http_hits[HTTP_HITS];
+static _Thread_local unsigned http_hits_next;
+
+void metrics_http(const char *route, const char *method, int status, int64_t usec)
+{
+    const char *m = "other";
+    for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
+        if (strcmp(method, methods[i]) == 0) {
+            m = methods[i];
+            break;
+        }
+    method = m;
+    struct hist *rh = NULL;
+    struct http_slot *slot = NULL;
+    size_t i = 0;
+    while (i < HTTP_HITS && !(http_hits[i].route == route && http_hits[i].method == method &&
+                              http_hits[i].status == status))
+        i++;
+    if (i < HTTP_HITS) {
+        rh = http_hits[i].rh;
+        slot = http_hits[i].slot;
+    } else {
+        rh = route_hist(route);
+        slot = http_slot_of(route, method, status);
+        if (rh != NULL && slot != NULL) { /* both found for good: remember them */
+            i = http_hits_next++ % HTTP_HITS;
+            http_hits[i].route = route;
+            http_hits[i].method = method;
+            http_hits[i].status = status;
+            http_hits[i].rh = rh;
+            http_hits[i].slot = slot;
+        }
+    }
+    if (rh != NULL)
+        hist_observe(rh, usec);
+    if (slot != NULL)
+        atomic_fetch_add_explicit(&slot->n, 1, memory_order_relaxed);
 }
 
 struct sbuf {

@@ -46,7 +46,8 @@ void metrics_backend_error(size_t node);
 int64_t metrics_backend_errors(size_t node);
 
 /* One HTTP request: counted by route, method and status code, its latency
- * observed by route. route is one of a small fixed set of labels; a method
+ * observed by route. route is one of a small fixed set of labels, each a
+ * string with static storage (its address identifies it); a method
  * other than the usual ones is counted as "other", so what a client sends
  * can neither grow the table nor break the exposition. */
 void metrics_http(const char *route, const char *method, int status, int64_t usec);

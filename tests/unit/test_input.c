@@ -199,6 +199,20 @@ static void test_itoa(void **state)
         assert_int_equal(lk_itoa(vals[i], got), (size_t)wn);
         assert_string_equal(got, want);
     }
+    /* Every digit count, both signs, each side of a power of ten. */
+    for (int64_t p = 1; p <= 1000000000000000000LL; p *= 10) {
+        for (int64_t d = -1; d <= 1; d++) {
+            for (int sign = -1; sign <= 1; sign += 2) {
+                int64_t v = sign * (p + d);
+                char got[24], want[32];
+                int wn = snprintf(want, sizeof(want), "%lld", (long long)v);
+                assert_int_equal(lk_itoa(v, got), (size_t)wn);
+                assert_string_equal(got, want);
+            }
+        }
+        if (p > INT64_MAX / 10)
+            break;
+    }
 }
 
 static void test_time_and_random(void **state)
