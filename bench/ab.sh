@@ -34,6 +34,8 @@ for b in "$@"; do
     [[ -x $b ]] || { echo "$b is not executable" >&2; exit 64; }
 done
 CLK_TCK=$(getconf CLK_TCK)
+# shellcheck source=bench/nginx_conf.sh
+source "$ROOT/bench/nginx_conf.sh"
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/lockd-ab.XXXXXX")
 PIDS=()
 cleanup() {
@@ -70,27 +72,7 @@ start_nginx() {
     local port
     port=$("$LOADGEN" --free_port)
     mkdir -p "$TMP/nginx"
-    cat >"$TMP/nginx/nginx.conf" <<EOF
-daemon off;
-master_process off;
-pid $TMP/nginx/nginx.pid;
-error_log $TMP/nginx/error.log warn;
-events { worker_connections 4096; }
-http {
-    access_log off;
-    client_body_temp_path $TMP/nginx/cb; proxy_temp_path $TMP/nginx/px;
-    fastcgi_temp_path $TMP/nginx/fc; uwsgi_temp_path $TMP/nginx/uw; scgi_temp_path $TMP/nginx/sc;
-    keepalive_requests 100000000;
-    server {
-        listen 127.0.0.1:$port;
-        location / {
-            default_type application/json;
-            add_header Lock-Lease 0123456789abcdef0123456789abcdef;
-            return 200 '{"name":"x","fencing_token":1}';
-        }
-    }
-}
-EOF
+    nginx_conf "$TMP/nginx" "$port" 0 >"$TMP/nginx/nginx.conf"
     pin 1 nginx -c "$TMP/nginx/nginx.conf" -p "$TMP/nginx" >"$TMP/nginx.log" 2>&1 &
     echo $! >"$TMP/pid"
     for ((i = 0; i < 100; i++)); do

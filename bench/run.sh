@@ -43,6 +43,8 @@ ROUNDS=${BENCH_ROUNDS:-3}
 LOADGEN=$ROOT/build/bench/loadgen
 LOCKD=${BENCH_LOCKD:-$ROOT/build/lockd}
 SCRIPTS=$ROOT/server/scripts
+# shellcheck source=bench/nginx_conf.sh
+source "$ROOT/bench/nginx_conf.sh"
 TMP=$(mktemp -d "${BENCH_TMP:-/tmp}/lockd-bench.XXXXXX")
 RAW=$TMP/results.txt
 CLK_TCK=$(getconf CLK_TCK)
@@ -151,28 +153,7 @@ bench_nginx() { # bench_nginx LABEL
     port=$(free_port)
     mkdir -p "$TMP/nginx"
     conf=$TMP/nginx/nginx.conf
-    cat >"$conf" <<EOF
-daemon off;
-master_process on;
-worker_processes $NGINX_WORKERS;
-pid $TMP/nginx/nginx.pid;
-error_log $TMP/nginx/error.log warn;
-events { worker_connections 4096; }
-http {
-    access_log off;
-    client_body_temp_path $TMP/nginx/cb; proxy_temp_path $TMP/nginx/px;
-    fastcgi_temp_path $TMP/nginx/fc; uwsgi_temp_path $TMP/nginx/uw; scgi_temp_path $TMP/nginx/sc;
-    keepalive_requests 100000000;
-    server {
-        listen 127.0.0.1:$port;
-        location / {
-            default_type application/json;
-            add_header Lock-Lease 0123456789abcdef0123456789abcdef;
-            return 200 '{"name":"x","fencing_token":1}';
-        }
-    }
-}
-EOF
+    nginx_conf "$TMP/nginx" "$port" "$NGINX_WORKERS" >"$conf"
     nginx -c "$conf" -p "$TMP/nginx" &
     pid=$!
     PIDS+=("$pid")
