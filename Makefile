@@ -8,7 +8,7 @@
 #   make bench   the peer benchmark, then the parking and Redis floors (not part of make test)
 
 CC      ?= cc
-PKGS    := libmicrohttpd jansson hiredis libcurl
+PKGS    := libmicrohttpd jansson hiredis libcurl libsodium
 WARN    := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes \
            -Wmissing-prototypes -Wwrite-strings -Wpointer-arith -Wformat=2 -Wvla -Wundef \
            -fno-common
@@ -25,7 +25,7 @@ SANFLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-san
 TSANFLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=thread
 
 DEB_PKGS := build-essential pkg-config libmicrohttpd-dev libjansson-dev libhiredis-dev libev-dev \
-            libcmocka-dev libcurl4-openssl-dev uthash-dev libgnutls28-dev redis-server \
+            libcmocka-dev libcurl4-openssl-dev uthash-dev libgnutls28-dev libsodium-dev redis-server \
             redis-tools curl clang valgrind nginx etcd-server etcd-client \
             man-db openssl strace systemd
 
@@ -198,6 +198,8 @@ check-deps:
 	if [ -n "$$bad" ]; then echo "dependency rule broken (server/ and config/ must not include HTTP/JSON/api headers): $$bad"; exit 1; fi; \
 	bad=$$(grep -lE '#include [<"](hiredis|server/backend_)' api/*.c api/*.h 2>/dev/null); \
 	if [ -n "$$bad" ]; then echo "dependency rule broken (api/ must not include backend internals): $$bad"; exit 1; fi; \
+	bad=$$(grep -l '#include <uthash.h>' server/*.c server/*.h api/*.c api/*.h config/*.c config/*.h | grep -v '^server/hash.h$$'); \
+	if [ -n "$$bad" ]; then echo "include server/hash.h, not <uthash.h> (its keyed hash): $$bad"; exit 1; fi; \
 	echo "check-deps: ok"
 
 bench: all $(addprefix build/bench/,$(BENCH))

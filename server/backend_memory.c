@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <uthash.h>
+#include "server/hash.h"
 
 #include "config/config.h"
 #include "server/backend.h"

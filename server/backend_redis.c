@@ -24,7 +24,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
-#include <uthash.h>
+#include "server/hash.h"
 
 #include "config/config.h"
 #include "server/backend.h"

@@ -13,7 +13,7 @@
 #include <ev.h>
 #include <pthread.h>
 #include <stdatomic.h>
-#include <uthash.h>
+#include "server/hash.h"
 
 #include "server/engine.h"
 #include "server/heap.h"

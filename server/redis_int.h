@@ -13,7 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <uthash.h>
+#include "server/hash.h"
 
 #include "server/backend.h"
 #include "server/redis_url.h"

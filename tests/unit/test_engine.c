@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -17,8 +18,10 @@
 #include "server/backend.h"
 #include "server/engine.h"
 #include "server/engine_int.h"
+#include "server/hash.h"
 #include "server/heap.h"
 #include "server/loop.h"
+#include "server/util.h"
 
 struct got {
     int calls;
@@ -276,12 +279,54 @@ static void test_heap(void **state)
     heap_release(&h);
 }
 
+/* Names a client could compute to land in one bucket under uthash's default
+ * hash (Jenkins with its fixed seed): with server/hash.h's keyed hash they
+ * spread, and the table keeps expanding. */
+struct hent {
+    char name[24];
+    UT_hash_handle hh;
+};
+
+static void test_hash_flooding(void **state)
+{
+    (void)state;
+    enum { N = 2048 };
+    struct hent *ents = calloc(N, sizeof(*ents)), *table = NULL;
+    assert_non_null(ents);
+    unsigned found = 0;
+    for (int64_t i = 0; found < N; i++) {
+        char nm[32] = "f";
+        size_t n = 1 + lk_itoa(i, nm + 1);
+        unsigned hv;
+        HASH_JEN(nm, (unsigned)n, hv);
+        if ((hv & 0xfff) != 0) /* one bucket of any table up to 4096 buckets */
+            continue;
+        memcpy(ents[found].name, nm, n + 1);
+        HASH_ADD_STR(table, name, &ents[found]);
+        found++;
+    }
+    const UT_hash_table *tbl = table->hh.tbl;
+    assert_int_equal(tbl->num_items, N);
+    assert_false(tbl->noexpand);
+    unsigned longest = 0;
+    for (unsigned b = 0; b < tbl->num_buckets; b++)
+        if (tbl->buckets[b].count > longest)
+            longest = tbl->buckets[b].count;
+    assert_true(longest <= 32);
+    struct hent *e = NULL;
+    HASH_FIND_STR(table, ents[N / 2].name, e);
+    assert_ptr_equal(e, &ents[N / 2]);
+    HASH_CLEAR(hh, table);
+    free(ents);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_exclusive),          cmocka_unit_test(test_renew_and_expiry),
         cmocka_unit_test(test_sessions_reentrant), cmocka_unit_test(test_session_expiry_lock_delay),
         cmocka_unit_test(test_max_waiters),        cmocka_unit_test(test_heap),
+        cmocka_unit_test(test_hash_flooding),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
