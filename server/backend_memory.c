@@ -9,13 +9,14 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include "server/hash.h"
 
 #include "config/config.h"
 #include "server/backend.h"
+#include "server/hash.h"
 #include "server/util.h"
 
 struct mem_lock {
+    /* strings first: a new entry is zeroed from token on (mem_acquire) */
     char name[LK_NAME_MAX + 1];
     char lease[LK_LEASE_LEN + 1]; /* "" while only a lock-delay is running */
     char owner[LK_OWNER_MAX + 1];

@@ -24,10 +24,10 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
-#include "server/hash.h"
 
 #include "config/config.h"
 #include "server/backend.h"
+#include "server/hash.h"
 #include "server/log.h"
 #include "server/loop.h"
 #include "server/redis_int.h"

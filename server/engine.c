@@ -6,8 +6,8 @@
  */
 #include "server/engine.h"
 
-#include <stdlib.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "config/config.h"

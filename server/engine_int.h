@@ -13,9 +13,9 @@
 #include <ev.h>
 #include <pthread.h>
 #include <stdatomic.h>
-#include "server/hash.h"
 
 #include "server/engine.h"
+#include "server/hash.h"
 #include "server/heap.h"
 
 struct session;

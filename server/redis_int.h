@@ -13,9 +13,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "server/hash.h"
 
 #include "server/backend.h"
+#include "server/hash.h"
 #include "server/redis_url.h"
 #include "server/util.h"
 
