@@ -17,8 +17,15 @@
 json_t *parse_acquire(const char *body, size_t len, const struct lk_config *cfg,
                       struct parse_acquire *out, struct api_error *e)
 {
-    static const char *const fields[] = {"ttl_ms", "wait_ms", "session",     "owner", "reentrant",
-                                         "mode",   "limit",   "max_hold_ms", NULL};
+    /* fields[F_x] is the name of field F_x; json_in_fields sets bit F_x of
+     * `has` when the body holds it, and only those are looked up */
+    enum { F_TTL, F_WAIT, F_SESSION, F_OWNER, F_REENTRANT, F_MODE, F_LIMIT, F_MAX_HOLD, F_N };
+    static const char *const fields[F_N + 1] = {
+        [F_TTL] = "ttl_ms",  [F_WAIT] = "wait_ms",         [F_SESSION] = "session",
+        [F_OWNER] = "owner", [F_REENTRANT] = "reentrant",  [F_MODE] = "mode",
+        [F_LIMIT] = "limit", [F_MAX_HOLD] = "max_hold_ms", [F_N] = NULL,
+    };
+    _Static_assert(F_N <= 32, "json_in_fields marks at most 32 fields");
     *out = (struct parse_acquire){
         .ttl_ms = cfg->default_ttl_ms,
         .wait_ms = 0,
@@ -29,19 +36,22 @@ json_t *parse_acquire(const char *body, size_t len, const struct lk_config *cfg,
         .limit = 1,
         .max_hold_ms = -1,
     };
-    unsigned has; /* bit i set: fields[i] is in the body (absent ones keep their default) */
+    unsigned has; /* absent fields keep their default */
+#define HAS(f) (has & (1u << (f)))
     json_t *o = json_in_parse(body, len, e);
     if (o == NULL || !json_in_fields(o, fields, &has, e))
         goto bad;
-    if (((has & 1) && !json_in_int(o, "ttl_ms", 100, cfg->max_ttl_ms, &out->ttl_ms, e)) ||
-        ((has & 2) && !json_in_int(o, "wait_ms", 0, cfg->max_wait_ms, &out->wait_ms, e)) ||
-        ((has & 4) && !json_in_str(o, "session", PARSE_SESSION_MAX, &out->session, e)) ||
-        ((has & 8) && !json_in_str(o, "owner", 128, &out->owner, e)) ||
-        ((has & 16) && !json_in_bool(o, "reentrant", &out->reentrant, e)) ||
-        ((has & 32) && !json_in_str(o, "mode", 16, &out->mode, e)) ||
-        ((has & 64) && !json_in_int(o, "limit", 1, 1000000, &out->limit, e)) ||
-        ((has & 128) && !json_in_int(o, "max_hold_ms", 0, 30LL * 86400000, &out->max_hold_ms, e)))
+    if ((HAS(F_TTL) && !json_in_int(o, "ttl_ms", 100, cfg->max_ttl_ms, &out->ttl_ms, e)) ||
+        (HAS(F_WAIT) && !json_in_int(o, "wait_ms", 0, cfg->max_wait_ms, &out->wait_ms, e)) ||
+        (HAS(F_SESSION) && !json_in_str(o, "session", PARSE_SESSION_MAX, &out->session, e)) ||
+        (HAS(F_OWNER) && !json_in_str(o, "owner", 128, &out->owner, e)) ||
+        (HAS(F_REENTRANT) && !json_in_bool(o, "reentrant", &out->reentrant, e)) ||
+        (HAS(F_MODE) && !json_in_str(o, "mode", 16, &out->mode, e)) ||
+        (HAS(F_LIMIT) && !json_in_int(o, "limit", 1, 1000000, &out->limit, e)) ||
+        (HAS(F_MAX_HOLD) &&
+         !json_in_int(o, "max_hold_ms", 0, 30LL * 86400000, &out->max_hold_ms, e)))
         goto bad;
+#undef HAS
     if (strcmp(out->mode, "exclusive") != 0 && strcmp(out->mode, "shared") != 0) {
         api_error_set(e, 400, "invalid_field", "field 'mode' must be \"exclusive\" or \"shared\"");
         goto bad;

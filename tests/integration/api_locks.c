@@ -191,6 +191,43 @@ static void test_conflict_and_wrong_lease(void)
     th_resp_free(&r);
 }
 
+/* Names on both sides of the request's inline copy of the path (63 bytes
+ * fit, 64 and the longest legal name, 255, take the heap): each is granted
+ * once, refused to a second client and to a wrong lease, released by its
+ * own lease, and granted again with a higher fencing token. */
+static void test_long_names(void)
+{
+    const int lens[] = {63, 64, 255};
+    for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
+        char name[256], path[300], hdr[80];
+        memset(name, 'a' + (int)i, (size_t)lens[i]);
+        name[lens[i]] = '\0';
+        snprintf(path, sizeof(path), "/locks/%s", name);
+        long long t1, t2;
+        char lease[64];
+        snprintf(lease, sizeof(lease), "%s", grab(name, "{\"ttl_ms\":10000}", &t1));
+        struct th_resp r;
+        req("POST", path, NULL, &r);
+        CHECK_EQ_INT(r.status, 409);
+        th_resp_free(&r);
+        req_h("DELETE", path, NULL, "Lock-Lease: 0123456789abcdef0123456789abcdef", &r);
+        CHECK_EQ_INT(r.status, 409);
+        CHECK_STR(th_jerr(&r), "held_by_other");
+        th_resp_free(&r);
+        snprintf(hdr, sizeof(hdr), "Lock-Lease: %s", lease);
+        req_h("DELETE", path, NULL, hdr, &r);
+        CHECK_EQ_INT(r.status, 200);
+        CHECK_STR(th_jstr(&r, "name"), name);
+        th_resp_free(&r);
+        snprintf(lease, sizeof(lease), "%s", grab(name, NULL, &t2));
+        CHECK(t2 > t1);
+        snprintf(hdr, sizeof(hdr), "Lock-Lease: %s", lease);
+        req_h("DELETE", path, NULL, hdr, &r);
+        CHECK_EQ_INT(r.status, 200);
+        th_resp_free(&r);
+    }
+}
+
 static void test_expiry(void)
 {
     long long t1, t2;
@@ -847,6 +884,7 @@ int main(void)
     fx_start(&fx, NULL);
     TH_RUN(test_walkthrough);
     TH_RUN(test_conflict_and_wrong_lease);
+    TH_RUN(test_long_names);
     TH_RUN(test_expiry);
     TH_RUN(test_renew_session_bound);
     TH_RUN(test_list);
