@@ -3,7 +3,9 @@
 # under the same acquire+release load and reports lockd's CPU per pair (from
 # /proc) and pairs/s; the summary gives each binary's median and its median
 # within-round ratio to the first binary. Host speed drifts by ±15 % within
-# an hour here, so only alternated runs compare two builds. Not a test.
+# an hour here, so only alternated runs compare two builds. With
+# AB_BACKEND=redis each run starts on an emptied Redis (builds may lay keys
+# out differently) and the rounds also show Redis's CPU per pair. Not a test.
 #
 #   bench/ab.sh OLD_LOCKD NEW_LOCKD [MORE...]
 #   bench/ab.sh nginx LOCKD...   the word nginx stands for nginx `return 200`
@@ -62,6 +64,7 @@ if [[ $BACKEND == redis ]]; then
     redis-server --port "$RPORT" --bind 127.0.0.1 --save '' --appendonly no --dir "$TMP" \
         --daemonize no >"$TMP/redis.log" 2>&1 &
     PIDS+=($!)
+    RPID=$!
     for ((i = 0; i < 100; i++)); do redis-cli -p "$RPORT" ping >/dev/null 2>&1 && break; sleep 0.05; done
     BACKEND_ARGS=(--backend redis --redis "redis://127.0.0.1:$RPORT")
 fi
@@ -81,9 +84,9 @@ start_nginx() {
     done
 }
 
-# run BIN: prints "pairs_per_s cpu_us_per_pair pair_p99_us"
+# run BIN: prints "pairs_per_s cpu_us_per_pair pair_p99_us redis_cpu_us_per_pair"
 run() {
-    local bin=$1 port pid t0 t1 line ops
+    local bin=$1 port pid t0 t1 r0=0 r1=0 line ops
     rm -f "$TMP/port"
     if [[ $bin == nginx ]]; then
         start_nginx
@@ -102,27 +105,35 @@ run() {
         mode=(--mode http --method POST --path /locks/x --body '{"ttl_ms":30000}')
         per=2 p99=req_p99_us # a pair is two requests; p99 is per request
     fi
+    [[ $BACKEND == redis ]] && redis-cli -p "$RPORT" flushall >/dev/null && r0=$(ticks "$RPID")
     t0=$(ticks "$pid")
     line=$(pin 0 "$LOADGEN" "${mode[@]}" --port "$port" --clients "$CLIENTS" --secs "$SECS" 2>/dev/null |
         grep '^RESULT')
     t1=$(ticks "$pid")
+    [[ $BACKEND == redis ]] && r1=$(ticks "$RPID")
     kill "$pid"
     wait "$pid" 2>/dev/null
     ops=$(field ops "$line")
     # a binary whose answers failed has no CPU per pair to compare
-    [[ $(field errors "$line") == 0 ]] || { echo "0 n/a errors"; return; }
-    awk -v t=$((t1 - t0)) -v n="${ops:-0}" -v r="$(field ops_per_s "$line")" -v hz="$CLK_TCK" \
-        -v p="$(field "$p99" "$line")" -v per="$per" \
-        'BEGIN { if (n > 0) printf "%.0f %.2f %s\n", r / per, t * 1e6 / hz / (n / per), p; else print "0 n/a n/a" }'
+    [[ $(field errors "$line") == 0 ]] || { echo "0 n/a errors n/a"; return; }
+    awk -v t=$((t1 - t0)) -v rt=$((r1 - r0)) -v n="${ops:-0}" -v r="$(field ops_per_s "$line")" \
+        -v hz="$CLK_TCK" -v p="$(field "$p99" "$line")" -v per="$per" -v backend="$BACKEND" '
+        BEGIN {
+            if (n == 0) { print "0 n/a n/a n/a"; exit }
+            rc = "-"
+            if (backend == "redis") rc = sprintf("%.2f", rt * 1e6 / hz / (n / per))
+            printf "%.0f %.2f %s %s\n", r / per, t * 1e6 / hz / (n / per), p, rc
+        }'
 }
 
 echo "# $ROUNDS rounds × $# binaries × ${SECS} s, $CLIENTS clients, backend $BACKEND, pinned=$PIN"
 for ((r = 1; r <= ROUNDS; r++)); do
     i=0
     for b in "$@"; do
-        read -r pps cpu p99 < <(run "$b")
-        printf 'round %d  %-28s pairs/s %7s  cpu/pair %6s us  pair p99 %8s us\n' "$r" "$b" "$pps" "$cpu" "$p99"
-        echo "$r $i $pps $cpu" >>"$TMP/rows"
+        read -r pps cpu p99 rcpu < <(run "$b")
+        printf 'round %d  %-28s pairs/s %7s  cpu/pair %6s us  pair p99 %8s us  redis cpu/pair %6s us\n' \
+            "$r" "$b" "$pps" "$cpu" "$p99" "$rcpu"
+        echo "$r $i $pps $cpu $rcpu" >>"$TMP/rows"
         i=$((i + 1))
     done
 done
@@ -134,16 +145,19 @@ for b in "$@"; do
             for (k = 1; k <= n; k++) for (j = k + 1; j <= n; j++) if (a[j] < a[k]) { t = a[k]; a[k] = a[j]; a[j] = t }
             return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
         }
-        { pps[$1, $2] = $3; cpu[$1, $2] = $4; rounds[$1] = 1 }
+        { pps[$1, $2] = $3; cpu[$1, $2] = $4; rcpu[$1, $2] = $5; rounds[$1] = 1 }
         END {
             n = 0
             for (r in rounds) {
                 if (cpu[r, i] == "n/a" || cpu[r, 0] == "n/a" || pps[r, 0] == 0) continue
                 n++; c[n] = cpu[r, i]; p[n] = pps[r, i]; cr[n] = cpu[r, i] / cpu[r, 0]; pr[n] = pps[r, i] / pps[r, 0]
+                if (rcpu[r, i] != "-" && rcpu[r, i] != "n/a") { m++; rc[m] = rcpu[r, i]; rr[m] = rcpu[r, i] / rcpu[r, 0] }
             }
             if (n == 0) { printf "%-30s no valid round\n", name; exit }
             printf "%-30s pairs/s %7.0f  cpu/pair %6.2f us  cpu ratio %.3f  pairs/s ratio %.3f  (%d rounds)\n",
                 name, median(p, n), median(c, n), median(cr, n), median(pr, n), n
+            if (m > 0)
+                printf "%-30s redis cpu/pair %6.2f us  redis cpu ratio %.3f\n", "", median(rc, m), median(rr, m)
         }' "$TMP/rows"
     i=$((i + 1))
 done

@@ -76,8 +76,8 @@ gen() {
         for (i = 0; i < n; i++) {
             k = sprintf("lockd:{bench-%d}", i)
             if (v == "lockd")
-                a = "*11\r\n" bulk("EVALSHA") bulk(as) bulk("3") bulk(k) bulk(k ":fence") bulk(k ":delay") \
-                    bulk(lease) bulk("") bulk("30000") bulk("0") bulk(now)
+                a = "*11\r\n" bulk("EVALSHA") bulk(as) bulk("2") bulk(k) bulk(k ":fence") \
+                    bulk(lease) bulk("") bulk("30000") bulk("0") bulk(now) bulk("0")
             else if (v == "min-fenced")
                 a = "*7\r\n" bulk("EVALSHA") bulk(as) bulk("2") bulk(k) bulk(k ":fence") bulk(lease) bulk("30000")
             else if (v == "setnx")
@@ -87,7 +87,7 @@ gen() {
             else
                 a = "*1\r\n" bulk("PING")
             if (v == "lockd")
-                r = "*9\r\n" bulk("EVALSHA") bulk(rs) bulk("2") bulk(k) bulk(k ":delay") bulk(lease) bulk("0") \
+                r = "*8\r\n" bulk("EVALSHA") bulk(rs) bulk("1") bulk(k) bulk(lease) bulk("0") \
                     bulk("lockd:released:{bench-" i "}") bulk("bench")
             else if (v == "min-fenced" || v == "setnx")
                 r = "*5\r\n" bulk("EVALSHA") bulk(rs) bulk("1") bulk(k) bulk(lease)

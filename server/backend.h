@@ -37,6 +37,7 @@ struct bk_acquire {
     const char *owner; /* "" when none */
     int64_t ttl_ms;
     bool session_bound;
+    bool wait; /* a waiter asks: it, or lockd's queue behind it, must hear of the release */
 };
 
 struct bk_reply {

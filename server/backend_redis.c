@@ -987,7 +987,7 @@ static void on_wait(redisAsyncContext *ac, void *r, void *priv)
 static void cmd_undo(struct rcmd *acq)
 {
     struct rb *bk = acq->bk;
-    /* acquire argv: EVAL(SHA) sha 3 lock fence delay lease ... */
+    /* acquire argv: EVAL(SHA) sha 2 lock fence lease ... */
     const char *lock = acq->argv[3];
     size_t lock_len = acq->argvlen[3];
     char name[LK_NAME_MAX + 1];
@@ -999,13 +999,14 @@ static void cmd_undo(struct rcmd *acq)
     struct rcmd *u = cmd_new(bk, acq->conn, RK_UNDO, SC_RELEASE);
     u->answered = true;
     struct argb b = {0};
-    rb_argb_str(&b, "2");
+    rb_argb_str(&b, "1");
     rb_argb_put(&b, lock, lock_len);
     rb_argb_put(&b, acq->argv[5], acq->argvlen[5]);
-    rb_argb_put(&b, acq->argv[6], acq->argvlen[6]);
     rb_argb_str(&b, "0");
     rb_argb_channel(&b, bk, name);
-    rb_argb_str(&b, "-"); /* nobody's id: our own waiters learn of it this way too */
+    /* nobody's id: our own waiters learn of it this way too (it publishes
+     * when any waiter was refused by the grant undone, see acquire.lua) */
+    rb_argb_str(&b, "-");
     cmd_take_args(u, &b);
     (void)cmd_submit(u);
 }
@@ -1061,15 +1062,15 @@ static enum lk_code rb_acquire(void *state, struct lk_loop *lp, const struct bk_
     cmd->ttl_ms = a->ttl_ms;
     cmd->with_wait = bk->wait_replicas > 0;
     struct argb b = {0};
-    rb_argb_str(&b, "3");
+    rb_argb_str(&b, "2");
     argb_key(&b, bk, a->name, "");
     argb_key(&b, bk, a->name, ":fence");
-    argb_key(&b, bk, a->name, ":delay");
     rb_argb_str(&b, a->lease);
     rb_argb_str(&b, a->owner ? a->owner : "");
     argb_int(&b, a->ttl_ms);
     rb_argb_str(&b, a->session_bound ? "1" : "0");
     argb_int(&b, lk_wall_us()); /* fencing floor, see acquire.lua */
+    rb_argb_str(&b, a->wait ? "1" : "0");
     cmd_take_args(cmd, &b);
     return cmd_submit(cmd);
 }
@@ -1098,9 +1099,8 @@ static enum lk_code rb_release(void *state, struct lk_loop *lp, const char *name
     cmd->done = done;
     cmd->arg = arg;
     struct argb b = {0};
-    rb_argb_str(&b, "2");
+    rb_argb_str(&b, "1");
     argb_key(&b, bk, name, "");
-    argb_key(&b, bk, name, ":delay");
     rb_argb_str(&b, lease);
     argb_int(&b, delay_ms > 0 ? delay_ms : 0);
     rb_argb_channel(&b, bk, name);
@@ -1119,9 +1119,8 @@ static enum lk_code rb_inspect(void *state, struct lk_loop *lp, const char *name
     cmd->info = done;
     cmd->arg = arg;
     struct argb b = {0};
-    rb_argb_str(&b, "2");
+    rb_argb_str(&b, "1");
     argb_key(&b, bk, name, "");
-    argb_key(&b, bk, name, ":delay");
     cmd_take_args(cmd, &b);
     return cmd_submit(cmd);
 }
@@ -1165,7 +1164,7 @@ static enum lk_code rb_list(void *state, struct lk_loop *lp, const char *prefix,
     struct rcmd *cmd = cmd_new(bk, conn_of(bk, lp), RK_LIST, SC_LIST);
     cmd->list = done;
     cmd->arg = arg;
-    /* MATCH <prefix>{<filter>*}: ends in '}', so :fence/:delay keys never match */
+    /* MATCH <prefix>{<filter>*}: ends in '}', so :fence keys never match */
     char *pat = lk_malloc(2 * bk->prefix_len + 2 * strlen(prefix) + 4);
     size_t o = glob_escape(pat, bk->prefix);
     pat[o++] = '{';

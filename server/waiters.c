@@ -270,6 +270,7 @@ static void attempt(struct eng_waiter *w)
         .owner = w->owner,
         .ttl_ms = w->ttl_ms,
         .session_bound = w->has_session,
+        .wait = true,
     };
     enum lk_code c = e->bk.ops->acquire(e->bk.state, w->lp, &ba, attempt_done, w);
     (void)c; /* attempt_done runs either way */

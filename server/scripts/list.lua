@@ -1,4 +1,4 @@
--- list.lua - one page of lock hashes plus their holders, in one round trip.
+-- list.lua - one page of locks plus their holders, in one round trip.
 -- Touches keys it did not declare, so it runs on a single Redis, not on a
 -- cluster (where SCAN is per node anyway).
 -- ARGV: SCAN cursor, name to resume after ('' for none), MATCH pattern
@@ -15,7 +15,7 @@ local skip = tonumber(ARGV[5])
 local r = redis.call('SCAN', cursor, 'MATCH', ARGV[3], 'COUNT', limit)
 local names, keys = {}, {}
 for _, k in ipairs(r[2]) do
-  -- the pattern ends in '}', so ':fence' and ':delay' keys never match
+  -- the pattern ends in '}', so ':fence' keys never match
   local n = string.sub(k, skip + 2, -2)
   if after == '' or n > after then
     names[#names + 1] = n
@@ -31,16 +31,17 @@ for i, n in ipairs(names) do
     break
   end
   local k = keys[n]
-  -- foreign keys that happen to match are skipped by type
-  if redis.call('TYPE', k)['ok'] == 'hash' then
-    local p = redis.call('PTTL', k)
-    if p ~= -2 then
-      local h = redis.call('HMGET', k, 'owner', 'token', 'sb')
+  -- lock-delays, and foreign keys that happen to match, are skipped: they
+  -- are not strings of the form acquire.lua describes
+  local v = redis.pcall('GET', k)
+  if type(v) == 'string' then
+    local _, tok, sb, _, owner = string.match(v, '^.(%S*) (%d+) (%d) (%d+) (.*)$')
+    if tok then
       out[#out + 1] = n
-      out[#out + 1] = h[1] or ''
-      out[#out + 1] = tonumber(h[2]) or 0
-      out[#out + 1] = h[3] or '0'
-      out[#out + 1] = p
+      out[#out + 1] = owner
+      out[#out + 1] = tonumber(tok)
+      out[#out + 1] = sb
+      out[#out + 1] = redis.call('PTTL', k)
       taken = taken + 1
     end
   end

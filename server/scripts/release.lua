@@ -1,19 +1,26 @@
 -- release.lua - compare-and-delete: delete the lock only if the lease holds
--- it, optionally start a lock-delay, and tell other lockd processes.
--- KEYS: lock hash, lock-delay key. ARGV: lease, delay_ms, channel, publisher
--- (the releasing lockd's instance id, so it can skip its own message).
+-- it, optionally leave a lock-delay in its place, and tell other lockd
+-- processes when one of their waiters asked to hear of it (the lock's value
+-- is described in acquire.lua).
+-- KEYS: lock. ARGV: lease, delay_ms, channel, publisher (the releasing
+-- lockd's instance id, so it can skip its own message).
 -- Returns {1, token} released; {0} nobody holds it;
 -- {2, owner, token, sb, pttl} another lease holds it.
-local h = redis.call('HMGET', KEYS[1], 'lease', 'owner', 'token', 'sb')
-if not h[1] then
+local v = redis.call('GET', KEYS[1])
+if not v or v == 'd' then
   return {0}
 end
-if h[1] ~= ARGV[1] then
-  return {2, h[2] or '', tonumber(h[3]) or 0, h[4] or '0', redis.call('PTTL', KEYS[1])}
+local n = #ARGV[1]
+if string.sub(v, 2, n + 1) ~= ARGV[1] or string.byte(v, n + 2) ~= 32 then
+  local _, tok, sb, _, owner = string.match(v, '^.(%S*) (%d+) (%d) (%d+) (.*)$')
+  return {2, owner or '', tonumber(tok) or 0, sb or '0', redis.call('PTTL', KEYS[1])}
 end
-redis.call('DEL', KEYS[1])
 if ARGV[2] ~= '0' then
-  redis.call('SET', KEYS[2], '1', 'PX', ARGV[2])
+  redis.call('SET', KEYS[1], 'd', 'PX', ARGV[2])
+else
+  redis.call('DEL', KEYS[1])
 end
-redis.call('PUBLISH', ARGV[3], ARGV[4])
-return {1, tonumber(h[3])}
+if string.byte(v) == 49 then
+  redis.call('PUBLISH', ARGV[3], ARGV[4])
+end
+return {1, tonumber(string.match(v, '^%d+', n + 3))}

@@ -1,24 +1,27 @@
 -- renew_many.lua - the watchdog's batch: many owner-checked renewals in one
 -- EVALSHA. Keys of different names may sit in different cluster slots, so
 -- this runs on a single Redis only.
--- KEYS: lock hashes. ARGV: lease, ttl_ms pairs in KEYS order ('0' = last ttl).
+-- KEYS: locks (their value is described in acquire.lua).
+-- ARGV: lease, ttl_ms pairs in KEYS order ('0' = last ttl).
 -- Returns one integer per key: 1 renewed, 0 nobody holds it, 2 another lease does.
 local out = {}
 for i, k in ipairs(KEYS) do
-  local lease, ttl = ARGV[2 * i - 1], ARGV[2 * i]
-  local h = redis.call('HMGET', k, 'lease', 'ttl')
-  if not h[1] then
+  local want, nt = ARGV[2 * i - 1], ARGV[2 * i]
+  local v = redis.call('GET', k)
+  if not v or v == 'd' then
     out[i] = 0
-  elseif h[1] ~= lease then
-    out[i] = 2
   else
-    if ttl == '0' then
-      ttl = h[2] or '30000'
-    elseif ttl ~= h[2] then
-      redis.call('HSET', k, 'ttl', ttl)
+    local lease, tok, sb, ttl, owner = string.match(v, '^.(%S*) (%d+) (%d) (%d+) (.*)$')
+    if lease ~= want then
+      out[i] = 2
+    elseif nt == '0' or nt == ttl then
+      redis.call('PEXPIRE', k, ttl)
+      out[i] = 1
+    else
+      redis.call('SET', k, string.sub(v, 1, 1) .. lease .. ' ' .. tok .. ' ' .. sb .. ' ' .. nt .. ' ' .. owner,
+        'PX', nt)
+      out[i] = 1
     end
-    redis.call('PEXPIRE', k, ttl)
-    out[i] = 1
   end
 end
 return out

@@ -150,14 +150,21 @@ static void settle(struct fx *f, enum lk_code rc, struct res *x)
     CHECK_EQ_INT(x->calls, 1);
 }
 
-static struct bk_reply acquire(struct fx *f, const char *name, const char *lease, int64_t ttl_ms,
-                               const char *owner)
+/* wait: the caller is a waiter that wants to hear of the release if refused */
+static struct bk_reply acquire_as(struct fx *f, const char *name, const char *lease, int64_t ttl_ms,
+                                  const char *owner, bool wait)
 {
     struct res x;
     memset(&x, 0, sizeof(x));
-    struct bk_acquire a = {name, lease, owner, ttl_ms, false};
+    struct bk_acquire a = {name, lease, owner, ttl_ms, false, wait};
     settle(f, f->be.ops->acquire(f->be.state, f->lp, &a, on_done, &x), &x);
     return x.r;
+}
+
+static struct bk_reply acquire(struct fx *f, const char *name, const char *lease, int64_t ttl_ms,
+                               const char *owner)
+{
+    return acquire_as(f, name, lease, ttl_ms, owner, false);
 }
 
 static struct bk_reply renew(struct fx *f, const char *name, const char *lease, int64_t ttl_ms)
@@ -189,8 +196,8 @@ static struct bk_info inspect(struct fx *f, const char *name)
  * those too). The INFO call itself is counted by the next reading. */
 static long long redis_total(const struct th_redis *r)
 {
-    static const char *const inner[] = {"pttl", "hmget",   "hset", "incr", "set", "pexpire",
-                                        "del",  "publish", "type", "scan", NULL};
+    static const char *const inner[] = {"get", "set",     "setrange", "pttl",
+                                        "del", "pexpire", "publish",  "scan", NULL};
     const char *s = th_redis_cli(r, "INFO commandstats");
     long long total = 0;
     while ((s = strstr(s, "cmdstat_")) != NULL) {
@@ -240,6 +247,15 @@ static void t_grant_and_conflict(void)
     /* keys share the {name} hash tag under the prefix, with a PX ttl */
     CHECK(strstr(th_redis_cli(&R, "PTTL t:{gc}"), "-") == NULL);
     CHECK(atoll(th_redis_cli(&R, "EXISTS t:{gc}:fence")) == 1);
+    /* the owner is the lock value's last field: spaces, digits and line
+     * breaks in it come back as they went in, through every script */
+    static const char odd[] = "a b 1 0 9\n\"x\" 7 ";
+    CHECK_EQ_INT(acquire(&f, "gc-odd", LEASE_A, 5000, odd).code, LK_OK);
+    CHECK_STR(acquire(&f, "gc-odd", LEASE_B, 5000, "").holder.owner, odd);
+    CHECK_EQ_INT(renew(&f, "gc-odd", LEASE_A, 7000).code, LK_OK);
+    CHECK_STR(inspect(&f, "gc-odd").holder.owner, odd);
+    CHECK_STR(release(&f, "gc-odd", LEASE_B, 0).holder.owner, odd);
+    CHECK_EQ_INT(release(&f, "gc-odd", LEASE_A, 0).code, LK_OK);
     fx_close(&f);
 }
 
@@ -262,6 +278,7 @@ static void t_owner_checks(void)
     CHECK_EQ_INT(r.fencing_token, a.fencing_token); /* renew keeps the token */
     CHECK_EQ_INT(r.ttl_ms, 8000);
     CHECK(inspect(&f, "oc").holder.expires_in_ms > 7000);
+    CHECK_STR(inspect(&f, "oc").holder.owner, "alice"); /* a new ttl rewrites the lock */
     r = renew(&f, "oc", LEASE_A, 0); /* 0 = the ttl last given */
     CHECK_EQ_INT(r.code, LK_OK);
     CHECK_EQ_INT(r.ttl_ms, 8000);
@@ -406,7 +423,7 @@ static void t_renew_many(void)
     struct many m = {0, 0};
     for (int i = 0; i < N; i++) {
         snprintf(names[i], sizeof(names[i]), "many-%d", i);
-        struct bk_acquire a = {names[i], LEASE_A, "", 5000, true};
+        struct bk_acquire a = {names[i], LEASE_A, "", 5000, true, false};
         m.pending++;
         /* pipelined on one connection, 500 in flight at a time so that the
          * burst stays inside the 500 ms deadline even under ASan */
@@ -552,9 +569,30 @@ static void t_pubsub(void)
     f.be.ops->set_release_hook(f.be.state, on_release_hook, NULL);
     f.be.ops->watch(f.be.state, "ps", true);
     CHECK(th_wait_for(subscribed, (void *)"ps", 3000));
+    /* A release publishes only when a waiting caller was refused by that
+     * holder: not after a try-once refusal, nor when nobody asked at all. */
+    long long p0 = th_redis_calls(&R, "publish"), s0 = th_redis_calls(&R, "setrange");
+    CHECK_EQ_INT(acquire(&g, "ps", LEASE_A, 5000, "").code, LK_OK);
+    CHECK_EQ_INT(acquire_as(&f, "ps", LEASE_B, 5000, "", false).code, LK_LOCKED);
+    CHECK_EQ_INT(release(&g, "ps", LEASE_A, 0).code, LK_OK);
+    CHECK_EQ_INT(th_redis_calls(&R, "publish") - p0, 0);
+    CHECK_EQ_INT(acquire(&g, "ps", LEASE_A, 5000, "").code, LK_OK);
+    /* a waiter's refusal marks the holder, once; a renewal keeps the mark */
+    for (int k = 0; k < 2; k++)
+        CHECK_EQ_INT(acquire_as(&f, "ps", LEASE_B, 5000, "", true).code, LK_LOCKED);
+    CHECK_EQ_INT(renew(&g, "ps", LEASE_A, 6000).code, LK_OK);
+    CHECK_EQ_INT(th_redis_calls(&R, "setrange") - s0, 1);
+    CHECK_EQ_INT(release(&g, "ps", LEASE_A, 0).code, LK_OK);
+    CHECK_EQ_INT(th_redis_calls(&R, "publish") - p0, 1);
+    CHECK(th_wait_for(hook_saw, (void *)"ps", 1000));
+    /* the next holder starts unmarked, unless it is a waiter (lockd queues
+     * the waiters behind it without asking Redis) */
     CHECK_EQ_INT(acquire(&g, "ps", LEASE_A, 5000, "").code, LK_OK);
     CHECK_EQ_INT(release(&g, "ps", LEASE_A, 0).code, LK_OK);
-    CHECK(th_wait_for(hook_saw, (void *)"ps", 1000));
+    CHECK_EQ_INT(th_redis_calls(&R, "publish") - p0, 1);
+    CHECK_EQ_INT(acquire_as(&g, "ps", LEASE_A, 5000, "", true).code, LK_OK);
+    CHECK_EQ_INT(release(&g, "ps", LEASE_A, 0).code, LK_OK);
+    CHECK_EQ_INT(th_redis_calls(&R, "publish") - p0, 2);
     /* after a subscriber reconnect, watched names are subscribed again */
     th_redis_cli(&R, "CLIENT KILL TYPE pubsub");
     CHECK(th_wait_for(subscribed, (void *)"ps", 3000));
@@ -562,6 +600,7 @@ static void t_pubsub(void)
     hook_last[0] = '\0';
     pthread_mutex_unlock(&hook_mu);
     CHECK_EQ_INT(acquire(&g, "ps", LEASE_A, 5000, "").code, LK_OK);
+    CHECK_EQ_INT(acquire_as(&f, "ps", LEASE_B, 5000, "", true).code, LK_LOCKED);
     CHECK_EQ_INT(release(&g, "ps", LEASE_A, 0).code, LK_OK);
     CHECK(th_wait_for(hook_saw, (void *)"ps", 1000));
     f.be.ops->watch(f.be.state, "ps", false);
@@ -622,7 +661,7 @@ static void t_redis_hung(void)
     kill(r.pid, SIGSTOP); /* accepts nothing, answers nothing */
     struct res x;
     memset(&x, 0, sizeof(x));
-    struct bk_acquire a = {"hung2", LEASE_B, "", 5000, false};
+    struct bk_acquire a = {"hung2", LEASE_B, "", 5000, false, false};
     int64_t t0 = th_now_ms();
     CHECK_EQ_INT(f.be.ops->acquire(f.be.state, f.lp, &a, on_done, &x), LK_AGAIN);
     CHECK(run_until(&f, &x.done, 5000));

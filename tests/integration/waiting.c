@@ -412,6 +412,37 @@ static void test_cross_lockd_handoff(void)
     printf("# cross-lockd release->grant: worst of 8 rounds %lld ms\n", (long long)worst);
 }
 
+/* Two waiters on B, holder on A. The first waiter's grant makes the second
+ * B's head without a Redis attempt (B knows the holder is its own), so when
+ * that grant is released through A, the release must still be published
+ * (acquire.lua marks a grant to a waiter): B's second waiter is granted at
+ * once, not at the first one's expiry. */
+static void test_handoff_behind_own_waiter(void)
+{
+    char lease[40];
+    grab(&la, "own", "{\"ttl_ms\":20000}", lease);
+    struct pool p;
+    pool_init(&p, 2);
+    pool_add(&p, &lb, "own", "{\"wait_ms\":10000,\"ttl_ms\":20000}");
+    wait_queued(&lb, "own", 1, 3000);
+    pool_add(&p, &lb, "own", "{\"wait_ms\":10000,\"ttl_ms\":20000}");
+    wait_queued(&lb, "own", 2, 3000);
+    th_sleep_ms(30);
+    release(&la, "own", lease);
+    int i = one_grant(&p, 5000);
+    CHECK_EQ_INT(queued(&lb, "own"), 1);
+    th_sleep_ms(30); /* the second is B's head now, waiting */
+    int64_t t0 = th_now_ms();
+    release(&la, "own", rw_str(&p.w[i], "lease"));
+    int j = one_grant(&p, 5000);
+    int64_t dt = p.w[j].t_done - t0;
+    printf("# B's second waiter granted %lld ms after the release on A\n", (long long)dt);
+    CHECK(j != i);
+    CHECK(dt < 1000);
+    release(&lb, "own", rw_str(&p.w[j], "lease"));
+    pool_free(&p);
+}
+
 /* A name whose queue on B empties and fills again many times a second
  * (wait_ms 1 on a held lock: subscribe, time out, unsubscribe, ...) must
  * keep B alive and still subscribed: a release on A then wakes B's waiter
@@ -966,6 +997,7 @@ int main(void)
     cl = th_client_new();
 
     RUN(test_cross_lockd_handoff);
+    RUN(test_handoff_behind_own_waiter);
     RUN(test_no_polling_storm);
     RUN(test_subscription_churn);
     RUN(test_resubscribe_race);
