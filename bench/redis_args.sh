@@ -2,17 +2,17 @@
 # server/scripts/acquire.lua and release.lua take (see their header comments),
 # as redis-benchmark arguments. "SHA" is replaced by the loaded script's sha1.
 # redis-benchmark replaces every __rand_int__ by its own 12-digit random
-# number, so the three keys of one call name different locks; each still takes
+# number, so the two keys of one acquire name different locks; each still takes
 # the same path through the script as lockd's calls do (fresh name: granted).
 BENCH_LEASE=0123456789abcdef0123456789abcdef
 BENCH_NOW_US=$(date +%s%6N)
 BENCH_PREFIX=lockd:
-# acquire: KEYS lock hash, fence counter, lock-delay key;
-#          ARGV lease, owner, ttl_ms, session_bound, now_us
-ACQ_CMD=(EVALSHA SHA 3 "${BENCH_PREFIX}{bench-__rand_int__}" "${BENCH_PREFIX}{bench-__rand_int__}:fence"
-    "${BENCH_PREFIX}{bench-__rand_int__}:delay" "$BENCH_LEASE" "" 30000 0 "$BENCH_NOW_US")
-# release: KEYS lock hash, lock-delay key; ARGV lease, delay_ms, channel, name
-REL_CMD=(EVALSHA SHA 2 "${BENCH_PREFIX}{bench-__rand_int__}" "${BENCH_PREFIX}{bench-__rand_int__}:delay"
+# acquire: KEYS lock, fence counter; ARGV lease, owner, ttl_ms, session_bound,
+#          now_us, wait (0: a try-once caller, as loadgen's pairs are)
+ACQ_CMD=(EVALSHA SHA 2 "${BENCH_PREFIX}{bench-__rand_int__}" "${BENCH_PREFIX}{bench-__rand_int__}:fence"
+    "$BENCH_LEASE" "" 30000 0 "$BENCH_NOW_US" 0)
+# release: KEYS lock; ARGV lease, delay_ms, channel, publisher
+REL_CMD=(EVALSHA SHA 1 "${BENCH_PREFIX}{bench-__rand_int__}"
     "$BENCH_LEASE" 0 "${BENCH_PREFIX}released:{bench-__rand_int__}" "bench-__rand_int__")
 
 # redis_preload PORT SHA N: RESP for N acquires of names bench-000000000000 ..
@@ -24,9 +24,9 @@ redis_preload() {
         for (i = 0; i < n; i++) {
             name = sprintf("bench-%012d", i)
             printf "*11\r\n"
-            bulk("EVALSHA"); bulk(sha); bulk("3")
-            bulk(pre "{" name "}"); bulk(pre "{" name "}:fence"); bulk(pre "{" name "}:delay")
-            bulk(lease); bulk(""); bulk("600000"); bulk("0"); bulk(now)
+            bulk("EVALSHA"); bulk(sha); bulk("2")
+            bulk(pre "{" name "}"); bulk(pre "{" name "}:fence")
+            bulk(lease); bulk(""); bulk("600000"); bulk("0"); bulk(now); bulk("0")
         }
     }'
 }

@@ -137,12 +137,13 @@ lockd_serves_locks() { # a real acquire + release on the memory or redis backend
     curl -s -m 2 -o /dev/null -X DELETE -H "Lock-Lease: $lease" "http://127.0.0.1:$port/locks/bench-probe"
 }
 
-redis_cmdstats() { # "evalsha+eval pttl all" calls from INFO commandstats (commands run by scripts count too)
+redis_cmdstats() { # "evalsha+eval get-del all" calls from INFO commandstats (commands run by scripts count too)
     redis-cli -p "$1" info commandstats | tr -d '\r' | awk -F'[=,:]' '
         /^cmdstat_/ { all += $3 }
         /^cmdstat_eval(sha)?:/ { ev += $3 }
-        /^cmdstat_pttl:/ { pt += $3 }
-        END { print ev + 0, pt + 0, all + 0 }'
+        /^cmdstat_get:/ { gd += $3 }
+        /^cmdstat_del:/ { gd -= $3 }
+        END { print ev + 0, gd + 0, all + 0 }'
 }
 
 # ------------------------------------------------------------------ peers
@@ -340,12 +341,12 @@ bench_lockd() {
         --name bench-contended --wait_ms 10000
     if [[ -n $rport ]]; then
         c1=$(redis_cmdstats "$rport")
-        # every acquire.lua run calls PTTL twice (lock-delay key, then lock) unless a
-        # lock-delay is running; release.lua and the other scripts never call it here
+        # acquire.lua and release.lua each GET the lock once; a release without
+        # lock-delay (all of them here) DELs it: acquire attempts = GET - DEL
         read -r R[$label.redis_evals_per_grant] R[$label.redis_acq_attempts_per_grant] \
             R[$label.redis_cmds_per_grant] < <(printf '%s %s\n' "$c0" "$c1" |
             awk -v g="${R[${label}_contended.grants]:-0}" '{ if (g > 0) printf "%.2f %.2f %.2f\n",
-                ($4 - $1) / g, ($5 - $2) / 2 / g, ($6 - $3) / g; else print "n/a n/a n/a" }')
+                ($4 - $1) / g, ($5 - $2) / g, ($6 - $3) / g; else print "n/a n/a n/a" }')
     fi
     if [[ -n $rport && -n ${SKIP_PAIRS:-} ]]; then
         # handoff across two lockd processes on the same Redis (pub/sub wake-up):
