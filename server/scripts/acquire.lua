@@ -1,7 +1,7 @@
 -- acquire.lua - grant a lock if it is free and out of any lock-delay.
 -- KEYS: lock, fence counter (both share the {name} tag).
 -- ARGV: lease, owner, ttl_ms, session_bound (0/1), now_us (lockd's wall
--- clock), wait (1: the caller waits when refused, so the release publishes).
+-- clock), wait (1: a waiter asks, and wants the release published; see w).
 -- The lock is one string that expires with the lease:
 --   '<w><lease> <token> <sb> <ttl_ms> <owner>'
 -- where w is '1' when release.lua must publish: the lock went to a waiting

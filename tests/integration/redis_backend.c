@@ -377,6 +377,19 @@ static void t_fencing_across_data_loss(void)
         th_redis_cli(&R, "FLUSHALL"); /* a non-persistent Redis restarting loses the counter */
     }
     CHECK(last < (1LL << 53));
+    /* A counter ahead of this lockd's clock (another lockd's clock runs
+     * ahead): the next tokens count on from it, and it keeps 30 days' ttl. */
+    long long ahead = (long long)lk_wall_us() + 1000000000000LL;
+    char cmd[96];
+    snprintf(cmd, sizeof(cmd), "SET t:{fence}:fence %lld", ahead);
+    th_redis_cli(&R, cmd);
+    for (int i = 1; i <= 2; i++) {
+        struct bk_reply a = acquire(&f, "fence", LEASE_A, 5000, "");
+        CHECK_EQ_INT(a.code, LK_OK);
+        CHECK_EQ_INT(a.fencing_token, ahead + i);
+        CHECK_EQ_INT(release(&f, "fence", LEASE_A, 0).code, LK_OK);
+    }
+    CHECK(atoll(th_redis_cli(&R, "PTTL t:{fence}:fence")) > 2591000000LL);
     fx_close(&f);
 }
 
