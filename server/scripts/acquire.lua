@@ -11,10 +11,14 @@
 -- Returns {1, token} granted; {0, owner, token, sb, pttl} held by someone;
 -- {2, pttl} in a lock-delay window.
 local v = redis.call('GET', KEYS[1])
-if v then
-  if v == 'd' then
-    return {2, redis.call('PTTL', KEYS[1])}
+if v == 'd' then
+  local d = redis.call('PTTL', KEYS[1])
+  if d > 0 then
+    return {2, d}
   end
+  v = false -- the delay's last millisecond: over, as with any expiry
+end
+if v then
   if ARGV[6] == '1' and string.byte(v) == 48 then
     redis.call('SETRANGE', KEYS[1], 0, '1')
   end

@@ -6,7 +6,11 @@ if not v then
   return {0}
 end
 if v == 'd' then
-  return {2, redis.call('PTTL', KEYS[1])}
+  local d = redis.call('PTTL', KEYS[1])
+  if d > 0 then
+    return {2, d}
+  end
+  return {0} -- the delay's last millisecond
 end
 local _, tok, sb, _, owner = string.match(v, '^.(%S*) (%d+) (%d) (%d+) (.*)$')
 return {1, owner or '', tonumber(tok) or 0, sb or '0', redis.call('PTTL', KEYS[1])}
