@@ -272,6 +272,14 @@ static void t_owner_checks(void)
     CHECK_STR(r.holder.owner, "alice");
     r = release(&f, "oc", LEASE_B, 0);
     CHECK_EQ_INT(r.code, LK_HELD_BY_OTHER);
+    /* the lease is compared whole inside the lock's value: a prefix of it,
+     * the lease with more after it, or empty never release or renew it */
+    static const char *const near[] = {"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", LEASE_A "a", LEASE_A " 1",
+                                       ""};
+    for (size_t k = 0; k < sizeof(near) / sizeof(near[0]); k++) {
+        CHECK_EQ_INT(release(&f, "oc", near[k], 0).code, LK_HELD_BY_OTHER);
+        CHECK_EQ_INT(renew(&f, "oc", near[k], 9000).code, LK_HELD_BY_OTHER);
+    }
     CHECK(inspect(&f, "oc").held);
     r = renew(&f, "oc", LEASE_A, 8000);
     CHECK_EQ_INT(r.code, LK_OK);
