@@ -15,18 +15,43 @@ ACQ_CMD=(EVALSHA SHA 2 "${BENCH_PREFIX}{bench-__rand_int__}" "${BENCH_PREFIX}{be
 REL_CMD=(EVALSHA SHA 1 "${BENCH_PREFIX}{bench-__rand_int__}"
     "$BENCH_LEASE" 0 "${BENCH_PREFIX}released:{bench-__rand_int__}" "bench-__rand_int__")
 
-# redis_preload PORT SHA N: RESP for N acquires of names bench-000000000000 ..
-# (redis-benchmark's 12-digit form) with BENCH_LEASE, for `redis-cli --pipe`.
-redis_preload() {
-    awk -v sha="$2" -v n="$3" -v lease="$BENCH_LEASE" -v now="$BENCH_NOW_US" -v pre="$BENCH_PREFIX" '
-    function bulk(s) { printf "$%d\r\n%s\r\n", length(s), s }
+# resp_stream N SHA CMD...: RESP of N copies of CMD for `redis-cli --pipe`;
+# in copy i the word SHA becomes SHA and __rand_int__ becomes i in
+# redis-benchmark's 12-digit form, so a stream of releases names the locks a
+# stream of acquires took.
+resp_stream() {
+    local n=$1 sha=$2
+    shift 2
+    awk -v n="$n" -v sha="$sha" -v args="$(printf '%s\037' "$@")" '
     BEGIN {
+        m = split(args, a, "\037") - 1
+        for (j = 1; j <= m; j++) {
+            if (a[j] == "SHA") a[j] = sha
+            parts[j] = split(a[j], t, "__rand_int__")
+            for (k = 1; k <= parts[j]; k++) part[j, k] = t[k]
+            if (parts[j] == 0) { parts[j] = 1; part[j, 1] = "" }
+        }
         for (i = 0; i < n; i++) {
-            name = sprintf("bench-%012d", i)
-            printf "*11\r\n"
-            bulk("EVALSHA"); bulk(sha); bulk("2")
-            bulk(pre "{" name "}"); bulk(pre "{" name "}:fence")
-            bulk(lease); bulk(""); bulk("600000"); bulk("0"); bulk(now); bulk("0")
+            id = sprintf("%012d", i)
+            printf "*%d\r\n", m
+            for (j = 1; j <= m; j++) {
+                s = part[j, 1]
+                for (k = 2; k <= parts[j]; k++) s = s id part[j, k]
+                printf "$%d\r\n%s\r\n", length(s), s
+            }
         }
     }'
+}
+
+# redis_preload PORT SHA N: RESP for N acquires of names bench-000000000000 ..
+# with BENCH_LEASE and a 600 s ttl (they outlive the release run), for
+# `redis-cli --pipe`.
+redis_preload() {
+    local -a cmd=()
+    local e
+    for e in "${ACQ_CMD[@]}"; do
+        [[ $e == 30000 ]] && e=600000
+        cmd+=("$e")
+    done
+    resp_stream "$3" "$2" "${cmd[@]}"
 }

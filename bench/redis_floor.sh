@@ -26,6 +26,8 @@ ONLY=${FLOOR_ONLY:-ping noop setnx min-fenced lockd}
 SCRIPTS=${FLOOR_SCRIPTS:-$ROOT/server/scripts}
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/lockd-floor.XXXXXX")
 CLK_TCK=$(getconf CLK_TCK)
+# shellcheck source=bench/redis_args.sh
+source "$ROOT/bench/redis_args.sh" # ACQ_CMD, REL_CMD, resp_stream
 NCPU=$(nproc)
 PIN_REDIS=() PIN_CLI=()
 if ((NCPU >= 2)) && command -v taskset >/dev/null; then
@@ -64,21 +66,24 @@ rel_src() {
     esac
 }
 
-# gen VARIANT: $TMP/VARIANT.acq and .rel, RESP of N acquires / N releases of lockd:{bench-<i>}
+# gen VARIANT: $TMP/VARIANT.acq and .rel, RESP of N acquires / N releases of
+# lockd:{bench-<i>}; lockd's own calls are run.sh's (bench/redis_args.sh)
 gen() {
     local v=$1 as rs
     as=$(sha "$(acq_src "$v")")
     rs=$(sha "$(rel_src "$v")")
-    awk -v v="$v" -v as="$as" -v rs="$rs" -v n="$N" -v now="$(date +%s%6N)" -v out="$TMP/$v" '
+    if [[ $v == lockd ]]; then
+        resp_stream "$N" "$as" "${ACQ_CMD[@]}" >"$TMP/$v.acq"
+        resp_stream "$N" "$rs" "${REL_CMD[@]}" >"$TMP/$v.rel"
+        return
+    fi
+    awk -v v="$v" -v as="$as" -v rs="$rs" -v n="$N" -v out="$TMP/$v" '
     function bulk(s) { return sprintf("$%d\r\n%s\r\n", length(s), s) }
     BEGIN {
         lease = "0123456789abcdef0123456789abcdef"
         for (i = 0; i < n; i++) {
             k = sprintf("lockd:{bench-%d}", i)
-            if (v == "lockd")
-                a = "*11\r\n" bulk("EVALSHA") bulk(as) bulk("2") bulk(k) bulk(k ":fence") \
-                    bulk(lease) bulk("") bulk("30000") bulk("0") bulk(now) bulk("0")
-            else if (v == "min-fenced")
+            if (v == "min-fenced")
                 a = "*7\r\n" bulk("EVALSHA") bulk(as) bulk("2") bulk(k) bulk(k ":fence") bulk(lease) bulk("30000")
             else if (v == "setnx")
                 a = "*6\r\n" bulk("SET") bulk(k) bulk(lease) bulk("NX") bulk("PX") bulk("30000")
@@ -86,10 +91,7 @@ gen() {
                 a = "*3\r\n" bulk("EVALSHA") bulk(as) bulk("0")
             else
                 a = "*1\r\n" bulk("PING")
-            if (v == "lockd")
-                r = "*8\r\n" bulk("EVALSHA") bulk(rs) bulk("1") bulk(k) bulk(lease) bulk("0") \
-                    bulk("lockd:released:{bench-" i "}") bulk("bench")
-            else if (v == "min-fenced" || v == "setnx")
+            if (v == "min-fenced" || v == "setnx")
                 r = "*5\r\n" bulk("EVALSHA") bulk(rs) bulk("1") bulk(k) bulk(lease)
             else if (v == "noop")
                 r = "*3\r\n" bulk("EVALSHA") bulk(rs) bulk("0")
