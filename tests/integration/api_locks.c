@@ -357,7 +357,9 @@ static void test_renew_session_bound(void)
 
 /* Pages never hold more than `limit`, even when one SCAN call returns more
  * keys than that (COUNT is only a hint), and paging still reaches every
- * name exactly once. */
+ * name: exactly once on memory; at least once on Redis, whose SCAN may
+ * return a key again when Redis resizes its table between two pages (a CI
+ * run under ASan saw one name twice, while keys of earlier tests expired). */
 static void test_list_small_pages(void)
 {
     enum { N = 60 };
@@ -398,8 +400,12 @@ static void test_list_small_pages(void)
                 break;
         }
         CHECK(pages <= 4 * N);
-        for (int k = 0; k < N; k++)
-            CHECK_EQ_INT(seen[k], 1);
+        for (int k = 0; k < N; k++) {
+            if (fx_is_redis())
+                CHECK(seen[k] >= 1);
+            else
+                CHECK_EQ_INT(seen[k], 1);
+        }
     }
 }
 
