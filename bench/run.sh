@@ -374,6 +374,12 @@ bench_rss() {
     sleep 0.5
     R[rss.held_kb]=$(rss_kb "$pid")
     R[rss.held_n]=${R[rss_hold.ops]:-0}
+    # what holding them costs while nobody calls: the janitor's sweep and timers
+    local i0 i1
+    i0=$(cpu_ticks "$pid")
+    sleep 5
+    i1=$(cpu_ticks "$pid")
+    R[rss.held_idle_cpu]=$(awk -v t=$((i1 - i0)) -v hz="$CLK_TCK" 'BEGIN { printf "%.1f", t * 100 / hz / 5 }')
     stop_pid "$pid"
 
     # 10,000 waiting clients on one name (needs the connection limit raised)
@@ -509,6 +515,7 @@ report() {
     echo "| Redis commands per grant, contended (scripts' inner calls included) | $(fmt "${R[lockdredis.redis_cmds_per_grant]:-}") | |"
     echo "| lockd RSS idle | $(fmt "${R[rss.idle_kb]:-}") kB | < 16384 kB |"
     echo "| lockd RSS with ${R[rss.held_n]:-?} held leases (memory) | $(fmt "${R[rss.held_kb]:-}") kB | < 65536 kB |"
+    echo "| lockd CPU while idle with those leases held | ${R[rss.held_idle_cpu]:-?} % of a core | |"
     echo "| lockd RSS with ${R[rss.waiters_n]:-?} waiting clients | $(fmt "${R[rss.waiters_kb]:-}") kB | < 204800 kB |"
     if ((${#NOTES[@]})); then
         echo

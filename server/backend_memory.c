@@ -53,13 +53,9 @@ static bool alive(const struct mem_lock *l, int64_t now)
     return l->lease[0] != '\0' && l->expires_ms > now;
 }
 
-/* Returns the entry if it is held or delayed, dropping it when neither. */
-static struct mem_lock *find(struct mem *m, const char *name, int64_t now)
+/* Returns l if it is held or delayed, dropping it when neither. */
+static struct mem_lock *prune(struct mem *m, struct mem_lock *l, int64_t now)
 {
-    struct mem_lock *l;
-    HASH_FIND_STR(m->locks, name, l);
-    if (l == NULL)
-        return NULL;
     if (l->lease[0] != '\0' && l->expires_ms <= now)
         l->lease[0] = '\0';
     if (l->lease[0] == '\0' && l->delay_until_ms <= now) {
@@ -68,6 +64,14 @@ static struct mem_lock *find(struct mem *m, const char *name, int64_t now)
         return NULL;
     }
     return l;
+}
+
+/* The entry of name if it is held or delayed (see prune). */
+static struct mem_lock *find(struct mem *m, const char *name, int64_t now)
+{
+    struct mem_lock *l;
+    HASH_FIND_STR(m->locks, name, l);
+    return l != NULL ? prune(m, l, now) : NULL;
 }
 
 /* Expired entries nobody touches again would stay forever: the janitor
@@ -85,7 +89,7 @@ static void mem_sweep(void *bk)
         l = m->locks; /* first call, or the resume point is gone: start over */
     for (int i = 0; l != NULL && i < SWEEP_STEP; i++) {
         struct mem_lock *next = l->hh.next;
-        find(m, l->name, now); /* frees l when neither held nor delayed */
+        prune(m, l, now); /* frees l when neither held nor delayed */
         l = next;
     }
     if (l != NULL)
@@ -130,8 +134,14 @@ static enum lk_code mem_acquire(void *bk, struct lk_loop *lp, const struct bk_ac
     struct bk_reply r;
     memset(&r, 0, sizeof(r));
     int64_t now = lk_now_ms();
+    size_t len = strlen(a->name);
+    unsigned hv; /* hashed once for the lookup and, when new, the insert */
+    HASH_VALUE(a->name, len, hv);
     pthread_mutex_lock(&m->mu);
-    struct mem_lock *l = find(m, a->name, now);
+    struct mem_lock *l;
+    HASH_FIND_BYHASHVALUE(hh, m->locks, a->name, len, hv, l);
+    if (l != NULL)
+        l = prune(m, l, now);
     if (l != NULL && (alive(l, now) || l->delay_until_ms > now)) {
         r.code = LK_LOCKED;
         holder_of(l, now, &r.holder);
@@ -141,7 +151,7 @@ static enum lk_code mem_acquire(void *bk, struct lk_loop *lp, const struct bk_ac
             l = lk_malloc(sizeof(*l));
             memset(&l->token, 0, sizeof(*l) - offsetof(struct mem_lock, token));
             lk_strlcpy(l->name, a->name, sizeof(l->name));
-            HASH_ADD_STR(m->locks, name, l);
+            HASH_ADD_BYHASHVALUE(hh, m->locks, name[0], len, hv, l);
         }
         lk_strlcpy(l->lease, a->lease, sizeof(l->lease));
         lk_strlcpy(l->owner, a->owner ? a->owner : "", sizeof(l->owner));
@@ -262,7 +272,7 @@ static enum lk_code mem_list(void *bk, struct lk_loop *lp, const char *prefix, c
     pthread_mutex_lock(&m->mu);
     struct mem_lock *l, *tmp;
     HASH_ITER (hh, m->locks, l, tmp) {
-        if (find(m, l->name, now) == NULL || !alive(l, now))
+        if (prune(m, l, now) == NULL || !alive(l, now))
             continue;
         if (strncmp(l->name, prefix, plen) != 0 || strcmp(l->name, cursor) <= 0)
             continue;

@@ -1,0 +1,110 @@
+/*
+ * test_memory.c - the memory backend's table from the inside: the janitor's
+ * sweep drops what expired and keeps what is held or in a lock-delay, an
+ * acquire finds an entry whatever it hashed to, and a name whose lease
+ * expired is granted again. Includes backend_memory.c itself, so that the
+ * table's size can be read; liblockd.a's copy is then not linked.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "server/backend_memory.c"
+
+#define LEASE "0123456789abcdef0123456789abcdef"
+
+static void on_reply(void *arg, const struct bk_reply *r)
+{
+    *(struct bk_reply *)arg = *r;
+}
+
+static enum lk_code acquire(struct mem *m, const char *name, int64_t ttl_ms)
+{
+    struct bk_reply r;
+    memset(&r, 0, sizeof(r));
+    struct bk_acquire a = {name, LEASE, "", ttl_ms, false, false};
+    assert_int_equal(mem_acquire(m, NULL, &a, on_reply, &r), LK_OK);
+    return r.code;
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* 3,000 leases that expire, 10 that do not, and one lock-delay: two sweeps
+ * of SWEEP_STEP entries look at every entry and keep exactly the 11. */
+static void test_sweep_drops_expired(void **state)
+{
+    (void)state;
+    struct backend be;
+    assert_int_equal(backend_memory_new(NULL, &be), LK_OK);
+    struct mem *m = be.state;
+    char name[32];
+    for (int i = 0; i < 3000; i++) {
+        snprintf(name, sizeof(name), "short-%d", i);
+        assert_int_equal(acquire(m, name, 1), LK_OK);
+    }
+    for (int i = 0; i < 10; i++) {
+        snprintf(name, sizeof(name), "long-%d", i);
+        assert_int_equal(acquire(m, name, 60000), LK_OK);
+    }
+    assert_int_equal(acquire(m, "delayed", 60000), LK_OK);
+    struct bk_reply r;
+    assert_int_equal(mem_release(m, NULL, "delayed", LEASE, 60000, on_reply, &r), LK_OK);
+    assert_int_equal(r.code, LK_OK);
+    assert_int_equal(HASH_COUNT(m->locks), 3011);
+    assert_true(3000 > SWEEP_STEP && 3011 <= 2 * SWEEP_STEP);
+
+    sleep_ms(20);
+    mem_sweep(m);
+    assert_int_not_equal(HASH_COUNT(m->locks), 3011); /* one step already dropped some */
+    mem_sweep(m);
+    assert_int_equal(HASH_COUNT(m->locks), 11);
+
+    for (int i = 0; i < 10; i++) {
+        snprintf(name, sizeof(name), "long-%d", i);
+        assert_int_equal(acquire(m, name, 60000), LK_LOCKED);
+    }
+    assert_int_equal(acquire(m, "delayed", 60000), LK_LOCKED); /* the lock-delay */
+    assert_int_equal(acquire(m, "short-7", 60000), LK_OK);
+    assert_int_equal(HASH_COUNT(m->locks), 12);
+    mem_free(m);
+}
+
+/* A lease that expired but was never swept: the next acquire of its name
+ * finds the entry (hashed once for lookup and insert) and reuses it. */
+static void test_acquire_reuses_expired(void **state)
+{
+    (void)state;
+    struct backend be;
+    assert_int_equal(backend_memory_new(NULL, &be), LK_OK);
+    struct mem *m = be.state;
+    char name[32];
+    for (int i = 0; i < 200; i++) {
+        snprintf(name, sizeof(name), "n-%d", i);
+        assert_int_equal(acquire(m, name, i % 2 ? 1 : 60000), LK_OK);
+    }
+    sleep_ms(20);
+    for (int i = 0; i < 200; i++) {
+        snprintf(name, sizeof(name), "n-%d", i);
+        assert_int_equal(acquire(m, name, 60000), i % 2 ? LK_OK : LK_LOCKED);
+    }
+    assert_int_equal(HASH_COUNT(m->locks), 200);
+    mem_free(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sweep_drops_expired),
+        cmocka_unit_test(test_acquire_reuses_expired),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
