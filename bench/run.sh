@@ -380,6 +380,9 @@ bench_rss() {
     sleep 5
     i1=$(cpu_ticks "$pid")
     R[rss.held_idle_cpu]=$(awk -v t=$((i1 - i0)) -v hz="$CLK_TCK" 'BEGIN { printf "%.1f", t * 100 / hz / 5 }')
+    # one page of the listing among them (the memory backend walks the whole table)
+    R[rss.held_list_ms]=$(curl -s -m 10 -o /dev/null -w '%{time_total}' "http://127.0.0.1:$port/locks?limit=100" |
+        awk '{ printf "%.1f", $1 * 1000 }')
     stop_pid "$pid"
 
     # 10,000 waiting clients on one name (needs the connection limit raised)
@@ -516,6 +519,7 @@ report() {
     echo "| lockd RSS idle | $(fmt "${R[rss.idle_kb]:-}") kB | < 16384 kB |"
     echo "| lockd RSS with ${R[rss.held_n]:-?} held leases (memory) | $(fmt "${R[rss.held_kb]:-}") kB | < 65536 kB |"
     echo "| lockd CPU while idle with those leases held | ${R[rss.held_idle_cpu]:-?} % of a core | |"
+    echo "| GET /locks?limit=100 with those leases held | ${R[rss.held_list_ms]:-?} ms | |"
     echo "| lockd RSS with ${R[rss.waiters_n]:-?} waiting clients | $(fmt "${R[rss.waiters_kb]:-}") kB | < 204800 kB |"
     if ((${#NOTES[@]})); then
         echo

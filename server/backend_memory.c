@@ -254,12 +254,44 @@ static enum lk_code mem_inspect(void *bk, struct lk_loop *lp, const char *name, 
     return LK_OK;
 }
 
-static int cmp_entry(const void *a, const void *b)
+static int cmp_name(const void *a, const void *b)
 {
-    return strcmp(((const struct bk_entry *)a)->name, ((const struct bk_entry *)b)->name);
+    return strcmp((*(struct mem_lock *const *)a)->name, (*(struct mem_lock *const *)b)->name);
 }
 
-/* The cursor is the last name of the previous page; names sort bytewise. */
+/* The page being gathered is a max-heap on name: its root, the greatest
+ * name kept so far, is the one a smaller name replaces. */
+static void page_up(struct mem_lock **h, size_t i)
+{
+    while (i > 0 && strcmp(h[i]->name, h[(i - 1) / 2]->name) > 0) {
+        struct mem_lock *t = h[i];
+        h[i] = h[(i - 1) / 2];
+        h[(i - 1) / 2] = t;
+        i = (i - 1) / 2;
+    }
+}
+
+static void page_down(struct mem_lock **h, size_t n, size_t i)
+{
+    for (;;) {
+        size_t c = 2 * i + 1, top = i;
+        if (c < n && strcmp(h[c]->name, h[top]->name) > 0)
+            top = c;
+        if (c + 1 < n && strcmp(h[c + 1]->name, h[top]->name) > 0)
+            top = c + 1;
+        if (top == i)
+            return;
+        struct mem_lock *t = h[i];
+        h[i] = h[top];
+        h[top] = t;
+        i = top;
+    }
+}
+
+/* The cursor is the last name of the previous page; names sort bytewise.
+ * One pass over the table keeps the `limit` smallest names after the
+ * cursor (no copy of every match), so the mutex is held for a walk of the
+ * table and not for copying and sorting all of it. */
 static enum lk_code mem_list(void *bk, struct lk_loop *lp, const char *prefix, const char *cursor,
                              size_t limit, bk_list_fn done, void *arg)
 {
@@ -267,8 +299,8 @@ static enum lk_code mem_list(void *bk, struct lk_loop *lp, const char *prefix, c
     struct mem *m = bk;
     int64_t now = lk_now_ms();
     size_t plen = strlen(prefix);
-    size_t cap = 64, n = 0;
-    struct bk_entry *ents = lk_malloc(cap * sizeof(*ents));
+    struct mem_lock **page = lk_malloc((limit > 0 ? limit : 1) * sizeof(*page));
+    size_t n = 0, matched = 0;
     pthread_mutex_lock(&m->mu);
     struct mem_lock *l, *tmp;
     HASH_ITER (hh, m->locks, l, tmp) {
@@ -276,19 +308,25 @@ static enum lk_code mem_list(void *bk, struct lk_loop *lp, const char *prefix, c
             continue;
         if (strncmp(l->name, prefix, plen) != 0 || strcmp(l->name, cursor) <= 0)
             continue;
-        if (n == cap) {
-            cap *= 2;
-            ents = lk_realloc(ents, cap * sizeof(*ents));
+        matched++;
+        if (n < limit) {
+            page[n] = l;
+            page_up(page, n++);
+        } else if (n > 0 && strcmp(l->name, page[0]->name) < 0) {
+            page[0] = l;
+            page_down(page, n, 0);
         }
-        ents[n].name = lk_strdup(l->name);
-        holder_of(l, now, &ents[n].holder);
-        n++;
+    }
+    qsort(page, n, sizeof(*page), cmp_name);
+    struct bk_entry *ents = lk_malloc((n > 0 ? n : 1) * sizeof(*ents));
+    for (size_t i = 0; i < n; i++) {
+        ents[i].name = lk_strdup(page[i]->name);
+        holder_of(page[i], now, &ents[i].holder);
     }
     pthread_mutex_unlock(&m->mu);
-    qsort(ents, n, sizeof(*ents), cmp_entry);
-    size_t page = n < limit ? n : limit;
-    const char *next = n > limit ? ents[page - 1].name : NULL;
-    done(arg, LK_OK, ents, page, next);
+    free(page);
+    const char *next = matched > n && n > 0 ? ents[n - 1].name : NULL;
+    done(arg, LK_OK, ents, n, next);
     for (size_t i = 0; i < n; i++)
         free((char *)ents[i].name);
     free(ents);

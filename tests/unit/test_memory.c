@@ -1,8 +1,8 @@
 /*
  * test_memory.c - the memory backend's table from the inside: the janitor's
  * sweep drops what expired and keeps what is held or in a lock-delay, an
- * acquire finds an entry whatever it hashed to, and a name whose lease
- * expired is granted again. Includes backend_memory.c itself, so that the
+ * acquire finds an entry whatever it hashed to, a name whose lease expired
+ * is granted again, and listing pages through held names in byte order. Includes backend_memory.c itself, so that the
  * table's size can be read; liblockd.a's copy is then not linked.
  */
 #include <setjmp.h>
@@ -100,11 +100,76 @@ static void test_acquire_reuses_expired(void **state)
     mem_free(m);
 }
 
+struct page {
+    char names[1000][32];
+    size_t n;
+    char next[32];
+};
+
+static void on_page(void *arg, enum lk_code code, const struct bk_entry *ents, size_t n,
+                    const char *next)
+{
+    struct page *p = arg;
+    assert_int_equal(code, LK_OK);
+    p->n = n;
+    for (size_t i = 0; i < n; i++) {
+        assert_true(strlen(ents[i].name) < sizeof(p->names[0]));
+        strcpy(p->names[i], ents[i].name);
+        assert_false(ents[i].holder.lock_delay);
+    }
+    p->next[0] = '\0';
+    if (next != NULL)
+        strcpy(p->next, next);
+}
+
+/* 500 held names inserted in a scrambled order, plus names that expired,
+ * one in a lock-delay and one outside the prefix: paging with any limit
+ * gives the 500 held names with the prefix, in byte order, each once. */
+static void test_list_pages(void **state)
+{
+    (void)state;
+    struct backend be;
+    assert_int_equal(backend_memory_new(NULL, &be), LK_OK);
+    struct mem *m = be.state;
+    char name[32];
+    for (int i = 0; i < 500; i++) {
+        snprintf(name, sizeof(name), "p-%03d", (i * 337) % 500); /* 337 is prime to 500 */
+        assert_int_equal(acquire(m, name, 60000), LK_OK);
+        snprintf(name, sizeof(name), "p-%03d-gone", i);
+        assert_int_equal(acquire(m, name, 1), LK_OK);
+    }
+    assert_int_equal(acquire(m, "p-delayed", 60000), LK_OK);
+    struct bk_reply r;
+    assert_int_equal(mem_release(m, NULL, "p-delayed", LEASE, 60000, on_reply, &r), LK_OK);
+    assert_int_equal(acquire(m, "q-other", 60000), LK_OK);
+    sleep_ms(20);
+    const size_t limits[] = {1, 7, 499, 500, 1000};
+    for (size_t k = 0; k < sizeof(limits) / sizeof(limits[0]); k++) {
+        static struct page pg;
+        char cursor[32] = "";
+        int seen = 0, pages = 0;
+        do {
+            assert_int_equal(mem_list(m, NULL, "p-", cursor, limits[k], on_page, &pg), LK_OK);
+            assert_true(pg.n <= limits[k]);
+            for (size_t i = 0; i < pg.n; i++) {
+                snprintf(name, sizeof(name), "p-%03d", seen++);
+                assert_string_equal(pg.names[i], name);
+            }
+            if (pg.next[0] != '\0')
+                assert_string_equal(pg.next, pg.names[pg.n - 1]);
+            strcpy(cursor, pg.next);
+        } while (cursor[0] != '\0' && ++pages < 1000);
+        assert_int_equal(seen, 500);
+    }
+    mem_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sweep_drops_expired),
         cmocka_unit_test(test_acquire_reuses_expired),
+        cmocka_unit_test(test_list_pages),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
