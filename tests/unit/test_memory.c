@@ -2,8 +2,9 @@
  * test_memory.c - the memory backend's table from the inside: the janitor's
  * sweep drops what expired and keeps what is held or in a lock-delay, an
  * acquire finds an entry whatever it hashed to, a name whose lease expired
- * is granted again, and listing pages through held names in byte order. Includes backend_memory.c itself, so that the
- * table's size can be read; liblockd.a's copy is then not linked.
+ * is granted again, and listing pages through held names in byte order.
+ * Includes backend_memory.c itself, so that the table's size can be read;
+ * liblockd.a's copy is then not linked.
  */
 #include <setjmp.h>
 #include <stdarg.h>
