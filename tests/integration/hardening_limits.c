@@ -395,8 +395,10 @@ enum { NMANY = 1003 };
 /* Pages through GET /locks?<query> (query without cursor) to the end. Every
  * page holds at most limit locks, each held, named with prefix, and
  * next_cursor is a string on every page but the last (null). Counts in seen[]
- * how often each many-NNNN name came back, and fails on any name seen twice.
- * Returns the number of pages. */
+ * how often each many-NNNN name came back, and fails on any name seen twice
+ * on the memory backend (Redis SCAN may return a key again when Redis resizes
+ * its table between two pages, as openapi.yaml says). Returns the number of
+ * pages. */
 static int walk(const char *base, const char *query, size_t limit, const char *prefix,
                 int seen[NMANY])
 {
@@ -430,7 +432,7 @@ static int walk(const char *base, const char *query, size_t limit, const char *p
             const char *name = json_string_value(json_object_get(o, "name"));
             CHECK(name != NULL && strncmp(name, prefix, strlen(prefix)) == 0);
             CHECK(json_is_true(json_object_get(o, "held")));
-            if (json_object_get(names, name) != NULL)
+            if (json_object_get(names, name) != NULL && !fx_is_redis())
                 th_fail(__FILE__, __LINE__, "GET /locks?%s: %s listed twice (page %d)", query, name,
                         pages);
             json_object_set_new(names, name, json_true());
@@ -502,15 +504,16 @@ static void test_list_limit(void)
     }
     /* Both backends (Redis pages come from SCAN and may be short: the API
      * promises at most limit): pages of at most 1000, and of at most the
-     * default 100, reach every lock exactly once. */
+     * default 100, reach every lock: exactly once on memory, at least once
+     * on Redis (SCAN, see walk). */
     int pages = walk(l.url, "limit=1000&prefix=many-", 1000, "many-", seen);
     for (int i = 0; i < NMANY; i++)
-        if (seen[i] != 1)
+        if (seen[i] < 1 || (seen[i] > 1 && !fx_is_redis()))
             th_fail(__FILE__, __LINE__, "limit=1000: many-%04d listed %d times", i, seen[i]);
     CHECK(pages >= 2);
     pages = walk(l.url, "", 100, "", seen);
     for (int i = 0; i < NMANY; i++)
-        if (seen[i] != 1)
+        if (seen[i] < 1 || (seen[i] > 1 && !fx_is_redis()))
             th_fail(__FILE__, __LINE__, "default limit: many-%04d listed %d times", i, seen[i]);
     CHECK(pages >= 11);
     th_lockd_kill(&l, SIGKILL); /* 1003 held locks: nothing to drain */
