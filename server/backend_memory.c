@@ -254,9 +254,9 @@ static enum lk_code mem_inspect(void *bk, struct lk_loop *lp, const char *name, 
     return LK_OK;
 }
 
-static int cmp_name(const void *a, const void *b)
+static int cmp_entry(const void *a, const void *b)
 {
-    return strcmp((*(struct mem_lock *const *)a)->name, (*(struct mem_lock *const *)b)->name);
+    return strcmp(((const struct bk_entry *)a)->name, ((const struct bk_entry *)b)->name);
 }
 
 /* The page being gathered is a max-heap on name: its root, the greatest
@@ -317,7 +317,6 @@ static enum lk_code mem_list(void *bk, struct lk_loop *lp, const char *prefix, c
             page_down(page, n, 0);
         }
     }
-    qsort(page, n, sizeof(*page), cmp_name);
     struct bk_entry *ents = lk_malloc((n > 0 ? n : 1) * sizeof(*ents));
     for (size_t i = 0; i < n; i++) {
         ents[i].name = lk_strdup(page[i]->name);
@@ -325,6 +324,7 @@ static enum lk_code mem_list(void *bk, struct lk_loop *lp, const char *prefix, c
     }
     pthread_mutex_unlock(&m->mu);
     free(page);
+    qsort(ents, n, sizeof(*ents), cmp_entry); /* the copies: outside the mutex */
     const char *next = matched > n && n > 0 ? ents[n - 1].name : NULL;
     done(arg, LK_OK, ents, n, next);
     for (size_t i = 0; i < n; i++)

@@ -33,6 +33,14 @@ static enum lk_code acquire(struct mem *m, const char *name, int64_t ttl_ms)
     return r.code;
 }
 
+/* A memory backend of its own: the table is read directly. */
+static struct mem *mem_open(void)
+{
+    struct backend be;
+    assert_int_equal(backend_memory_new(NULL, &be), LK_OK);
+    return be.state;
+}
+
 static void sleep_ms(long ms)
 {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
@@ -44,9 +52,7 @@ static void sleep_ms(long ms)
 static void test_sweep_drops_expired(void **state)
 {
     (void)state;
-    struct backend be;
-    assert_int_equal(backend_memory_new(NULL, &be), LK_OK);
-    struct mem *m = be.state;
+    struct mem *m = mem_open();
     char name[32];
     for (int i = 0; i < 3000; i++) {
         snprintf(name, sizeof(name), "short-%d", i);
@@ -84,9 +90,7 @@ static void test_sweep_drops_expired(void **state)
 static void test_acquire_reuses_expired(void **state)
 {
     (void)state;
-    struct backend be;
-    assert_int_equal(backend_memory_new(NULL, &be), LK_OK);
-    struct mem *m = be.state;
+    struct mem *m = mem_open();
     char name[32];
     for (int i = 0; i < 200; i++) {
         snprintf(name, sizeof(name), "n-%d", i);
@@ -129,9 +133,7 @@ static void on_page(void *arg, enum lk_code code, const struct bk_entry *ents, s
 static void test_list_pages(void **state)
 {
     (void)state;
-    struct backend be;
-    assert_int_equal(backend_memory_new(NULL, &be), LK_OK);
-    struct mem *m = be.state;
+    struct mem *m = mem_open();
     char name[32];
     for (int i = 0; i < 500; i++) {
         snprintf(name, sizeof(name), "p-%03d", (i * 337) % 500); /* 337 is prime to 500 */
