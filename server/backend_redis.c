@@ -1137,25 +1137,41 @@ static size_t glob_escape(char *out, const char *s)
     return o;
 }
 
+/* Copies the SCAN cursor that s starts with into out (NUL-terminated):
+ * its length, or 0 unless s starts with 1 to 20 digits of a 64-bit number. */
+static size_t scan_cursor(const char *s, char out[21])
+{
+    size_t n = strspn(s, "0123456789");
+    if (n == 0 || n > 20)
+        return 0;
+    memcpy(out, s, n);
+    out[n] = '\0';
+    errno = 0;
+    unsigned long long v = strtoull(out, NULL, 10);
+    if (errno != 0 || (v == ULLONG_MAX && strcmp(out, "18446744073709551615") != 0))
+        return 0;
+    return n;
+}
+
 static enum lk_code rb_list(void *state, struct lk_loop *lp, const char *prefix, const char *cursor,
                             size_t limit, bk_list_fn done, void *arg)
 {
     struct rb *bk = state;
     const char *cur = cursor && cursor[0] ? cursor : "0";
-    /* The cursor is '<SCAN cursor>' or '<SCAN cursor>:<name>' (list.lua).
-     * A SCAN cursor is an unsigned 64-bit number: anything else is the
-     * client's mistake (400), not a Redis error (503). */
-    size_t cl = strspn(cur, "0123456789");
-    const char *after = cur[cl] == ':' ? cur + cl + 1 : "";
-    bool ok =
-        cl > 0 && cl <= 20 && (cur[cl] == '\0' || (*after && lk_name_valid(after, strlen(after))));
-    char scan[21];
-    if (ok) {
-        memcpy(scan, cur, cl);
-        scan[cl] = '\0';
-        errno = 0;
-        unsigned long long v = strtoull(scan, NULL, 10);
-        ok = errno == 0 && (v != ULLONG_MAX || strcmp(scan, "18446744073709551615") == 0);
+    /* The cursor is '<SCAN cursor>', or '<SCAN cursor>:<span end>:<name>'
+     * when a page ended inside one SCAN call (list.lua). SCAN cursors are
+     * unsigned 64-bit numbers: anything else is the client's mistake (400),
+     * not a Redis error (503). */
+    char scan[21], stop[21] = "";
+    size_t cl = scan_cursor(cur, scan);
+    const char *after = "";
+    bool ok = cl > 0 && cur[cl] == '\0';
+    if (cl > 0 && cur[cl] == ':') {
+        size_t sl = scan_cursor(cur + cl + 1, stop);
+        if (sl > 0 && cur[cl + 1 + sl] == ':') {
+            after = cur + cl + 1 + sl + 1;
+            ok = *after && lk_name_valid(after, strlen(after));
+        }
     }
     if (!ok || strlen(prefix) > LK_NAME_MAX) {
         done(arg, LK_INVALID, NULL, 0, NULL);
@@ -1174,6 +1190,7 @@ static enum lk_code rb_list(void *state, struct lk_loop *lp, const char *prefix,
     struct argb b = {0};
     rb_argb_str(&b, "0");
     rb_argb_str(&b, scan);
+    rb_argb_str(&b, stop);
     rb_argb_str(&b, after);
     rb_argb_put(&b, pat, o);
     argb_int(&b, (long long)(limit > 0 ? limit : 100));

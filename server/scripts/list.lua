@@ -1,49 +1,95 @@
 -- list.lua - one page of locks plus their holders, in one round trip.
 -- Touches keys it did not declare, so it runs on a single Redis, not on a
 -- cluster (where SCAN is per node anyway).
--- ARGV: SCAN cursor, name to resume after ('' for none), MATCH pattern
--- ('<prefix>{<filter>*}'), limit, prefix length.
+-- ARGV: SCAN cursor, span end ('' for none), name to resume after ('' for
+-- none), MATCH pattern ('<prefix>{<filter>*}'), limit, prefix length.
 -- Returns {next_cursor, name, owner, token, sb, pttl, name, ...}.
 --
--- SCAN's COUNT is only a hint: one call may return more keys than the page
--- holds. The keys of a call are taken in name order; when the page fills
--- before they run out, the next cursor is '<scan cursor>:<last name>', and
--- the next page repeats that SCAN call and skips names up to the last one.
--- A key present for the whole listing is still returned at least once.
-local cursor, after, limit = ARGV[1], ARGV[2], tonumber(ARGV[4])
-local skip = tonumber(ARGV[5])
-local r = redis.call('SCAN', cursor, 'MATCH', ARGV[3], 'COUNT', limit)
-local names, keys = {}, {}
-for _, k in ipairs(r[2]) do
-  -- the pattern ends in '}', so ':fence' keys never match
-  local n = string.sub(k, skip + 2, -2)
-  if after == '' or n > after then
-    names[#names + 1] = n
-    keys[n] = k
+-- A page runs SCAN calls (at most 8) until it holds limit locks or the walk
+-- ends. COUNT is only a hint: one call may return more keys than the page
+-- has room for. The keys of a call are taken in name order, and when the
+-- page fills before they run out, the next cursor is
+-- '<call's cursor>:<call's next cursor>:<last name taken>': the span of
+-- buckets the call visited, and the names in it already listed.
+--
+-- Resuming in a span repeats the call, and skips the names listed only when
+-- the repeated call stays inside the span: after deletions it reaches
+-- further, into buckets no page has visited, and there no name may be
+-- skipped. Such a call is repeated with COUNT 1, and if even that leaves the
+-- span, nothing of it is skipped (a name may then be listed twice). So a
+-- key present for the whole listing is returned at least once.
+local cursor, stop, after = ARGV[1], ARGV[2], ARGV[3]
+local pattern, limit, skip = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])
+
+-- SCAN visits the buckets in the order of their bits reversed, whatever the
+-- table's size (cursors stay below the size, so below 2^32), so a cursor's
+-- place in the walk is its 32 bits reversed; '0' as a next cursor is the end.
+local function place(c)
+  if c == '0' then
+    return 4294967296
   end
+  local v, r = tonumber(c), 0
+  for _ = 1, 32 do
+    local b = v % 2
+    r = r * 2 + b
+    v = (v - b) / 2
+  end
+  return r
 end
-table.sort(names)
-local out = {r[1]}
+
+local out = {'0'}
 local taken = 0
-for i, n in ipairs(names) do
-  if taken == limit then
-    out[1] = cursor .. ':' .. names[i - 1]
-    break
+for _ = 1, 8 do
+  local r = redis.call('SCAN', cursor, 'MATCH', pattern, 'COUNT', limit)
+  local inside = after ~= '' and place(r[1]) <= place(stop)
+  if after ~= '' and not inside then
+    r = redis.call('SCAN', cursor, 'MATCH', pattern, 'COUNT', 1)
+    inside = place(r[1]) <= place(stop)
   end
-  local k = keys[n]
-  -- lock-delays, and foreign keys that happen to match, are skipped: they
-  -- are not strings of the form acquire.lua describes
-  local v = redis.pcall('GET', k)
-  if type(v) == 'string' then
-    local _, tok, sb, _, owner = string.match(v, '^.(%S*) (%d+) (%d) (%d+) (.*)$')
-    if tok then
-      out[#out + 1] = n
-      out[#out + 1] = owner
-      out[#out + 1] = tonumber(tok)
-      out[#out + 1] = sb
-      out[#out + 1] = redis.call('PTTL', k)
-      taken = taken + 1
+  local names, keys = {}, {}
+  for _, k in ipairs(r[2]) do
+    -- the pattern ends in '}', so ':fence' keys never match
+    local n = string.sub(k, skip + 2, -2)
+    if not inside or n > after then
+      names[#names + 1] = n
+      keys[n] = k
     end
   end
+  table.sort(names)
+  for i, n in ipairs(names) do
+    if taken == limit then
+      out[1] = cursor .. ':' .. r[1] .. ':' .. names[i - 1]
+      return out
+    end
+    local k = keys[n]
+    -- lock-delays, and foreign keys that happen to match, are skipped: they
+    -- are not strings of the form acquire.lua describes
+    local v = redis.pcall('GET', k)
+    if type(v) == 'string' then
+      local _, tok, sb, _, owner = string.match(v, '^.(%S*) (%d+) (%d) (%d+) (.*)$')
+      if tok then
+        out[#out + 1] = n
+        out[#out + 1] = owner
+        out[#out + 1] = tonumber(tok)
+        out[#out + 1] = sb
+        out[#out + 1] = redis.call('PTTL', k)
+        taken = taken + 1
+      end
+    end
+  end
+  -- the call's keys are all listed; a span goes on past it only while the
+  -- call ended strictly inside it
+  if not inside or r[1] == stop then
+    after, stop = '', ''
+  end
+  cursor = r[1]
+  if cursor == '0' or taken == limit then
+    break
+  end
+end
+if after ~= '' then
+  out[1] = cursor .. ':' .. stop .. ':' .. after
+else
+  out[1] = cursor
 end
 return out
