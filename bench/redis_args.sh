@@ -7,18 +7,15 @@
 BENCH_LEASE=0123456789abcdef0123456789abcdef
 BENCH_NOW_US=$(date +%s%6N)
 BENCH_PREFIX=lockd:
-# acquire: KEYS lock, fence counter; ARGV lease, owner, ttl_ms, session_bound,
-#          now_us, wait (0: a try-once caller, as loadgen's pairs are)
+# acquire: KEYS lock, fence counter; ARGV '<w><lease>', '<sb> <ttl_ms> <owner>',
+#          ttl_ms, now_us (w 0: a try-once caller, as loadgen's pairs are;
+#          sb 0, owner empty)
 ACQ_CMD=(EVALSHA SHA 2 "${BENCH_PREFIX}{bench-__rand_int__}" "${BENCH_PREFIX}{bench-__rand_int__}:fence"
-    "$BENCH_LEASE" "" 30000 0 "$BENCH_NOW_US" 0)
-# release: KEYS lock; ARGV lease, delay_ms, channel, publisher
+    "0$BENCH_LEASE" "0 30000 " 30000 "$BENCH_NOW_US")
+# release: KEYS lock; ARGV lease, delay_ms, '<channel> <publisher>'
 REL_CMD=(EVALSHA SHA 1 "${BENCH_PREFIX}{bench-__rand_int__}"
-    "$BENCH_LEASE" 0 "${BENCH_PREFIX}released:{bench-__rand_int__}" "bench-__rand_int__")
+    "$BENCH_LEASE" 0 "${BENCH_PREFIX}released:{bench-__rand_int__} bench-__rand_int__")
 
-# resp_stream N SHA CMD...: RESP of N copies of CMD for `redis-cli --pipe`;
-# in copy i the word SHA becomes SHA and __rand_int__ becomes i in
-# redis-benchmark's 12-digit form, so a stream of releases names the locks a
-# stream of acquires took.
 resp_stream() {
     local n=$1 sha=$2
     shift 2

@@ -119,6 +119,21 @@ void rb_argb_str(struct argb *b, const char *s)
     rb_argb_put(b, s, strlen(s));
 }
 
+/* Extends the last argument by s: one argument of several parts, which the
+ * scripts take whole (each argument costs Redis a Lua string). */
+static void argb_append(struct argb *b, const char *s, size_t len)
+{
+    if (b->len + len > b->cap) {
+        while (b->len + len > b->cap)
+            b->cap *= 2;
+        b->buf = lk_realloc(b->buf, b->cap);
+    }
+    memcpy(b->buf + b->len - 1, s, len); /* over the last argument's '\0' */
+    b->len += len;
+    b->buf[b->len - 1] = '\0';
+    b->lens[b->n - 1] += len;
+}
+
 static void argb_int(struct argb *b, long long v)
 {
     char tmp[24];
@@ -755,10 +770,12 @@ static void handle_acquire(struct rcmd *cmd, const redisReply *r)
 {
     struct bk_reply out;
     memset(&out, 0, sizeof(out));
-    if (!rb_is_array(r, 1))
+    /* a grant is the token alone, as a string; a refusal is an array */
+    bool granted = r->type == REDIS_REPLY_STRING;
+    if (!granted && !rb_is_array(r, 1))
         return;
-    int64_t st = rint64(r->element[0]);
-    if (st == 1 && r->elements >= 2) {
+    int64_t st = granted ? 1 : rint64(r->element[0]);
+    if (granted) {
         if (cmd->answered || cmd->wait_lost) {
             /* Nobody will ever use this grant (the caller already got 503):
              * give it back now rather than at its TTL. */
@@ -768,7 +785,7 @@ static void handle_acquire(struct rcmd *cmd, const redisReply *r)
             return;
         }
         out.code = LK_OK;
-        out.fencing_token = rint64(r->element[1]);
+        out.fencing_token = rint64(r);
         out.ttl_ms = cmd->ttl_ms;
         if (cmd->with_wait) {
             cmd->reply = out; /* answered when WAIT says enough replicas have it */
@@ -792,6 +809,12 @@ static void handle_renew_release(struct rcmd *cmd, const redisReply *r)
 {
     struct bk_reply out;
     memset(&out, 0, sizeof(out));
+    if (cmd->kind == RK_RELEASE && r->type == REDIS_REPLY_STRING) {
+        out.code = LK_OK; /* released: the token alone, as a string */
+        out.fencing_token = rint64(r);
+        cmd_answer(cmd, &out);
+        return;
+    }
     if (!rb_is_array(r, 1))
         return;
     if (rint64(r->element[0]) == 1 && r->elements >= 2) {
@@ -1001,12 +1024,12 @@ static void cmd_undo(struct rcmd *acq)
     struct argb b = {0};
     rb_argb_str(&b, "1");
     rb_argb_put(&b, lock, lock_len);
-    rb_argb_put(&b, acq->argv[5], acq->argvlen[5]);
+    rb_argb_put(&b, acq->argv[5] + 1, acq->argvlen[5] - 1); /* '<w><lease>' */
     rb_argb_str(&b, "0");
-    rb_argb_channel(&b, bk, name);
     /* nobody's id: our own waiters learn of it this way too (it publishes
      * when any waiter was refused by the grant undone, see acquire.lua) */
-    rb_argb_str(&b, "-");
+    rb_argb_channel(&b, bk, name);
+    argb_append(&b, " -", 2);
     cmd_take_args(u, &b);
     (void)cmd_submit(u);
 }
@@ -1062,15 +1085,22 @@ static enum lk_code rb_acquire(void *state, struct lk_loop *lp, const struct bk_
     cmd->ttl_ms = a->ttl_ms;
     cmd->with_wait = bk->wait_replicas > 0;
     struct argb b = {0};
+    char ttl[24];
+    size_t tl = lk_itoa(a->ttl_ms, ttl);
     rb_argb_str(&b, "2");
     argb_key(&b, bk, a->name, "");
     argb_key(&b, bk, a->name, ":fence");
-    rb_argb_str(&b, a->lease);
-    rb_argb_str(&b, a->owner ? a->owner : "");
-    argb_int(&b, a->ttl_ms);
-    rb_argb_str(&b, a->session_bound ? "1" : "0");
+    /* '<w><lease>', '<sb> <ttl_ms> <owner>': the lock's value around its
+     * token (acquire.lua) */
+    rb_argb_put(&b, a->wait ? "1" : "0", 1);
+    argb_append(&b, a->lease, strlen(a->lease));
+    rb_argb_put(&b, a->session_bound ? "1 " : "0 ", 2);
+    argb_append(&b, ttl, tl);
+    argb_append(&b, " ", 1);
+    if (a->owner)
+        argb_append(&b, a->owner, strlen(a->owner));
+    rb_argb_put(&b, ttl, tl);
     argb_int(&b, lk_wall_us()); /* fencing floor, see acquire.lua */
-    rb_argb_str(&b, a->wait ? "1" : "0");
     cmd_take_args(cmd, &b);
     return cmd_submit(cmd);
 }
@@ -1103,10 +1133,12 @@ static enum lk_code rb_release(void *state, struct lk_loop *lp, const char *name
     argb_key(&b, bk, name, "");
     rb_argb_str(&b, lease);
     argb_int(&b, delay_ms > 0 ? delay_ms : 0);
+    /* '<channel> <publisher>'. Our own release already woke our waiters: the
+     * message says it is ours, so our subscriber does not wake them a second
+     * time. */
     rb_argb_channel(&b, bk, name);
-    /* Our own release already woke our waiters: the message says it is ours,
-     * so our subscriber does not wake them a second time. */
-    rb_argb_str(&b, bk->instance);
+    argb_append(&b, " ", 1);
+    argb_append(&b, bk->instance, strlen(bk->instance));
     cmd_take_args(cmd, &b);
     return cmd_submit(cmd);
 }

@@ -2,16 +2,16 @@
 -- it, optionally leave a lock-delay in its place, and tell other lockd
 -- processes when one of their waiters asked to hear of it (the lock's value
 -- is described in acquire.lua).
--- KEYS: lock. ARGV: lease, delay_ms, channel, publisher (the releasing
+-- KEYS: lock. ARGV: lease, delay_ms, '<channel> <publisher>' (the releasing
 -- lockd's instance id, so it can skip its own message).
--- Returns {1, token} released; {0} nobody holds it;
+-- Returns the token, as a string, when released; {0} nobody holds it;
 -- {2, owner, token, sb, pttl} another lease holds it.
 local v = redis.call('GET', KEYS[1])
 if not v or v == 'd' then
   return {0}
 end
 local n = #ARGV[1]
-if string.sub(v, 2, n + 1) ~= ARGV[1] or string.byte(v, n + 2) ~= 32 then
+if string.find(v, ARGV[1], 2, true) ~= 2 or string.byte(v, n + 2) ~= 32 then
   local _, tok, sb, _, owner = string.match(v, '^.(%S*) (%d+) (%d) (%d+) (.*)$')
   return {2, owner or '', tonumber(tok) or 0, sb or '0', redis.call('PTTL', KEYS[1])}
 end
@@ -21,6 +21,7 @@ else
   redis.call('DEL', KEYS[1])
 end
 if string.byte(v) == 49 then
-  redis.call('PUBLISH', ARGV[3], ARGV[4])
+  local channel, publisher = string.match(ARGV[3], '^(.*) (%S*)$')
+  redis.call('PUBLISH', channel, publisher)
 end
-return {1, tonumber(string.match(v, '^%d+', n + 3))}
+return string.match(v, '^%d+', n + 3)
