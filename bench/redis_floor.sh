@@ -12,6 +12,10 @@
 # that all N acquires held a lock and that the releases freed every one, so a
 # variant that does not work cannot pass as a cheap one.
 #
+# Then, unless FLOOR_IR=0, one more run of FLOOR_IR_N=10000 pairs per variant
+# under callgrind: Redis's instructions per pair, exact where CPU time drifts
+# by ±15 % between runs, so two builds of the scripts compare in one run.
+#
 # Environment: FLOOR_N=200000 pairs per round, FLOOR_ROUNDS=3 (median shown),
 # FLOOR_ONLY="ping noop setnx min-fenced lockd" (subset), FLOOR_SCRIPTS=DIR
 # (acquire.lua and release.lua to measure as "lockd"; default server/scripts).
@@ -21,8 +25,14 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 N=${FLOOR_N:-200000}
 ROUNDS=${FLOOR_ROUNDS:-3}
 ONLY=${FLOOR_ONLY:-ping noop setnx min-fenced lockd}
-[[ $N =~ ^[1-9][0-9]*$ && $ROUNDS =~ ^[1-9][0-9]*$ ]] ||
-    { echo "FLOOR_N and FLOOR_ROUNDS must be positive integers" >&2; exit 64; }
+IR=${FLOOR_IR:-1}
+IR_N=${FLOOR_IR_N:-10000}
+[[ $N =~ ^[1-9][0-9]*$ && $ROUNDS =~ ^[1-9][0-9]*$ && $IR_N =~ ^[1-9][0-9]*$ ]] ||
+    { echo "FLOOR_N, FLOOR_ROUNDS and FLOOR_IR_N must be positive integers" >&2; exit 64; }
+if [[ $IR == 1 ]] && ! command -v callgrind_control >/dev/null; then
+    echo "valgrind not installed: no instruction counts (make deps)" >&2
+    IR=0
+fi
 SCRIPTS=${FLOOR_SCRIPTS:-$ROOT/server/scripts}
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/lockd-floor.XXXXXX")
 CLK_TCK=$(getconf CLK_TCK)
@@ -103,13 +113,15 @@ gen() {
     }'
 }
 
-start_redis() {
+start_redis() { # start_redis [WRAPPER...]: redis-server, under WRAPPER if given
+    local wrap=("$@")
+    ((${#wrap[@]})) || wrap=("${PIN_REDIS[@]}")
     PORT=$("$ROOT/build/bench/loadgen" --free_port)
-    "${PIN_REDIS[@]}" redis-server --port "$PORT" --bind 127.0.0.1 --save '' --appendonly no \
+    "${wrap[@]}" redis-server --port "$PORT" --bind 127.0.0.1 --save '' --appendonly no \
         --dir "$TMP" --logfile "$TMP/redis.log" --daemonize no </dev/null >/dev/null 2>&1 &
     RPID=$!
     local i
-    for ((i = 0; i < 100; i++)); do
+    for ((i = 0; i < 400; i++)); do
         redis-cli -p "$PORT" ping >/dev/null 2>&1 && return 0
         sleep 0.05
     done
@@ -156,11 +168,28 @@ round() {
         'BEGIN { printf "%.2f %s\n", t * 1e6 / hz / n, e }'
 }
 
+# ir_round VARIANT: prints Redis's instructions per pair (callgrind counts
+# only while the two pipes run; $TMP/VARIANT.* must hold IR_N pairs)
+ir_round() {
+    local v=$1 ir
+    start_redis valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$TMP/cg.out"
+    [[ $v == ping || $v == setnx ]] || redis-cli -p "$PORT" script load "$(acq_src "$v")" >/dev/null
+    [[ $v == ping ]] || redis-cli -p "$PORT" script load "$(rel_src "$v")" >/dev/null
+    callgrind_control -i on "$RPID" >/dev/null
+    redis-cli -p "$PORT" --pipe <"$TMP/$v.acq" >"$TMP/pipe.out" 2>&1 || { cat "$TMP/pipe.out" >&2; exit 1; }
+    redis-cli -p "$PORT" --pipe <"$TMP/$v.rel" >>"$TMP/pipe.out" 2>&1 || { cat "$TMP/pipe.out" >&2; exit 1; }
+    callgrind_control -i off "$RPID" >/dev/null
+    stop_redis
+    ir=$(cat "$TMP"/cg.out* | awk '/^totals:/ { s += $2 } END { print s + 0 }')
+    rm -f "$TMP"/cg.out*
+    echo $((ir / IR_N))
+}
+
 command -v redis-server >/dev/null || { echo "redis-server not installed (make deps)" >&2; exit 1; }
 log "N=$N pairs per round, $ROUNDS rounds; redis pinned: ${PIN_REDIS[*]:-no}; redis-cli pinned: ${PIN_CLI[*]:-no}"
 echo "redis-server $(redis-server --version | awk '{print $3}' | cut -d= -f2), $NCPU CPUs ($(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)), N=$N"
 echo
-printf '| variant | Redis CPU µs per pair | of which executing commands | rounds (CPU / executing) |\n|---|---:|---:|---|\n'
+printf '| variant | Redis CPU µs per pair | of which executing commands | rounds (CPU / executing) | Redis instructions per pair |\n|---|---:|---:|---|---:|\n'
 median() { printf '%s\n' "$@" | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 for v in $ONLY; do
     gen "$v"
@@ -170,5 +199,10 @@ for v in $ONLY; do
         read -r c e <"$TMP/round.out"
         cpu+=("$c") ex+=("$e") all+=("$c/$e")
     done
-    printf '| %s | %s | %s | %s |\n' "$v" "$(median "${cpu[@]}")" "$(median "${ex[@]}")" "${all[*]}"
+    ir=-
+    if [[ $IR == 1 ]]; then
+        N=$IR_N gen "$v"
+        ir=$(N=$IR_N ir_round "$v")
+    fi
+    printf '| %s | %s | %s | %s | %s |\n' "$v" "$(median "${cpu[@]}")" "$(median "${ex[@]}")" "${all[*]}" "$ir"
 done
