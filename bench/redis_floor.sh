@@ -175,10 +175,10 @@ ir_round() {
     start_redis valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$TMP/cg.out"
     [[ $v == ping || $v == setnx ]] || redis-cli -p "$PORT" script load "$(acq_src "$v")" >/dev/null
     [[ $v == ping ]] || redis-cli -p "$PORT" script load "$(rel_src "$v")" >/dev/null
-    callgrind_control -i on "$RPID" >/dev/null
+    callgrind_control -i on "$RPID" >/dev/null 2>&1
     redis-cli -p "$PORT" --pipe <"$TMP/$v.acq" >"$TMP/pipe.out" 2>&1 || { cat "$TMP/pipe.out" >&2; exit 1; }
     redis-cli -p "$PORT" --pipe <"$TMP/$v.rel" >>"$TMP/pipe.out" 2>&1 || { cat "$TMP/pipe.out" >&2; exit 1; }
-    callgrind_control -i off "$RPID" >/dev/null
+    callgrind_control -i off "$RPID" >/dev/null 2>&1
     stop_redis
     ir=$(cat "$TMP"/cg.out* | awk '/^totals:/ { s += $2 } END { print s + 0 }')
     rm -f "$TMP"/cg.out*
