@@ -356,6 +356,53 @@ static void test_renew_session_bound(void)
     th_resp_free(&r);
 }
 
+/* Walks GET base/locks?prefix=PREFIX&limit=limit page by page to the end,
+ * counting each name PREFIX<k> (0 <= k < n) in seen[k]; after each page,
+ * between(page, the page's k, their count, arg) when given. Every page
+ * holds at most limit locks. Returns the number of pages. */
+typedef void page_fn(int page, const int *ks, int nks, void *arg);
+static int walk_pages(const char *base, const char *prefix, int limit, int n, int *seen,
+                      page_fn *between, void *arg)
+{
+    int pages = 0;
+    char cursor[600] = "";
+    for (;;) {
+        char path[900];
+        snprintf(path, sizeof(path), "%s/locks?prefix=%s&limit=%d%s%s", base, prefix, limit,
+                 cursor[0] ? "&cursor=" : "", cursor);
+        struct th_resp r;
+        th_http(cl, "GET", path, NULL, NULL, &r);
+        CHECK_EQ_INT(r.status, 200);
+        json_t *locks = json_object_get(r.json, "locks");
+        CHECK((int)json_array_size(locks) <= limit);
+        int ks[1000], nks = 0;
+        size_t i;
+        json_t *it;
+        json_array_foreach (locks, i, it) {
+            const char *name = json_string_value(json_object_get(it, "name"));
+            size_t pl = strlen(prefix);
+            int k = -1;
+            CHECK(name != NULL && strncmp(name, prefix, pl) == 0 &&
+                  sscanf(name + pl, "%d", &k) == 1 && k >= 0 && k < n);
+            if (k >= 0 && k < n && nks < 1000) {
+                seen[k]++;
+                ks[nks++] = k;
+            }
+        }
+        json_t *next = json_object_get(r.json, "next_cursor");
+        bool last = json_is_null(next);
+        if (!last)
+            snprintf(cursor, sizeof(cursor), "%s", json_string_value(next));
+        th_resp_free(&r);
+        if (between)
+            between(pages, ks, nks, arg);
+        if (last || ++pages > 4 * n)
+            break;
+    }
+    CHECK(pages <= 4 * n);
+    return pages;
+}
+
 /* Pages never hold more than `limit`, even when one SCAN call returns more
  * keys than that (COUNT is only a hint), and paging still reaches every
  * name: exactly once on memory; at least once on Redis, whose SCAN may
@@ -372,35 +419,7 @@ static void test_list_small_pages(void)
     const int limits[] = {1, 2, 7};
     for (size_t l = 0; l < sizeof(limits) / sizeof(limits[0]); l++) {
         int seen[N] = {0};
-        int pages = 0;
-        char cursor[600] = "";
-        for (;;) {
-            char path[700];
-            snprintf(path, sizeof(path), "/locks?prefix=pg-&limit=%d%s%s", limits[l],
-                     cursor[0] ? "&cursor=" : "", cursor);
-            struct th_resp r;
-            req("GET", path, NULL, &r);
-            CHECK_EQ_INT(r.status, 200);
-            json_t *locks = json_object_get(r.json, "locks");
-            CHECK((int)json_array_size(locks) <= limits[l]);
-            size_t i;
-            json_t *it;
-            json_array_foreach (locks, i, it) {
-                const char *n = json_string_value(json_object_get(it, "name"));
-                int k = -1;
-                CHECK(n != NULL && sscanf(n, "pg-%d", &k) == 1 && k >= 0 && k < N);
-                if (k >= 0 && k < N)
-                    seen[k]++;
-            }
-            json_t *next = json_object_get(r.json, "next_cursor");
-            bool last = json_is_null(next);
-            if (!last)
-                snprintf(cursor, sizeof(cursor), "%s", json_string_value(next));
-            th_resp_free(&r);
-            if (last || ++pages > 4 * N)
-                break;
-        }
-        CHECK(pages <= 4 * N);
+        walk_pages(fx.lockd.url, "pg-", limits[l], N, seen, NULL, NULL);
         for (int k = 0; k < N; k++) {
             if (fx_is_redis())
                 CHECK(seen[k] >= 1);
@@ -408,6 +427,38 @@ static void test_list_small_pages(void)
                 CHECK_EQ_INT(seen[k], 1);
         }
     }
+}
+
+#define FOREIGN(call) "for i = 1, 400 do redis.call('" call ") end"
+
+struct releaser {
+    const char *base;
+    const char *prefix;
+    char (*leases)[40];
+    const int *seen;
+    bool foreign; /* also add or delete 400 keys of another application */
+};
+
+/* After a page: releases the locks it was first to show. */
+static void release_listed(int page, const int *ks, int nks, void *arg)
+{
+    const struct releaser *rl = arg;
+    for (int i = 0; i < nks; i++) {
+        if (rl->seen[ks[i]] != 1)
+            continue;
+        char path[300], hdr[80];
+        const char *hdrs[] = {hdr, NULL};
+        struct th_resp d;
+        snprintf(hdr, sizeof(hdr), "Lock-Lease: %s", rl->leases[ks[i]]);
+        snprintf(path, sizeof(path), "%s/locks/%s%03d", rl->base, rl->prefix, ks[i]);
+        th_http(cl, "DELETE", path, NULL, hdrs, &d);
+        CHECK_EQ_INT(d.status, 200);
+        th_resp_free(&d);
+    }
+    if (rl->foreign)
+        th_redis_cli(&fx.redis, page % 2
+                                    ? "-n 3 EVAL \"" FOREIGN("DEL', 'other:' .. i") "\" 0"
+                                    : "-n 3 EVAL \"" FOREIGN("SET', 'other:' .. i, 'x'") "\" 0");
 }
 
 /* Paging while keys come and go: after each page, every lock it listed is
@@ -419,7 +470,6 @@ static void test_list_small_pages(void)
  * one SCAN call: resuming there repeats the call, which after deletions
  * reaches further, and a list.lua that skipped the names it found there as
  * "already listed" lost 1-11 of 240 locks per walk. */
-#define FOREIGN(call) "for i = 1, 400 do redis.call('" call ") end"
 static void test_list_during_releases(void)
 {
     enum { N = 240 };
@@ -434,55 +484,19 @@ static void test_list_during_releases(void)
     }
     const int limits[] = {2, 7};
     for (int l = 0; l < 2; l++) {
-        char path[700];
-        struct th_resp r;
+        char prefix[16], path[300];
+        snprintf(prefix, sizeof(prefix), "lr%d-", l);
         for (int i = 0; i < N; i++) {
-            snprintf(path, sizeof(path), "%s/locks/lr%d-%03d", base, l, i);
+            struct th_resp r;
+            snprintf(path, sizeof(path), "%s/locks/%s%03d", base, prefix, i);
             th_http(cl, "POST", path, "{\"ttl_ms\":60000}", NULL, &r);
             CHECK_EQ_INT(r.status, 200);
             snprintf(leases[i], sizeof(leases[i]), "%s", th_jstr(&r, "lease"));
             th_resp_free(&r);
         }
         int seen[N] = {0};
-        int pages = 0;
-        char cursor[600] = "";
-        for (;;) {
-            snprintf(path, sizeof(path), "%s/locks?prefix=lr%d-&limit=%d%s%s", base, l, limits[l],
-                     cursor[0] ? "&cursor=" : "", cursor);
-            th_http(cl, "GET", path, NULL, NULL, &r);
-            CHECK_EQ_INT(r.status, 200);
-            json_t *locks = json_object_get(r.json, "locks");
-            CHECK((int)json_array_size(locks) <= limits[l]);
-            size_t i;
-            json_t *it;
-            json_array_foreach (locks, i, it) {
-                const char *n = json_string_value(json_object_get(it, "name"));
-                int k = -1;
-                CHECK(n != NULL && sscanf(n, "lr%*d-%d", &k) == 1 && k >= 0 && k < N);
-                if (k < 0 || k >= N || seen[k]++)
-                    continue;
-                char hdr[80];
-                const char *hdrs[] = {hdr, NULL};
-                struct th_resp d;
-                snprintf(hdr, sizeof(hdr), "Lock-Lease: %s", leases[k]);
-                snprintf(path, sizeof(path), "%s/locks/%s", base, n);
-                th_http(cl, "DELETE", path, NULL, hdrs, &d);
-                CHECK_EQ_INT(d.status, 200);
-                th_resp_free(&d);
-            }
-            if (fx_is_redis() && l == 1)
-                th_redis_cli(&fx.redis,
-                             pages % 2 ? "-n 3 EVAL \"" FOREIGN("DEL', 'other:' .. i") "\" 0"
-                                       : "-n 3 EVAL \"" FOREIGN("SET', 'other:' .. i, 'x'") "\" 0");
-            json_t *next = json_object_get(r.json, "next_cursor");
-            bool last = json_is_null(next);
-            if (!last)
-                snprintf(cursor, sizeof(cursor), "%s", json_string_value(next));
-            th_resp_free(&r);
-            if (last || ++pages > 4 * N)
-                break;
-        }
-        CHECK(pages <= 4 * N);
+        struct releaser rl = {base, prefix, leases, seen, fx_is_redis() && l == 1};
+        walk_pages(base, prefix, limits[l], N, seen, release_listed, &rl);
         int missed = 0;
         for (int k = 0; k < N; k++)
             missed += seen[k] == 0;
