@@ -94,13 +94,19 @@ struct rcmd {
 
 /* ---------------------------------------------------------------- argv */
 
-void rb_argb_put(struct argb *b, const char *s, size_t len)
+/* Room for need bytes in b's buffer. */
+static void argb_reserve(struct argb *b, size_t need)
 {
-    if (b->len + len + 1 > b->cap) {
-        while (b->len + len + 1 > b->cap)
+    if (need > b->cap) {
+        while (need > b->cap)
             b->cap = b->cap ? b->cap * 2 : 512;
         b->buf = lk_realloc(b->buf, b->cap);
     }
+}
+
+void rb_argb_put(struct argb *b, const char *s, size_t len)
+{
+    argb_reserve(b, b->len + len + 1);
     if (b->n == b->ncap) {
         b->ncap = b->ncap ? b->ncap * 2 : 16;
         b->off = lk_realloc(b->off, (size_t)b->ncap * sizeof(*b->off));
@@ -123,11 +129,7 @@ void rb_argb_str(struct argb *b, const char *s)
  * scripts take whole (each argument costs Redis a Lua string). */
 static void argb_append(struct argb *b, const char *s, size_t len)
 {
-    if (b->len + len > b->cap) {
-        while (b->len + len > b->cap)
-            b->cap *= 2;
-        b->buf = lk_realloc(b->buf, b->cap);
-    }
+    argb_reserve(b, b->len + len);
     memcpy(b->buf + b->len - 1, s, len); /* over the last argument's '\0' */
     b->len += len;
     b->buf[b->len - 1] = '\0';
@@ -771,11 +773,7 @@ static void handle_acquire(struct rcmd *cmd, const redisReply *r)
     struct bk_reply out;
     memset(&out, 0, sizeof(out));
     /* a grant is the token alone, as a string; a refusal is an array */
-    bool granted = r->type == REDIS_REPLY_STRING;
-    if (!granted && !rb_is_array(r, 1))
-        return;
-    int64_t st = granted ? 1 : rint64(r->element[0]);
-    if (granted) {
+    if (r->type == REDIS_REPLY_STRING) {
         if (cmd->answered || cmd->wait_lost) {
             /* Nobody will ever use this grant (the caller already got 503):
              * give it back now rather than at its TTL. */
@@ -793,7 +791,12 @@ static void handle_acquire(struct rcmd *cmd, const redisReply *r)
             return;
         }
         cmd_answer(cmd, &out);
-    } else if (st == 0 && r->elements >= 5) {
+        return;
+    }
+    if (!rb_is_array(r, 1))
+        return;
+    int64_t st = rint64(r->element[0]);
+    if (st == 0 && r->elements >= 5) {
         out.code = LK_LOCKED;
         holder_from(r->element + 1, &out.holder);
         cmd_answer(cmd, &out);

@@ -281,6 +281,12 @@ static void t_owner_checks(void)
         CHECK_EQ_INT(renew(&f, "oc", near[k], 9000).code, LK_HELD_BY_OTHER);
     }
     CHECK(inspect(&f, "oc").held);
+    /* nor does a lease found elsewhere in the value, at the lease's length
+     * from a space: here the owner is another lease */
+    CHECK_EQ_INT(acquire(&f, "oc-own", LEASE_A, 3000, LEASE_B).code, LK_OK);
+    CHECK_EQ_INT(release(&f, "oc-own", LEASE_B, 0).code, LK_HELD_BY_OTHER);
+    CHECK_EQ_INT(renew(&f, "oc-own", LEASE_B, 9000).code, LK_HELD_BY_OTHER);
+    CHECK_EQ_INT(release(&f, "oc-own", LEASE_A, 0).code, LK_OK);
     r = renew(&f, "oc", LEASE_A, 8000);
     CHECK_EQ_INT(r.code, LK_OK);
     CHECK_EQ_INT(r.fencing_token, a.fencing_token); /* renew keeps the token */

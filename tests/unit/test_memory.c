@@ -47,21 +47,25 @@ static void sleep_ms(long ms)
     nanosleep(&ts, NULL);
 }
 
+/* Acquires prefix-<i> for i in [0, n) with ttl_ms, each answered want. */
+static void acquire_each(struct mem *m, const char *prefix, int n, int64_t ttl_ms,
+                         enum lk_code want)
+{
+    for (int i = 0; i < n; i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "%s-%d", prefix, i);
+        assert_int_equal(acquire(m, name, ttl_ms), want);
+    }
+}
+
 /* 3,000 leases that expire, 10 that do not, and one lock-delay: two sweeps
  * of SWEEP_STEP entries look at every entry and keep exactly the 11. */
 static void test_sweep_drops_expired(void **state)
 {
     (void)state;
     struct mem *m = mem_open();
-    char name[32];
-    for (int i = 0; i < 3000; i++) {
-        snprintf(name, sizeof(name), "short-%d", i);
-        assert_int_equal(acquire(m, name, 1), LK_OK);
-    }
-    for (int i = 0; i < 10; i++) {
-        snprintf(name, sizeof(name), "long-%d", i);
-        assert_int_equal(acquire(m, name, 60000), LK_OK);
-    }
+    acquire_each(m, "short", 3000, 1, LK_OK);
+    acquire_each(m, "long", 10, 60000, LK_OK);
     assert_int_equal(acquire(m, "delayed", 60000), LK_OK);
     struct bk_reply r;
     assert_int_equal(mem_release(m, NULL, "delayed", LEASE, 60000, on_reply, &r), LK_OK);
@@ -75,10 +79,7 @@ static void test_sweep_drops_expired(void **state)
     mem_sweep(m);
     assert_int_equal(HASH_COUNT(m->locks), 11);
 
-    for (int i = 0; i < 10; i++) {
-        snprintf(name, sizeof(name), "long-%d", i);
-        assert_int_equal(acquire(m, name, 60000), LK_LOCKED);
-    }
+    acquire_each(m, "long", 10, 60000, LK_LOCKED);
     assert_int_equal(acquire(m, "delayed", 60000), LK_LOCKED); /* the lock-delay */
     assert_int_equal(acquire(m, "short-7", 60000), LK_OK);
     assert_int_equal(HASH_COUNT(m->locks), 12);
