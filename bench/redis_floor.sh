@@ -67,12 +67,12 @@ NOOP='return 1'
 
 acq_src() {
     case $1 in
-    lockd) cat "$SCRIPTS/acquire.lua" ;; min-fenced) printf '%s' "$MIN_ACQ" ;; noop) printf '%s' "$NOOP" ;;
+    lockd) sh "$ROOT/tools/lua2c.sh" --expand "$SCRIPTS/acquire.lua" ;; min-fenced) printf '%s' "$MIN_ACQ" ;; noop) printf '%s' "$NOOP" ;;
     esac
 }
 rel_src() {
     case $1 in
-    lockd) cat "$SCRIPTS/release.lua" ;; min-fenced | setnx) printf '%s' "$CAD_REL" ;; noop) printf '%s' "$NOOP" ;;
+    lockd) sh "$ROOT/tools/lua2c.sh" --expand "$SCRIPTS/release.lua" ;; min-fenced | setnx) printf '%s' "$CAD_REL" ;; noop) printf '%s' "$NOOP" ;;
     esac
 }
 

@@ -26,8 +26,23 @@ struct lk_loop;
 #define RB_BACKOFF_MIN_MS 50   /* first reconnect delay (before jitter) */
 #define RB_BACKOFF_MAX_MS 1000 /* cap: a restarted Redis is found within ~1 s */
 #define RB_SUB_CHUNK 256       /* channels per SUBSCRIBE after a reconnect */
+#define RB_GROUP_MAX 16        /* acquires (releases) per acquire_many (release_many) */
 
-enum { SC_ACQUIRE, SC_RENEW, SC_RELEASE, SC_INSPECT, SC_LIST, SC_RENEW_MANY, SC_COUNT };
+enum {
+    SC_ACQUIRE,
+    SC_RENEW,
+    SC_RELEASE,
+    SC_INSPECT,
+    SC_LIST,
+    SC_RENEW_MANY,
+    SC_ACQUIRE_MANY,
+    SC_RELEASE_MANY,
+    SC_COUNT
+};
+
+enum { GQ_ACQUIRE, GQ_RELEASE, GQ_COUNT }; /* operations grouped per loop turn */
+
+struct rcmd;
 
 struct rscript {
     const char *name;
@@ -55,6 +70,12 @@ struct rconn {
     int64_t last_err_log_ms;
     ev_timer retry;    /* backoff before the next connect */
     ev_timer deadline; /* connect + AUTH/SELECT must finish by then */
+    /* Acquires and releases made during this loop turn, sent as one script
+     * call per kind when RB_GROUP_MAX are queued or before the loop sleeps
+     * (`flush`, which runs after every other prepare watcher). */
+    struct rcmd *queued[GQ_COUNT][RB_GROUP_MAX];
+    int nqueued[GQ_COUNT];
+    ev_prepare flush;
     /* under rb.mu */
     bool up;
     char reason[128];

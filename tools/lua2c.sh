@@ -1,11 +1,28 @@
 #!/bin/sh
 # lua2c.sh - turns server/scripts/NAME.lua into `const char lk_lua_NAME[]`.
+# A line '--#include PART.lua' stands for that file (same directory); files
+# named _*.lua are such parts, not scripts of their own.
+#   lua2c.sh FILE...        the C source
+#   lua2c.sh --expand FILE  one script as Redis gets it (bench/redis_floor.sh)
 set -eu
+expand() {
+    while IFS= read -r line; do
+        case $line in
+        '--#include '*) cat "$(dirname "$1")/${line#--#include }" ;;
+        *) printf '%s\n' "$line" ;;
+        esac
+    done <"$1"
+}
+if [ "$1" = --expand ]; then
+    expand "$2"
+    exit 0
+fi
 echo '/* generated from the Lua files in server/scripts by tools/lua2c.sh; do not edit */'
 for f in "$@"; do
     name=$(basename "$f" .lua)
+    case $name in _*) continue ;; esac
     printf 'const char lk_lua_%s[] =\n' "$name"
-    sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/    "/' -e 's/$/\\n"/' "$f"
+    expand "$f" | sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/    "/' -e 's/$/\\n"/'
     printf '    ;\n'
 done
 printf 'const int lk_lua_generated = 1;\n'

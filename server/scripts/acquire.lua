@@ -1,43 +1,5 @@
--- acquire.lua - grant a lock if it is free and out of any lock-delay.
--- KEYS: lock, fence counter (both share the {name} tag).
--- ARGV: '<w><lease>', '<sb> <ttl_ms> <owner>' (the lock's value around its
--- token, so it is one concatenation here), ttl_ms, now_us (lockd's wall
--- clock). sb is 1 for a session-bound lease; w is 1 when a waiter asks, and
--- wants the release published (see below).
--- The lock is one string that expires with the lease:
---   '<w><lease> <token> <sb> <ttl_ms> <owner>'
--- where w is '1' when release.lua must publish: the lock went to a waiting
--- caller (lockd may have queued others behind it without asking Redis), or a
--- waiting caller was refused by it; else '0'. Or 'd' alone while a lock-delay
--- runs.
--- Returns the token, as a string, when granted; {0, owner, token, sb, pttl}
--- held by someone; {2, pttl} in a lock-delay window. (Every argument, table
--- and number conversion is work for Redis on each call: a grant is returned
--- and stored without any.)
-local v = redis.call('GET', KEYS[1])
-if v == 'd' then
-  local d = redis.call('PTTL', KEYS[1])
-  if d > 0 then
-    return {2, d}
-  end
-  v = false -- the delay's last millisecond: over, as with any expiry
-end
-if v then
-  if string.byte(ARGV[1]) == 49 and string.byte(v) == 48 then
-    redis.call('SETRANGE', KEYS[1], 0, '1')
-  end
-  local _, tok, sb, _, owner = string.match(v, '^.(%S*) (%d+) (%d) (%d+) (.*)$')
-  return {0, owner or '', tonumber(tok) or 0, sb or '0', redis.call('PTTL', KEYS[1])}
-end
--- Fencing: strictly above the name's last token, and never below lockd's
--- wall clock in microseconds, so tokens keep growing even when Redis lost the
--- counter (non-persistent restart, FLUSHALL). The counter outlives the lock
--- by 30 days after its last grant. 1.8e15 today is far below 2^53.
-local ts = ARGV[4]
-local last = redis.call('SET', KEYS[2], ts, 'PX', '2592000000', 'GET')
-if last and tonumber(last) >= tonumber(ts) then
-  ts = string.format('%d', tonumber(last) + 1)
-  redis.call('SET', KEYS[2], ts, 'PX', '2592000000')
-end
-redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. ts .. ' ' .. ARGV[2], 'PX', ARGV[3])
-return ts
+-- acquire.lua - grant one lock (_acquire.lua says how).
+-- KEYS: lock, fence counter. ARGV: '<w><lease>', '<sb> <ttl_ms> <owner>',
+-- ttl_ms, now_us.
+--#include _acquire.lua
+return acquire(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3], ARGV[4])

@@ -1,0 +1,17 @@
+-- release_many.lua - release.lua for several locks in one call, grouped by
+-- lockd as acquire_many.lua's acquires are.
+-- KEYS: each lock. ARGV: release.lua's three arguments of each, in the same
+-- order (3i-2 .. 3i).
+-- Returns one element per lock: what release.lua returns for it, or an error
+-- when its calls raised one. An error stops that lock alone.
+--#include _release.lua
+local out = {}
+for i = 1, #KEYS do
+  local a = 3 * i - 2
+  local ok, r = pcall(release, KEYS[i], ARGV[a], ARGV[a + 1], ARGV[a + 2])
+  if not ok and type(r) ~= 'table' then
+    r = {err = tostring(r)}
+  end
+  out[i] = r
+end
+return out
