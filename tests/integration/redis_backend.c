@@ -2,7 +2,7 @@
  * redis_backend.c - drives the redis backend directly through backend_ops on
  * one lk_loop run by this thread, against real redis-server processes on
  * free loopback ports: grants, conflicts, owner checks, one EVALSHA per
- * operation, NOSCRIPT fallback, Redis killed/hung/restarted, AUTH and ACL,
+ * operation, groups of operations, NOSCRIPT fallback, Redis killed/hung/restarted, AUTH and ACL,
  * batch renewals, pub/sub, lock-delay, fencing across data loss, WAIT.
  */
 #include <ev.h>
@@ -326,6 +326,160 @@ static void t_one_command_per_op(void)
     CHECK_EQ_INT(e1 - e0, 3);
     /* three operations plus our own two INFO calls: nothing else was sent */
     CHECK_EQ_INT(t1 - t0, 3 + 2);
+    fx_close(&f);
+}
+
+/* ---- groups: the acquires (releases) one loop turn makes share a call ---- */
+
+#define GROUP_N 40
+
+/* Submits op k of ops[] for every k in one loop turn: no ev_run between. */
+struct gop {
+    char name[32];
+    const char *lease;
+    int64_t delay_ms;
+    struct res x;
+};
+
+static void group_submit(struct fx *f, struct gop *ops, int n, bool release_op)
+{
+    for (int k = 0; k < n; k++) {
+        memset(&ops[k].x, 0, sizeof(ops[k].x));
+        enum lk_code rc;
+        if (release_op) {
+            rc = f->be.ops->release(f->be.state, f->lp, ops[k].name, ops[k].lease, ops[k].delay_ms,
+                                    on_done, &ops[k].x);
+        } else {
+            struct bk_acquire a = {ops[k].name, ops[k].lease, "grouped", 5000, false, false};
+            rc = f->be.ops->acquire(f->be.state, f->lp, &a, on_done, &ops[k].x);
+        }
+        CHECK_EQ_INT(rc, LK_AGAIN); /* queued or sent, never answered on the spot */
+        CHECK(!ops[k].x.done);
+    }
+    for (int k = 0; k < n; k++) {
+        CHECK(run_until(f, &ops[k].x.done, 5000));
+        CHECK_EQ_INT(ops[k].x.calls, 1);
+    }
+}
+
+static void gop_set(struct gop *o, const char *name, const char *lease, int64_t delay_ms)
+{
+    snprintf(o->name, sizeof(o->name), "%s", name);
+    o->lease = lease;
+    o->delay_ms = delay_ms;
+}
+
+static long long lock_keys(const char *pattern)
+{
+    char cmd[96];
+    snprintf(cmd, sizeof(cmd), "EVAL \"return #redis.call('KEYS', ARGV[1])\" 0 %s", pattern);
+    return atoll(th_redis_cli(&R, cmd));
+}
+
+static void t_groups(void)
+{
+    char url[128], name[32];
+    struct fx f;
+    url_of(&R, NULL, url, sizeof(url));
+    fx_open(&f, url, NULL);
+    CHECK(wait_node(&f, true, 2000));
+    run_for(&f, 50);
+    static struct gop ops[GROUP_N + 1];
+    /* 40 acquires in one turn: three calls (16, 16, 8), each answered alone */
+    for (int k = 0; k < GROUP_N; k++) {
+        snprintf(name, sizeof(name), "grp-%d", k);
+        gop_set(&ops[k], name, LEASE_A, 0);
+    }
+    long long e0 = th_redis_calls(&R, "evalsha");
+    group_submit(&f, ops, GROUP_N, false);
+    CHECK_EQ_INT(th_redis_calls(&R, "evalsha") - e0, 3);
+    int64_t token[GROUP_N];
+    for (int k = 0; k < GROUP_N; k++) {
+        CHECK_EQ_INT(ops[k].x.r.code, LK_OK);
+        CHECK_EQ_INT(ops[k].x.r.ttl_ms, 5000);
+        token[k] = ops[k].x.r.fencing_token;
+        CHECK(token[k] > 0 && token[k] < (1LL << 53));
+        CHECK(inspect(&f, ops[k].name).held);
+        CHECK_EQ_INT(inspect(&f, ops[k].name).holder.fencing_token, token[k]);
+    }
+    /* mixed answers in one group: held (with its holder), in a lock-delay,
+     * free */
+    CHECK_EQ_INT(acquire(&f, "grp-d", LEASE_A, 5000, "").code, LK_OK);
+    CHECK_EQ_INT(release(&f, "grp-d", LEASE_A, 3000).code, LK_OK);
+    gop_set(&ops[0], "grp-3", LEASE_B, 0);
+    gop_set(&ops[1], "grp-d", LEASE_B, 0);
+    gop_set(&ops[2], "grp-new", LEASE_B, 0);
+    gop_set(&ops[3], "grp-7", LEASE_B, 0);
+    e0 = th_redis_calls(&R, "evalsha");
+    group_submit(&f, ops, 4, false);
+    CHECK_EQ_INT(th_redis_calls(&R, "evalsha") - e0, 1);
+    CHECK_EQ_INT(ops[0].x.r.code, LK_LOCKED);
+    CHECK_STR(ops[0].x.r.holder.owner, "grouped");
+    CHECK_EQ_INT(ops[0].x.r.holder.fencing_token, token[3]);
+    CHECK(ops[0].x.r.holder.expires_in_ms > 3000);
+    CHECK_EQ_INT(ops[1].x.r.code, LK_LOCKED);
+    CHECK(ops[1].x.r.holder.lock_delay);
+    CHECK(ops[1].x.r.holder.expires_in_ms > 2000 && ops[1].x.r.holder.expires_in_ms <= 3000);
+    CHECK_EQ_INT(ops[2].x.r.code, LK_OK);
+    CHECK_EQ_INT(ops[3].x.r.code, LK_LOCKED);
+    CHECK_EQ_INT(ops[3].x.r.holder.fencing_token, token[7]);
+    /* 41 releases in one turn: a wrong lease, a free name, the right leases */
+    gop_set(&ops[0], "grp-0", LEASE_B, 0);
+    for (int k = 1; k < GROUP_N; k++) {
+        snprintf(name, sizeof(name), "grp-%d", k);
+        gop_set(&ops[k], name, LEASE_A, 0);
+    }
+    gop_set(&ops[GROUP_N], "grp-free", LEASE_A, 0);
+    e0 = th_redis_calls(&R, "evalsha");
+    group_submit(&f, ops, GROUP_N + 1, true);
+    CHECK_EQ_INT(th_redis_calls(&R, "evalsha") - e0, 3);
+    CHECK_EQ_INT(ops[0].x.r.code, LK_HELD_BY_OTHER);
+    CHECK_STR(ops[0].x.r.holder.owner, "grouped");
+    CHECK_EQ_INT(ops[0].x.r.holder.fencing_token, token[0]);
+    for (int k = 1; k < GROUP_N; k++) {
+        CHECK_EQ_INT(ops[k].x.r.code, LK_OK);
+        CHECK_EQ_INT(ops[k].x.r.fencing_token, token[k]);
+        CHECK(!inspect(&f, ops[k].name).held);
+    }
+    CHECK_EQ_INT(ops[GROUP_N].x.r.code, LK_NOT_HELD);
+    CHECK(inspect(&f, "grp-0").held);
+    /* a fence counter that is not a number makes that lock's calls raise:
+     * that acquire alone fails, and holds nothing */
+    th_redis_cli(&R, "SET t:{grp-bad}:fence x");
+    for (int k = 0; k < 6; k++) {
+        snprintf(name, sizeof(name), k == 2 ? "grp-bad" : "grp-ok%d", k);
+        gop_set(&ops[k], name, LEASE_A, 0);
+    }
+    e0 = th_redis_calls(&R, "evalsha");
+    group_submit(&f, ops, 6, false);
+    CHECK_EQ_INT(th_redis_calls(&R, "evalsha") - e0, 1);
+    for (int k = 0; k < 6; k++) {
+        CHECK_EQ_INT(ops[k].x.r.code, k == 2 ? LK_BACKEND_DOWN : LK_OK);
+        CHECK_EQ_INT(inspect(&f, ops[k].name).held, k != 2);
+    }
+    CHECK_EQ_INT(lock_keys("t:{grp-bad}"), 0);
+    /* Redis out of memory: every acquire of the group fails, none holds,
+     * and each is undone (one release.lua call each, compare-and-delete) */
+    th_redis_cli(&R, "CONFIG SET maxmemory 1");
+    for (int k = 0; k < 5; k++) {
+        snprintf(name, sizeof(name), "grp-oom%d", k);
+        gop_set(&ops[k], name, LEASE_A, 0);
+    }
+    e0 = th_redis_calls(&R, "evalsha");
+    group_submit(&f, ops, 5, false);
+    run_for(&f, 100);
+    CHECK_EQ_INT(th_redis_calls(&R, "evalsha") - e0, 1 + 5);
+    th_redis_cli(&R, "CONFIG SET maxmemory 0");
+    for (int k = 0; k < 5; k++)
+        CHECK_EQ_INT(ops[k].x.r.code, LK_BACKEND_DOWN);
+    CHECK_EQ_INT(lock_keys("t:{grp-oom*}"), 0);
+    /* a group after SCRIPT FLUSH: one EVAL brings acquire_many.lua back */
+    th_redis_cli(&R, "SCRIPT FLUSH");
+    long long v0 = th_redis_calls(&R, "eval");
+    group_submit(&f, ops, 5, false);
+    CHECK_EQ_INT(th_redis_calls(&R, "eval") - v0, 1);
+    for (int k = 0; k < 5; k++)
+        CHECK_EQ_INT(ops[k].x.r.code, LK_OK);
     fx_close(&f);
 }
 
@@ -873,6 +1027,7 @@ int main(int argc, char **argv)
     RUN(t_grant_and_conflict);
     RUN(t_owner_checks);
     RUN(t_one_command_per_op);
+    RUN(t_groups);
     RUN(t_noscript_fallback);
     RUN(t_lock_delay);
     RUN(t_fencing_across_data_loss);
