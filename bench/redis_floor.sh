@@ -16,19 +16,26 @@
 # under callgrind: Redis's instructions per pair, exact where CPU time drifts
 # by ±15 % between runs, so two builds of the scripts compare in one run.
 #
+# "lockd" is lockd's scripts one call per operation, as lockd sends an
+# operation alone; "lockd-group" is acquire_many.lua and release_many.lua in
+# calls of 16 operations, as lockd groups those one loop turn makes under load.
+#
 # Environment: FLOOR_N=200000 pairs per round, FLOOR_ROUNDS=3 (median shown),
-# FLOOR_ONLY="ping noop setnx min-fenced lockd" (subset), FLOOR_SCRIPTS=DIR
-# (acquire.lua and release.lua to measure as "lockd"; default server/scripts).
+# FLOOR_ONLY="ping noop setnx min-fenced lockd lockd-group" (subset),
+# FLOOR_SCRIPTS=DIR (the scripts to measure as "lockd" and "lockd-group";
+# default server/scripts). FLOOR_N and FLOOR_IR_N must be multiples of 16.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 N=${FLOOR_N:-200000}
 ROUNDS=${FLOOR_ROUNDS:-3}
-ONLY=${FLOOR_ONLY:-ping noop setnx min-fenced lockd}
+ONLY=${FLOOR_ONLY:-ping noop setnx min-fenced lockd lockd-group}
+GROUP=16 # RB_GROUP_MAX in server/redis_int.h
 IR=${FLOOR_IR:-1}
 IR_N=${FLOOR_IR_N:-10000}
-[[ $N =~ ^[1-9][0-9]*$ && $ROUNDS =~ ^[1-9][0-9]*$ && $IR_N =~ ^[1-9][0-9]*$ ]] ||
-    { echo "FLOOR_N, FLOOR_ROUNDS and FLOOR_IR_N must be positive integers" >&2; exit 64; }
+[[ $N =~ ^[1-9][0-9]*$ && $ROUNDS =~ ^[1-9][0-9]*$ && $IR_N =~ ^[1-9][0-9]*$ ]] &&
+    ((N % 16 == 0 && IR_N % 16 == 0)) ||
+    { echo "FLOOR_N, FLOOR_ROUNDS and FLOOR_IR_N must be positive integers, FLOOR_N and FLOOR_IR_N multiples of 16" >&2; exit 64; }
 if [[ $IR == 1 ]] && ! command -v callgrind_control >/dev/null; then
     echo "valgrind not installed: no instruction counts (make deps)" >&2
     IR=0
@@ -65,13 +72,16 @@ CAD_REL='if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", 
 return 0'
 NOOP='return 1'
 
+lua() { sh "$ROOT/tools/lua2c.sh" --expand "$SCRIPTS/$1.lua"; }
 acq_src() {
     case $1 in
+    lockd-group) lua acquire_many ;;
     lockd) sh "$ROOT/tools/lua2c.sh" --expand "$SCRIPTS/acquire.lua" ;; min-fenced) printf '%s' "$MIN_ACQ" ;; noop) printf '%s' "$NOOP" ;;
     esac
 }
 rel_src() {
     case $1 in
+    lockd-group) lua release_many ;;
     lockd) sh "$ROOT/tools/lua2c.sh" --expand "$SCRIPTS/release.lua" ;; min-fenced | setnx) printf '%s' "$CAD_REL" ;; noop) printf '%s' "$NOOP" ;;
     esac
 }
@@ -85,6 +95,26 @@ gen() {
     if [[ $v == lockd ]]; then
         resp_stream "$N" "$as" "${ACQ_CMD[@]}" >"$TMP/$v.acq"
         resp_stream "$N" "$rs" "${REL_CMD[@]}" >"$TMP/$v.rel"
+        return
+    fi
+    if [[ $v == lockd-group ]]; then # backend_redis.c's group_send() layout
+        awk -v n="$N" -v g="$GROUP" -v as="$as" -v rs="$rs" -v lease="$BENCH_LEASE" \
+            -v now="$BENCH_NOW_US" -v pre="$BENCH_PREFIX" -v out="$TMP/$v" '
+        function bulk(s) { return sprintf("$%d\r\n%s\r\n", length(s), s) }
+        BEGIN {
+            for (i = 0; i < n; i += g) {
+                ak = ""; aa = ""; rk = ""; ra = ""
+                for (j = i; j < i + g; j++) {
+                    k = sprintf("%s{bench-%012d}", pre, j)
+                    ak = ak bulk(k) bulk(k ":fence")
+                    aa = aa bulk("0" lease) bulk("0 30000 ") bulk("30000")
+                    rk = rk bulk(k)
+                    ra = ra bulk(lease) bulk("0") bulk(sprintf("%sreleased:{bench-%012d} bench", pre, j))
+                }
+                printf "*%d\r\n%s%s%s%s%s", 4 + 5 * g, bulk("EVALSHA"), bulk(as), bulk(2 * g), ak, bulk(now) aa > (out ".acq")
+                printf "*%d\r\n%s%s%s%s%s", 3 + 4 * g, bulk("EVALSHA"), bulk(rs), bulk(g), rk, ra > (out ".rel")
+            }
+        }'
         return
     fi
     awk -v v="$v" -v as="$as" -v rs="$rs" -v n="$N" -v out="$TMP/$v" '

@@ -196,8 +196,8 @@ bench_raw_redis() { # bench_raw_redis LABEL
         return
     fi
     start_redis port pid || return
-    acq_sha=$(redis-cli -p "$port" script load "$(cat "$SCRIPTS/acquire.lua")")
-    rel_sha=$(redis-cli -p "$port" script load "$(cat "$SCRIPTS/release.lua")")
+    acq_sha=$(redis-cli -p "$port" script load "$(sh "$ROOT/tools/lua2c.sh" --expand "$SCRIPTS/acquire.lua")")
+    rel_sha=$(redis-cli -p "$port" script load "$(sh "$ROOT/tools/lua2c.sh" --expand "$SCRIPTS/release.lua")")
     # shellcheck source=/dev/null
     source "$ROOT/bench/redis_args.sh"
     # calibrate once for ~SECS seconds each (redis-benchmark counts requests, not time)
