@@ -826,15 +826,24 @@ static void group_send(struct rconn *c, int q)
 }
 
 /* Before the loop sleeps, after the HTTP layer's own prepare watcher (which
- * may run requests that were waiting on the backend). */
+ * may run requests that were waiting on the backend). Callers answered here
+ * (a send that failed) may queue more: nothing is left queued for a loop
+ * that might then sleep. */
 static void on_flush(struct ev_loop *ev, ev_prepare *p, int revents)
 {
     (void)ev;
     (void)revents;
     struct rconn *c = p->data;
-    for (int q = 0; q < GQ_COUNT; q++)
-        if (c->nqueued[q] > 0)
-            group_send(c, q);
+    bool sent;
+    do {
+        sent = false;
+        for (int q = 0; q < GQ_COUNT; q++) {
+            if (c->nqueued[q] > 0) {
+                group_send(c, q);
+                sent = true;
+            }
+        }
+    } while (sent);
 }
 
 /* Sends the command, or queues it for its group, or answers LK_BACKEND_DOWN
@@ -862,10 +871,13 @@ static enum lk_code cmd_submit(struct rcmd *cmd)
         if (c->ac != NULL)
             conn_write(c); /* Redis starts on it while we parse the rest */
     }
-    cmd->refs--;
-    bool answered = cmd->answered; /* a send that failed answered it: say so */
-    cmd_settle(cmd);
-    return answered ? LK_OK : LK_AGAIN;
+    if (--cmd->refs == 0) { /* its group could not be sent: nothing else holds it */
+        if (!cmd->answered)
+            cmd_answer_down(cmd);
+        cmd_free(cmd);
+        return LK_OK;
+    }
+    return cmd->answered ? LK_OK : LK_AGAIN;
 }
 
 /* ---------------------------------------------------------------- replies */
