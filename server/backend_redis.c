@@ -1,7 +1,8 @@
 /*
  * backend_redis.c - the `redis` backend: one Redis server; every lock
  * operation is one EVALSHA of a script from server/scripts/ (EVAL on
- * NOSCRIPT). One hiredis async context per event loop (contexts are not
+ * NOSCRIPT), or a share of one: the acquires (releases) of one loop turn go
+ * as one acquire_many.lua (release_many.lua) call, see "groups". One hiredis async context per event loop (contexts are not
  * thread safe) with many requests pipelined on it, our own ev_timer deadline
  * per command (hiredis 0.14 has none), and a subscriber thread of our own for
  * release notifications. Operations run on the loop they are given; nodes(),
