@@ -167,8 +167,11 @@ bool parse_list_query(const char *prefix, const char *cursor, const char *limit,
 
 size_t parse_unescape(char *s)
 {
-    char *w = s;
-    for (char *p = s; *p; p++) {
+    /* Bytes before the first '%' stay where they are: most paths have none. */
+    char *w = strchr(s, '%');
+    if (w == NULL)
+        return strlen(s);
+    for (char *p = w; *p; p++) {
         /* Two hex digits exactly (strtoul would also take "\t5" or "+5"). */
         if (p[0] == '%' && p[1] != '\0' && p[2] != '\0') {
             int hi = lk_hexval(p[1]), lo = lk_hexval(p[2]);
