@@ -59,11 +59,18 @@ static void put_string(struct jout *j, const char *s)
     char *o = j->p + j->len;
     *o++ = '"';
     const unsigned char *p = (const unsigned char *)s;
-    while (*p) {
+    for (;;) {
+        /* A run of plain bytes (names, leases and times are one run) is
+         * measured first and copied at once. */
+        size_t run = 0;
+        while (plain[p[run]])
+            run++;
+        memcpy(o, p, run);
+        o += run;
+        p += run;
         unsigned c = *p;
-        if (plain[c]) {
-            *o++ = (char)c;
-            p++;
+        if (c == '\0') {
+            break;
         } else if (c == '"' || c == '\\') {
             *o++ = '\\';
             *o++ = (char)c;
