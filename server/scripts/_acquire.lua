@@ -1,5 +1,8 @@
--- _acquire.lua - one acquire, included by acquire.lua and acquire_many.lua:
--- grant a lock if it is free and out of any lock-delay.
+-- _acquire.lua - one acquire: grant a lock if it is free and out of any
+-- lock-delay. acquire.lua runs it as the script itself, acquire_many.lua as
+-- the body of a function called per lock (as a function in acquire.lua too,
+-- a lone acquire + release cost Redis 1.7 % more instructions: 83,329
+-- against 81,887 per pair).
 -- lock, fence: the lock's key and its fence counter (both share the {name}
 -- tag). wl, rest: '<w><lease>' and '<sb> <ttl_ms> <owner>', the lock's value
 -- around its token, so it is one concatenation here. ttl: ttl_ms. now: now_us,
@@ -16,32 +19,30 @@
 -- and number conversion is work for Redis on each call: a grant is returned
 -- and stored without any.) Its last call is the grant's SET: when it raises an
 -- error, no lock was granted.
-local function acquire(lock, fence, wl, rest, ttl, now)
-  local v = redis.call('GET', lock)
-  if v == 'd' then
-    local d = redis.call('PTTL', lock)
-    if d > 0 then
-      return {2, d}
-    end
-    v = false -- the delay's last millisecond: over, as with any expiry
+local v = redis.call('GET', lock)
+if v == 'd' then
+  local d = redis.call('PTTL', lock)
+  if d > 0 then
+    return {2, d}
   end
-  if v then
-    if string.byte(wl) == 49 and string.byte(v) == 48 then
-      redis.call('SETRANGE', lock, 0, '1')
-    end
-    local _, tok, sb, _, owner = string.match(v, '^.(%S*) (%d+) (%d) (%d+) (.*)$')
-    return {0, owner or '', tonumber(tok) or 0, sb or '0', redis.call('PTTL', lock)}
-  end
-  -- Fencing: strictly above the name's last token, and never below lockd's
-  -- wall clock in microseconds, so tokens keep growing even when Redis lost
-  -- the counter (non-persistent restart, FLUSHALL). The counter outlives the
-  -- lock by 30 days after its last grant. 1.8e15 today is far below 2^53.
-  local ts = now
-  local last = redis.call('SET', fence, ts, 'PX', '2592000000', 'GET')
-  if last and tonumber(last) >= tonumber(ts) then
-    ts = string.format('%d', tonumber(last) + 1)
-    redis.call('SET', fence, ts, 'PX', '2592000000')
-  end
-  redis.call('SET', lock, wl .. ' ' .. ts .. ' ' .. rest, 'PX', ttl)
-  return ts
+  v = false -- the delay's last millisecond: over, as with any expiry
 end
+if v then
+  if string.byte(wl) == 49 and string.byte(v) == 48 then
+    redis.call('SETRANGE', lock, 0, '1')
+  end
+  local _, tok, sb, _, owner = string.match(v, '^.(%S*) (%d+) (%d) (%d+) (.*)$')
+  return {0, owner or '', tonumber(tok) or 0, sb or '0', redis.call('PTTL', lock)}
+end
+-- Fencing: strictly above the name's last token, and never below lockd's
+-- wall clock in microseconds, so tokens keep growing even when Redis lost
+-- the counter (non-persistent restart, FLUSHALL). The counter outlives the
+-- lock by 30 days after its last grant. 1.8e15 today is far below 2^53.
+local ts = now
+local last = redis.call('SET', fence, ts, 'PX', '2592000000', 'GET')
+if last and tonumber(last) >= tonumber(ts) then
+  ts = string.format('%d', tonumber(last) + 1)
+  redis.call('SET', fence, ts, 'PX', '2592000000')
+end
+redis.call('SET', lock, wl .. ' ' .. ts .. ' ' .. rest, 'PX', ttl)
+return ts

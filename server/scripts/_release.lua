@@ -1,4 +1,4 @@
--- _release.lua - one release, included by release.lua and release_many.lua:
+-- _release.lua - one release (included as _acquire.lua is):
 -- compare-and-delete. Deletes the lock only if the lease holds it, optionally
 -- leaves a lock-delay in its place, and tells other lockd processes when one
 -- of their waiters asked to hear of it (the lock's value is described in
@@ -8,24 +8,22 @@
 -- message).
 -- Returns the token, as a string, when released; {0} nobody holds it;
 -- {2, owner, token, sb, pttl} another lease holds it.
-local function release(lock, lease, delay, chanpub)
-  local v = redis.call('GET', lock)
-  if not v or v == 'd' then
-    return {0}
-  end
-  local n = #lease
-  if string.find(v, lease, 2, true) ~= 2 or string.byte(v, n + 2) ~= 32 then
-    local _, tok, sb, _, owner = string.match(v, '^.(%S*) (%d+) (%d) (%d+) (.*)$')
-    return {2, owner or '', tonumber(tok) or 0, sb or '0', redis.call('PTTL', lock)}
-  end
-  if delay ~= '0' then
-    redis.call('SET', lock, 'd', 'PX', delay)
-  else
-    redis.call('DEL', lock)
-  end
-  if string.byte(v) == 49 then
-    local channel, publisher = string.match(chanpub, '^(.*) (%S*)$')
-    redis.call('PUBLISH', channel, publisher)
-  end
-  return string.match(v, '^%d+', n + 3)
+local v = redis.call('GET', lock)
+if not v or v == 'd' then
+  return {0}
 end
+local n = #lease
+if string.find(v, lease, 2, true) ~= 2 or string.byte(v, n + 2) ~= 32 then
+  local _, tok, sb, _, owner = string.match(v, '^.(%S*) (%d+) (%d) (%d+) (.*)$')
+  return {2, owner or '', tonumber(tok) or 0, sb or '0', redis.call('PTTL', lock)}
+end
+if delay ~= '0' then
+  redis.call('SET', lock, 'd', 'PX', delay)
+else
+  redis.call('DEL', lock)
+end
+if string.byte(v) == 49 then
+  local channel, publisher = string.match(chanpub, '^(.*) (%S*)$')
+  redis.call('PUBLISH', channel, publisher)
+end
+return string.match(v, '^%d+', n + 3)

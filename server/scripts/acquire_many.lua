@@ -6,7 +6,9 @@
 -- three arguments of each, in the same order (3i-1 .. 3i+1).
 -- Returns one element per lock: what acquire.lua returns for it, or an error
 -- when its calls raised one. An error stops that lock alone.
+local function acquire(lock, fence, wl, rest, ttl, now)
 --#include _acquire.lua
+end
 local out, now = {}, ARGV[1]
 for i = 1, #KEYS / 2 do
   local a = 3 * i - 1

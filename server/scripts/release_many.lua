@@ -4,7 +4,9 @@
 -- order (3i-2 .. 3i).
 -- Returns one element per lock: what release.lua returns for it, or an error
 -- when its calls raised one. An error stops that lock alone.
+local function release(lock, lease, delay, chanpub)
 --#include _release.lua
+end
 local out = {}
 for i = 1, #KEYS do
   local a = 3 * i - 2
