@@ -2,10 +2,11 @@
  * backend_redis.c - the `redis` backend: one Redis server; every lock
  * operation is one EVALSHA of a script from server/scripts/ (EVAL on
  * NOSCRIPT), or a share of one: the acquires (releases) of one loop turn go
- * as one acquire_many.lua (release_many.lua) call, see "groups". One hiredis async context per event loop (contexts are not
- * thread safe) with many requests pipelined on it, our own ev_timer deadline
- * per command (hiredis 0.14 has none), and a subscriber thread of our own for
- * release notifications. Operations run on the loop they are given; nodes(),
+ * as one acquire_many.lua (release_many.lua) call, see "groups". One hiredis
+ * async context per event loop (contexts are not thread safe) with many
+ * requests pipelined on it, our own ev_timer deadline per command (hiredis
+ * 0.14 has none), and a subscriber thread of our own for release
+ * notifications. Operations run on the loop they are given; nodes(),
  * watch() and set_release_hook() may be called from any thread.
  * See DESIGN.md §3 and NOTES in the comments below.
  */
@@ -46,7 +47,17 @@ extern const char lk_lua_renew_many[];
 extern const char lk_lua_acquire_many[];
 extern const char lk_lua_release_many[];
 
-enum rk { RK_ACQUIRE, RK_RENEW, RK_RELEASE, RK_INSPECT, RK_LIST, RK_BATCH, RK_PING, RK_UNDO, RK_GROUP };
+enum rk {
+    RK_ACQUIRE,
+    RK_RENEW,
+    RK_RELEASE,
+    RK_INSPECT,
+    RK_LIST,
+    RK_BATCH,
+    RK_PING,
+    RK_UNDO,
+    RK_GROUP
+};
 
 struct rbatch {
     struct bk_renew_item *items;
@@ -739,11 +750,12 @@ static void cmd_settle(struct rcmd *cmd)
  * costs Redis a fixed price (parsing it, setting up KEYS and ARGV, the reply)
  * on top of the script's own calls, so the acquires of a turn go to Redis as
  * one acquire_many.lua call, and the releases as one release_many.lua: Redis
- * instructions per acquire + release pair fall from 83,300 alone to 59,200 in
- * groups of 16 (bench/RESULTS.md). Each operation keeps its own command,
- * deadline and answer; the group command holds a reference on each and hands
- * it its element of the reply. A group of one goes as the plain script. An
- * acquire followed by WAIT (redis_wait_replicas) is never grouped. */
+ * instructions per acquire + release pair fall from 81,900 alone to 62,000 in
+ * groups of 16, fully pipelined (bench/RESULTS.md). Each operation keeps its
+ * own command, deadline and answer; the group command holds a reference on
+ * each and hands it its element of the reply. A group of one goes as the
+ * plain script. An acquire followed by WAIT (redis_wait_replicas) is never
+ * grouped. */
 
 static int group_queue(const struct rcmd *cmd)
 {
@@ -781,7 +793,8 @@ static void group_send(struct rconn *c, int q)
     }
     if (n == 0)
         return;
-    struct rcmd *g = cmd_new(c->bk, c, RK_GROUP, q == GQ_ACQUIRE ? SC_ACQUIRE_MANY : SC_RELEASE_MANY);
+    struct rcmd *g =
+        cmd_new(c->bk, c, RK_GROUP, q == GQ_ACQUIRE ? SC_ACQUIRE_MANY : SC_RELEASE_MANY);
     g->answered = true; /* nobody waits on the group itself */
     g->members = lk_malloc((size_t)n * sizeof(*g->members));
     memcpy(g->members, m, (size_t)n * sizeof(*m));

@@ -202,7 +202,8 @@ static void t_two_lockd_many_names(void)
     CHECK_EQ_INT(atomic_load(&mn_grants) + atomic_load(&mn_refused), CLIENTS * MN_ROUNDS);
     CHECK(atomic_load(&mn_grants) > 0);
     CHECK(calls > 0 && calls < atomic_load(&mn_ops));
-    CHECK_EQ_INT(atoll(th_redis_cli(&R, "EVAL \"return #redis.call('KEYS', 'lockd:{mn-*}')\" 0")), 0);
+    CHECK_EQ_INT(atoll(th_redis_cli(&R, "EVAL \"return #redis.call('KEYS', 'lockd:{mn-*}')\" 0")),
+                 0);
 }
 
 /* ---- expiry and wrong leases across processes ---- */
