@@ -9,13 +9,11 @@
 local function acquire(lock, fence, wl, rest, ttl, now)
 --#include _acquire.lua
 end
+--#include _failed.lua
 local out, now = {}, ARGV[1]
 for i = 1, #KEYS / 2 do
   local a = 3 * i - 1
   local ok, r = pcall(acquire, KEYS[2 * i - 1], KEYS[2 * i], ARGV[a], ARGV[a + 1], ARGV[a + 2], now)
-  if not ok and type(r) ~= 'table' then
-    r = {err = tostring(r)}
-  end
-  out[i] = r
+  out[i] = ok and r or failed(r)
 end
 return out

@@ -7,13 +7,11 @@
 local function release(lock, lease, delay, chanpub)
 --#include _release.lua
 end
+--#include _failed.lua
 local out = {}
 for i = 1, #KEYS do
   local a = 3 * i - 2
   local ok, r = pcall(release, KEYS[i], ARGV[a], ARGV[a + 1], ARGV[a + 2])
-  if not ok and type(r) ~= 'table' then
-    r = {err = tostring(r)}
-  end
-  out[i] = r
+  out[i] = ok and r or failed(r)
 end
 return out
