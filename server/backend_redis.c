@@ -912,6 +912,22 @@ static int64_t rint64(const redisReply *e)
     return 0;
 }
 
+/* A token as the scripts answer it: a string of 1 to 18 digits, above 0.
+ * Anything else (a script that went wrong) is no answer: never a grant. */
+static bool rtoken(const redisReply *e, int64_t *out)
+{
+    if (e->type != REDIS_REPLY_STRING || e->len == 0 || e->len > 18)
+        return false;
+    int64_t v = 0;
+    for (size_t i = 0; i < e->len; i++) {
+        if (e->str[i] < '0' || e->str[i] > '9')
+            return false;
+        v = v * 10 + (e->str[i] - '0');
+    }
+    *out = v;
+    return v > 0;
+}
+
 static bool rtrue(const redisReply *e)
 {
     return rint64(e) != 0;
@@ -953,16 +969,16 @@ static void handle_acquire(struct rcmd *cmd, const redisReply *r)
     memset(&out, 0, sizeof(out));
     /* a grant is the token alone, as a string; a refusal is an array */
     if (r->type == REDIS_REPLY_STRING) {
-        if (cmd->answered || cmd->wait_lost) {
-            /* Nobody will ever use this grant (the caller already got 503):
-             * give it back now rather than at its TTL. */
+        if (cmd->answered || cmd->wait_lost || !rtoken(r, &out.fencing_token)) {
+            /* Nobody will ever use this grant (the caller already got 503,
+             * or the answer is not a token): give it back now rather than at
+             * its TTL. */
             cmd_undo(cmd);
             if (!cmd->answered)
                 cmd_answer_down(cmd);
             return;
         }
         out.code = LK_OK;
-        out.fencing_token = rint64(r);
         out.ttl_ms = cmd->ttl_ms;
         if (cmd->with_wait) {
             cmd->reply = out; /* answered when WAIT says enough replicas have it */
@@ -992,9 +1008,10 @@ static void handle_renew_release(struct rcmd *cmd, const redisReply *r)
     struct bk_reply out;
     memset(&out, 0, sizeof(out));
     if (cmd->kind == RK_RELEASE && r->type == REDIS_REPLY_STRING) {
-        out.code = LK_OK; /* released: the token alone, as a string */
-        out.fencing_token = rint64(r);
-        cmd_answer(cmd, &out);
+        if (rtoken(r, &out.fencing_token)) {
+            out.code = LK_OK; /* released: the token alone, as a string */
+            cmd_answer(cmd, &out);
+        }
         return;
     }
     if (!rb_is_array(r, 1))
