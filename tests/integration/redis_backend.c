@@ -443,6 +443,36 @@ static void t_groups(void)
     }
     CHECK_EQ_INT(ops[GROUP_N].x.r.code, LK_NOT_HELD);
     CHECK(inspect(&f, "grp-0").held);
+    /* the names' fence counters lost (a Redis that lost its data): a group's
+     * tokens still rise above the old ones, from lockd's wall clock */
+    th_redis_cli(&R, "EVAL \"for _, k in ipairs(redis.call('KEYS', ARGV[1])) do "
+                     "redis.call('DEL', k) end\" 0 t:{grp-*}:fence");
+    CHECK_EQ_INT(lock_keys("t:{grp-1*}:fence"), 0);
+    for (int k = 1; k < 17; k++) {
+        snprintf(name, sizeof(name), "grp-%d", k);
+        gop_set(&ops[k - 1], name, LEASE_B, 0);
+    }
+    group_submit(&f, ops, 16, false);
+    for (int k = 1; k < 17; k++) {
+        CHECK_EQ_INT(ops[k - 1].x.r.code, LK_OK);
+        CHECK(ops[k - 1].x.r.fencing_token > token[k]);
+    }
+    /* Redis refuses the whole call (here the user may no longer run
+     * scripts): every member is answered 503 by that answer, well before
+     * its deadline, and none is granted */
+    th_redis_cli(&R, "ACL SETUSER default -evalsha -eval");
+    for (int k = 0; k < 5; k++) {
+        snprintf(name, sizeof(name), "grp-acl%d", k);
+        gop_set(&ops[k], name, LEASE_A, 0);
+    }
+    int64_t t0 = th_now_ms();
+    group_submit(&f, ops, 5, false);
+    CHECK(th_now_ms() - t0 < TIMEOUT_MS / 2);
+    th_redis_cli(&R, "ACL SETUSER default +@all");
+    for (int k = 0; k < 5; k++)
+        CHECK_EQ_INT(ops[k].x.r.code, LK_BACKEND_DOWN);
+    run_for(&f, 100);
+    CHECK_EQ_INT(lock_keys("t:{grp-acl*}"), 0);
     /* a fence counter that is not a number makes that lock's calls raise:
      * that acquire alone fails, and holds nothing */
     th_redis_cli(&R, "SET t:{grp-bad}:fence x");
