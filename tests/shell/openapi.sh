@@ -2,22 +2,24 @@
 # openapi.sh - openapi.yaml describes what lockd really answers: drives every
 # route (success and error cases) with curl and validates each JSON answer
 # against the schema openapi.yaml gives for that route, method and status.
+# The same requests run on the memory backend and, when redis-server is
+# installed, on Redis, where a burst of concurrent acquires and releases is
+# answered from grouped script calls and a stopped Redis answers 503.
 set -eu
 . "$(dirname "$0")/lib/common.sh"
 
 if [ ! -d "$REPO/node_modules/ajv" ] || [ ! -d "$REPO/node_modules/yaml" ]; then
     (cd "$REPO" && npm install --no-audit --no-fund --silent) >/dev/null 2>&1 || true
 fi
-t_start_lockd main
-u=$T_LOCKD_URL
 cases=$T_TMP/cases.jsonl
 hdr=$T_TMP/headers
 
-# rec TEMPLATE METHOD CURL-ARGS...: one request; appends {path, method, status, body}.
+# rec TEMPLATE METHOD CURL-ARGS...: one request; appends {path, method, status,
+# body} to $out (default $cases), through the files named by $k (default "").
 rec() {
-    tpl=$1 m=$2
+    tpl=$1 m=$2 k=${k:-} out=${out:-$cases}
     shift 2
-    code=$(curl -sS -o "$T_TMP/body" -D "$hdr" -w '%{http_code}' -X "$m" "$@")
+    code=$(curl -sS -o "$T_TMP/body$k" -D "$hdr$k" -w '%{http_code}' -X "$m" "$@")
     node -e '
         const fs = require("fs");
         const [tpl, m, code, file] = process.argv.slice(1);
@@ -25,12 +27,16 @@ rec() {
         let body;
         try { body = JSON.parse(raw); } catch (e) { body = { unparsable: raw }; }
         process.stdout.write(JSON.stringify({ path: tpl, method: m.toLowerCase(), status: +code, body }) + "\n");' \
-        "$tpl" "$m" "$code" "$T_TMP/body" >>"$cases"
+        "$tpl" "$m" "$code" "$T_TMP/body$k" >>"$out"
 }
 lease_of() { sed -n 's/^[Ll]ock-[Ll]ease: *//p' "$hdr" | tr -d '\r'; }
 
 L='/locks/{name}'
 S='/sessions/{id}'
+
+# drive URL: every route, its success and its error answers.
+drive() {
+u=$1
 rec "$L" POST "$u/locks/oa.a" -d '{"ttl_ms":5000,"owner":"openapi"}'
 lease=$(lease_of)
 rec "$L" POST "$u/locks/oa.a" -d '{"wait_ms":50}'                  # 409 locked
@@ -57,6 +63,59 @@ rec "$S" DELETE "$u/sessions/$sess"
 rec "$S" PUT "$u/sessions/$sess"                                    # 404 session_not_found
 rec /healthz GET "$u/healthz"
 rec /readyz GET "$u/readyz"
+}
+
+# burst URL: 16 acquires at once on 8 names, then the releases of those
+# granted, at once; each answer through its own files. Exactly one acquire
+# of each name is granted and the other refused 409; every release is 200.
+burst() {
+    i=0 pids=
+    while [ $i -lt 16 ]; do
+        k=.b$i out=$T_TMP/burst.a$i rec "$L" POST "$1/locks/oa.burst$((i % 8))" -d '{"ttl_ms":5000}' &
+        pids="$pids $!"
+        i=$((i + 1))
+    done
+    for p in $pids; do wait "$p"; done # not a bare wait: lockd and redis are children too
+    pids=
+    i=0
+    while [ $i -lt 16 ]; do
+        lease=$(sed -n 's/^[Ll]ock-[Ll]ease: *//p' "$hdr.b$i" | tr -d '\r')
+        if [ -n "$lease" ]; then
+            k=.r$i out=$T_TMP/burst.r$i rec "$L" DELETE "$1/locks/oa.burst$((i % 8))" -H "Lock-Lease: $lease" &
+            pids="$pids $!"
+        fi
+        i=$((i + 1))
+    done
+    for p in $pids; do wait "$p"; done
+    t_check "a burst of 16 acquires on 8 names: 8 granted, one per name, 8 refused 409" \
+        sh -c '[ "$(cat "$0"/burst.a* | grep -c "\"status\":200")" -eq 8 ] &&
+            [ "$(cat "$0"/burst.a* | grep -c "\"status\":409")" -eq 8 ] &&
+            [ "$(cat "$0"/burst.a* | grep "\"status\":200" | grep -o "\"name\":\"oa.burst[0-7]\"" | sort -u | wc -l)" -eq 8 ]' "$T_TMP"
+    t_check "their 8 releases answer 200" \
+        sh -c '[ "$(cat "$0"/burst.r* | grep -c "\"status\":200")" -eq 8 ]' "$T_TMP"
+    cat "$T_TMP"/burst.* >>"$cases"
+    rm -f "$T_TMP"/burst.*
+}
+
+t_start_lockd main
+mem_url=$T_LOCKD_URL
+drive "$mem_url"
+burst "$mem_url"
+if t_start_redis redis; then
+    t_start_lockd onredis --redis "$T_REDIS_URL" --backend_timeout_ms 500
+    drive "$T_LOCKD_URL"
+    burst "$T_LOCKD_URL"
+    kill "$T_REDIS_PID"
+    wait "$T_REDIS_PID" 2>/dev/null || true
+    rec "$L" POST "$T_LOCKD_URL/locks/oa.down" -d '{}'             # 503 backend_unavailable
+    rec "$L" GET "$T_LOCKD_URL/locks/oa.down"                       # 503
+    rec /readyz GET "$T_LOCKD_URL/readyz"                           # 503, the node's reason
+    t_check "with Redis stopped, acquire, inspect and /readyz answer 503" \
+        sh -c '[ "$(tail -n 3 "$0" | grep -c "\"status\":503")" -eq 3 ]' "$cases"
+else
+    echo "redis-server not installed: the Redis backend's answers are not checked"
+fi
+u=$mem_url
 
 t_check "every answer conforms to openapi.yaml" \
     sh -c 'node "$0/tests/shell/lib/openapi_check.js" "$0" <"$1" >"$1.out"; rc=$?; cat "$1.out"; exit $rc' "$REPO" "$cases"
