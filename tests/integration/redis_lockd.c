@@ -150,6 +150,7 @@ static long mn_pair(struct th_client *c, const char *url, int slot)
             atomic_fetch_add(&mn_regressions, 1);
         mn_last[slot] = token;
         pthread_mutex_unlock(&mn_mu);
+        th_sleep_ms(1); /* held a while, so that a second holder would overlap */
         atomic_fetch_sub(&mn_holders[slot], 1);
     }
     atomic_fetch_add(&mn_ops, 1);
