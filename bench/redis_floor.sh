@@ -106,13 +106,13 @@ gen() {
                 ak = ""; aa = ""; rk = ""; ra = ""
                 for (j = i; j < i + g; j++) {
                     k = sprintf("%s{bench-%012d}", pre, j)
-                    ak = ak bulk(k) bulk(k ":fence")
+                    ak = ak bulk(k)
                     aa = aa bulk("0" lease) bulk("0 30000 ") bulk("30000")
                     rk = rk bulk(k)
-                    ra = ra bulk(lease) bulk("0") bulk(sprintf("%sreleased:{bench-%012d} bench", pre, j))
+                    ra = ra bulk(lease)
                 }
-                printf "*%d\r\n%s%s%s%s%s", 4 + 5 * g, bulk("EVALSHA"), bulk(as), bulk(2 * g), ak, bulk(now) aa > (out ".acq")
-                printf "*%d\r\n%s%s%s%s%s", 3 + 4 * g, bulk("EVALSHA"), bulk(rs), bulk(g), rk, ra > (out ".rel")
+                printf "*%d\r\n%s%s%s%s%s", 4 + 4 * g, bulk("EVALSHA"), bulk(as), bulk(g), ak, bulk(now) aa > (out ".acq")
+                printf "*%d\r\n%s%s%s%s%s", 5 + 2 * g, bulk("EVALSHA"), bulk(rs), bulk(g), rk, bulk("bench") bulk(length(pre)) ra > (out ".rel")
             }
         }'
         return

@@ -84,6 +84,7 @@ struct rcmd {
     bool answered;
     bool evaled;    /* already fell back to EVAL */
     bool with_wait; /* acquire followed by WAIT in the same round trip */
+    bool delayed;   /* release leaving a lock-delay: never grouped */
     bool granted;   /* acquire: the script granted; the answer waits for WAIT */
     bool wait_lost; /* acquire: its WAIT could not be queued */
     bool timing;
@@ -755,11 +756,14 @@ static void cmd_settle(struct rcmd *cmd)
  * own command, deadline and answer; the group command holds a reference on
  * each and hands it its element of the reply. A group of one goes as the
  * plain script. An acquire followed by WAIT (redis_wait_replicas) is never
- * grouped. */
+ * grouped, nor is a release that leaves a lock-delay (the reaper's, rare):
+ * so release_many.lua takes a lease alone per lock, and acquire_many.lua
+ * builds each fence key from its lock key, one argument less per lock for
+ * Redis to parse (bench/RESULTS.md). */
 
 static int group_queue(const struct rcmd *cmd)
 {
-    if (cmd->kind == RK_RELEASE)
+    if (cmd->kind == RK_RELEASE && !cmd->delayed)
         return GQ_RELEASE;
     if (cmd->kind == RK_ACQUIRE && !cmd->with_wait)
         return GQ_ACQUIRE;
@@ -799,13 +803,17 @@ static void group_send(struct rconn *c, int q)
     g->members = lk_malloc((size_t)n * sizeof(*g->members));
     memcpy(g->members, m, (size_t)n * sizeof(*m));
     g->nmembers = n;
-    /* every member's argv is EVALSHA sha numkeys KEYS... ARGV...: the
-     * group's is EVALSHA sha_many n*numkeys, all KEYS, then all ARGV, but
-     * an acquire's last (now_us) goes once, first: the latest member's
-     * clock is a floor for every token of the group */
+    /* Members' argv (rb_acquire, rb_release):
+     *   acquire  EVALSHA sha 2 lock fence wl rest ttl now_us
+     *   release  EVALSHA sha 1 lock lease delay chanpub
+     * The group's (acquire_many.lua, release_many.lua):
+     *   acquire  EVALSHA sha n lock... now_us (wl rest ttl)...
+     *   release  EVALSHA sha n lock... publisher prefix_len lease...
+     * The latest member's clock is a floor for every token of the group;
+     * the fence keys are '<lock>:fence', built by the script. */
     bool acq = q == GQ_ACQUIRE;
-    int nk = acq ? 2 : 1, na = m[0]->argc - 3 - nk - (acq ? 1 : 0);
-    g->argc = 3 + n * (nk + na) + (acq ? 1 : 0);
+    int na = acq ? 3 : 1; /* per member after its keys */
+    g->argc = 3 + n * (1 + na) + (acq ? 1 : 2);
     g->argv = lk_malloc((size_t)g->argc * sizeof(*g->argv));
     g->argvlen = lk_malloc((size_t)g->argc * sizeof(*g->argvlen));
     g->buf = lk_malloc(24);
@@ -815,20 +823,24 @@ static void group_send(struct rconn *c, int q)
     g->argv[1] = s->sha;
     g->argvlen[1] = 40;
     g->argv[2] = g->buf;
-    g->argvlen[2] = lk_itoa((int64_t)n * nk, g->buf);
+    g->argvlen[2] = lk_itoa((int64_t)n, g->buf);
     int k = 3;
     for (int i = 0; i < n; i++) {
-        for (int j = 3; j < 3 + nk; j++) {
-            g->argv[k] = m[i]->argv[j];
-            g->argvlen[k++] = m[i]->argvlen[j];
-        }
+        g->argv[k] = m[i]->argv[3];
+        g->argvlen[k++] = m[i]->argvlen[3];
     }
     if (acq) {
-        g->argv[k] = m[n - 1]->argv[m[n - 1]->argc - 1];
-        g->argvlen[k++] = m[n - 1]->argvlen[m[n - 1]->argc - 1];
+        g->argv[k] = m[n - 1]->argv[8];
+        g->argvlen[k++] = m[n - 1]->argvlen[8];
+    } else {
+        g->argv[k] = c->bk->instance;
+        g->argvlen[k++] = strlen(c->bk->instance);
+        g->argv[k] = c->bk->prefix_len_str;
+        g->argvlen[k++] = strlen(c->bk->prefix_len_str);
     }
+    int first = acq ? 5 : 4;
     for (int i = 0; i < n; i++) {
-        for (int j = 3 + nk; j < 3 + nk + na; j++) {
+        for (int j = first; j < first + na; j++) {
             g->argv[k] = m[i]->argv[j];
             g->argvlen[k++] = m[i]->argvlen[j];
         }
@@ -1356,6 +1368,7 @@ static enum lk_code rb_release(void *state, struct lk_loop *lp, const char *name
     struct rcmd *cmd = cmd_new(bk, conn_of(bk, lp), RK_RELEASE, SC_RELEASE);
     cmd->done = done;
     cmd->arg = arg;
+    cmd->delayed = delay_ms > 0;
     struct argb b = {0};
     rb_argb_str(&b, "1");
     argb_key(&b, bk, name, "");
@@ -1708,6 +1721,7 @@ enum lk_code backend_redis_new(const struct lk_config *cfg, struct backend *out,
              bk->url.port);
     bk->prefix = lk_strdup(cfg->key_prefix ? cfg->key_prefix : "");
     bk->prefix_len = strlen(bk->prefix);
+    (void)lk_itoa((int64_t)bk->prefix_len, bk->prefix_len_str);
     bk->timeout_ms = cfg->backend_timeout_ms > 0 ? cfg->backend_timeout_ms : 2000;
     bk->wait_replicas = cfg->redis_wait_replicas;
     static const struct {

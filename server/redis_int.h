@@ -100,6 +100,7 @@ struct rb {
     char connect_host[256]; /* numeric address resolved at startup, else the host name */
     char *prefix;
     size_t prefix_len;
+    char prefix_len_str[24]; /* release_many.lua's second argument */
     int64_t timeout_ms;
     int64_t wait_replicas;
     struct rscript scripts[SC_COUNT];

@@ -17,32 +17,36 @@
 -- Returns the token, as a string, when granted; {0, owner, token, sb, pttl}
 -- held by someone; {2, pttl} in a lock-delay window. (Every argument, table
 -- and number conversion is work for Redis on each call: a grant is returned
--- and stored without any.) Its last call is the grant's SET: when it raises an
--- error, no lock was granted.
-local v = redis.call('GET', lock)
-if v == 'd' then
-  local d = redis.call('PTTL', lock)
-  if d > 0 then
-    return {2, d}
-  end
-  v = false -- the delay's last millisecond: over, as with any expiry
-end
-if v then
-  if string.byte(wl) == 49 and string.byte(v) == 48 then
-    redis.call('SETRANGE', lock, 0, '1')
-  end
-  local _, tok, sb, _, owner = string.match(v, '^.(%S*) (%d+) (%d) (%d+) (.*)$')
-  return {0, owner or '', tonumber(tok) or 0, sb or '0', redis.call('PTTL', lock)}
-end
--- Fencing: strictly above the name's last token, and never below lockd's
--- wall clock in microseconds, so tokens keep growing even when Redis lost
--- the counter (non-persistent restart, FLUSHALL). The counter outlives the
--- lock by 30 days after its last grant. 1.8e15 today is far below 2^53.
+-- and stored without any.)
+--
+-- Fencing first: strictly above the name's last token, and never below
+-- lockd's wall clock in microseconds, so tokens keep growing even when Redis
+-- lost the counter (non-persistent restart, FLUSHALL). The counter outlives
+-- the lock by 30 days after its last grant. 1.8e15 today is far below 2^53.
+-- A refused attempt raises the counter too: tokens stay strictly increasing
+-- across grants, which is all a fenced resource relies on, and the grant path
+-- is two commands instead of three (SET ... NX GET, Redis 7.0, both checks
+-- whether the lock is free and takes it).
 local ts = now
 local last = redis.call('SET', fence, ts, 'PX', '2592000000', 'GET')
 if last and tonumber(last) >= tonumber(ts) then
   ts = string.format('%d', tonumber(last) + 1)
   redis.call('SET', fence, ts, 'PX', '2592000000')
 end
-redis.call('SET', lock, wl .. ' ' .. ts .. ' ' .. rest, 'PX', ttl)
-return ts
+-- The grant is this SET's own doing, its last call: when it raises an error
+-- (out of memory, a key of another type), no lock was granted.
+local v = redis.call('SET', lock, wl .. ' ' .. ts .. ' ' .. rest, 'NX', 'PX', ttl, 'GET')
+if not v then
+  return ts
+end
+if v == 'd' then
+  -- a delay in its last millisecond still holds the key (time stands still
+  -- in a script): answered as 1 ms to go
+  local d = redis.call('PTTL', lock)
+  return {2, d > 0 and d or 1}
+end
+if string.byte(wl) == 49 and string.byte(v) == 48 then
+  redis.call('SETRANGE', lock, 0, '1')
+end
+local _, tok, sb, _, owner = string.match(v, '^.(%S*) (%d+) (%d) (%d+) (.*)$')
+return {0, owner or '', tonumber(tok) or 0, sb or '0', redis.call('PTTL', lock)}

@@ -3,9 +3,10 @@
 -- leaves a lock-delay in its place, and tells other lockd processes when one
 -- of their waiters asked to hear of it (the lock's value is described in
 -- _acquire.lua).
--- lock: the lock's key. lease. delay: delay_ms. chanpub: '<channel>
--- <publisher>' (the releasing lockd's instance id, so it can skip its own
--- message).
+-- lock: the lock's key. lease. delay: delay_ms. publish(lock): publishes the
+-- release on the lock's channel, '<prefix>released:{<name>}', with the
+-- releasing lockd's instance id as the message (so it can skip its own);
+-- each script that includes this part defines it.
 -- Returns the token, as a string, when released; {0} nobody holds it;
 -- {2, owner, token, sb, pttl} another lease holds it.
 local v = redis.call('GET', lock)
@@ -23,7 +24,6 @@ else
   redis.call('DEL', lock)
 end
 if string.byte(v) == 49 then
-  local channel, publisher = string.match(chanpub, '^(.*) (%S*)$')
-  redis.call('PUBLISH', channel, publisher)
+  publish(lock)
 end
 return string.match(v, '^%d+', n + 3)

@@ -820,6 +820,65 @@ static void t_pubsub(void)
     fx_close(&f);
 }
 
+/* Grouped releases take the lease alone per lock: release_many.lua builds
+ * each lock's channel from its key and the prefix length, and a release that
+ * leaves a lock-delay is sent on its own (release.lua with its delay). */
+static void t_group_release_paths(void)
+{
+    char url[128];
+    struct fx f, g; /* g plays a second lockd process on the same Redis */
+    url_of(&R, NULL, url, sizeof(url));
+    fx_open(&f, url, NULL);
+    fx_open(&g, url, NULL);
+    f.be.ops->set_release_hook(f.be.state, on_release_hook, NULL);
+    f.be.ops->watch(f.be.state, "gpub", true);
+    CHECK(th_wait_for(subscribed, (void *)"gpub", 3000));
+    pthread_mutex_lock(&hook_mu);
+    hook_last[0] = '\0';
+    pthread_mutex_unlock(&hook_mu);
+    static struct gop ops[3];
+    /* a waiter's refusal marks gpub; g releases it in a group of three, one
+     * call, and f's subscriber hears it on the lock's own channel */
+    CHECK_EQ_INT(acquire(&g, "gpub", LEASE_A, 5000, "").code, LK_OK);
+    CHECK_EQ_INT(acquire(&g, "gpub-2", LEASE_A, 5000, "").code, LK_OK);
+    CHECK_EQ_INT(acquire(&g, "gpub-3", LEASE_A, 5000, "").code, LK_OK);
+    CHECK_EQ_INT(acquire_as(&f, "gpub", LEASE_B, 5000, "", true).code, LK_LOCKED);
+    gop_set(&ops[0], "gpub-2", LEASE_A, 0);
+    gop_set(&ops[1], "gpub", LEASE_A, 0);
+    gop_set(&ops[2], "gpub-3", LEASE_A, 0);
+    long long e0 = th_redis_calls(&R, "evalsha"), p0 = th_redis_calls(&R, "publish");
+    group_submit(&g, ops, 3, true);
+    CHECK_EQ_INT(th_redis_calls(&R, "evalsha") - e0, 1);
+    for (int k = 0; k < 3; k++) {
+        CHECK_EQ_INT(ops[k].x.r.code, LK_OK);
+        CHECK(!inspect(&g, ops[k].name).held);
+    }
+    CHECK_EQ_INT(th_redis_calls(&R, "publish") - p0, 1); /* gpub alone was marked */
+    CHECK(th_wait_for(hook_saw, (void *)"gpub", 1000));
+    /* three releases in one turn, the middle one leaving a lock-delay: the
+     * other two share a call, the delayed one goes alone and keeps its delay */
+    for (int k = 0; k < 3; k++) {
+        char name[32];
+        snprintf(name, sizeof(name), "gdel-%d", k);
+        CHECK_EQ_INT(acquire(&g, name, LEASE_A, 5000, "").code, LK_OK);
+        gop_set(&ops[k], name, LEASE_A, k == 1 ? 3000 : 0);
+    }
+    e0 = th_redis_calls(&R, "evalsha");
+    group_submit(&g, ops, 3, true);
+    CHECK_EQ_INT(th_redis_calls(&R, "evalsha") - e0, 2);
+    for (int k = 0; k < 3; k++) {
+        CHECK_EQ_INT(ops[k].x.r.code, LK_OK);
+        struct bk_info i = inspect(&g, ops[k].name);
+        CHECK(!i.held);
+        CHECK_EQ_INT(i.holder.lock_delay, k == 1);
+    }
+    CHECK_EQ_INT(acquire(&f, "gdel-1", LEASE_B, 5000, "").code, LK_LOCKED);
+    CHECK_EQ_INT(acquire(&f, "gdel-0", LEASE_B, 5000, "").code, LK_OK);
+    f.be.ops->watch(f.be.state, "gpub", false);
+    fx_close(&g);
+    fx_close(&f);
+}
+
 /* ---- faults ---- */
 
 static void t_redis_killed_and_restarted(void)
@@ -1064,6 +1123,7 @@ int main(int argc, char **argv)
     RUN(t_list);
     RUN(t_renew_many);
     RUN(t_pubsub);
+    RUN(t_group_release_paths);
     RUN(t_select_db);
     RUN(t_auth);
     RUN(t_unreachable_at_startup);
