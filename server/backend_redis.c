@@ -34,6 +34,7 @@
 #include "server/loop.h"
 #include "server/redis_int.h"
 #include "server/redis_url.h"
+#include "server/redis_version.h"
 #include "server/sha1.h"
 #include "server/util.h"
 
@@ -1652,6 +1653,22 @@ static enum lk_code startup_probe(struct rb *bk, char *err, size_t errlen)
         freeReplyObject(r);
         r = NULL;
     }
+    /* An old Redis answers every acquire with a script error: say so once,
+     * here. A user without +info is not judged. */
+    r = redisCommand(c, "INFO server");
+    if (r == NULL)
+        goto io_error;
+    if (r->type == REDIS_REPLY_STRING) {
+        char version[32];
+        if (!redis_version_ok(r->str, version, sizeof(version))) {
+            snprintf(err, errlen, "redis '%s' is version %s; lockd needs %d.%d or newer", bk->addr,
+                     version, REDIS_MIN_MAJOR, REDIS_MIN_MINOR);
+            rc = LK_INVALID;
+            goto out;
+        }
+    }
+    freeReplyObject(r);
+    r = NULL;
     for (int i = 0; i < SC_COUNT; i++) {
         const struct rscript *s = &bk->scripts[i];
         r = redisCommand(c, "SCRIPT LOAD %b", s->body, s->len);
