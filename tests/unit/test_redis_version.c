@@ -15,8 +15,8 @@
 static bool check(const char *version_line, char *out, size_t cap)
 {
     char info[256];
-    snprintf(info, sizeof(info), "# Server\r\n%sredis_git_sha1:00000000\r\nredis_mode:standalone\r\n",
-             version_line);
+    snprintf(info, sizeof(info),
+             "# Server\r\n%sredis_git_sha1:00000000\r\nredis_mode:standalone\r\n", version_line);
     return redis_version_ok(info, out, cap);
 }
 
