@@ -770,16 +770,26 @@ static bool unsubscribed(void *arg)
     return !subscribed(arg);
 }
 
-static void t_pubsub(void)
+/* Opens f and g on the same Redis (g plays a second lockd process); f
+ * hears releases of name through its hook, from now on. */
+static void open_watching(struct fx *f, struct fx *g, const char *name)
 {
     char url[128];
-    struct fx f, g; /* g plays a second lockd process on the same Redis */
     url_of(&R, NULL, url, sizeof(url));
-    fx_open(&f, url, NULL);
-    fx_open(&g, url, NULL);
-    f.be.ops->set_release_hook(f.be.state, on_release_hook, NULL);
-    f.be.ops->watch(f.be.state, "ps", true);
-    CHECK(th_wait_for(subscribed, (void *)"ps", 3000));
+    fx_open(f, url, NULL);
+    fx_open(g, url, NULL);
+    f->be.ops->set_release_hook(f->be.state, on_release_hook, NULL);
+    f->be.ops->watch(f->be.state, name, true);
+    CHECK(th_wait_for(subscribed, (void *)name, 3000));
+    pthread_mutex_lock(&hook_mu);
+    hook_last[0] = '\0';
+    pthread_mutex_unlock(&hook_mu);
+}
+
+static void t_pubsub(void)
+{
+    struct fx f, g;
+    open_watching(&f, &g, "ps");
     /* A release publishes only when a waiting caller was refused by that
      * holder: not after a try-once refusal, nor when nobody asked at all. */
     long long p0 = th_redis_calls(&R, "publish"), s0 = th_redis_calls(&R, "setrange");
@@ -825,17 +835,8 @@ static void t_pubsub(void)
  * leaves a lock-delay is sent on its own (release.lua with its delay). */
 static void t_group_release_paths(void)
 {
-    char url[128];
-    struct fx f, g; /* g plays a second lockd process on the same Redis */
-    url_of(&R, NULL, url, sizeof(url));
-    fx_open(&f, url, NULL);
-    fx_open(&g, url, NULL);
-    f.be.ops->set_release_hook(f.be.state, on_release_hook, NULL);
-    f.be.ops->watch(f.be.state, "gpub", true);
-    CHECK(th_wait_for(subscribed, (void *)"gpub", 3000));
-    pthread_mutex_lock(&hook_mu);
-    hook_last[0] = '\0';
-    pthread_mutex_unlock(&hook_mu);
+    struct fx f, g;
+    open_watching(&f, &g, "gpub");
     static struct gop ops[3];
     /* a waiter's refusal marks gpub; g releases it in a group of three, one
      * call, and f's subscriber hears it on the lock's own channel */
