@@ -15,39 +15,50 @@
 -- waiting caller was refused by it; else '0'. Or 'd' alone while a lock-delay
 -- runs.
 -- Returns the token, as a string, when granted; {0, owner, token, sb, pttl}
--- held by someone; {2, pttl} in a lock-delay window. (Every argument, table
--- and number conversion is work for Redis on each call: a grant is returned
--- and stored without any.)
+-- held by someone; {2, pttl} in a lock-delay window; an error reply when the
+-- fence counter cannot be read (and then nothing is held). (Every argument,
+-- table and number conversion is work for Redis on each call: a grant is
+-- returned and stored without any.)
 --
--- Fencing first: strictly above the name's last token, and never below
--- lockd's wall clock in microseconds, so tokens keep growing even when Redis
--- lost the counter (non-persistent restart, FLUSHALL). The counter outlives
--- the lock by 30 days after the name's last acquire. 1.8e15 today is far
--- below 2^53.
--- A refused attempt raises the counter too: tokens stay strictly increasing
--- across grants, which is all a fenced resource relies on, and the grant path
--- is two commands instead of three (SET ... NX GET, Redis 7.0, both checks
--- whether the lock is free and takes it).
-local ts = now
-local last = redis.call('SET', fence, ts, 'PX', '2592000000', 'GET')
-if last and tonumber(last) >= tonumber(ts) then
-  ts = string.format('%d', tonumber(last) + 1)
-  redis.call('SET', fence, ts, 'PX', '2592000000')
-end
--- The grant is this SET's own doing, its last call: when it raises an error
--- (out of memory, a key of another type), no lock was granted.
-local v = redis.call('SET', lock, wl .. ' ' .. ts .. ' ' .. rest, 'NX', 'PX', ttl, 'GET')
-if not v then
-  return ts
-end
+-- One command checks that the lock is free and takes it: SET ... NX GET
+-- (Redis 7.0), under the token 'now' (lockd's wall clock in microseconds). A
+-- refusal writes nothing. A grant then raises the fence counter to that
+-- token: a token is strictly above the name's last one and never below the
+-- wall clock, so tokens keep growing even when Redis lost the counter
+-- (non-persistent restart, FLUSHALL). When the counter is already at or past
+-- 'now' (another lockd's clock runs ahead, or two grants fell in one
+-- microsecond), the token is the counter + 1, and the lock's value is
+-- rewritten with it before the script returns: nobody sees the first one, a
+-- script being atomic. The counter outlives the lock by 30 days after its
+-- last grant. 1.8e15 today is far below 2^53.
+local v = redis.call('SET', lock, wl .. ' ' .. now .. ' ' .. rest, 'NX', 'PX', ttl, 'GET')
 if v == 'd' then
   -- a delay in its last millisecond still holds the key (time stands still
   -- in a script): answered as 1 ms to go
   local d = redis.call('PTTL', lock)
   return {2, d > 0 and d or 1}
 end
-if string.byte(wl) == 49 and string.byte(v) == 48 then
-  redis.call('SETRANGE', lock, 0, '1')
+if v then
+  if string.byte(wl) == 49 and string.byte(v) == 48 then
+    redis.call('SETRANGE', lock, 0, '1')
+  end
+  local _, tok, sb, _, owner = string.match(v, '^.(%S*) (%d+) (%d) (%d+) (.*)$')
+  return {0, owner or '', tonumber(tok) or 0, sb or '0', redis.call('PTTL', lock)}
 end
-local _, tok, sb, _, owner = string.match(v, '^.(%S*) (%d+) (%d) (%d+) (.*)$')
-return {0, owner or '', tonumber(tok) or 0, sb or '0', redis.call('PTTL', lock)}
+-- Granted. A counter that cannot be read or written undoes the grant: an
+-- acquire that answers an error holds nothing.
+local last = redis.pcall('SET', fence, now, 'PX', '2592000000', 'GET')
+if last then
+  local n = tonumber(last) -- nil for an error reply (a table) or a foreign value
+  if not n then
+    redis.call('DEL', lock)
+    return type(last) == 'table' and last or {err = 'ERR fence counter is not a number'}
+  end
+  if n >= tonumber(now) then
+    local ts = string.format('%d', n + 1)
+    redis.call('SET', fence, ts, 'PX', '2592000000')
+    redis.call('SET', lock, wl .. ' ' .. ts .. ' ' .. rest, 'XX', 'KEEPTTL')
+    return ts
+  end
+end
+return now

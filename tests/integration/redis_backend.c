@@ -488,6 +488,11 @@ static void t_groups(void)
         CHECK_EQ_INT(inspect(&f, ops[k].name).held, k != 2);
     }
     CHECK_EQ_INT(lock_keys("t:{grp-bad}"), 0);
+    /* the same alone (acquire.lua): the script itself gives the lock back,
+     * since lockd undoes only members of a group */
+    th_redis_cli(&R, "SET t:{one-bad}:fence x");
+    CHECK_EQ_INT(acquire(&f, "one-bad", LEASE_A, 5000, "").code, LK_BACKEND_DOWN);
+    CHECK_EQ_INT(lock_keys("t:{one-bad}"), 0);
     /* Redis out of memory: every acquire of the group fails, none holds,
      * and each is undone (one release.lua call each, compare-and-delete) */
     th_redis_cli(&R, "CONFIG SET maxmemory 1");
@@ -585,9 +590,22 @@ static void t_fencing_across_data_loss(void)
         struct bk_reply a = acquire(&f, "fence", LEASE_A, 5000, "");
         CHECK_EQ_INT(a.code, LK_OK);
         CHECK_EQ_INT(a.fencing_token, ahead + i);
+        /* the lock was taken under this lockd's clock and its value then
+         * rewritten with the counter's token, keeping the lease's ttl */
+        struct bk_info in = inspect(&f, "fence");
+        CHECK(in.held);
+        CHECK_EQ_INT(in.holder.fencing_token, ahead + i);
+        CHECK(in.holder.expires_in_ms > 4000 && in.holder.expires_in_ms <= 5000);
         CHECK_EQ_INT(release(&f, "fence", LEASE_A, 0).code, LK_OK);
     }
     CHECK(atoll(th_redis_cli(&R, "PTTL t:{fence}:fence")) > 2591000000LL);
+    /* a refused attempt leaves the counter as it was */
+    CHECK_EQ_INT(acquire(&f, "fence", LEASE_A, 5000, "").code, LK_OK);
+    char before[64];
+    snprintf(before, sizeof(before), "%s", th_redis_cli(&R, "GET t:{fence}:fence"));
+    CHECK_EQ_INT(acquire(&f, "fence", LEASE_B, 5000, "").code, LK_LOCKED);
+    CHECK_STR(th_redis_cli(&R, "GET t:{fence}:fence"), before);
+    CHECK_EQ_INT(release(&f, "fence", LEASE_A, 0).code, LK_OK);
     fx_close(&f);
 }
 
