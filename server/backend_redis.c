@@ -752,7 +752,7 @@ static void cmd_settle(struct rcmd *cmd)
  * costs Redis a fixed price (parsing it, setting up KEYS and ARGV, the reply)
  * on top of the script's own calls, so the acquires of a turn go to Redis as
  * one acquire_many.lua call, and the releases as one release_many.lua: Redis
- * instructions per acquire + release pair fall from 78,900 alone to 54,600 in
+ * instructions per acquire + release pair fall from 78,500 alone to 54,700 in
  * groups of 16, fully pipelined (bench/RESULTS.md). Each operation keeps its
  * own command, deadline and answer; the group command holds a reference on
  * each and hands it its element of the reply. A group of one goes as the
