@@ -110,6 +110,15 @@ struct rcmd {
     size_t argvlen_small[RCMD_SMALL];
 };
 
+/* Where rb_acquire and rb_release put their arguments in a command's argv,
+ * after EVALSHA sha numkeys; group_send and cmd_undo read them there. */
+enum {
+    ARG_LOCK = 3,      /* both: the lock's key */
+    ACQ_ARG_WL = 5,    /* acquire: '<w><lease>', then rest and ttl_ms */
+    ACQ_ARG_NOW = 8,   /* acquire: now_us, its last */
+    REL_ARG_LEASE = 4, /* release: the lease, then delay_ms and chanpub */
+};
+
 static void cmd_settle(struct rcmd *cmd);
 static void on_flush(struct ev_loop *ev, ev_prepare *p, int revents);
 
@@ -827,19 +836,19 @@ static void group_send(struct rconn *c, int q)
     g->argvlen[2] = lk_itoa((int64_t)n, g->buf);
     int k = 3;
     for (int i = 0; i < n; i++) {
-        g->argv[k] = m[i]->argv[3];
-        g->argvlen[k++] = m[i]->argvlen[3];
+        g->argv[k] = m[i]->argv[ARG_LOCK];
+        g->argvlen[k++] = m[i]->argvlen[ARG_LOCK];
     }
     if (acq) {
-        g->argv[k] = m[n - 1]->argv[8];
-        g->argvlen[k++] = m[n - 1]->argvlen[8];
+        g->argv[k] = m[n - 1]->argv[ACQ_ARG_NOW];
+        g->argvlen[k++] = m[n - 1]->argvlen[ACQ_ARG_NOW];
     } else {
         g->argv[k] = c->bk->instance;
         g->argvlen[k++] = strlen(c->bk->instance);
         g->argv[k] = c->bk->prefix_len_str;
         g->argvlen[k++] = strlen(c->bk->prefix_len_str);
     }
-    int first = acq ? 5 : 4;
+    int first = acq ? ACQ_ARG_WL : REL_ARG_LEASE;
     for (int i = 0; i < n; i++) {
         for (int j = first; j < first + na; j++) {
             g->argv[k] = m[i]->argv[j];
@@ -1251,9 +1260,9 @@ static void on_wait(redisAsyncContext *ac, void *r, void *priv)
 static void cmd_undo(struct rcmd *acq)
 {
     struct rb *bk = acq->bk;
-    /* acquire argv: EVAL(SHA) sha 2 lock fence lease ... */
-    const char *lock = acq->argv[3];
-    size_t lock_len = acq->argvlen[3];
+    /* the acquire's argv (ARG_LOCK, ACQ_ARG_WL), as rb_acquire laid it out */
+    const char *lock = acq->argv[ARG_LOCK];
+    size_t lock_len = acq->argvlen[ARG_LOCK];
     char name[LK_NAME_MAX + 1];
     size_t nlen = lock_len - bk->prefix_len - 2;
     if (nlen > LK_NAME_MAX)
@@ -1265,7 +1274,7 @@ static void cmd_undo(struct rcmd *acq)
     struct argb b = {0};
     rb_argb_str(&b, "1");
     rb_argb_put(&b, lock, lock_len);
-    rb_argb_put(&b, acq->argv[5] + 1, acq->argvlen[5] - 1); /* '<w><lease>' */
+    rb_argb_put(&b, acq->argv[ACQ_ARG_WL] + 1, acq->argvlen[ACQ_ARG_WL] - 1); /* '<w><lease>' */
     rb_argb_str(&b, "0");
     /* nobody's id: our own waiters learn of it this way too (it publishes
      * when any waiter was refused by the grant undone, see acquire.lua) */
