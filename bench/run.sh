@@ -443,6 +443,22 @@ ratio_rounds() {
         END { if (NR) printf "%.2f (rounds: %.2f..%.2f, n=%d)", v[int((NR + 1) / 2)], v[1], v[NR], NR; else print "-" }')
 }
 
+# scaled_rounds NAME BASE KEY TARGET PEER_BASE PEER_KEY REF: issue 8 set its
+# absolute targets on a machine where nginx answered 120,000 POST/s and raw
+# Redis ran the scripts at 44,000 pairs/s. On a slower or faster machine a
+# target is scaled by the peer's rate in the same round (TARGET x REF / rate);
+# the figure kept is measured / scaled target (<= 1 meets it): median and
+# range over rounds, and the scaled target of the median round.
+scaled_rounds() {
+    local name=$1 b=$2 k=$3 target=$4 pb=$5 pk=$6 ref=$7 r out=""
+    for ((r = 1; r <= ROUNDS; r++)); do
+        out+=$(awk -v m="${R[${b}_r$r.$k]:-0}" -v p="${R[${pb}_r$r.$pk]:-0}" -v t="$target" -v ref="$ref" \
+            'BEGIN { if (m > 0 && p > 0) printf "%.3f %.0f\n", m / (t * ref / p), t * ref / p }')$'\n'
+    done
+    R[scaled.$name]=$(printf '%s' "$out" | grep . | sort -n | awk '{ v[NR] = $1; s[NR] = $2 }
+        END { if (NR) printf "%.2f of %s µs (rounds: %.2f..%.2f, n=%d)", v[int((NR + 1) / 2)], s[int((NR + 1) / 2)], v[1], v[NR], NR; else print "-" }')
+}
+
 # ------------------------------------------------------------------ report
 
 fmt() { [[ -n ${1:-} ]] && echo "$1" || echo "-"; }
@@ -517,6 +533,10 @@ report() {
     echo "| Redis acquire attempts per grant, contended (SET − grants, an upper bound) | $(fmt "${R[lockdredis.redis_acq_attempts_per_grant]:-}") | ≤ 1.1 |"
     echo "| Redis EVALSHA per grant, contended (acquire + release) | $(fmt "${R[lockdredis.redis_evals_per_grant]:-}") | |"
     echo "| Redis commands per grant, contended (scripts' inner calls included) | $(fmt "${R[lockdredis.redis_cmds_per_grant]:-}") | |"
+    echo "| lockd CPU per Redis pair / its target scaled to this machine (30 µs × 120,000 / nginx POST/s, same round) | $(fmt "${R[scaled.lockd_cpu]:-}") | ≤ 1 |"
+    echo "| Redis CPU per pair behind lockd / its scaled target (10 µs × 44,000 / raw Redis pairs/s, same round) | $(fmt "${R[scaled.redis_cpu]:-}") | ≤ 1 |"
+    echo "| lockd redis pair p99 / its scaled target (5 ms × 44,000 / raw Redis pairs/s, same round) | $(fmt "${R[scaled.redis_p99]:-}") | ≤ 1 |"
+    echo "| lockd memory pair p99 / its scaled target (2 ms × 120,000 / nginx POST/s, same round) | $(fmt "${R[scaled.memory_p99]:-}") | < 1 |"
     echo "| lockd RSS idle | $(fmt "${R[rss.idle_kb]:-}") kB | < 16384 kB |"
     echo "| lockd RSS with ${R[rss.held_n]:-?} held leases (memory) | $(fmt "${R[rss.held_kb]:-}") kB | < 65536 kB |"
     echo "| lockd CPU while idle with those leases held | ${R[rss.held_idle_cpu]:-?} % of a core | |"
@@ -574,6 +594,10 @@ ratio_rounds nginx memory ops_per_s nginx pairs_per_s
 ratio_rounds nginxpairs memory ops_per_s nginxpairs ops_per_s
 ratio_rounds memredis memory ops_per_s redis pairs_per_s
 ratio_rounds node lockdredis ops_per_s node ops_per_s
+scaled_rounds lockd_cpu lockdredis cpu_us_per_pair 30 nginx reqs_per_s 120000
+scaled_rounds redis_cpu lockdredis redis_cpu_us_per_pair 10 redis pairs_per_s 44000
+scaled_rounds redis_p99 lockdredis pair_p99_us 5000 redis pairs_per_s 44000
+scaled_rounds memory_p99 memory pair_p99_us 2000 nginx reqs_per_s 120000
 want etcd && bench_etcd
 want node && bench_node
 if [[ -n $LOCKD_OK ]]; then
