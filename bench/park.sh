@@ -91,3 +91,4 @@ done
 awk -v a="$(median ${CPU[now]})" -v b="$(median ${CPU[park]})" -v c="$(median ${CPU[park-peek]})" \
     'BEGIN { printf "\nparking costs %.2f µs per request (%.2f with the peek), %.2f (%.2f) per acquire + release pair\n",
         b - a, c - a, 2 * (b - a), (b - a) + (c - a) }'
+echo "one system call on this machine, alone in a loop: $("$PARK" --syscalls)"
