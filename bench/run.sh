@@ -534,6 +534,7 @@ report() {
     echo "| Redis EVALSHA per grant, contended (acquire + release) | $(fmt "${R[lockdredis.redis_evals_per_grant]:-}") | |"
     echo "| Redis commands per grant, contended (scripts' inner calls included) | $(fmt "${R[lockdredis.redis_cmds_per_grant]:-}") | |"
     echo "| lockd CPU per Redis pair / its target scaled to this machine (30 µs × 120,000 / nginx POST/s, same round) | $(fmt "${R[scaled.lockd_cpu]:-}") | ≤ 1 |"
+    echo "| lockd CPU per Redis pair / nginx workers' CPU per 2 requests, same round | ${R[ratio.cpu_nginx]:--} | ≤ 1.8 (30 µs against 2 × 8.33 µs: 120,000 req/s on at most one core) |"
     echo "| Redis CPU per pair behind lockd / its scaled target (10 µs × 44,000 / raw Redis pairs/s, same round) | $(fmt "${R[scaled.redis_cpu]:-}") | ≤ 1 |"
     echo "| lockd redis pair p99 / its scaled target (5 ms × 44,000 / raw Redis pairs/s, same round) | $(fmt "${R[scaled.redis_p99]:-}") | ≤ 1 |"
     echo "| lockd memory pair p99 / its scaled target (2 ms × 120,000 / nginx POST/s, same round) | $(fmt "${R[scaled.memory_p99]:-}") | < 1 |"
@@ -594,6 +595,7 @@ ratio_rounds nginx memory ops_per_s nginx pairs_per_s
 ratio_rounds nginxpairs memory ops_per_s nginxpairs ops_per_s
 ratio_rounds memredis memory ops_per_s redis pairs_per_s
 ratio_rounds node lockdredis ops_per_s node ops_per_s
+ratio_rounds cpu_nginx lockdredis cpu_us_per_pair nginx cpu_us_per_pair
 scaled_rounds lockd_cpu lockdredis cpu_us_per_pair 30 nginx reqs_per_s 120000
 scaled_rounds redis_cpu lockdredis redis_cpu_us_per_pair 10 redis pairs_per_s 44000
 scaled_rounds redis_p99 lockdredis pair_p99_us 5000 redis pairs_per_s 44000
