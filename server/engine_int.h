@@ -20,22 +20,23 @@
 
 struct session;
 
-/* A lock held under a session through this lockd: the watchdog renews it. */
+/* A lock held under a session through this lockd: the watchdog renews it.
+ * One allocation sized to its name and owner, which never change. */
 struct sess_lock {
-    char name[LK_NAME_MAX + 1];
-    char lease[LK_LEASE_LEN + 1];
-    char owner[LK_OWNER_MAX + 1];
     int64_t token;
     int64_t ttl_ms;
     int64_t count;         /* reentrant holds */
     int64_t hold_until_ms; /* max_hold_ms deadline (monotonic); 0 = unbounded */
     int64_t expires_ms;    /* lease expiry as of our last successful renewal */
     struct session *s;
-    bool dead;      /* released or lost: freed when popped off the heap */
-    bool in_flight; /* part of a watchdog batch right now */
-    bool in_heap;
+    const char *owner; /* points into name[] */
     UT_hash_handle hh; /* engine->held, by name */
     UT_hash_handle sh; /* session->locks, by name */
+    bool dead;         /* released or lost: freed when popped off the heap */
+    bool in_flight;    /* part of a watchdog batch right now */
+    bool in_heap;
+    char lease[LK_LEASE_LEN + 1];
+    char name[]; /* the name, its NUL, the owner, its NUL */
 };
 
 struct session {

@@ -105,10 +105,13 @@ enum lk_code session_add_lock(struct engine *e, const char *id, const char *name
         pthread_mutex_unlock(&e->smu);
         return LK_SESSION_NOT_FOUND;
     }
-    struct sess_lock *sl = lk_calloc(1, sizeof(*sl));
-    lk_strlcpy(sl->name, name, sizeof(sl->name));
+    size_t nlen = strnlen(name, LK_NAME_MAX), olen = strnlen(owner, LK_OWNER_MAX);
+    struct sess_lock *sl = lk_calloc(1, sizeof(*sl) + nlen + 1 + olen + 1);
+    memcpy(sl->name, name, nlen);
+    char *o = sl->name + nlen + 1;
+    memcpy(o, owner, olen);
+    sl->owner = o; /* both NUL-terminated by the calloc */
     lk_strlcpy(sl->lease, lease, sizeof(sl->lease));
-    lk_strlcpy(sl->owner, owner, sizeof(sl->owner));
     sl->token = token;
     sl->ttl_ms = ttl_ms;
     sl->count = 1;
@@ -148,7 +151,7 @@ bool session_reenter(struct engine *e, const char *id, const char *name, struct 
     if (sl != NULL && !sl->dead && sl->expires_ms > lk_now_ms()) {
         sl->count++;
         memcpy(lease_out, sl->lease, LK_LEASE_LEN + 1);
-        memcpy(owner_out, sl->owner, LK_OWNER_MAX + 1);
+        lk_strlcpy(owner_out, sl->owner, LK_OWNER_MAX + 1);
         r->code = LK_OK;
         r->lease = lease_out;
         r->owner = owner_out;
@@ -589,7 +592,7 @@ static void watchdog(struct engine *e, int64_t now)
             if (now >= sl->hold_until_ms) {
                 /* Free it for others too: the lease may outlive the cap. */
                 expired = lk_realloc(expired, (nexpired + 1) * sizeof(*expired));
-                memcpy(expired[nexpired][0], sl->name, sizeof(sl->name));
+                lk_strlcpy(expired[nexpired][0], sl->name, sizeof(expired[nexpired][0]));
                 memcpy(expired[nexpired][1], sl->lease, sizeof(sl->lease));
                 nexpired++;
                 mark_lost(e, sl, "max_hold_ms reached");

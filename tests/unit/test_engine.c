@@ -1,9 +1,10 @@
 /*
  * test_engine.c - the engine over the memory backend, without HTTP: grants,
  * exclusion, fencing order, owner-checked renew and release, expiry, lock
- * delay, sessions and reentrancy, max_waiters, and the heap behind the
- * janitor.
+ * delay, sessions and reentrancy, a session lock's entry sized to its
+ * strings, max_waiters, and the heap behind the janitor.
  */
+#include <malloc.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -190,6 +191,61 @@ static void test_sessions_reentrant(void **state)
     assert_int_equal(acquire(env, "u4", 1000, NULL, false).code, LK_OK);
 }
 
+static void on_owner(void *arg, const struct eng_result *r)
+{
+    char *owner = arg;
+    assert_int_equal(r->code, LK_OK);
+    assert_non_null(r->owner);
+    snprintf(owner, LK_OWNER_MAX + 1, "%s", r->owner);
+}
+
+/* A lock held under a session is one block sized to its name and owner, and
+ * the longest of both come back whole from a reentrant acquire, which
+ * answers from that block. */
+static void test_session_lock_sized(void **state)
+{
+    struct env *env = *state;
+    struct got s;
+    memset(&s, 0, sizeof(s));
+    assert_int_equal(engine_session_create(env->e, 5000, "o", 0, on_session, &s), LK_OK);
+    char longest[LK_NAME_MAX + 1], owner[LK_OWNER_MAX + 1];
+    memset(longest, 'n', LK_NAME_MAX);
+    longest[LK_NAME_MAX] = '\0';
+    memset(owner, 'o', LK_OWNER_MAX);
+    owner[LK_OWNER_MAX] = '\0';
+    const char *names[] = {"orders-42", longest};
+    for (int i = 0; i < 2; i++) {
+        struct eng_acquire a = {.name = names[i],
+                                .ttl_ms = 1000,
+                                .session = s.session,
+                                .owner = owner,
+                                .reentrant = true,
+                                .max_hold_ms = -1};
+        struct eng_waiter *w;
+        char got[2][LK_OWNER_MAX + 1];
+        for (int k = 0; k < 2; k++) /* the grant, then the reentrant one */
+            assert_int_equal(engine_acquire(env->e, env->lp, &a, on_owner, got[k], &w), LK_OK);
+        assert_string_equal(got[0], owner);
+        assert_string_equal(got[1], owner);
+        struct sess_lock *sl;
+        HASH_FIND_STR(env->e->held, names[i], sl);
+        assert_non_null(sl);
+        assert_string_equal(sl->name, names[i]);
+        assert_int_equal(sl->count, 2);
+        size_t strings = strlen(names[i]) + 1 + LK_OWNER_MAX + 1;
+        assert_true(malloc_usable_size(sl) >= sizeof(*sl) + strings);
+        assert_true(malloc_usable_size(sl) < sizeof(*sl) + strings + 32);
+    }
+    struct sess_lock *sl;
+    HASH_FIND_STR(env->e->held, "orders-42", sl);
+    assert_true(malloc_usable_size(sl) < 450); /* fixed arrays took 592 */
+    struct got e;
+    memset(&e, 0, sizeof(e));
+    assert_int_equal(engine_session_end(env->e, env->lp, s.session, on_session, &e), LK_OK);
+    assert_int_equal(e.code, LK_OK);
+    assert_int_equal(e.count, 2); /* the view lists both locks */
+}
+
 static void test_session_expiry_lock_delay(void **state)
 {
     struct env *env = *state;
@@ -326,7 +382,7 @@ int main(void)
         cmocka_unit_test(test_exclusive),          cmocka_unit_test(test_renew_and_expiry),
         cmocka_unit_test(test_sessions_reentrant), cmocka_unit_test(test_session_expiry_lock_delay),
         cmocka_unit_test(test_max_waiters),        cmocka_unit_test(test_heap),
-        cmocka_unit_test(test_hash_flooding),
+        cmocka_unit_test(test_hash_flooding),      cmocka_unit_test(test_session_lock_sized),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
