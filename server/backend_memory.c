@@ -16,7 +16,7 @@
 #include "server/util.h"
 
 /* One allocation per lock, sized to its name and owner: a lock named
- * "orders-42" without an owner takes about 160 bytes, where fixed arrays for
+ * "orders-42" without an owner takes about 144 bytes, where fixed arrays for
  * the longest name and owner took 528 (bench/RESULTS.md, RSS with 100,000
  * held leases). An entry is created by the grant that takes a free name and
  * freed when the name is free again, so name and owner never change. */
@@ -25,11 +25,10 @@ struct mem_lock {
     int64_t ttl_ms;         /* the ttl last given, for renew without one */
     int64_t expires_ms;     /* monotonic */
     int64_t delay_until_ms; /* lock-delay (Chubby) after a session expiry */
-    const char *owner;      /* "" when none; points into name[] */
     UT_hash_handle hh;
     bool session_bound;
     char lease[LK_LEASE_LEN + 1]; /* "" while only a lock-delay is running */
-    char name[];                  /* the name, its NUL, the owner, its NUL */
+    char name[];                  /* the name, then the owner ("" when none): lk_pair_put */
 };
 
 struct mem {
@@ -107,7 +106,7 @@ static void holder_of(const struct mem_lock *l, int64_t now, struct bk_holder *h
 {
     memset(h, 0, sizeof(*h));
     if (alive(l, now)) {
-        lk_strlcpy(h->owner, l->owner, sizeof(h->owner));
+        lk_strlcpy(h->owner, lk_pair_second(l->name), sizeof(h->owner));
         h->fencing_token = l->token;
         h->expires_in_ms = l->expires_ms - now;
         h->session_bound = l->session_bound;
@@ -152,13 +151,9 @@ static enum lk_code mem_acquire(void *bk, struct lk_loop *lp, const struct bk_ac
     } else {
         const char *owner = a->owner ? a->owner : "";
         size_t olen = strnlen(owner, LK_OWNER_MAX);
-        l = lk_malloc(sizeof(*l) + len + 1 + olen + 1);
+        l = lk_malloc(sizeof(*l) + LK_PAIR_SIZE(len, olen));
         memset(l, 0, sizeof(*l));
-        memcpy(l->name, a->name, len + 1);
-        char *o = l->name + len + 1;
-        memcpy(o, owner, olen);
-        o[olen] = '\0';
-        l->owner = o;
+        lk_pair_put(l->name, a->name, len, owner, olen);
         HASH_ADD_BYHASHVALUE(hh, m->locks, name[0], len, hv, l);
         lk_strlcpy(l->lease, a->lease, sizeof(l->lease));
         l->token = next_token(m);

@@ -29,14 +29,13 @@ struct sess_lock {
     int64_t hold_until_ms; /* max_hold_ms deadline (monotonic); 0 = unbounded */
     int64_t expires_ms;    /* lease expiry as of our last successful renewal */
     struct session *s;
-    const char *owner; /* points into name[] */
     UT_hash_handle hh; /* engine->held, by name */
     UT_hash_handle sh; /* session->locks, by name */
     bool dead;         /* released or lost: freed when popped off the heap */
     bool in_flight;    /* part of a watchdog batch right now */
     bool in_heap;
     char lease[LK_LEASE_LEN + 1];
-    char name[]; /* the name, its NUL, the owner, its NUL */
+    char name[]; /* the name, then the owner: lk_pair_put */
 };
 
 struct session {

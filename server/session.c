@@ -106,11 +106,8 @@ enum lk_code session_add_lock(struct engine *e, const char *id, const char *name
         return LK_SESSION_NOT_FOUND;
     }
     size_t nlen = strnlen(name, LK_NAME_MAX), olen = strnlen(owner, LK_OWNER_MAX);
-    struct sess_lock *sl = lk_calloc(1, sizeof(*sl) + nlen + 1 + olen + 1);
-    memcpy(sl->name, name, nlen);
-    char *o = sl->name + nlen + 1;
-    memcpy(o, owner, olen);
-    sl->owner = o; /* both NUL-terminated by the calloc */
+    struct sess_lock *sl = lk_calloc(1, sizeof(*sl) + LK_PAIR_SIZE(nlen, olen));
+    lk_pair_put(sl->name, name, nlen, owner, olen);
     lk_strlcpy(sl->lease, lease, sizeof(sl->lease));
     sl->token = token;
     sl->ttl_ms = ttl_ms;
@@ -151,7 +148,7 @@ bool session_reenter(struct engine *e, const char *id, const char *name, struct 
     if (sl != NULL && !sl->dead && sl->expires_ms > lk_now_ms()) {
         sl->count++;
         memcpy(lease_out, sl->lease, LK_LEASE_LEN + 1);
-        lk_strlcpy(owner_out, sl->owner, LK_OWNER_MAX + 1);
+        lk_strlcpy(owner_out, lk_pair_second(sl->name), LK_OWNER_MAX + 1);
         r->code = LK_OK;
         r->lease = lease_out;
         r->owner = owner_out;

@@ -215,6 +215,19 @@ size_t lk_strlcpy(char *dst, const char *src, size_t n)
     return len;
 }
 
+void lk_pair_put(char *dst, const char *a, size_t alen, const char *b, size_t blen)
+{
+    memcpy(dst, a, alen);
+    dst[alen] = '\0';
+    memcpy(dst + alen + 1, b, blen);
+    dst[alen + 1 + blen] = '\0';
+}
+
+const char *lk_pair_second(const char *pair)
+{
+    return pair + strlen(pair) + 1;
+}
+
 int lk_hexval(char c)
 {
     if (c >= '0' && c <= '9')

@@ -65,6 +65,13 @@ bool lk_name_valid(const char *s, size_t len);
  * returns strlen(src). */
 size_t lk_strlcpy(char *dst, const char *src, size_t n);
 
+/* A record with two strings of its own (a lock's name and owner) keeps them
+ * in its trailing char[]: "a\0b\0". LK_PAIR_SIZE is the bytes they need,
+ * lk_pair_put writes them, lk_pair_second reads b back. */
+#define LK_PAIR_SIZE(alen, blen) ((alen) + 1 + (blen) + 1)
+void lk_pair_put(char *dst, const char *a, size_t alen, const char *b, size_t blen);
+const char *lk_pair_second(const char *pair);
+
 /* Value of one hex digit (either case), or -1. */
 int lk_hexval(char c);
 
