@@ -56,7 +56,11 @@ struct http_worker {
     ev_timer mhd_timer;
     ev_prepare prep;
     bool need_run;
-    struct req *suspended; /* requests parked until the engine answers */
+    struct req *parked;   /* suspended or held until the engine answers */
+    struct req *answered; /* held, answered: queued by the next flush */
+    unsigned nheld;       /* held requests whose connection MHD still has */
+    unsigned mhd_timeout_s; /* MHD's idle timeout (MHD_OPTION_CONNECTION_TIMEOUT) */
+    bool hold_untimed;      /* a backend round trip may outlast it: lift it while held */
     unsigned conn_limit;   /* this daemon's share of max_connections */
     bool full;             /* reached conn_limit: MHD stopped listening */
     uint64_t req_seq;
@@ -92,6 +96,60 @@ int http_port(const struct http_server *s)
     return s->port;
 }
 
+/* How a request whose answer the engine gives later waits for it (r->park).
+ *
+ * A waiter (wait_ms, which may run for minutes) is suspended: MHD takes its
+ * socket out of its epoll set and neither polls it nor times it out.
+ *
+ * Anything else waits for one backend round trip, and is held instead: the
+ * connection stays in MHD's set, in MHD's ready list, and MHD calls
+ * on_request for it again on each run, which answers "not yet". When the
+ * answer comes it is queued from outside MHD_run (flush_answered), which
+ * MHD 0.9.75 allows in external-loop mode and which turns the connection
+ * to sending at once. Suspending and resuming would cost three system calls
+ * per request (the suspend's EPOLL_CTL_DEL, the resume's EPOLL_CTL_ADD and
+ * a recv that finds nothing; bench/RESULTS.md). MHD's idle timeout still
+ * runs for a held connection; where backend_timeout_ms could outlast it,
+ * it is lifted while the request is held (hold_untimed). A held connection
+ * that MHD closes (the client reset it) leaves an orphan: the request lives
+ * on until the engine answers, and its grant, if any, is given back then. */
+enum req_park {
+    REQ_LIVE = 0,  /* not parked: being handled, or answered at once */
+    REQ_SUSPENDED, /* a waiter; on wk->parked */
+    REQ_HELD,      /* on wk->parked */
+    REQ_ANSWERED,  /* was held; on wk->answered */
+};
+
+static enum MHD_Result queue(struct req *r);
+static void req_done(struct req *r, bool delivered, int64_t now_us);
+
+/* A held request's answer is about to be queued: MHD's idle timeout back. */
+static void unhold(struct req *r)
+{
+    r->park = REQ_LIVE;
+    if (r->wk->hold_untimed)
+        MHD_set_connection_option(r->conn, MHD_CONNECTION_OPTION_TIMEOUT, r->wk->mhd_timeout_s);
+}
+
+/* Queues the answers of held requests, outside MHD_run: MHD_queue_response
+ * on a connection MHD is not processing runs its state machine at once, and
+ * this loop is the only one that touches the daemon. */
+static void flush_answered(struct http_worker *wk)
+{
+    struct req *r;
+    while ((r = wk->answered) != NULL) {
+        DL_DELETE2(wk->answered, r, sprev, snext);
+        if (r->orphan) {
+            r->park = REQ_LIVE;
+            req_done(r, false, lk_now_us());
+            continue;
+        }
+        unhold(r);
+        if (queue(r) != MHD_YES)
+            lk_log(LK_ERROR, "libmicrohttpd refused an answer (request %s)", r->req_id);
+    }
+}
+
 /* ---- driving MHD from libev ---- */
 
 static unsigned mhd_connections(struct MHD_Daemon *d)
@@ -103,6 +161,7 @@ static unsigned mhd_connections(struct MHD_Daemon *d)
 static void mhd_drive(struct http_worker *wk)
 {
     wk->need_run = false;
+    flush_answered(wk);
     MHD_run(wk->d);
     /* At its connection limit MHD takes the listening socket out of its epoll
      * set, and puts it back only at the start of a later run. When this run
@@ -119,6 +178,12 @@ static void mhd_drive(struct http_worker *wk)
     MHD_UNSIGNED_LONG_LONG ms;
     ev_timer_stop(loop_ev(wk->lp), &wk->mhd_timer);
     if (MHD_get_timeout(wk->d, &ms) == MHD_YES) {
+        /* A held request keeps MHD's ready list non-empty, so MHD asks to
+         * run again at once; what it waits for is the engine, whose answer
+         * sets need_run. Anything else MHD may have ready gets a run within
+         * a millisecond, and the loop does not spin. */
+        if (ms == 0 && wk->nheld > 0)
+            ms = 1;
         ev_timer_set(&wk->mhd_timer, (double)ms / 1000.0, 0.);
         ev_timer_start(loop_ev(wk->lp), &wk->mhd_timer);
     }
@@ -185,7 +250,7 @@ static struct conn_track *track_of(struct MHD_Connection *conn)
     return ci != NULL ? ci->socket_context : NULL;
 }
 
-/* Before the loop blocks: run MHD if a suspended request was resumed. */
+/* Before the loop blocks: run MHD if a parked request was answered. */
 static void on_prepare(struct ev_loop *ev, ev_prepare *p, int revents)
 {
     (void)ev;
@@ -221,13 +286,23 @@ static void stop_eof_watch(struct req *r)
 
 static void set_ready(struct req *r)
 {
+    struct http_worker *wk = r->wk;
     r->ready = true;
-    if (r->suspended) {
-        r->suspended = false;
-        DL_DELETE2(r->wk->suspended, r, sprev, snext);
+    if (r->park == REQ_SUSPENDED) {
+        r->park = REQ_LIVE;
+        DL_DELETE2(wk->parked, r, sprev, snext);
         stop_eof_watch(r);
         MHD_resume_connection(r->conn);
-        r->wk->need_run = true;
+        wk->need_run = true;
+    } else if (r->park == REQ_HELD) {
+        /* Queued by the next flush, never from here: the engine may answer
+         * inside MHD_run, from another connection's handler. */
+        r->park = REQ_ANSWERED;
+        DL_DELETE2(wk->parked, r, sprev, snext);
+        DL_APPEND2(wk->answered, r, sprev, snext);
+        if (!r->orphan)
+            wk->nheld--;
+        wk->need_run = true;
     }
 }
 
@@ -364,12 +439,14 @@ static void release_ignored(void *arg, const struct eng_result *res);
 
 bool http_grant_undeliverable(struct req *r, const char *name, const char *lease)
 {
-    if (r->sock < 0)
-        return false; /* answered at once, not parked: its client is there */
-    char c;
-    ssize_t n = recv(r->sock, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-    if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)))
-        return false;
+    if (!r->orphan) {
+        if (r->sock < 0)
+            return false; /* answered at once, not parked: its client is there */
+        char c;
+        ssize_t n = recv(r->sock, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+        if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)))
+            return false;
+    }
     /* The client hung up before its grant came (its FIN is queued, though
      * our EOF watcher has not run yet): nobody would learn this lease, so
      * give the lock back now instead of leaving it held for its ttl. */
@@ -561,10 +638,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         r->body[r->body_len] = '\0';
         return MHD_YES;
     }
+    if (r->park == REQ_HELD)
+        return MHD_YES; /* MHD polls a held request on each run: not yet */
     if (r->track != NULL)
         ((struct conn_track *)r->track)->dispatched = true;
-    if (r->ready)
+    if (r->ready) {
+        if (r->park == REQ_ANSWERED) { /* MHD came first; the flush must not */
+            DL_DELETE2(wk->answered, r, sprev, snext);
+            unhold(r);
+        }
         return queue(r);
+    }
     if (r->body_too_large) {
         char msg[96];
         snprintf(msg, sizeof(msg), "request body is larger than %lld bytes",
@@ -575,16 +659,22 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     r->route->fn(r);
     if (r->ready)
         return queue(r);
-    /* The engine answers later on this loop: park the connection. */
-    r->suspended = true;
-    DL_APPEND2(wk->suspended, r, sprev, snext);
-    MHD_suspend_connection(conn);
-    /* A waiter's hang-up withdraws it at once; any parked request's
-     * hang-up is seen when its grant comes (http_grant_undeliverable). */
-    if (r->waiting)
+    /* The engine answers later on this loop: park the request (enum
+     * req_park). A waiter's hang-up withdraws it at once; any other parked
+     * request's hang-up is seen when its grant comes
+     * (http_grant_undeliverable). */
+    DL_APPEND2(wk->parked, r, sprev, snext);
+    if (r->waiting) {
+        r->park = REQ_SUSPENDED;
+        MHD_suspend_connection(conn);
         watch_eof(r);
-    else
+    } else {
+        r->park = REQ_HELD;
+        wk->nheld++;
+        if (wk->hold_untimed)
+            MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
         note_sock(r);
+    }
     return MHD_YES;
 }
 
@@ -598,28 +688,54 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
     (void)cls;
+    (void)conn;
     struct req *r = *con_cls;
     if (r == NULL)
         return;
     *con_cls = NULL;
     struct http_worker *wk = r->wk;
-    (void)conn;
     struct conn_track *t = r->track;
+    r->track = NULL;
     int64_t now_us = lk_now_us(); /* lk_now_ms() is this clock in ms */
     if (t != NULL) {              /* the next request's time starts now */
         t->since_ms = now_us / 1000;
         t->dispatched = false;
     }
-    if (r->suspended) {
-        r->suspended = false;
-        DL_DELETE2(wk->suspended, r, sprev, snext);
-    }
     stop_eof_watch(r);
+    switch ((enum req_park)r->park) {
+    case REQ_SUSPENDED:
+        DL_DELETE2(wk->parked, r, sprev, snext);
+        break;
+    case REQ_HELD:
+        /* The engine still has it: done when its answer comes. MHD frees
+         * the connection's memory now, method and path with it: keep the
+         * route's own (a held request always has a route). */
+        r->orphan = true;
+        r->conn = NULL;
+        r->sock = -1;
+        r->method = r->route->method;
+        r->url = r->route->label;
+        wk->nheld--;
+        return;
+    case REQ_ANSWERED:
+        DL_DELETE2(wk->answered, r, sprev, snext);
+        break;
+    case REQ_LIVE:
+        break;
+    }
+    r->park = REQ_LIVE;
+    req_done(r, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK, now_us);
+}
+
+/* Counts, logs and frees a request; delivered: its client got the answer. */
+static void req_done(struct req *r, bool delivered, int64_t now_us)
+{
+    struct http_worker *wk = r->wk;
     if (r->waiting) {
         engine_cancel(wk->srv->e, r->waiter);
         r->waiting = false;
     }
-    if (r->grant_pending && toe != MHD_REQUEST_TERMINATED_COMPLETED_OK) {
+    if (r->grant_pending && !delivered) {
         /* The client never got its lease: give the lock back now. */
         enum lk_code c =
             engine_release(wk->srv->e, wk->lp, r->param, r->grant_lease, release_ignored, NULL);
@@ -751,8 +867,11 @@ static int start_daemon(struct http_worker *wk, char *err, size_t errlen)
     int n = 0;
     opts[n++] = (struct MHD_OptionItem){MHD_OPTION_LISTEN_SOCKET, wk->lfd, NULL};
     opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT, (intptr_t)limit, NULL};
-    opts[n++] = (struct MHD_OptionItem){
-        MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)((cfg->connection_timeout_ms + 999) / 1000), NULL};
+    wk->mhd_timeout_s = (unsigned)((cfg->connection_timeout_ms + 999) / 1000);
+    /* MHD counts idle time from the request's last byte, in whole seconds */
+    wk->hold_untimed = cfg->backend_timeout_ms + 1000 >= (int64_t)wk->mhd_timeout_s * 1000;
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)wk->mhd_timeout_s,
+                                        NULL};
     /* 8 KiB: headers and the read/write buffers only (bodies are copied out
      * chunk by chunk). MHD zeroes the pool for every request on a keep-alive
      * connection, so a larger pool costs a large memset per request. */
@@ -881,16 +1000,16 @@ static void worker_fini(void *arg)
      * whatever is still parked (a waiter that arrived as we stopped), let
      * MHD take the connections back, then stop it. */
     struct req *r, *tmp;
-    DL_FOREACH_SAFE2(wk->suspended, r, tmp, snext)
+    DL_FOREACH_SAFE2(wk->parked, r, tmp, snext)
     {
         if (r->waiting) {
             r->waiting = false;
             engine_cancel(wk->srv->e, r->waiter);
             r->waiter = NULL;
         }
-        if (r->suspended)
-            errors_respond(r, 503, "shutting_down", "lockd is shutting down", NULL);
+        errors_respond(r, 503, "shutting_down", "lockd is shutting down", NULL);
     }
+    flush_answered(wk);
     if (wk->d != NULL) {
         MHD_run(wk->d);
         MHD_stop_daemon(wk->d);

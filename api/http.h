@@ -3,7 +3,7 @@
  * event loop, descriptor of the one listening socket and MHD daemon in
  * external-loop epoll mode, so a request starts and finishes on one loop.
  * A handler answers at once or later on the same loop; in between the
- * connection is suspended, not a thread.
+ * request is parked (struct req's park), never a thread.
  */
 #ifndef LOCKD_API_HTTP_H
 #define LOCKD_API_HTTP_H
@@ -43,7 +43,8 @@ struct req {
 
     /* the answer, set by http_respond*() */
     bool ready;
-    bool suspended;
+    uint8_t park;   /* enum req_park (http.c): how it waits for the engine */
+    bool orphan;    /* its connection closed while the engine still had it */
     int status;
     char *resp; /* malloc'd */
     size_t resp_len;
@@ -51,13 +52,13 @@ struct req {
     const char *hdr_name[REQ_MAX_HEADERS]; /* static strings */
     int nhdrs;
 
-    /* while suspended: on the worker's list, so shutdown can answer it */
+    /* while parked: on the worker's list of parked or of answered requests */
     struct req *sprev, *snext;
 
     /* blocking acquire */
     struct eng_waiter *waiter;
     bool waiting;    /* engine callback not run yet */
-    int sock;        /* watched for EOF while suspended */
+    int sock;        /* its socket while parked: EOF watch, hang-up peek */
     void *eof_watch; /* ev_io *, malloc'd */
     bool grant_pending;
     int64_t token; /* fencing token the answer carried, for the access log; 0 = none */

@@ -25,13 +25,14 @@
 #include <unistd.h>
 #include <utlist.h>
 
-enum mode { MODE_NOW, MODE_PARK, MODE_PARK_PEEK };
+enum mode { MODE_NOW, MODE_PARK, MODE_PARK_PEEK, MODE_HOLD };
 
 struct ctx {
     struct ctx *prev, *next;
     struct MHD_Connection *conn;
     int sock;
     bool ready;
+    bool held;
 };
 
 static enum mode g_mode;
@@ -39,6 +40,8 @@ static struct MHD_Daemon *g_d;
 static struct ev_loop *g_ev;
 static ev_timer g_timer;
 static struct ctx *g_parked; /* suspended, resumed by the next prepare */
+static struct ctx *g_held;   /* not suspended, answered by the next prepare */
+static unsigned g_nheld;
 static bool g_need_run;
 
 static const char g_body[] = "{\"name\":\"x\",\"lease\":\"0123456789abcdef0123456789abcdef\","
@@ -51,6 +54,8 @@ static void drive(void)
     MHD_run(g_d);
     ev_timer_stop(g_ev, &g_timer);
     if (MHD_get_timeout(g_d, &ms) == MHD_YES) {
+        if (ms == 0 && g_nheld > 0)
+            ms = 1000;
         ev_timer_set(&g_timer, (double)ms / 1000.0, 0.);
         ev_timer_start(g_ev, &g_timer);
     }
@@ -72,6 +77,8 @@ static void on_timer(struct ev_loop *ev, ev_timer *t, int revents)
     drive();
 }
 
+static enum MHD_Result respond(struct ctx *c);
+
 /* Stands in for the Redis reply: every parked request is answered the next
  * time the loop is about to block, as lockd answers when a reply is read. */
 static void on_prepare(struct ev_loop *ev, ev_prepare *p, int revents)
@@ -89,6 +96,13 @@ static void on_prepare(struct ev_loop *ev, ev_prepare *p, int revents)
         }
         c->ready = true;
         MHD_resume_connection(c->conn);
+        g_need_run = true;
+    }
+    DL_FOREACH_SAFE (g_held, c, tmp) {
+        DL_DELETE(g_held, c);
+        g_nheld--;
+        c->held = false;
+        respond(c);
         g_need_run = true;
     }
     if (g_need_run)
@@ -131,8 +145,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         *size = 0; /* the body is read and dropped */
         return MHD_YES;
     }
+    if (c->held)
+        return MHD_YES;
     if (c->ready || g_mode == MODE_NOW)
         return respond(c);
+    if (g_mode == MODE_HOLD) {
+        c->held = true;
+        DL_APPEND(g_held, c);
+        g_nheld++;
+        return MHD_YES;
+    }
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
     if (ci != NULL)
@@ -208,6 +230,7 @@ int main(int argc, char **argv)
         if (strcmp(argv[i], "--mode") == 0 && i + 1 < argc) {
             const char *m = argv[++i];
             g_mode = strcmp(m, "park") == 0        ? MODE_PARK
+                     : strcmp(m, "hold") == 0      ? MODE_HOLD
                      : strcmp(m, "park-peek") == 0 ? MODE_PARK_PEEK
                                                    : MODE_NOW;
         } else if (strcmp(argv[i], "--port_file") == 0 && i + 1 < argc) {

@@ -398,6 +398,106 @@ static void t_hangup_while_at_redis(void)
     th_lockd_kill(&l, SIGTERM);
 }
 
+/* The same, but the client resets the connection (RST: SO_LINGER 0) instead
+ * of closing it. A plain acquire at Redis is held, not suspended (api/http.c,
+ * enum req_park). On a connection that served a request before, its socket
+ * is in libmicrohttpd's epoll set, so MHD sees the reset and closes the
+ * connection before the grant comes: lockd must keep the request until Redis
+ * answers, then give the grant back (odd rounds; under ASan, anything of
+ * the request freed with the connection is a use after free here). On a
+ * fresh connection MHD has not added the socket yet, and the grant's peek
+ * finds the reset (even rounds). */
+static void t_reset_while_at_redis(void)
+{
+    long long scale = th_time_scale();
+    struct th_lockd l;
+    lockd_patient(&l, 2000 * scale);
+    struct th_client *c = th_client_new();
+    const char *rq = "POST /locks/reset HTTP/1.1\r\nHost: x\r\nContent-Length: 16\r\n\r\n"
+                     "{\"ttl_ms\":30000}";
+    for (int round = 0; round < 4; round++) {
+        int fd = th_connect(l.port);
+        if (round % 2 == 1)
+            CHECK_EQ_INT(th_raw_request(fd, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", NULL, 0),
+                         200);
+        long long calls0 = freeze_redis();
+        CHECK(write(fd, rq, strlen(rq)) == (ssize_t)strlen(rq));
+        th_sleep_ms(100 * scale); /* parsed, and its EVALSHA sent to the frozen Redis */
+        struct linger lg = {.l_onoff = 1, .l_linger = 0};
+        CHECK(setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)) == 0);
+        close(fd);
+        th_sleep_ms(100 * scale); /* lockd's loop ran and saw the reset */
+        resume_expect_given_back(c, &l, "reset", calls0);
+    }
+    th_client_free(c);
+    CHECK_EQ_INT(th_lockd_signal_wait(&l, SIGTERM, 10000 * scale), 0);
+}
+
+/* A held request is not cut by libmicrohttpd's idle timeout when the
+ * backend may take longer to answer (backend_timeout_ms 5 s against
+ * connection_timeout_ms 1 s): Redis is frozen for 2.5 s while an acquire is
+ * at it, and the client still gets its grant on the same connection, which
+ * then serves the release. */
+static void t_held_outlasts_idle_timeout(void)
+{
+    long long scale = th_time_scale();
+    struct th_lockd l;
+    const char *args[] = {"--redis", redis_url, "--backend_timeout_ms", "5000",
+                          "--connection_timeout_ms", "1000", NULL};
+    th_lockd_start(&l, args, NULL);
+    const char *rq = "POST /locks/slow HTTP/1.1\r\nHost: x\r\nContent-Length: 16\r\n\r\n"
+                     "{\"ttl_ms\":30000}";
+    int fd = th_connect(l.port);
+    freeze_redis();
+    CHECK(write(fd, rq, strlen(rq)) == (ssize_t)strlen(rq));
+    th_sleep_ms(2500);
+    kill(R.pid, SIGCONT);
+    char body[1024];
+    CHECK_EQ_INT(th_raw_response(fd, body, sizeof(body)), 200);
+    const char *lp = strstr(body, "\"lease\":\"");
+    CHECK(lp != NULL);
+    if (lp != NULL) {
+        char rel[256];
+        snprintf(rel, sizeof(rel),
+                 "DELETE /locks/slow HTTP/1.1\r\nHost: x\r\nLock-Lease: %.32s\r\n\r\n", lp + 9);
+        CHECK_EQ_INT(th_raw_request(fd, rel, body, sizeof(body)), 200);
+    }
+    close(fd);
+    CHECK_STR(th_redis_cli(&R, "EXISTS lockd:{slow}"), "0\n");
+    CHECK_EQ_INT(th_lockd_signal_wait(&l, SIGTERM, 10000 * scale), 0);
+}
+
+/* lockd is told to stop (SIGTERM) while 8 acquires are at a frozen Redis:
+ * each client gets a 503, and lockd exits 0 (under ASan: nothing leaked,
+ * nothing used after free). */
+static void t_stop_while_at_redis(void)
+{
+    long long scale = th_time_scale();
+    struct th_lockd l;
+    lockd_patient(&l, 4000 * scale);
+    enum { N = 8 };
+    int fd[N];
+    freeze_redis();
+    for (int i = 0; i < N; i++) {
+        char rq[160];
+        int n = snprintf(rq, sizeof(rq),
+                         "POST /locks/stop-%d HTTP/1.1\r\nHost: x\r\nContent-Length: 16\r\n\r\n"
+                         "{\"ttl_ms\":30000}",
+                         i);
+        fd[i] = th_connect(l.port);
+        CHECK(write(fd[i], rq, (size_t)n) == n);
+    }
+    th_sleep_ms(200 * scale); /* all parsed, their EVALSHAs at the frozen Redis */
+    kill(l.pid, SIGTERM);
+    for (int i = 0; i < N; i++) {
+        char body[512];
+        CHECK_EQ_INT(th_raw_response(fd[i], body, sizeof(body)), 503);
+        close(fd[i]);
+    }
+    CHECK_EQ_INT(th_lockd_signal_wait(&l, 0, 10000 * scale), 0);
+    kill(R.pid, SIGCONT);
+}
+
 /* The same for a waiter: its retry at the holder's expiry is at a frozen
  * Redis when its client hangs up; Redis resumes, the holder has expired, the
  * waiter is granted, and lockd gives that grant back at once. */
@@ -856,6 +956,9 @@ int main(void)
     th_lockd_kill(&L2, SIGTERM);
     TH_RUN(t_hangup_while_at_redis);
     TH_RUN(t_waiter_hangup_while_at_redis);
+    TH_RUN(t_reset_while_at_redis);
+    TH_RUN(t_held_outlasts_idle_timeout);
+    TH_RUN(t_stop_while_at_redis);
     TH_RUN(t_redis_gone_mid_batch);
     TH_RUN(t_auth_at_startup);
     TH_RUN(t_unreachable_at_startup);
