@@ -4,9 +4,12 @@
  * epoll daemon on libev as api/http.c (8 KiB connection pool, TURBO), and a
  * handler that either answers at once (--mode now, lockd's memory backend)
  * or suspends the connection and resumes it on the next loop iteration
- * (--mode park, lockd's Redis backend without Redis). --mode park-peek adds
- * the MSG_PEEK recv lockd makes before it answers a parked acquire. bench/
- * park.sh drives it with bench/loadgen and reads its CPU per request.
+ * (--mode park: lockd's Redis path before 62097ac, its waiters since). --mode park-peek adds
+ * the MSG_PEEK recv lockd makes before it answers a parked acquire. --mode
+ * hold keeps the request without suspending it and queues the answer from
+ * outside MHD_run on the next loop iteration, as lockd does since 62097ac
+ * for a request waiting for one Redis round trip. bench/park.sh drives it
+ * with bench/loadgen and reads its CPU per request.
  * --syscalls prints what one system call of each kind parking adds costs
  * on this machine, alone in a loop (no load, no libmicrohttpd).
  * Not part of lockd; no engine, no JSON parsing.
@@ -170,7 +173,12 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     (void)cls;
     (void)conn;
     (void)toe;
-    free(*con_cls);
+    struct ctx *c = *con_cls;
+    if (c != NULL && c->held) { /* its client left before the answer */
+        DL_DELETE(g_held, c);
+        g_nheld--;
+    }
+    free(c);
     *con_cls = NULL;
 }
 
@@ -236,7 +244,7 @@ int main(int argc, char **argv)
         } else if (strcmp(argv[i], "--port_file") == 0 && i + 1 < argc) {
             port_file = argv[++i];
         } else {
-            fprintf(stderr, "usage: mhd_park [--mode now|park|park-peek] [--port_file F] | --syscalls\n");
+            fprintf(stderr, "usage: mhd_park [--mode now|park|park-peek|hold] [--port_file F] | --syscalls\n");
             return 64;
         }
     }

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # bench/park.sh - CPU per request of libmicrohttpd answering at once against
-# parking the request (suspend, resume on the next loop iteration), as lockd
-# does on its memory and its Redis backend (bench/mhd_park.c). The difference
-# is what parking costs lockd per request before any Redis work. Not a test;
-# `make bench` and `make bench-floors` run it.
+# parking the request (suspend, resume on the next loop iteration: lockd's
+# Redis path before 62097ac, its waiters since) and against holding it
+# without suspending it (lockd's Redis path since 62097ac), as in
+# bench/mhd_park.c. The differences are what each way of waiting costs lockd
+# per request before any Redis work. Not a test; `make bench` and
+# `make bench-floors` run it.
 #
 # Environment: PARK_SECS=5 per measurement, PARK_ROUNDS=3 (modes alternate,
 # median shown), PARK_CLIENTS=64.
@@ -72,7 +74,7 @@ median() { printf '%s\n' "$@" | sort -n | awk '{ v[NR] = $1 } END { print v[int(
 
 declare -A CPU RPS
 for ((r = 1; r <= ROUNDS; r++)); do
-    for m in now park park-peek; do
+    for m in now park park-peek hold; do
         read -r rps cpu < <(measure "$m")
         CPU[$m]+="$cpu " RPS[$m]+="$rps "
         printf '[park] round %d %-9s %8s req/s %6s µs CPU per request\n' "$r" "$m" "$rps" "$cpu" >&2
@@ -82,13 +84,16 @@ echo "libmicrohttpd $(dpkg-query -W -f '${Version}' libmicrohttpd12 2>/dev/null)
 echo
 echo "| mode | req/s | CPU µs per request | rounds (µs) | system calls per request |"
 echo "|---|---:|---:|---|---|"
-for m in now park park-peek; do
+for m in now park park-peek hold; do
     # shellcheck disable=SC2086
     printf '| %s | %s | %s | %s | %s |\n' "$m" "$(median ${RPS[$m]})" "$(median ${CPU[$m]})" \
         "${CPU[$m]% }" "$(syscalls "$m")"
 done
 # shellcheck disable=SC2086
 awk -v a="$(median ${CPU[now]})" -v b="$(median ${CPU[park]})" -v c="$(median ${CPU[park-peek]})" \
+    -v h="$(median ${CPU[hold]})" \
     'BEGIN { printf "\nparking costs %.2f µs per request (%.2f with the peek), %.2f (%.2f) per acquire + release pair\n",
-        b - a, c - a, 2 * (b - a), (b - a) + (c - a) }'
+        b - a, c - a, 2 * (b - a), (b - a) + (c - a)
+        printf "holding costs %.2f µs per request, %.2f per pair (plus the peek: %.2f per pair)\n",
+        h - a, 2 * (h - a), 2 * (h - a) + (c - b) }'
 echo "one system call on this machine, alone in a loop: $("$PARK" --syscalls)"
