@@ -56,13 +56,13 @@ struct http_worker {
     ev_timer mhd_timer;
     ev_prepare prep;
     bool need_run;
-    struct req *parked;   /* suspended or held until the engine answers */
-    struct req *answered; /* held, answered: queued by the next flush */
-    unsigned nheld;       /* held requests whose connection MHD still has */
+    struct req *parked;     /* suspended or held until the engine answers */
+    struct req *answered;   /* held, answered: queued by the next flush */
+    unsigned nheld;         /* held requests whose connection MHD still has */
     unsigned mhd_timeout_s; /* MHD's idle timeout (MHD_OPTION_CONNECTION_TIMEOUT) */
     bool hold_untimed;      /* a backend round trip may outlast it: lift it while held */
-    unsigned conn_limit;   /* this daemon's share of max_connections */
-    bool full;             /* reached conn_limit: MHD stopped listening */
+    unsigned conn_limit;    /* this daemon's share of max_connections */
+    bool full;              /* reached conn_limit: MHD stopped listening */
     uint64_t req_seq;
     struct conn_track *conns;
     ev_timer slow_timer;
@@ -703,9 +703,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     }
     stop_eof_watch(r);
     switch ((enum req_park)r->park) {
-    case REQ_SUSPENDED:
-        DL_DELETE2(wk->parked, r, sprev, snext);
-        break;
+    case REQ_SUSPENDED: DL_DELETE2(wk->parked, r, sprev, snext); break;
     case REQ_HELD:
         /* The engine still has it: done when its answer comes. MHD frees
          * the connection's memory now, method and path with it: keep the
@@ -717,11 +715,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         r->url = r->route->label;
         wk->nheld--;
         return;
-    case REQ_ANSWERED:
-        DL_DELETE2(wk->answered, r, sprev, snext);
-        break;
-    case REQ_LIVE:
-        break;
+    case REQ_ANSWERED: DL_DELETE2(wk->answered, r, sprev, snext); break;
+    case REQ_LIVE: break;
     }
     r->park = REQ_LIVE;
     req_done(r, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK, now_us);
@@ -870,8 +865,8 @@ static int start_daemon(struct http_worker *wk, char *err, size_t errlen)
     wk->mhd_timeout_s = (unsigned)((cfg->connection_timeout_ms + 999) / 1000);
     /* MHD counts idle time from the request's last byte, in whole seconds */
     wk->hold_untimed = cfg->backend_timeout_ms + 1000 >= (int64_t)wk->mhd_timeout_s * 1000;
-    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)wk->mhd_timeout_s,
-                                        NULL};
+    opts[n++] =
+        (struct MHD_OptionItem){MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)wk->mhd_timeout_s, NULL};
     /* 8 KiB: headers and the read/write buffers only (bodies are copied out
      * chunk by chunk). MHD zeroes the pool for every request on a keep-alive
      * connection, so a larger pool costs a large memset per request. */

@@ -43,8 +43,8 @@ struct req {
 
     /* the answer, set by http_respond*() */
     bool ready;
-    uint8_t park;   /* enum req_park (http.c): how it waits for the engine */
-    bool orphan;    /* its connection closed while the engine still had it */
+    uint8_t park; /* enum req_park (http.c): how it waits for the engine */
+    bool orphan;  /* its connection closed while the engine still had it */
     int status;
     char *resp; /* malloc'd */
     size_t resp_len;

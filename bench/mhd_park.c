@@ -244,7 +244,9 @@ int main(int argc, char **argv)
         } else if (strcmp(argv[i], "--port_file") == 0 && i + 1 < argc) {
             port_file = argv[++i];
         } else {
-            fprintf(stderr, "usage: mhd_park [--mode now|park|park-peek|hold] [--port_file F] | --syscalls\n");
+            fprintf(
+                stderr,
+                "usage: mhd_park [--mode now|park|park-peek|hold] [--port_file F] | --syscalls\n");
             return 64;
         }
     }

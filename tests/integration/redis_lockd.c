@@ -374,47 +374,29 @@ static void resume_expect_given_back(struct th_client *c, const struct th_lockd 
     CHECK_EQ_INT(http_status(c, "DELETE", url, NULL, hdr, NULL), 200);
 }
 
-/* A plain acquire is at a frozen Redis (SIGSTOP) when its client hangs up;
- * Redis resumes and grants. Nobody can learn that lease, so lockd gives the
- * lock back at once instead of leaving it held by no one for its 30 s ttl. */
-static void t_hangup_while_at_redis(void)
+/* A raw acquire of name with a 30 s ttl, for writing to a socket by hand;
+ * returns its length. */
+static int acquire_request(char *buf, size_t cap, const char *name)
 {
-    long long scale = th_time_scale();
-    struct th_lockd l;
-    lockd_patient(&l, 2000 * scale);
-    struct th_client *c = th_client_new();
-    const char *rq = "POST /locks/gone HTTP/1.1\r\nHost: x\r\nContent-Length: 16\r\n\r\n"
-                     "{\"ttl_ms\":30000}";
-    for (int round = 0; round < 3; round++) {
-        int fd = th_connect(l.port);
-        long long calls0 = freeze_redis();
-        CHECK(write(fd, rq, strlen(rq)) == (ssize_t)strlen(rq));
-        th_sleep_ms(100 * scale); /* parsed, and its EVALSHA sent to the frozen Redis */
-        close(fd);
-        th_sleep_ms(50 * scale);
-        resume_expect_given_back(c, &l, "gone", calls0);
-    }
-    th_client_free(c);
-    th_lockd_kill(&l, SIGTERM);
+    return snprintf(buf, cap,
+                    "POST /locks/%s HTTP/1.1\r\nHost: x\r\nContent-Length: 16\r\n\r\n"
+                    "{\"ttl_ms\":30000}",
+                    name);
 }
 
-/* The same, but the client resets the connection (RST: SO_LINGER 0) instead
- * of closing it. A plain acquire at Redis is held, not suspended (api/http.c,
- * enum req_park). On a connection that served a request before, its socket
- * is in libmicrohttpd's epoll set, so MHD sees the reset and closes the
- * connection before the grant comes: lockd must keep the request until Redis
- * answers, then give the grant back (odd rounds; under ASan, anything of
- * the request freed with the connection is a use after free here). On a
- * fresh connection MHD has not added the socket yet, and the grant's peek
- * finds the reset (even rounds). */
-static void t_reset_while_at_redis(void)
+/* A plain acquire is at a frozen Redis (SIGSTOP) when its client hangs up
+ * (close, or a reset: SO_LINGER 0); Redis resumes and grants. Nobody can
+ * learn that lease, so lockd gives the lock back at once instead of leaving
+ * it held by no one for its 30 s ttl. Odd rounds first use the connection
+ * for one request, so that its socket is in libmicrohttpd's epoll set. */
+static void hang_up_at_redis(const char *name, bool reset)
 {
     long long scale = th_time_scale();
     struct th_lockd l;
     lockd_patient(&l, 2000 * scale);
     struct th_client *c = th_client_new();
-    const char *rq = "POST /locks/reset HTTP/1.1\r\nHost: x\r\nContent-Length: 16\r\n\r\n"
-                     "{\"ttl_ms\":30000}";
+    char rq[160];
+    acquire_request(rq, sizeof(rq), name);
     for (int round = 0; round < 4; round++) {
         int fd = th_connect(l.port);
         if (round % 2 == 1)
@@ -423,14 +405,33 @@ static void t_reset_while_at_redis(void)
         long long calls0 = freeze_redis();
         CHECK(write(fd, rq, strlen(rq)) == (ssize_t)strlen(rq));
         th_sleep_ms(100 * scale); /* parsed, and its EVALSHA sent to the frozen Redis */
-        struct linger lg = {.l_onoff = 1, .l_linger = 0};
-        CHECK(setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)) == 0);
+        if (reset) {
+            struct linger lg = {.l_onoff = 1, .l_linger = 0};
+            CHECK(setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)) == 0);
+        }
         close(fd);
-        th_sleep_ms(100 * scale); /* lockd's loop ran and saw the reset */
-        resume_expect_given_back(c, &l, "reset", calls0);
+        th_sleep_ms(100 * scale); /* lockd's loop ran and saw the hang-up, if it looks */
+        resume_expect_given_back(c, &l, name, calls0);
     }
     th_client_free(c);
     CHECK_EQ_INT(th_lockd_signal_wait(&l, SIGTERM, 10000 * scale), 0);
+}
+
+static void t_hangup_while_at_redis(void)
+{
+    hang_up_at_redis("gone", false);
+}
+
+/* A plain acquire at Redis is held, not suspended (api/http.c, enum
+ * req_park). After a reset on a connection whose socket is in its epoll
+ * set, MHD closes the connection before the grant comes: lockd must keep
+ * the request until Redis answers, then give the grant back (under ASan,
+ * anything of the request freed with the connection is a use after free
+ * here). On a fresh connection MHD has not added the socket yet, and the
+ * grant's peek finds the reset. */
+static void t_reset_while_at_redis(void)
+{
+    hang_up_at_redis("reset", true);
 }
 
 /* A held request is not cut by libmicrohttpd's idle timeout when the
@@ -442,11 +443,12 @@ static void t_held_outlasts_idle_timeout(void)
 {
     long long scale = th_time_scale();
     struct th_lockd l;
-    const char *args[] = {"--redis", redis_url, "--backend_timeout_ms", "5000",
-                          "--connection_timeout_ms", "1000", NULL};
+    const char *args[] = {
+        "--redis", redis_url, "--backend_timeout_ms", "5000", "--connection_timeout_ms",
+        "1000",    NULL};
     th_lockd_start(&l, args, NULL);
-    const char *rq = "POST /locks/slow HTTP/1.1\r\nHost: x\r\nContent-Length: 16\r\n\r\n"
-                     "{\"ttl_ms\":30000}";
+    char rq[160];
+    acquire_request(rq, sizeof(rq), "slow");
     int fd = th_connect(l.port);
     freeze_redis();
     CHECK(write(fd, rq, strlen(rq)) == (ssize_t)strlen(rq));
@@ -479,11 +481,9 @@ static void t_stop_while_at_redis(void)
     int fd[N];
     freeze_redis();
     for (int i = 0; i < N; i++) {
-        char rq[160];
-        int n = snprintf(rq, sizeof(rq),
-                         "POST /locks/stop-%d HTTP/1.1\r\nHost: x\r\nContent-Length: 16\r\n\r\n"
-                         "{\"ttl_ms\":30000}",
-                         i);
+        char name[32], rq[160];
+        snprintf(name, sizeof(name), "stop-%d", i);
+        int n = acquire_request(rq, sizeof(rq), name);
         fd[i] = th_connect(l.port);
         CHECK(write(fd[i], rq, (size_t)n) == n);
     }
@@ -551,11 +551,9 @@ static void t_redis_gone_mid_batch(void)
     kill(l.pid, SIGSTOP);
     th_redis_cli(&R, "CLIENT KILL TYPE normal");
     for (int i = 0; i < LOADERS; i++) {
-        char rq[160];
-        int n = snprintf(rq, sizeof(rq),
-                         "POST /locks/batch-%d HTTP/1.1\r\nHost: x\r\nContent-Length: 16\r\n\r\n"
-                         "{\"ttl_ms\":30000}",
-                         i);
+        char name[32], rq[160];
+        snprintf(name, sizeof(name), "batch-%d", i);
+        int n = acquire_request(rq, sizeof(rq), name);
         CHECK(send(fd[i], rq, (size_t)n, MSG_NOSIGNAL) == n);
     }
     kill(l.pid, SIGCONT);
