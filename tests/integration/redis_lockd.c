@@ -469,6 +469,58 @@ static void t_held_outlasts_idle_timeout(void)
     CHECK_EQ_INT(th_lockd_signal_wait(&l, SIGTERM, 10000 * scale), 0);
 }
 
+/* Five acquires pipelined in one write on one connection: each is held at
+ * Redis in turn (libmicrohttpd takes the next from its buffer once the one
+ * before is answered), and all five come back granted, in order. Then the
+ * same five names again on a second connection: all five refused (409). */
+static void t_pipelined_at_redis(void)
+{
+    long long scale = th_time_scale();
+    struct th_lockd l;
+    lockd_patient(&l, 2000 * scale);
+    enum { N = 5 };
+    for (int pass = 0; pass < 2; pass++) {
+        char all[N * 160];
+        size_t len = 0;
+        for (int i = 0; i < N; i++) {
+            char name[32];
+            snprintf(name, sizeof(name), "piped-%d", i);
+            len += (size_t)acquire_request(all + len, sizeof(all) - len, name);
+        }
+        int fd = th_connect(l.port);
+        CHECK(write(fd, all, len) == (ssize_t)len);
+        /* The answers may come in one read: take them all, then look. */
+        const char *status = pass == 0 ? "HTTP/1.1 200 " : "HTTP/1.1 409 ";
+        char got[16384];
+        size_t n = 0;
+        int seen = 0;
+        int64_t end = th_now_ms() + 5000 * scale;
+        while (seen < N && th_now_ms() < end) {
+            struct pollfd p = {.fd = fd, .events = POLLIN};
+            if (poll(&p, 1, 100) <= 0)
+                continue;
+            ssize_t r = recv(fd, got + n, sizeof(got) - 1 - n, 0);
+            if (r <= 0)
+                break;
+            n += (size_t)r;
+            got[n] = '\0';
+            seen = 0;
+            for (const char *q = got; (q = strstr(q, status)) != NULL; q++)
+                seen++;
+        }
+        CHECK_EQ_INT(seen, N);
+        const char *at = got; /* in order: piped-0 first */
+        for (int i = 0; i < N && at != NULL; i++) {
+            char want[48];
+            snprintf(want, sizeof(want), "\"name\":\"piped-%d\"", i);
+            at = pass == 0 ? strstr(at, want) : at;
+            CHECK(at != NULL);
+        }
+        close(fd);
+    }
+    CHECK_EQ_INT(th_lockd_signal_wait(&l, SIGTERM, 10000 * scale), 0);
+}
+
 /* lockd is told to stop (SIGTERM) while 8 acquires are at a frozen Redis:
  * each client gets a 503, and lockd exits 0 (under ASan: nothing leaked,
  * nothing used after free). */
@@ -957,6 +1009,7 @@ int main(void)
     TH_RUN(t_reset_while_at_redis);
     TH_RUN(t_held_outlasts_idle_timeout);
     TH_RUN(t_stop_while_at_redis);
+    TH_RUN(t_pipelined_at_redis);
     TH_RUN(t_redis_gone_mid_batch);
     TH_RUN(t_auth_at_startup);
     TH_RUN(t_unreachable_at_startup);
