@@ -33,6 +33,7 @@ LIB_SRC  := $(filter-out server/main.c,$(wildcard server/*.c)) $(wildcard api/*.
 LUA      := $(wildcard server/scripts/*.lua)
 CLI_SRC  := $(wildcard cli/*.c)
 TLIB_SRC := $(wildcard tests/lib/*.c)
+CONF_SRC := $(wildcard tests/conformance/*.c)
 UNIT     := $(patsubst tests/unit/%.c,%,$(wildcard tests/unit/*.c))
 INTEG    := $(patsubst tests/integration/%.c,%,$(wildcard tests/integration/*.c))
 BENCH    := $(patsubst bench/%.c,%,$(wildcard bench/*.c))
@@ -67,7 +68,12 @@ $(1)/tests/unit/%: $(1)/obj/tests/unit/%.o $(1)/liblockd.a
 $(1)/tests/integration/%: $(1)/obj/tests/integration/%.o $(patsubst %.c,$(1)/obj/%.o,$(TLIB_SRC)) $(1)/liblockd.a
 	@mkdir -p $$(@D)
 	$$(CC) $(2) -o $$@ $$^ $$(LDLIBS_ALL)
-$(1)/tests: $(addprefix $(1)/tests/unit/,$(UNIT)) $(addprefix $(1)/tests/integration/,$(INTEG)) $(1)/lockd $(1)/lockctl
+# the backend conformance suite: one program, run once per backend by tests/run.sh
+$(1)/tests/conformance/conformance: $(patsubst %.c,$(1)/obj/%.o,$(CONF_SRC) $(TLIB_SRC)) $(1)/liblockd.a
+	@mkdir -p $$(@D)
+	$$(CC) $(2) -o $$@ $$^ $$(LDLIBS_ALL)
+$(1)/tests: $(addprefix $(1)/tests/unit/,$(UNIT)) $(addprefix $(1)/tests/integration/,$(INTEG)) \
+            $(1)/tests/conformance/conformance $(1)/lockd $(1)/lockctl
 endef
 
 $(eval $(call flavour,build,$(CFLAGS)))

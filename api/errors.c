@@ -1,5 +1,7 @@
 /*
- * errors.c - status codes and error bodies.
+ * errors.c - the one table from lk_code to HTTP status, error string and
+ * default message, and the error bodies built from it. No other file in api/
+ * picks a status for an error. Read-only data: any thread.
  */
 #include "api/errors.h"
 
@@ -8,75 +10,92 @@
 
 #include "api/http.h"
 
-void api_error_set(struct api_error *e, int status, const char *code, const char *fmt, ...)
+/* Indexed by code: every code of the enum has its row (test_errors checks
+ * that none is missing). Strings and statuses are the API's (DESIGN.md
+ * §Errors and limits); changing one changes what clients see. */
+static const struct errors_row table[] = {
+    [LK_OK] = {200, "ok", "no error"},
+    /* A parked result must never be answered; if it is, it is a bug. */
+    [LK_AGAIN] = {500, "internal", "internal error"},
+    [LK_INTERNAL] = {500, "internal", "internal error"},
+    [LK_INVALID] = {400, "invalid_field", "invalid request"},
+    [LK_INVALID_JSON] = {400, "invalid_json", "body must be a JSON object"},
+    [LK_UNKNOWN_FIELD] = {400, "unknown_field", "unknown field"},
+    [LK_INVALID_NAME] = {400, "invalid_name",
+                         "lock names are 1 to 255 bytes of A-Z a-z 0-9 . _ : -"},
+    [LK_CONFLICTING_LEASE] = {400, "conflicting_lease",
+                              "the leases sent in the header, query and body differ"},
+    /* Same error string as any bad field: clients see invalid_field. */
+    [LK_BAD_CURSOR] = {400, "invalid_field",
+                       "query 'cursor' must be a next_cursor this lockd gave out"},
+    [LK_BODY_TOO_LARGE] = {413, "body_too_large", "request body is too large"},
+    [LK_UNAUTHORIZED] = {401, "unauthorized", "missing or invalid bearer token"},
+    [LK_FORBIDDEN] = {403, "forbidden", "this call needs an admin token"},
+    [LK_NO_ROUTE] = {404, "not_found", "no such route"},
+    [LK_METHOD_NOT_ALLOWED] = {405, "method_not_allowed", "method not allowed here"},
+    /* Nobody reads it: the status is what the access log and metrics show. */
+    [LK_CANCELLED] = {499, "client_closed", "the client closed the connection"},
+    [LK_LOCKED] = {409, "locked", "the lock is held; it was not granted"},
+    [LK_HELD_BY_OTHER] = {409, "held_by_other", "another lease holds this lock now; stop using it"},
+    [LK_NOT_HELD] = {404, "not_held", "nobody holds this lock now; your lease is gone"},
+    [LK_SESSION_NOT_FOUND] = {404, "session_not_found", "no live session with this id"},
+    [LK_TOO_MANY_SESSIONS] = {503, "too_many_sessions", "the session limit is reached"},
+    [LK_LIMIT_MISMATCH] = {409, "limit_mismatch", "holders of this lock use another limit"},
+    [LK_UNSUPPORTED] = {400, "unsupported_by_backend", "not supported by this backend"},
+    [LK_BACKEND_DOWN] = {503, "backend_unavailable",
+                         "the lock backend did not answer; nothing was granted"},
+    [LK_SHUTTING_DOWN] = {503, "shutting_down", "lockd is shutting down"},
+};
+
+_Static_assert(sizeof(table) / sizeof(table[0]) == LK_CODE_COUNT,
+               "api/errors.c: one row per lk_code (the last code has no row)");
+
+const struct errors_row *errors_row(enum lk_code c)
+{
+    if ((unsigned)c >= LK_CODE_COUNT || table[c].error == NULL)
+        return &table[LK_INTERNAL];
+    return &table[c];
+}
+
+int errors_status(enum lk_code c)
+{
+    return errors_row(c)->status;
+}
+
+void api_error_set(struct api_error *e, enum lk_code code, const char *fmt, ...)
 {
     va_list ap;
     e->code = code;
-    e->status = status;
     va_start(ap, fmt);
     vsnprintf(e->message, sizeof(e->message), fmt, ap);
     va_end(ap);
 }
 
-int errors_status(enum lk_code c)
+void api_error_code(struct api_error *e, enum lk_code code)
 {
-    switch (c) {
-    case LK_OK: return 200;
-    case LK_INVALID: return 400;
-    case LK_UNSUPPORTED: return 400;
-    case LK_NOT_HELD: return 404;
-    case LK_SESSION_NOT_FOUND: return 404;
-    case LK_NOT_FOUND: return 404;
-    case LK_LOCKED: return 409;
-    case LK_HELD_BY_OTHER: return 409;
-    case LK_LIMIT_MISMATCH: return 409;
-    case LK_BACKEND_DOWN: return 503;
-    case LK_SHUTTING_DOWN: return 503;
-    case LK_AGAIN:
-    case LK_INTERNAL:
-    case LK_CANCELLED: return 500;
-    }
-    return 500;
+    e->code = code;
+    lk_strlcpy(e->message, errors_row(code)->message, sizeof(e->message));
 }
 
-static const char *message_of(enum lk_code c)
+void errors_respond_msg(struct req *r, enum lk_code c, const char *message, json_t *extra)
 {
-    switch (c) {
-    case LK_LOCKED: return "the lock is held; it was not granted";
-    case LK_HELD_BY_OTHER: return "another lease holds this lock now; stop using it";
-    case LK_NOT_HELD: return "nobody holds this lock now; your lease is gone";
-    case LK_SESSION_NOT_FOUND: return "no live session with this id";
-    case LK_NOT_FOUND: return "not found";
-    case LK_BACKEND_DOWN: return "the lock backend did not answer; nothing was granted";
-    case LK_SHUTTING_DOWN: return "lockd is shutting down";
-    case LK_LIMIT_MISMATCH: return "holders of this lock use another limit";
-    case LK_UNSUPPORTED: return "not supported by this backend";
-    case LK_INVALID: return "invalid request";
-    default: return "internal error";
-    }
-}
-
-void errors_respond(struct req *r, int status, const char *code, const char *message, json_t *extra)
-{
+    const struct errors_row *row = errors_row(c);
     json_t *o = json_object();
-    json_object_set_new(o, "error", json_string(code));
-    json_object_set_new(o, "message", json_string(message));
+    json_object_set_new(o, "error", json_string(row->error));
+    json_object_set_new(o, "message", json_string(message != NULL ? message : row->message));
     if (extra != NULL) {
         json_object_update(o, extra);
         json_decref(extra);
     }
-    http_respond_json(r, status, o);
+    http_respond_json(r, row->status, o);
 }
 
 void errors_respond_code(struct req *r, enum lk_code c, json_t *extra)
 {
-    const char *code = c == LK_INVALID                                          ? "invalid_field"
-                       : c == LK_INTERNAL || c == LK_AGAIN || c == LK_CANCELLED ? "internal"
-                                                                                : lk_code_name(c);
-    errors_respond(r, errors_status(c), code, message_of(c), extra);
+    errors_respond_msg(r, c, NULL, extra);
 }
 
 void errors_respond_input(struct req *r, const struct api_error *e)
 {
-    errors_respond(r, e->status, e->code, e->message, NULL);
+    errors_respond_msg(r, e->code, e->message, NULL);
 }

@@ -431,7 +431,7 @@ static void on_eof(struct ev_loop *ev, ev_io *w, int revents)
         r->waiting = false;
         engine_cancel(http_engine(r), r->waiter);
         r->waiter = NULL;
-        errors_respond(r, 499, "client_closed", "the client closed the connection", NULL);
+        errors_respond_code(r, LK_CANCELLED, NULL);
     }
 }
 
@@ -453,7 +453,7 @@ bool http_grant_undeliverable(struct req *r, const char *name, const char *lease
     enum lk_code code =
         engine_release(http_engine(r), http_loop(r), name, lease, release_ignored, NULL);
     (void)code;
-    errors_respond(r, 499, "client_closed", "the client closed the connection", NULL);
+    errors_respond_code(r, LK_CANCELLED, NULL);
     return true;
 }
 
@@ -530,27 +530,27 @@ static void req_start(struct http_worker *wk, struct req *r, struct MHD_Connecti
 static void route_request(struct req *r)
 {
     char allow[64];
-    int status = 404;
+    enum lk_code why = LK_NO_ROUTE;
     const char *param = NULL, *label;
-    r->route = router_match(r->method, r->url, &param, &status, allow, sizeof(allow), &label);
+    r->route = router_match(r->method, r->url, &param, &why, allow, sizeof(allow), &label);
     /* The token first: without it, a 404 or 405 would already tell a
      * stranger which routes and methods exist. */
     bool guarded = r->route != NULL ? r->route->guarded : !router_path_open(r->url);
     if ((guarded || r->wk->srv->cfg->auth_metrics) && auth_enabled() &&
         !auth_check(http_header(r, MHD_HTTP_HEADER_AUTHORIZATION))) {
         http_add_header(r, "WWW-Authenticate", "Bearer realm=\"lockd\"");
-        errors_respond(r, 401, "unauthorized", "missing or invalid bearer token", NULL);
+        errors_respond_code(r, LK_UNAUTHORIZED, NULL);
         return;
     }
     if (r->route == NULL) {
-        if (status == 405) {
+        if (why == LK_METHOD_NOT_ALLOWED) {
             http_add_header(r, "Allow", allow);
             char msg[128];
             snprintf(msg, sizeof(msg), "method %.16s is not allowed here; use %s", r->method,
                      allow);
-            errors_respond(r, 405, "method_not_allowed", msg, NULL);
+            errors_respond_msg(r, LK_METHOD_NOT_ALLOWED, msg, NULL);
         } else {
-            errors_respond(r, 404, "not_found", "no such route", NULL);
+            errors_respond_code(r, LK_NO_ROUTE, NULL);
         }
         return;
     }
@@ -602,7 +602,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             char msg[96];
             snprintf(msg, sizeof(msg), "request body is larger than %lld bytes",
                      (long long)wk->srv->cfg->max_body_bytes);
-            errors_respond(r, 413, "body_too_large", msg, NULL);
+            errors_respond_msg(r, LK_BODY_TOO_LARGE, msg, NULL);
             return queue(r);
         }
         return MHD_YES;
@@ -653,7 +653,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         char msg[96];
         snprintf(msg, sizeof(msg), "request body is larger than %lld bytes",
                  (long long)wk->srv->cfg->max_body_bytes);
-        errors_respond(r, 413, "body_too_large", msg, NULL);
+        errors_respond_msg(r, LK_BODY_TOO_LARGE, msg, NULL);
         return queue(r);
     }
     r->route->fn(r);
@@ -1002,7 +1002,7 @@ static void worker_fini(void *arg)
             engine_cancel(wk->srv->e, r->waiter);
             r->waiter = NULL;
         }
-        errors_respond(r, 503, "shutting_down", "lockd is shutting down", NULL);
+        errors_respond_code(r, LK_SHUTTING_DOWN, NULL);
     }
     flush_answered(wk);
     if (wk->d != NULL) {

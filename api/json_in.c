@@ -59,16 +59,16 @@ json_t *json_in_parse(const char *body, size_t len, struct api_error *e)
         if ((strstr(jerr.text, "too big") != NULL || strstr(jerr.text, "overflow") != NULL) &&
             jerr.position > 0 && (size_t)jerr.position <= len &&
             number_field(body, (size_t)jerr.position, key, sizeof(key))) {
-            api_error_set(e, 400, "invalid_field", "field '%s' is out of range", key);
+            api_error_set(e, LK_INVALID, "field '%s' is out of range", key);
             return NULL;
         }
-        api_error_set(e, 400, "invalid_json", "body is not valid JSON: %s (at byte %d)", jerr.text,
+        api_error_set(e, LK_INVALID_JSON, "body is not valid JSON: %s (at byte %d)", jerr.text,
                       jerr.position);
         return NULL;
     }
     if (!json_is_object(root)) {
         json_decref(root);
-        api_error_set(e, 400, "invalid_json", "body must be a JSON object");
+        api_error_set(e, LK_INVALID_JSON, "body must be a JSON object");
         return NULL;
     }
     return root;
@@ -84,7 +84,7 @@ bool json_in_fields(json_t *obj, const char *const *allowed, unsigned *present, 
         while (allowed[i] != NULL && strcmp(allowed[i], key) != 0)
             i++;
         if (allowed[i] == NULL) {
-            api_error_set(e, 400, "unknown_field", "unknown field '%.64s'", key);
+            api_error_set(e, LK_UNKNOWN_FIELD, "unknown field '%.64s'", key);
             return false;
         }
         if (i < sizeof(*present) * 8)
@@ -106,12 +106,12 @@ bool json_in_int(json_t *obj, const char *key, int64_t min, int64_t max, int64_t
     if (v == NULL)
         return true;
     if (!json_is_integer(v)) {
-        api_error_set(e, 400, "invalid_field", "field '%s' must be an integer", key);
+        api_error_set(e, LK_INVALID, "field '%s' must be an integer", key);
         return false;
     }
     json_int_t n = json_integer_value(v);
     if (n < min || n > max) {
-        api_error_set(e, 400, "invalid_field", "field '%s' must be between %lld and %lld", key,
+        api_error_set(e, LK_INVALID, "field '%s' must be between %lld and %lld", key,
                       (long long)min, (long long)max);
         return false;
     }
@@ -125,11 +125,11 @@ bool json_in_str(json_t *obj, const char *key, size_t maxlen, const char **out, 
     if (v == NULL)
         return true;
     if (!json_is_string(v)) {
-        api_error_set(e, 400, "invalid_field", "field '%s' must be a string", key);
+        api_error_set(e, LK_INVALID, "field '%s' must be a string", key);
         return false;
     }
     if (json_string_length(v) > maxlen) {
-        api_error_set(e, 400, "invalid_field", "field '%s' must be at most %zu bytes", key, maxlen);
+        api_error_set(e, LK_INVALID, "field '%s' must be at most %zu bytes", key, maxlen);
         return false;
     }
     *out = json_string_value(v);
@@ -142,7 +142,7 @@ bool json_in_bool(json_t *obj, const char *key, bool *out, struct api_error *e)
     if (v == NULL)
         return true;
     if (!json_is_boolean(v)) {
-        api_error_set(e, 400, "invalid_field", "field '%s' must be true or false", key);
+        api_error_set(e, LK_INVALID, "field '%s' must be true or false", key);
         return false;
     }
     *out = json_is_true(v);
@@ -152,8 +152,7 @@ bool json_in_bool(json_t *obj, const char *key, bool *out, struct api_error *e)
 bool json_in_name(const char *s, struct api_error *e)
 {
     if (!lk_name_valid(s, strlen(s))) {
-        api_error_set(e, 400, "invalid_name",
-                      "lock names are 1 to 255 bytes of A-Z a-z 0-9 . _ : -");
+        api_error_code(e, LK_INVALID_NAME); /* the rule, as the table words it */
         return false;
     }
     return true;

@@ -33,7 +33,7 @@ static bool query_field(void *arg, const char *k, const char *v)
         if (strcmp(*a, k) == 0)
             known = true;
     if (!known) {
-        api_error_set(q->e, 400, "unknown_field", "unknown query parameter '%.64s'", k);
+        api_error_set(q->e, LK_UNKNOWN_FIELD, "unknown query parameter '%.64s'", k);
         q->ok = false;
         return false;
     }
@@ -69,7 +69,7 @@ static bool find_lease(struct req *r, const char *body_lease, const char *query_
                             e);
 }
 
-static json_t *holder_json(const struct bk_holder *h)
+static json_t *holder_json(const struct eng_holder *h)
 {
     json_t *o = json_object();
     if (h->lock_delay) {
@@ -264,52 +264,66 @@ bad:
 
 /* ---- inspect and list ---- */
 
-static json_t *inspect_json(const char *name, const struct bk_info *info)
+static json_t *one_holder_json(const struct eng_holder *h)
+{
+    json_t *one = json_object();
+    json_object_set_new(one, "owner", json_string(h->owner));
+    json_object_set_new(one, "fencing_token", json_integer(h->fencing_token));
+    json_object_set_new(one, "expires_in_ms", json_integer(h->expires_in_ms));
+    json_object_set_new(one, "session_bound", json_boolean(h->session_bound));
+    return one;
+}
+
+/* One lock's fields. h is the first holder (or the lock-delay when not
+ * held); holders/nholders every holder when the engine lists them (else h
+ * alone); waiters is this lockd's queue for the name. */
+static json_t *inspect_json(const char *name, bool held, const struct eng_holder *h,
+                            const struct eng_holder *holders, size_t nholders, int64_t waiters)
 {
     json_t *o = json_object();
     json_object_set_new(o, "name", json_string(name));
-    json_object_set_new(o, "held", json_boolean(info->held));
+    json_object_set_new(o, "held", json_boolean(held));
     json_object_set_new(o, "mode", json_string("exclusive"));
     json_object_set_new(o, "limit", json_integer(1));
     json_t *list = json_array();
-    if (info->held) {
-        const struct bk_holder *h = &info->holder;
+    if (held) {
+        if (holders == NULL || nholders == 0) {
+            holders = h;
+            nholders = 1;
+        }
         json_object_set_new(o, "owner", json_string(h->owner));
         json_object_set_new(o, "fencing_token", json_integer(h->fencing_token));
         json_object_set_new(o, "expires_in_ms", json_integer(h->expires_in_ms));
         json_object_set_new(o, "session_bound", json_boolean(h->session_bound));
-        json_object_set_new(o, "holders", json_integer(1));
-        json_t *one = json_object();
-        json_object_set_new(one, "owner", json_string(h->owner));
-        json_object_set_new(one, "fencing_token", json_integer(h->fencing_token));
-        json_object_set_new(one, "expires_in_ms", json_integer(h->expires_in_ms));
-        json_object_set_new(one, "session_bound", json_boolean(h->session_bound));
-        json_array_append_new(list, one);
+        json_object_set_new(o, "holders", json_integer((json_int_t)nholders));
+        for (size_t i = 0; i < nholders && i < 100; i++) /* openapi: at most 100 */
+            json_array_append_new(list, one_holder_json(&holders[i]));
     } else {
         json_object_set_new(o, "owner", json_null());
         json_object_set_new(o, "fencing_token", json_null());
         json_object_set_new(o, "expires_in_ms", json_null());
         json_object_set_new(o, "session_bound", json_false());
         json_object_set_new(o, "holders", json_integer(0));
-        if (info->holder.lock_delay) {
+        if (h->lock_delay) {
             json_object_set_new(o, "lock_delay", json_true());
-            json_object_set_new(o, "lock_delay_ms", json_integer(info->holder.expires_in_ms));
+            json_object_set_new(o, "lock_delay_ms", json_integer(h->expires_in_ms));
         }
     }
     json_object_set_new(o, "holder_list", list);
+    json_object_set_new(o, "waiters", json_integer(waiters));
     return o;
 }
 
-static void inspect_cb(void *arg, const struct bk_info *info, int64_t waiters)
+static void inspect_cb(void *arg, const struct eng_info *info)
 {
     struct req *r = arg;
     if (info->code != LK_OK) {
         errors_respond_code(r, info->code, NULL);
         return;
     }
-    json_t *o = inspect_json(r->param, info);
-    json_object_set_new(o, "waiters", json_integer(waiters));
-    http_respond_json(r, 200, o);
+    http_respond_json(r, 200,
+                      inspect_json(r->param, info->held, &info->holder, info->holders,
+                                   info->nholders, info->waiters));
 }
 
 void locks_inspect(struct req *r)
@@ -324,27 +338,20 @@ void locks_inspect(struct req *r)
     (void)c;
 }
 
-static void list_cb(void *arg, enum lk_code code, const struct bk_entry *ents, size_t n,
+static void list_cb(void *arg, enum lk_code code, const struct eng_entry *ents, size_t n,
                     const char *next)
 {
     struct req *r = arg;
-    if (code == LK_INVALID) {
-        errors_respond(r, 400, "invalid_field",
-                       "query 'cursor' must be a next_cursor this lockd gave out", NULL);
-        return;
-    }
-    if (code != LK_OK) {
+    if (code != LK_OK) { /* LK_BAD_CURSOR: 400 invalid_field, as the table says */
         errors_respond_code(r, code, NULL);
         return;
     }
     json_t *o = json_object();
     json_t *arr = json_array();
     for (size_t i = 0; i < n; i++) {
-        struct bk_info info = {.code = LK_OK, .held = true, .holder = ents[i].holder};
-        json_t *it = inspect_json(ents[i].name, &info);
-        json_object_set_new(it, "waiters",
-                            json_integer(engine_waiters(http_engine(r), ents[i].name)));
-        json_array_append_new(arr, it);
+        int64_t waiters = engine_waiters(http_engine(r), ents[i].name);
+        json_array_append_new(arr,
+                              inspect_json(ents[i].name, true, &ents[i].holder, NULL, 0, waiters));
     }
     json_object_set_new(o, "locks", arr);
     json_object_set_new(o, "next_cursor", next ? json_string(next) : json_null());
@@ -365,7 +372,7 @@ static bool list_query(void *arg, const char *k, const char *v)
                         : strcmp(k, "limit") == 0  ? &la->limit
                                                    : NULL;
     if (slot == NULL) {
-        api_error_set(la->e, 400, "unknown_field", "unknown query parameter '%.64s'", k);
+        api_error_set(la->e, LK_UNKNOWN_FIELD, "unknown query parameter '%.64s'", k);
         la->ok = false;
         return false;
     }

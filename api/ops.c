@@ -23,7 +23,7 @@ void ops_healthz(struct req *r)
 
 static json_t *nodes_json(struct engine *e)
 {
-    struct bk_node nodes[16];
+    struct eng_node nodes[16];
     size_t n = engine_nodes(e, nodes, 16);
     json_t *a = json_array();
     for (size_t i = 0; i < n; i++) {
@@ -37,7 +37,7 @@ static json_t *nodes_json(struct engine *e)
     return a;
 }
 
-static void ping_cb(void *arg, const struct bk_reply *br)
+static void ping_cb(void *arg, enum lk_code code)
 {
     struct req *r = arg;
     struct engine *e = http_engine(r);
@@ -45,11 +45,12 @@ static void ping_cb(void *arg, const struct bk_reply *br)
     json_object_set_new(extra, "backend", json_string(engine_backend_name(e)));
     json_object_set_new(extra, "nodes", nodes_json(e));
     if (engine_draining(e)) {
-        errors_respond(r, 503, "shutting_down", "lockd is shutting down", extra);
+        errors_respond_code(r, LK_SHUTTING_DOWN, extra);
         return;
     }
-    if (br->code != LK_OK) {
-        errors_respond(r, 503, "backend_unavailable", "the lock backend does not answer", extra);
+    if (code != LK_OK) {
+        /* Not the table's sentence: nothing was asked, so nothing was refused. */
+        errors_respond_msg(r, LK_BACKEND_DOWN, "the lock backend does not answer", extra);
         return;
     }
     json_object_set_new(extra, "status", json_string("ready"));
@@ -65,7 +66,7 @@ void ops_readyz(struct req *r)
 void ops_metrics(struct req *r)
 {
     struct engine *e = http_engine(r);
-    struct bk_node nodes[16];
+    struct eng_node nodes[16];
     size_t n = engine_nodes(e, nodes, 16);
     char extra[4096];
     size_t off = 0;
@@ -84,7 +85,7 @@ void ops_metrics(struct req *r)
     for (size_t i = 0; i < n && off < sizeof(extra); i++)
         off += (size_t)snprintf(extra + off, sizeof(extra) - off,
                                 "lockd_backend_errors_total{node=\"%s\"} %lld\n", nodes[i].addr,
-                                (long long)metrics_backend_errors(i));
+                                (long long)nodes[i].errors);
     if (off < sizeof(extra))
         off += (size_t)snprintf(extra + off, sizeof(extra) - off,
                                 "# HELP lockd_build_info Build information.\n"

@@ -53,17 +53,16 @@ json_t *parse_acquire(const char *body, size_t len, const struct lk_config *cfg,
         goto bad;
 #undef HAS
     if (strcmp(out->mode, "exclusive") != 0 && strcmp(out->mode, "shared") != 0) {
-        api_error_set(e, 400, "invalid_field", "field 'mode' must be \"exclusive\" or \"shared\"");
+        api_error_set(e, LK_INVALID, "field 'mode' must be \"exclusive\" or \"shared\"");
         goto bad;
     }
     if (strcmp(out->mode, "shared") == 0 || out->limit > 1) {
-        api_error_set(e, 400, "unsupported_by_backend",
+        api_error_set(e, LK_UNSUPPORTED,
                       "shared locks and semaphores (limit > 1) are not supported yet");
         goto bad;
     }
     if (out->session == NULL && (out->reentrant || out->max_hold_ms >= 0)) {
-        api_error_set(e, 400, "invalid_field",
-                      "fields 'reentrant' and 'max_hold_ms' need 'session'");
+        api_error_set(e, LK_INVALID, "fields 'reentrant' and 'max_hold_ms' need 'session'");
         goto bad;
     }
     return o;
@@ -107,17 +106,16 @@ bool parse_lease_pick(const char *hdr, const char *query, bool query_conflict, c
         lease = srcs[i];
     }
     if (conflict) {
-        api_error_set(e, 400, "conflicting_lease",
-                      "the leases sent in the header, query and body differ");
+        api_error_code(e, LK_CONFLICTING_LEASE);
         return false;
     }
     if (lease == NULL) {
-        api_error_set(e, 400, "invalid_field",
+        api_error_set(e, LK_INVALID,
                       "field 'lease' is required (header Lock-Lease, ?lease= or body)");
         return false;
     }
     if (!json_in_lease_ok(lease)) {
-        api_error_set(e, 400, "invalid_field", "field 'lease' must be 32 lowercase hex digits");
+        api_error_set(e, LK_INVALID, "field 'lease' must be 32 lowercase hex digits");
         return false;
     }
     *out = lease;
@@ -144,12 +142,12 @@ bool parse_list_query(const char *prefix, const char *cursor, const char *limit,
                       struct api_error *e)
 {
     if (prefix[0] != '\0' && !lk_name_valid(prefix, strlen(prefix))) {
-        api_error_set(e, 400, "invalid_field",
+        api_error_set(e, LK_INVALID,
                       "query 'prefix' must be up to 255 bytes of A-Z a-z 0-9 . _ : -");
         return false;
     }
     if (strlen(cursor) > 512) {
-        api_error_set(e, 400, "invalid_field", "query 'cursor' is too long");
+        api_error_set(e, LK_INVALID, "query 'cursor' is too long");
         return false;
     }
     long long n = 100;
@@ -157,7 +155,7 @@ bool parse_list_query(const char *prefix, const char *cursor, const char *limit,
         char *end;
         n = strtoll(limit, &end, 10);
         if (limit[0] == '\0' || *end != '\0' || n < 1 || n > 1000) {
-            api_error_set(e, 400, "invalid_field", "query 'limit' must be between 1 and 1000");
+            api_error_set(e, LK_INVALID, "query 'limit' must be between 1 and 1000");
             return false;
         }
     }

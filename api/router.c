@@ -56,7 +56,8 @@ void router_declare_metrics(void)
 }
 
 const struct route *router_match(const char *method, const char *path, const char **param,
-                                 int *status, char *allow, size_t allowlen, const char **label)
+                                 enum lk_code *why, char *allow, size_t allowlen,
+                                 const char **label)
 {
     bool any = false;
     allow[0] = '\0';
@@ -73,7 +74,7 @@ const struct route *router_match(const char *method, const char *path, const cha
             return &routes[i];
         }
     }
-    *status = any ? 405 : 404;
+    *why = any ? LK_METHOD_NOT_ALLOWED : LK_NO_ROUTE;
     /* Only a 405 needs the Allow list: built here, off the hot path. */
     size_t used = 0;
     for (size_t i = 0; any && i < NROUTES && used < allowlen; i++) {

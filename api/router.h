@@ -8,6 +8,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "server/util.h"
+
 struct req;
 
 typedef void (*route_fn)(struct req *r);
@@ -20,9 +22,6 @@ struct route {
     bool guarded;      /* needs the bearer token when auth is on */
 };
 
-/* Finds the route for method and path. On no match returns NULL and sets
- * *status to 404 or 405 (with allow filled, e.g. "GET, POST"); label gets
- * the path's label for metrics. *param points into path. */
 /* True when path is one of the routes open without a token (/healthz,
  * /readyz, /metrics), whatever the method. */
 bool router_path_open(const char *path);
@@ -30,8 +29,13 @@ bool router_path_open(const char *path);
 /* Declares every route label to metrics (latency series from the start). */
 void router_declare_metrics(void);
 
+/* Finds the route for method and path. On no match returns NULL and sets
+ * *why to LK_NO_ROUTE or LK_METHOD_NOT_ALLOWED (with allow filled, e.g.
+ * "GET, POST"); label gets the path's label for metrics. *param points into
+ * path. */
 const struct route *router_match(const char *method, const char *path, const char **param,
-                                 int *status, char *allow, size_t allowlen, const char **label);
+                                 enum lk_code *why, char *allow, size_t allowlen,
+                                 const char **label);
 
 /* Handlers (api/locks.c, api/sessions.c, api/ops.c). */
 void locks_acquire(struct req *r);

@@ -36,11 +36,8 @@ static json_t *session_json(const struct eng_session_view *v)
 static void created_cb(void *arg, const struct eng_session_view *v)
 {
     struct req *r = arg;
-    if (v->code != LK_OK) {
-        if (v->code == LK_INTERNAL)
-            errors_respond(r, 503, "too_many_sessions", "the session limit is reached", NULL);
-        else
-            errors_respond_code(r, v->code, NULL);
+    if (v->code != LK_OK) { /* LK_TOO_MANY_SESSIONS is a 503 too_many_sessions */
+        errors_respond_code(r, v->code, NULL);
         return;
     }
     http_respond_json(r, 201, session_json(v));

@@ -17,3 +17,10 @@ enum lk_code backend_open(const struct lk_config *cfg, struct backend *out, char
     snprintf(err, errlen, "invalid value '%s' for 'backend': not built yet", cfg->backend);
     return LK_UNSUPPORTED;
 }
+
+void bk_res_init(struct bk_res *r, enum lk_code code)
+{
+    memset(r, 0, sizeof(*r));
+    r->code = code;
+    r->validity_ms = -1;
+}

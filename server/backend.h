@@ -1,15 +1,20 @@
 /*
- * backend.h - the storage interface behind the engine: a table of operations
- * plus an opaque state pointer (like hiredis adapters). Implementations:
- * backend_memory.c, backend_redis.c (and later backend_redlock.c).
+ * backend.h - the storage contract behind the engine: one request type, one
+ * result type and a table of operations plus an opaque state pointer (like
+ * hiredis adapters). Implementations: backend_memory.c, backend_redis.c;
+ * planned: redlock (a quorum over N node layers), cluster (a slot router),
+ * sentinel (a discovery step in front of one node). docs/architecture.md.
  *
- * Completion contract, for every operation that takes a callback:
- *  - the callback runs exactly once;
- *  - either synchronously, before the call returns (the call returns LK_OK),
- *    or later on the thread that owns `lp` (the call returns LK_AGAIN);
- *  - strings in the reply are only valid during the callback.
+ * Completion contract of submit():
+ *  - done runs exactly once;
+ *  - either synchronously, before submit returns (it returns LK_OK), or later
+ *    on the thread that owns `lp` (it returns LK_AGAIN);
+ *  - everything the result points at is valid only during done;
+ *  - the request's strings and items must stay valid until done runs.
  * A backend knows nothing of sessions, waiters or HTTP. A backend that cannot
- * answer reports LK_BACKEND_DOWN: never a grant on doubt.
+ * answer reports LK_BACKEND_DOWN: never a grant on doubt. Only the engine
+ * calls submit (engine_bk_submit, server/engine_bk.c): it times every call
+ * and counts errors per node.
  */
 #ifndef LOCKD_SERVER_BACKEND_H
 #define LOCKD_SERVER_BACKEND_H
@@ -23,61 +28,103 @@
 struct lk_loop;
 struct lk_config;
 
+enum bk_op {
+    BK_ACQUIRE,    /* grant lease if the mode and limit allow, out of any lock-delay */
+    BK_RENEW,      /* extend lease to ttl_ms if, and only if, it still holds the name */
+    BK_RELEASE,    /* compare-and-delete lease; delay_ms > 0 starts a lock-delay */
+    BK_INSPECT,    /* the holders of name */
+    BK_LIST,       /* held names starting with prefix, a page from cursor */
+    BK_RENEW_MANY, /* the watchdog: items[], a result per item */
+    BK_PING,       /* LK_OK when the backend takes writes (Redlock: a quorum) */
+    BK_OP_COUNT
+};
+
+enum bk_mode { BK_EXCLUSIVE = 0, BK_SHARED = 1 };
+
+/* Capabilities a backend declares; the engine refuses (LK_UNSUPPORTED)
+ * what its backend cannot do before it submits anything. */
+#define BK_CAP_SHARED 0x1u /* mode BK_SHARED */
+#define BK_CAP_LIMIT 0x2u  /* limit > 1 (semaphores) */
+#define BK_CAP_FLOOR 0x4u  /* fence_floor honoured */
+
+struct bk_renew_item {
+    const char *name;
+    const char *lease;
+    int64_t ttl_ms;
+    enum lk_code result; /* filled: LK_OK, LK_NOT_HELD, LK_HELD_BY_OTHER, LK_BACKEND_DOWN */
+};
+
+struct bk_req {
+    enum bk_op op;
+    const char *name;  /* all but LIST, RENEW_MANY, PING */
+    const char *lease; /* ACQUIRE, RENEW, RELEASE: LK_LEASE_LEN hex chars */
+    const char *owner; /* ACQUIRE: "" when none */
+    enum bk_mode mode; /* ACQUIRE */
+    int64_t limit;     /* ACQUIRE: holders allowed at once; 1 = a mutex */
+    int64_t ttl_ms;    /* ACQUIRE; RENEW: 0 = the ttl the lease was last given */
+    int64_t delay_ms;  /* RELEASE: lock-delay (Chubby) after it, 0 = none */
+    /* ACQUIRE: the token granted must exceed it (Redlock's write-back of the
+     * majority's highest counter); 0 = no floor. */
+    int64_t fence_floor;
+    bool session_bound; /* ACQUIRE: shown to inspectors */
+    bool wait; /* ACQUIRE: a waiter asks; it (or lockd's queue) must hear of the release */
+    /* LIST */
+    const char *prefix;
+    const char *cursor; /* "" = from the start; opaque otherwise */
+    size_t count;       /* about this many per page */
+    /* RENEW_MANY: the caller owns items until done runs */
+    struct bk_renew_item *items;
+    size_t nitems;
+};
+
 struct bk_holder {
     char owner[LK_OWNER_MAX + 1];
     int64_t fencing_token;
-    int64_t expires_in_ms; /* PTTL of the holder's lease (or of the lock-delay) */
+    int64_t expires_in_ms; /* PTTL of the holder's lease */
     bool session_bound;
-    bool lock_delay; /* nobody holds it, but a lock-delay window is running */
+    enum bk_mode mode;
 };
 
-struct bk_acquire {
-    const char *name;
-    const char *lease; /* LK_LEASE_LEN hex chars */
-    const char *owner; /* "" when none */
-    int64_t ttl_ms;
-    bool session_bound;
-    bool wait; /* a waiter asks: it, or lockd's queue behind it, must hear of the release */
-};
-
-struct bk_reply {
-    /* LK_OK, LK_LOCKED (acquire), LK_NOT_HELD / LK_HELD_BY_OTHER (renew,
-     * release), LK_BACKEND_DOWN, LK_UNSUPPORTED. */
+/* What one node said, for quorum backends and per-node metrics. A backend
+ * of one node may leave nodes empty: the engine then charges node 0. */
+struct bk_node_result {
+    int node; /* index into what nodes() lists */
     enum lk_code code;
-    int64_t fencing_token;   /* OK: the lease's token */
-    int64_t ttl_ms;          /* OK (acquire, renew): the ttl the lease now has */
-    struct bk_holder holder; /* LOCKED / HELD_BY_OTHER: who holds it now */
 };
-
-typedef void (*bk_done_fn)(void *arg, const struct bk_reply *r);
-
-struct bk_info {
-    enum lk_code code; /* LK_OK or LK_BACKEND_DOWN */
-    bool held;
-    struct bk_holder holder; /* when held, or lock_delay when only delayed */
-};
-
-typedef void (*bk_info_fn)(void *arg, const struct bk_info *info);
 
 struct bk_entry {
     const char *name;
     struct bk_holder holder;
 };
 
-/* next_cursor NULL at the end of the listing. */
-typedef void (*bk_list_fn)(void *arg, enum lk_code code, const struct bk_entry *entries, size_t n,
-                           const char *next_cursor);
-
-/* Watchdog batch: the caller owns items until done runs; the backend fills
- * result (LK_OK, LK_NOT_HELD, LK_HELD_BY_OTHER, LK_BACKEND_DOWN) per item. */
-struct bk_renew_item {
-    const char *name;
-    const char *lease;
-    int64_t ttl_ms;
-    enum lk_code result;
+struct bk_res {
+    /* LK_OK; LK_LOCKED (acquire); LK_NOT_HELD / LK_HELD_BY_OTHER (renew,
+     * release); LK_BAD_CURSOR (list); LK_LIMIT_MISMATCH; LK_UNSUPPORTED;
+     * LK_BACKEND_DOWN. */
+    enum lk_code code;
+    int64_t fencing_token; /* OK acquire/renew: the lease's; release: the one released */
+    int64_t ttl_ms;        /* OK acquire/renew: the ttl the lease now has */
+    /* OK acquire/renew: how long from the request's start the result is
+     * known to hold (Redlock: ttl - elapsed - drift); -1 when not computed. */
+    int64_t validity_ms;
+    /* Who holds the name (LOCKED, HELD_BY_OTHER, INSPECT), newest token
+     * first; nholders 0 = free. delay_ms > 0: nobody holds it but a
+     * lock-delay runs that much longer. */
+    const struct bk_holder *holders;
+    size_t nholders;
+    int64_t delay_ms;
+    /* LIST */
+    const struct bk_entry *entries;
+    size_t nentries;
+    const char *next_cursor; /* NULL at the end */
+    /* RENEW_MANY: the request's items, results filled */
+    struct bk_renew_item *items;
+    size_t nitems;
+    const struct bk_node_result *nodes;
+    size_t nnodes;
 };
 
-typedef void (*bk_batch_fn)(void *arg, struct bk_renew_item *items, size_t n);
+typedef void (*bk_done_fn)(void *arg, const struct bk_res *r);
 
 struct bk_node {
     char addr[128];
@@ -90,7 +137,8 @@ struct bk_node {
 typedef void (*bk_release_fn)(void *arg, const char *name);
 
 struct backend_ops {
-    const char *name; /* "memory", "redis", "redlock" */
+    const char *name; /* "memory", "redis", later "redlock", "cluster", "sentinel" */
+    unsigned caps;    /* BK_CAP_* */
 
     /* Prepares per-loop resources (e.g. one async connection per loop). Called
      * on lp's thread before it serves requests. */
@@ -98,32 +146,15 @@ struct backend_ops {
     /* Drops them; on lp's thread after it stopped serving. */
     void (*detach)(void *bk, struct lk_loop *lp);
 
-    /* Grants a->lease if the name is free (and out of any lock-delay), with a
-     * fencing token greater than every token granted for the name before. */
-    enum lk_code (*acquire)(void *bk, struct lk_loop *lp, const struct bk_acquire *a,
-                            bk_done_fn done, void *arg);
-    /* Extends lease to ttl_ms if, and only if, it still holds the name.
-     * ttl_ms 0 means the ttl the lease was last given (so backends store it). */
-    enum lk_code (*renew)(void *bk, struct lk_loop *lp, const char *name, const char *lease,
-                          int64_t ttl_ms, bk_done_fn done, void *arg);
-    /* Deletes the lock if lease holds it (compare-and-delete) and tells other
-     * lockd processes. delay_ms > 0 keeps the name unacquirable that long. */
-    enum lk_code (*release)(void *bk, struct lk_loop *lp, const char *name, const char *lease,
-                            int64_t delay_ms, bk_done_fn done, void *arg);
-    enum lk_code (*inspect)(void *bk, struct lk_loop *lp, const char *name, bk_info_fn done,
-                            void *arg);
-    /* Held locks whose names start with prefix, about limit per page, from an
-     * opaque cursor ("" = start). */
-    enum lk_code (*list)(void *bk, struct lk_loop *lp, const char *prefix, const char *cursor,
-                         size_t limit, bk_list_fn done, void *arg);
-    /* Renews many leases in few round trips (the watchdog). */
-    enum lk_code (*renew_many)(void *bk, struct lk_loop *lp, struct bk_renew_item *items, size_t n,
-                               bk_batch_fn done, void *arg);
+    /* Every operation (see the completion contract above). Fencing: a grant's
+     * token is greater than every token granted for the name before, and
+     * greater than req->fence_floor. */
+    enum lk_code (*submit)(void *bk, struct lk_loop *lp, const struct bk_req *req, bk_done_fn done,
+                           void *arg);
+
     /* Drops expired state that nothing else would (may be NULL). Called by
      * the janitor thread every tick; must hold its locks only briefly. */
     void (*sweep)(void *bk);
-    /* code LK_OK when the backend answers (Redlock: a quorum). */
-    enum lk_code (*ping)(void *bk, struct lk_loop *lp, bk_done_fn done, void *arg);
     /* Last known state of each node, for /readyz and metrics. Any thread. */
     size_t (*nodes)(void *bk, struct bk_node *out, size_t max);
 
@@ -147,5 +178,8 @@ enum lk_code backend_open(const struct lk_config *cfg, struct backend *out, char
 enum lk_code backend_memory_new(const struct lk_config *cfg, struct backend *out) LK_WUR;
 enum lk_code backend_redis_new(const struct lk_config *cfg, struct backend *out, char *err,
                                size_t errlen) LK_WUR;
+
+/* A result with every field empty and code set (backends start from it). */
+void bk_res_init(struct bk_res *r, enum lk_code code);
 
 #endif

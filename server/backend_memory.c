@@ -40,13 +40,16 @@ struct mem {
 
 #define SWEEP_STEP 2048 /* entries looked at per sweep call, under mu */
 
-/* Strictly above every token this process granted, and above the wall clock
- * in microseconds so a restarted lockd counts past its previous life. */
-static int64_t next_token(struct mem *m)
+/* Strictly above every token this process granted, above the wall clock in
+ * microseconds so a restarted lockd counts past its previous life, and above
+ * floor (the request's fence_floor, 0 = none). */
+static int64_t next_token(struct mem *m, int64_t floor)
 {
     int64_t t = lk_wall_us();
     if (t <= m->last_token)
         t = m->last_token + 1;
+    if (t <= floor)
+        t = floor + 1;
     m->last_token = t;
     return t;
 }
@@ -105,14 +108,23 @@ static void mem_sweep(void *bk)
 static void holder_of(const struct mem_lock *l, int64_t now, struct bk_holder *h)
 {
     memset(h, 0, sizeof(*h));
+    lk_strlcpy(h->owner, lk_pair_second(l->name), sizeof(h->owner));
+    h->fencing_token = l->token;
+    h->expires_in_ms = l->expires_ms - now;
+    h->session_bound = l->session_bound;
+    h->mode = BK_EXCLUSIVE;
+}
+
+/* Who holds l, or the lock-delay left when nobody does; h is the result's
+ * one-entry holder list. */
+static void state_of(const struct mem_lock *l, int64_t now, struct bk_holder *h, struct bk_res *r)
+{
     if (alive(l, now)) {
-        lk_strlcpy(h->owner, lk_pair_second(l->name), sizeof(h->owner));
-        h->fencing_token = l->token;
-        h->expires_in_ms = l->expires_ms - now;
-        h->session_bound = l->session_bound;
+        holder_of(l, now, h);
+        r->holders = h;
+        r->nholders = 1;
     } else {
-        h->lock_delay = true;
-        h->expires_in_ms = l->delay_until_ms - now;
+        r->delay_ms = l->delay_until_ms - now;
     }
 }
 
@@ -129,102 +141,110 @@ static void mem_detach(void *bk, struct lk_loop *lp)
     (void)lp;
 }
 
-static enum lk_code mem_acquire(void *bk, struct lk_loop *lp, const struct bk_acquire *a,
-                                bk_done_fn done, void *arg)
+/* Every operation completes before submit returns: one per op, called with
+ * the request and answering through done. */
+typedef void (*mem_op_fn)(struct mem *m, const struct bk_req *req, bk_done_fn done, void *arg);
+
+static void mem_acquire(struct mem *m, const struct bk_req *req, bk_done_fn done, void *arg)
 {
-    (void)lp;
-    struct mem *m = bk;
-    struct bk_reply r;
-    memset(&r, 0, sizeof(r));
+    struct bk_res r;
+    struct bk_holder h;
+    bk_res_init(&r, LK_OK);
+    if (req->mode != BK_EXCLUSIVE || req->limit > 1) { /* caps: neither BK_CAP_SHARED nor LIMIT */
+        r.code = LK_UNSUPPORTED;
+        done(arg, &r);
+        return;
+    }
     int64_t now = lk_now_ms();
-    size_t len = strlen(a->name);
+    size_t len = strlen(req->name);
     unsigned hv; /* hashed once for the lookup and, when new, the insert */
-    HASH_VALUE(a->name, len, hv);
+    HASH_VALUE(req->name, len, hv);
     pthread_mutex_lock(&m->mu);
     struct mem_lock *l;
-    HASH_FIND_BYHASHVALUE(hh, m->locks, a->name, len, hv, l);
+    HASH_FIND_BYHASHVALUE(hh, m->locks, req->name, len, hv, l);
     if (l != NULL)
         l = prune(m, l, now);
     if (l != NULL) { /* prune kept it: held, or in its lock-delay */
         r.code = LK_LOCKED;
-        holder_of(l, now, &r.holder);
+        state_of(l, now, &h, &r);
     } else {
-        const char *owner = a->owner ? a->owner : "";
+        const char *owner = req->owner ? req->owner : "";
         size_t olen = strnlen(owner, LK_OWNER_MAX);
         l = lk_malloc(sizeof(*l) + LK_PAIR_SIZE(len, olen));
         memset(l, 0, sizeof(*l));
-        lk_pair_put(l->name, a->name, len, owner, olen);
+        lk_pair_put(l->name, req->name, len, owner, olen);
         HASH_ADD_BYHASHVALUE(hh, m->locks, name[0], len, hv, l);
-        lk_strlcpy(l->lease, a->lease, sizeof(l->lease));
-        l->token = next_token(m);
-        l->ttl_ms = a->ttl_ms;
-        l->expires_ms = now + a->ttl_ms;
+        lk_strlcpy(l->lease, req->lease, sizeof(l->lease));
+        l->token = next_token(m, req->fence_floor);
+        l->ttl_ms = req->ttl_ms;
+        l->expires_ms = now + req->ttl_ms;
         l->delay_until_ms = 0;
-        l->session_bound = a->session_bound;
-        r.code = LK_OK;
+        l->session_bound = req->session_bound;
         r.fencing_token = l->token;
         r.ttl_ms = l->ttl_ms;
+        r.validity_ms = l->ttl_ms; /* one process, one clock: no drift to subtract */
     }
     pthread_mutex_unlock(&m->mu);
     done(arg, &r);
-    return LK_OK;
 }
 
-/* Owner check shared by renew and release: compare the lease first. */
+/* Owner check shared by renew, release and renew_many: compare the lease
+ * first. h receives the holder (the lease's own when it holds the name). */
 static struct mem_lock *owned(struct mem *m, const char *name, const char *lease, int64_t now,
-                              struct bk_reply *r)
+                              struct bk_holder *h, struct bk_res *r)
 {
     struct mem_lock *l = find(m, name, now);
     if (l == NULL || !alive(l, now)) {
         r->code = LK_NOT_HELD;
         return NULL;
     }
+    holder_of(l, now, h); /* renew answers with the owner too */
+    r->holders = h;
+    r->nholders = 1;
     if (!lk_streq_ct(l->lease, lease)) {
         r->code = LK_HELD_BY_OTHER;
-        holder_of(l, now, &r->holder);
         return NULL;
     }
     r->code = LK_OK;
     r->fencing_token = l->token;
-    holder_of(l, now, &r->holder); /* renew answers with the owner too */
     return l;
 }
 
-static enum lk_code mem_renew(void *bk, struct lk_loop *lp, const char *name, const char *lease,
-                              int64_t ttl_ms, bk_done_fn done, void *arg)
+static void mem_renew(struct mem *m, const struct bk_req *req, bk_done_fn done, void *arg)
 {
-    (void)lp;
-    struct mem *m = bk;
-    struct bk_reply r;
-    memset(&r, 0, sizeof(r));
+    struct bk_res r;
+    struct bk_holder h;
+    bk_res_init(&r, LK_OK);
     int64_t now = lk_now_ms();
     pthread_mutex_lock(&m->mu);
-    struct mem_lock *l = owned(m, name, lease, now, &r);
+    struct mem_lock *l = owned(m, req->name, req->lease, now, &h, &r);
     if (l != NULL) {
-        if (ttl_ms > 0)
-            l->ttl_ms = ttl_ms;
+        if (req->ttl_ms > 0)
+            l->ttl_ms = req->ttl_ms;
         l->expires_ms = now + l->ttl_ms;
+        h.expires_in_ms = l->ttl_ms;
         r.ttl_ms = l->ttl_ms;
+        r.validity_ms = l->ttl_ms;
     }
     pthread_mutex_unlock(&m->mu);
     done(arg, &r);
-    return LK_OK;
 }
 
-static enum lk_code mem_release(void *bk, struct lk_loop *lp, const char *name, const char *lease,
-                                int64_t delay_ms, bk_done_fn done, void *arg)
+static void mem_release(struct mem *m, const struct bk_req *req, bk_done_fn done, void *arg)
 {
-    (void)lp;
-    struct mem *m = bk;
-    struct bk_reply r;
-    memset(&r, 0, sizeof(r));
+    struct bk_res r;
+    struct bk_holder h;
+    bk_res_init(&r, LK_OK);
     int64_t now = lk_now_ms();
     pthread_mutex_lock(&m->mu);
-    struct mem_lock *l = owned(m, name, lease, now, &r);
+    struct mem_lock *l = owned(m, req->name, req->lease, now, &h, &r);
     if (l != NULL) {
-        if (delay_ms > 0) {
+        r.holders = NULL; /* released: nobody holds it now */
+        r.nholders = 0;
+        if (req->delay_ms > 0) {
             l->lease[0] = '\0';
-            l->delay_until_ms = now + delay_ms;
+            l->delay_until_ms = now + req->delay_ms;
+            r.delay_ms = req->delay_ms;
         } else {
             HASH_DEL(m->locks, l);
             free(l);
@@ -232,27 +252,20 @@ static enum lk_code mem_release(void *bk, struct lk_loop *lp, const char *name, 
     }
     pthread_mutex_unlock(&m->mu);
     done(arg, &r);
-    return LK_OK;
 }
 
-static enum lk_code mem_inspect(void *bk, struct lk_loop *lp, const char *name, bk_info_fn done,
-                                void *arg)
+static void mem_inspect(struct mem *m, const struct bk_req *req, bk_done_fn done, void *arg)
 {
-    (void)lp;
-    struct mem *m = bk;
-    struct bk_info info;
-    memset(&info, 0, sizeof(info));
+    struct bk_res r;
+    struct bk_holder h;
+    bk_res_init(&r, LK_OK);
     int64_t now = lk_now_ms();
     pthread_mutex_lock(&m->mu);
-    struct mem_lock *l = find(m, name, now);
-    if (l != NULL) {
-        info.held = alive(l, now);
-        holder_of(l, now, &info.holder);
-    }
+    struct mem_lock *l = find(m, req->name, now);
+    if (l != NULL)
+        state_of(l, now, &h, &r);
     pthread_mutex_unlock(&m->mu);
-    info.code = LK_OK;
-    done(arg, &info);
-    return LK_OK;
+    done(arg, &r);
 }
 
 static int cmp_entry(const void *a, const void *b)
@@ -289,15 +302,24 @@ static void page_down(struct mem_lock **h, size_t n, size_t i)
     }
 }
 
-/* The cursor is the last name of the previous page; names sort bytewise.
- * One pass over the table keeps the `limit` smallest names after the
- * cursor (no copy of every match), so the mutex is held for a walk of the
- * table and not for copying and sorting all of it. */
-static enum lk_code mem_list(void *bk, struct lk_loop *lp, const char *prefix, const char *cursor,
-                             size_t limit, bk_list_fn done, void *arg)
+/* The cursor is the last name of the previous page; names sort bytewise, so
+ * any text up to a name's length pages on from where it sorts. One longer
+ * than any name was not given out here: LK_BAD_CURSOR. One pass over the
+ * table keeps the `count` smallest names after the cursor (no copy of every
+ * match), so the mutex is held for a walk of the table and not for copying
+ * and sorting all of it. */
+static void mem_list(struct mem *m, const struct bk_req *req, bk_done_fn done, void *arg)
 {
-    (void)lp;
-    struct mem *m = bk;
+    struct bk_res r;
+    bk_res_init(&r, LK_OK);
+    const char *prefix = req->prefix ? req->prefix : "";
+    const char *cursor = req->cursor ? req->cursor : "";
+    if (strnlen(cursor, LK_NAME_MAX + 1) > LK_NAME_MAX) {
+        r.code = LK_BAD_CURSOR;
+        done(arg, &r);
+        return;
+    }
+    size_t limit = req->count;
     int64_t now = lk_now_ms();
     size_t plen = strlen(prefix);
     struct mem_lock **page = lk_malloc((limit > 0 ? limit : 1) * sizeof(*page));
@@ -326,43 +348,65 @@ static enum lk_code mem_list(void *bk, struct lk_loop *lp, const char *prefix, c
     pthread_mutex_unlock(&m->mu);
     free(page);
     qsort(ents, n, sizeof(*ents), cmp_entry); /* the copies: outside the mutex */
-    const char *next = matched > n && n > 0 ? ents[n - 1].name : NULL;
-    done(arg, LK_OK, ents, n, next);
+    r.entries = ents;
+    r.nentries = n;
+    r.next_cursor = matched > n && n > 0 ? ents[n - 1].name : NULL;
+    done(arg, &r);
     for (size_t i = 0; i < n; i++)
         free((char *)ents[i].name);
     free(ents);
-    return LK_OK;
 }
 
-static enum lk_code mem_renew_many(void *bk, struct lk_loop *lp, struct bk_renew_item *items,
-                                   size_t n, bk_batch_fn done, void *arg)
+static void mem_renew_many(struct mem *m, const struct bk_req *req, bk_done_fn done, void *arg)
 {
-    (void)lp;
-    struct mem *m = bk;
+    struct bk_res r;
+    bk_res_init(&r, LK_OK);
+    struct bk_renew_item *items = req->items;
     int64_t now = lk_now_ms();
     pthread_mutex_lock(&m->mu);
-    for (size_t i = 0; i < n; i++) {
-        struct bk_reply r;
-        struct mem_lock *l = owned(m, items[i].name, items[i].lease, now, &r);
+    for (size_t i = 0; i < req->nitems; i++) {
+        struct bk_res one;
+        struct bk_holder h;
+        bk_res_init(&one, LK_OK);
+        struct mem_lock *l = owned(m, items[i].name, items[i].lease, now, &h, &one);
         if (l != NULL) {
             l->ttl_ms = items[i].ttl_ms;
             l->expires_ms = now + items[i].ttl_ms;
         }
-        items[i].result = r.code;
+        items[i].result = one.code;
     }
     pthread_mutex_unlock(&m->mu);
-    done(arg, items, n);
-    return LK_OK;
+    r.items = items;
+    r.nitems = req->nitems;
+    done(arg, &r);
 }
 
-static enum lk_code mem_ping(void *bk, struct lk_loop *lp, bk_done_fn done, void *arg)
+static void mem_ping(struct mem *m, const struct bk_req *req, bk_done_fn done, void *arg)
 {
-    (void)bk;
-    (void)lp;
-    struct bk_reply r;
-    memset(&r, 0, sizeof(r));
-    r.code = LK_OK;
+    (void)m;
+    (void)req;
+    struct bk_res r;
+    bk_res_init(&r, LK_OK);
     done(arg, &r);
+}
+
+static const mem_op_fn mem_op[BK_OP_COUNT] = {
+    [BK_ACQUIRE] = mem_acquire, [BK_RENEW] = mem_renew, [BK_RELEASE] = mem_release,
+    [BK_INSPECT] = mem_inspect, [BK_LIST] = mem_list,   [BK_RENEW_MANY] = mem_renew_many,
+    [BK_PING] = mem_ping,
+};
+
+static enum lk_code mem_submit(void *bk, struct lk_loop *lp, const struct bk_req *req,
+                               bk_done_fn done, void *arg)
+{
+    (void)lp;
+    if ((unsigned)req->op >= BK_OP_COUNT) {
+        struct bk_res r;
+        bk_res_init(&r, LK_INTERNAL);
+        done(arg, &r);
+        return LK_OK;
+    }
+    mem_op[req->op](bk, req, done, arg);
     return LK_OK;
 }
 
@@ -391,15 +435,10 @@ static void mem_free(void *bk)
 
 static const struct backend_ops mem_ops = {
     .name = "memory",
+    .caps = BK_CAP_FLOOR, /* exclusive locks only: BK_SHARED and limit > 1 are refused */
     .attach = mem_attach,
     .detach = mem_detach,
-    .acquire = mem_acquire,
-    .renew = mem_renew,
-    .release = mem_release,
-    .inspect = mem_inspect,
-    .list = mem_list,
-    .renew_many = mem_renew_many,
-    .ping = mem_ping,
+    .submit = mem_submit,
     .sweep = mem_sweep,
     .nodes = mem_nodes,
     .set_release_hook = NULL,

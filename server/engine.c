@@ -1,8 +1,10 @@
 /*
- * engine.c - lock operations: acquire (try-once; blocking ones go to
- * waiters.c), renew, release, inspect, list. Generates leases, keeps session
- * bookkeeping in step with the backend, and counts results. Runs on the
- * calling HTTP loop's thread; backend completions arrive on that same thread.
+ * engine.c - the engine's public API: acquire (try-once; blocking ones go to
+ * waiters.c), renew, release, inspect, list, ending a session. Generates
+ * leases, keeps session bookkeeping in step with the backend, counts
+ * results, and turns backend results into the engine's own types. Runs on
+ * the calling HTTP loop's thread; backend completions arrive on that same
+ * thread. Every backend call goes through engine_bk_submit (engine_bk.c).
  */
 #include "server/engine.h"
 
@@ -17,15 +19,15 @@
 
 /* One in-flight backend call made on behalf of a request. */
 struct op {
+    struct bk_call call;
     struct engine *e;
     struct lk_loop *lp;
     eng_done_fn done;
     void *arg;
-    int64_t start_us;
     int64_t ttl_ms;
     int64_t max_hold_ms;
-    int64_t count;
     bool has_session;
+    bool session_last; /* release: the last hold of a session lease */
     /* strings last: op_new zeroes the fields above and empties these, not
      * the whole 0.5 KiB per operation */
     char name[LK_NAME_MAX + 1];
@@ -44,17 +46,8 @@ static struct op *op_new(struct engine *e, struct lk_loop *lp, const char *name,
     o->lp = lp;
     o->done = done;
     o->arg = arg;
-    o->start_us = lk_now_us();
     lk_strlcpy(o->name, name, sizeof(o->name));
     return o;
-}
-
-static void op_finish(struct op *o, enum lk_code code)
-{
-    metrics_observe(H_BACKEND_DURATION, lk_now_us() - o->start_us);
-    if (code == LK_BACKEND_DOWN)
-        metrics_backend_error(0); /* single-node backends; redlock counts per node itself */
-    free(o);
 }
 
 static void result_init(struct eng_result *r, enum lk_code code, const char *name)
@@ -65,15 +58,39 @@ static void result_init(struct eng_result *r, enum lk_code code, const char *nam
     r->owner = "";
 }
 
-struct engine *engine_new(const struct lk_config *cfg, struct backend bk)
+struct engine *engine_new(const struct lk_config *cfg, const struct backend *bk)
 {
     struct engine *e = lk_calloc(1, sizeof(*e));
     e->cfg = cfg;
-    e->bk = bk;
+    e->bk = *bk;
     atomic_init(&e->draining, false);
     pthread_mutex_init(&e->wmu, NULL);
     pthread_mutex_init(&e->smu, NULL);
     return e;
+}
+
+/* A release this engine made succeeded: the name's waiters may go. */
+struct kick {
+    struct engine *e;
+    char name[LK_NAME_MAX + 1];
+};
+
+static void kick_done(void *arg, const struct bk_res *r)
+{
+    struct kick *k = arg;
+    if (r->code == LK_OK)
+        waiters_kick(k->e, k->name);
+    free(k);
+}
+
+/* Gives back a grant nobody will use (its session died while it was in
+ * flight) rather than leave it until its TTL. */
+static void engine_undo(struct engine *e, struct lk_loop *lp, const char *name, const char *lease)
+{
+    struct kick *k = lk_malloc(sizeof(*k));
+    k->e = e;
+    lk_strlcpy(k->name, name, sizeof(k->name));
+    engine_bk_release(e, lp, name, lease, 0, true, kick_done, k);
 }
 
 static void on_backend_release(void *arg, const char *name)
@@ -118,14 +135,22 @@ const char *engine_backend_name(const struct engine *e)
     return e->bk.ops->name;
 }
 
-size_t engine_nodes(struct engine *e, struct bk_node *out, size_t max)
+size_t engine_nodes(struct engine *e, struct eng_node *out, size_t max)
 {
-    return e->bk.ops->nodes(e->bk.state, out, max);
+    struct bk_node nodes[METRICS_MAX_NODES];
+    size_t n = e->bk.ops->nodes(e->bk.state, nodes, max < METRICS_MAX_NODES ? max : METRICS_MAX_NODES);
+    for (size_t i = 0; i < n; i++) {
+        memcpy(out[i].addr, nodes[i].addr, sizeof(out[i].addr));
+        memcpy(out[i].reason, nodes[i].reason, sizeof(out[i].reason));
+        out[i].up = nodes[i].up;
+        out[i].errors = metrics_backend_errors(i);
+    }
+    return n;
 }
 
 /* ---- acquire ---- */
 
-static void acquire_done(void *arg, const struct bk_reply *br)
+static void acquire_done(void *arg, const struct bk_res *br)
 {
     struct op *o = arg;
     struct eng_result r;
@@ -136,7 +161,7 @@ static void acquire_done(void *arg, const struct bk_reply *br)
                                           br->fencing_token, o->ttl_ms, o->max_hold_ms);
         if (c != LK_OK) {
             /* The session died while the grant was in flight: undo it. */
-            engine_release_bg(o->e, o->lp, o->name, o->lease, 0);
+            engine_undo(o->e, o->lp, o->name, o->lease);
             r.code = c;
         }
     }
@@ -151,13 +176,13 @@ static void acquire_done(void *arg, const struct bk_reply *br)
         lk_log(LK_DEBUG, "granted '%s' token %lld", o->name, (long long)br->fencing_token);
     } else if (r.code == LK_LOCKED) {
         metrics_add(M_ACQUIRE_LOCKED, 1);
-        r.holder = br->holder;
+        engine_holder_of(br, &r.holder);
         r.has_holder = true;
     } else {
         metrics_add(M_ACQUIRE_ERROR, 1);
     }
     o->done(o->arg, &r);
-    op_finish(o, br->code);
+    free(o);
 }
 
 enum lk_code engine_acquire(struct engine *e, struct lk_loop *lp, const struct eng_acquire *a,
@@ -212,19 +237,22 @@ enum lk_code engine_acquire(struct engine *e, struct lk_loop *lp, const struct e
         o->has_session = true;
         lk_strlcpy(o->session, a->session, sizeof(o->session));
     }
-    struct bk_acquire ba = {
+    struct bk_req req = {
+        .op = BK_ACQUIRE,
         .name = o->name,
         .lease = o->lease,
         .owner = o->owner,
+        .mode = BK_EXCLUSIVE,
+        .limit = 1,
         .ttl_ms = a->ttl_ms,
         .session_bound = o->has_session,
     };
-    return e->bk.ops->acquire(e->bk.state, lp, &ba, acquire_done, o);
+    return engine_bk_submit(e, lp, &o->call, &req, acquire_done, o);
 }
 
 /* ---- renew ---- */
 
-static void renew_done(void *arg, const struct bk_reply *br)
+static void renew_done(void *arg, const struct bk_res *br)
 {
     struct op *o = arg;
     struct eng_result r;
@@ -238,17 +266,17 @@ static void renew_done(void *arg, const struct bk_reply *br)
         r.fencing_token = br->fencing_token;
         r.ttl_ms = br->ttl_ms > 0 ? br->ttl_ms : o->ttl_ms;
         r.expires_at_ms = lk_wall_ms() + r.ttl_ms;
-        r.owner = br->holder.owner;
+        r.owner = br->nholders > 0 ? br->holders[0].owner : "";
         r.count = count > 0 ? count : 1;
     } else if (br->code == LK_NOT_HELD || br->code == LK_HELD_BY_OTHER) {
         metrics_add(M_RENEW_NOT_HELD, 1);
-        r.holder = br->holder;
+        engine_holder_of(br, &r.holder);
         r.has_holder = br->code == LK_HELD_BY_OTHER;
     } else {
         metrics_add(M_RENEW_ERROR, 1);
     }
     o->done(o->arg, &r);
-    op_finish(o, br->code);
+    free(o);
 }
 
 enum lk_code engine_renew(struct engine *e, struct lk_loop *lp, const char *name, const char *lease,
@@ -257,17 +285,23 @@ enum lk_code engine_renew(struct engine *e, struct lk_loop *lp, const char *name
     struct op *o = op_new(e, lp, name, done, arg);
     lk_strlcpy(o->lease, lease, sizeof(o->lease));
     o->ttl_ms = ttl_ms;
-    return e->bk.ops->renew(e->bk.state, lp, o->name, o->lease, ttl_ms > 0 ? ttl_ms : 0, renew_done,
-                            o);
+    struct bk_req req = {
+        .op = BK_RENEW, .name = o->name, .lease = o->lease, .ttl_ms = ttl_ms > 0 ? ttl_ms : 0};
+    return engine_bk_submit(e, lp, &o->call, &req, renew_done, o);
 }
 
 /* ---- release ---- */
 
-static void release_done(void *arg, const struct bk_reply *br)
+static void release_done(void *arg, const struct bk_res *br)
 {
     struct op *o = arg;
     struct eng_result r;
     result_init(&r, br->code, o->name);
+    /* Only now, with the backend's answer, does a session lock leave its
+     * session: on a 503 it is still held, so the watchdog keeps renewing it
+     * and it is reported lost if it goes. */
+    if (o->session_last)
+        session_release_end(o->e, o->name, o->lease, br->code);
     if (br->code == LK_OK) {
         metrics_add(M_RELEASE_OK, 1);
         r.fencing_token = br->fencing_token;
@@ -275,21 +309,21 @@ static void release_done(void *arg, const struct bk_reply *br)
         waiters_kick(o->e, o->name);
     } else if (br->code == LK_NOT_HELD || br->code == LK_HELD_BY_OTHER) {
         metrics_add(M_RELEASE_NOT_HELD, 1);
-        r.holder = br->holder;
+        engine_holder_of(br, &r.holder);
         r.has_holder = br->code == LK_HELD_BY_OTHER;
     } else {
         metrics_add(M_RELEASE_ERROR, 1);
     }
-    if (o->done != NULL)
-        o->done(o->arg, &r);
-    op_finish(o, br->code);
+    o->done(o->arg, &r);
+    free(o);
 }
 
 enum lk_code engine_release(struct engine *e, struct lk_loop *lp, const char *name,
                             const char *lease, eng_done_fn done, void *arg)
 {
     int64_t left, token;
-    if (session_release_hold(e, name, lease, &left, &token)) {
+    enum sess_release sr = session_release_begin(e, name, lease, &left, &token);
+    if (sr == SR_KEPT) {
         /* The hold count lives in this lockd; the backend still holds the lease. */
         struct eng_result r;
         result_init(&r, LK_OK, name);
@@ -301,32 +335,42 @@ enum lk_code engine_release(struct engine *e, struct lk_loop *lp, const char *na
     }
     struct op *o = op_new(e, lp, name, done, arg);
     lk_strlcpy(o->lease, lease, sizeof(o->lease));
-    return e->bk.ops->release(e->bk.state, lp, o->name, o->lease, 0, release_done, o);
-}
-
-void engine_release_bg(struct engine *e, struct lk_loop *lp, const char *name, const char *lease,
-                       int64_t delay_ms)
-{
-    struct op *o = op_new(e, lp, name, NULL, NULL);
-    lk_strlcpy(o->lease, lease, sizeof(o->lease));
-    enum lk_code c =
-        e->bk.ops->release(e->bk.state, lp, o->name, o->lease, delay_ms, release_done, o);
-    (void)c; /* completion handled in release_done either way */
+    o->session_last = sr == SR_LAST;
+    struct bk_req req = {.op = BK_RELEASE, .name = o->name, .lease = o->lease};
+    return engine_bk_submit(e, lp, &o->call, &req, release_done, o);
 }
 
 /* ---- inspect, list, ping ---- */
 
 struct info_op {
+    struct bk_call call;
     struct engine *e;
     eng_info_fn done;
     void *arg;
     char name[LK_NAME_MAX + 1];
 };
 
-static void inspect_done(void *arg, const struct bk_info *info)
+static void inspect_done(void *arg, const struct bk_res *br)
 {
     struct info_op *io = arg;
-    io->done(io->arg, info, waiters_count(io->e, io->name));
+    struct eng_info info;
+    memset(&info, 0, sizeof(info));
+    info.code = br->code;
+    struct eng_holder *hs = NULL;
+    if (br->code == LK_OK) {
+        info.held = br->nholders > 0;
+        engine_holder_of(br, &info.holder);
+        if (br->nholders > 0) {
+            hs = lk_malloc(br->nholders * sizeof(*hs));
+            for (size_t i = 0; i < br->nholders; i++)
+                engine_holder_conv(&hs[i], &br->holders[i]);
+        }
+        info.holders = hs;
+        info.nholders = br->nholders;
+        info.waiters = waiters_count(io->e, io->name);
+    }
+    io->done(io->arg, &info);
+    free(hs);
     free(io);
 }
 
@@ -338,13 +382,42 @@ enum lk_code engine_inspect(struct engine *e, struct lk_loop *lp, const char *na
     io->done = done;
     io->arg = arg;
     lk_strlcpy(io->name, name, sizeof(io->name));
-    return e->bk.ops->inspect(e->bk.state, lp, io->name, inspect_done, io);
+    struct bk_req req = {.op = BK_INSPECT, .name = io->name};
+    return engine_bk_submit(e, lp, &io->call, &req, inspect_done, io);
+}
+
+struct list_op {
+    struct bk_call call;
+    eng_list_fn done;
+    void *arg;
+};
+
+static void list_done(void *arg, const struct bk_res *br)
+{
+    struct list_op *lo = arg;
+    struct eng_entry *ents = NULL;
+    size_t n = br->code == LK_OK ? br->nentries : 0;
+    if (n > 0) {
+        ents = lk_malloc(n * sizeof(*ents));
+        for (size_t i = 0; i < n; i++) {
+            ents[i].name = br->entries[i].name;
+            engine_holder_conv(&ents[i].holder, &br->entries[i].holder);
+        }
+    }
+    lo->done(lo->arg, br->code, ents, n, br->code == LK_OK ? br->next_cursor : NULL);
+    free(ents);
+    free(lo);
 }
 
 enum lk_code engine_list(struct engine *e, struct lk_loop *lp, const char *prefix,
-                         const char *cursor, size_t limit, bk_list_fn done, void *arg)
+                         const char *cursor, size_t limit, eng_list_fn done, void *arg)
 {
-    return e->bk.ops->list(e->bk.state, lp, prefix, cursor, limit, done, arg);
+    struct list_op *lo = lk_malloc(sizeof(*lo));
+    lo->done = done;
+    lo->arg = arg;
+    /* The strings are the caller's and live until done ran. */
+    struct bk_req req = {.op = BK_LIST, .prefix = prefix, .cursor = cursor, .count = limit};
+    return engine_bk_submit(e, lp, &lo->call, &req, list_done, lo);
 }
 
 int64_t engine_waiters(struct engine *e, const char *name)
@@ -352,9 +425,120 @@ int64_t engine_waiters(struct engine *e, const char *name)
     return waiters_count(e, name);
 }
 
-enum lk_code engine_ping(struct engine *e, struct lk_loop *lp, bk_done_fn done, void *arg)
+struct ping_op {
+    struct bk_call call;
+    eng_ping_fn done;
+    void *arg;
+};
+
+static void ping_done(void *arg, const struct bk_res *br)
 {
-    return e->bk.ops->ping(e->bk.state, lp, done, arg);
+    struct ping_op *po = arg;
+    po->done(po->arg, br->code);
+    free(po);
+}
+
+enum lk_code engine_ping(struct engine *e, struct lk_loop *lp, eng_ping_fn done, void *arg)
+{
+    struct ping_op *po = lk_malloc(sizeof(*po));
+    po->done = done;
+    po->arg = arg;
+    struct bk_req req = {.op = BK_PING};
+    return engine_bk_submit(e, lp, &po->call, &req, ping_done, po);
+}
+
+/* ---- ending a session ---- */
+
+/* Fan-in of the releases done when a session ends. */
+struct end_op {
+    struct engine *e;
+    eng_session_fn done;
+    void *arg;
+    size_t pending;
+    char id[LK_SESSION_LEN + 1];
+    char **names; /* of the locks actually released, in completion order */
+    size_t n;
+};
+
+/* One release of an ending session. */
+struct end_rel {
+    struct end_op *eo;
+    char *name; /* moves into eo->names when released */
+};
+
+static void end_finish(struct end_op *eo)
+{
+    struct eng_session_view v;
+    memset(&v, 0, sizeof(v));
+    v.code = LK_OK;
+    v.session = eo->id;
+    v.locks = (const char *const *)eo->names;
+    v.nlocks = eo->n;
+    eo->done(eo->arg, &v);
+    for (size_t i = 0; i < eo->n; i++)
+        free(eo->names[i]);
+    free(eo->names);
+    free(eo);
+}
+
+/* On the loop that ended the session. */
+static void end_release_done(void *arg, const struct bk_res *r)
+{
+    struct end_rel *er = arg;
+    struct end_op *eo = er->eo;
+    if (r->code == LK_OK) {
+        /* Wake waiters only now: the name is free in the backend. */
+        waiters_kick(eo->e, er->name);
+        eo->names[eo->n++] = er->name;
+    } else {
+        free(er->name);
+    }
+    free(er);
+    if (--eo->pending == 0)
+        end_finish(eo);
+}
+
+enum lk_code engine_session_end(struct engine *e, struct lk_loop *lp, const char *id,
+                                eng_session_fn done, void *arg)
+{
+    struct sess_end *se;
+    if (session_end(e, id, &se) != LK_OK) {
+        struct eng_session_view v;
+        memset(&v, 0, sizeof(v));
+        v.code = LK_SESSION_NOT_FOUND;
+        done(arg, &v);
+        return LK_OK;
+    }
+    waiters_fail(e, id);
+
+    struct end_op *eo = lk_calloc(1, sizeof(*eo));
+    eo->e = e;
+    eo->done = done;
+    eo->arg = arg;
+    lk_strlcpy(eo->id, id, sizeof(eo->id));
+    eo->names = lk_calloc(se->n ? se->n : 1, sizeof(char *));
+    eo->pending = se->n + 1; /* +1 held until every release is issued */
+    for (size_t i = 0; i < se->n; i++) {
+        struct end_rel *er = lk_malloc(sizeof(*er));
+        er->eo = eo;
+        er->name = se->names[i];
+        se->names[i] = NULL; /* moved */
+        /* A clean end: no lock-delay (that is for sessions that expire).
+         * Compare-and-delete: a lock lost meanwhile is not someone else's
+         * to lose. */
+        engine_bk_release(e, lp, er->name, se->leases[i], 0, true, end_release_done, er);
+    }
+    sess_end_free(se);
+    if (--eo->pending == 0) {
+        end_finish(eo);
+        return LK_OK;
+    }
+    return LK_AGAIN;
+}
+
+size_t engine_session_count(struct engine *e)
+{
+    return session_count(e);
 }
 
 /* ---- lifecycle ---- */

@@ -14,13 +14,23 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "server/backend.h"
 #include "server/util.h"
 
+struct backend;
 struct lk_config;
 struct lk_loop;
 struct engine;
 struct eng_waiter;
+
+/* Who holds a name, as the engine reports it (api/ sees no bk_* type). */
+struct eng_holder {
+    char owner[LK_OWNER_MAX + 1];
+    int64_t fencing_token;
+    int64_t expires_in_ms; /* the holder's lease, or the lock-delay left */
+    bool session_bound;
+    bool shared;
+    bool lock_delay; /* nobody holds it, but a lock-delay window is running */
+};
 
 struct eng_acquire {
     const char *name;
@@ -42,7 +52,7 @@ struct eng_result {
     const char *session;   /* NULL = none */
     const char *owner;
     int64_t count;           /* reentrant hold count (1 without); release: what is left */
-    struct bk_holder holder; /* LK_LOCKED / LK_HELD_BY_OTHER */
+    struct eng_holder holder; /* LK_LOCKED / LK_HELD_BY_OTHER */
     bool has_holder;
     int64_t waited_ms;
 };
@@ -64,7 +74,7 @@ struct eng_session_view {
 typedef void (*eng_session_fn)(void *arg, const struct eng_session_view *v);
 
 /* Creates the engine over an opened backend (ownership of bk moves in). */
-struct engine *engine_new(const struct lk_config *cfg, struct backend bk);
+struct engine *engine_new(const struct lk_config *cfg, const struct backend *bk);
 /* Starts the janitor thread (watchdog, reaper). */
 enum lk_code engine_start(struct engine *e) LK_WUR;
 /* Stops the janitor, frees everything. No operation may be running. */
@@ -87,16 +97,41 @@ enum lk_code engine_renew(struct engine *e, struct lk_loop *lp, const char *name
                           int64_t ttl_ms, eng_done_fn done, void *arg);
 enum lk_code engine_release(struct engine *e, struct lk_loop *lp, const char *name,
                             const char *lease, eng_done_fn done, void *arg);
-/* Inspect: done gets the backend's view; waiters counts this lockd's queue. */
-typedef void (*eng_info_fn)(void *arg, const struct bk_info *info, int64_t waiters);
+/* Inspect: the backend's view of name plus this lockd's queue. */
+struct eng_info {
+    enum lk_code code; /* LK_OK or LK_BACKEND_DOWN */
+    bool held;
+    struct eng_holder holder; /* the first holder when held, or lock_delay when only delayed */
+    const struct eng_holder *holders; /* every holder, newest token first */
+    size_t nholders;
+    int64_t waiters; /* acquires queued for it in this lockd */
+};
+typedef void (*eng_info_fn)(void *arg, const struct eng_info *info);
 enum lk_code engine_inspect(struct engine *e, struct lk_loop *lp, const char *name,
                             eng_info_fn done, void *arg);
+
+struct eng_entry {
+    const char *name;
+    struct eng_holder holder;
+};
+/* code LK_OK, LK_BAD_CURSOR or LK_BACKEND_DOWN; next_cursor NULL at the end. */
+typedef void (*eng_list_fn)(void *arg, enum lk_code code, const struct eng_entry *entries,
+                            size_t n, const char *next_cursor);
 enum lk_code engine_list(struct engine *e, struct lk_loop *lp, const char *prefix,
-                         const char *cursor, size_t limit, bk_list_fn done, void *arg);
+                         const char *cursor, size_t limit, eng_list_fn done, void *arg);
 /* Acquires queued for name in this lockd. Any thread. */
 int64_t engine_waiters(struct engine *e, const char *name);
-enum lk_code engine_ping(struct engine *e, struct lk_loop *lp, bk_done_fn done, void *arg);
-size_t engine_nodes(struct engine *e, struct bk_node *out, size_t max);
+/* code LK_OK when the backend takes writes. */
+typedef void (*eng_ping_fn)(void *arg, enum lk_code code);
+enum lk_code engine_ping(struct engine *e, struct lk_loop *lp, eng_ping_fn done, void *arg);
+
+struct eng_node {
+    char addr[128];
+    bool up;
+    char reason[128];
+    int64_t errors; /* backend calls that failed on it (lockd_backend_errors_total) */
+};
+size_t engine_nodes(struct engine *e, struct eng_node *out, size_t max);
 const char *engine_backend_name(const struct engine *e);
 
 /* Sessions. ttl_ms <= 0 = config default; lock_delay_ms >= 0. */

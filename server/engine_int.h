@@ -1,7 +1,13 @@
 /*
- * engine_int.h - the engine's private state, shared by engine.c (lock
- * operations), waiters.c (blocking acquires) and session.c (sessions,
- * watchdog, reaper). Not for api/.
+ * engine_int.h - the engine's private state and the interfaces between its
+ * parts. Not for api/. Who calls whom (never the other way round):
+ *
+ *   engine.c (the public API)  -> waiters.c, session.c, janitor.c, engine_bk.c
+ *   janitor.c (reaper, watchdog, shutdown) -> session.c, waiters.c, engine_bk.c
+ *   waiters.c (blocking acquires)          -> session.c, engine_bk.c
+ *   session.c (the session table)          -> nothing of the engine
+ *   engine_bk.c (the one way to the backend: timing, metrics per node,
+ *                undo)                     -> the backend
  *
  * Locks: wmu guards waiter queues, smu guards sessions and their locks. Never
  * hold either across a backend call or while calling a user callback; when
@@ -14,6 +20,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "server/backend.h"
 #include "server/engine.h"
 #include "server/hash.h"
 #include "server/heap.h"
@@ -21,7 +28,10 @@
 struct session;
 
 /* A lock held under a session through this lockd: the watchdog renews it.
- * One allocation sized to its name and owner, which never change. */
+ * Keyed by (name, lease) in engine->held and in its session: two leases on
+ * one name (two shared holders, or an old lease whose loss is not noticed
+ * yet) are two entries. One allocation sized to its strings, which never
+ * change: "name\0lease\0owner\0", the key being "name\0lease". */
 struct sess_lock {
     int64_t token;
     int64_t ttl_ms;
@@ -29,14 +39,19 @@ struct sess_lock {
     int64_t hold_until_ms; /* max_hold_ms deadline (monotonic); 0 = unbounded */
     int64_t expires_ms;    /* lease expiry as of our last successful renewal */
     struct session *s;
-    UT_hash_handle hh; /* engine->held, by name */
-    UT_hash_handle sh; /* session->locks, by name */
+    UT_hash_handle hh; /* engine->held, by (name, lease) */
+    UT_hash_handle sh; /* session->locks, by (name, lease) */
+    const char *lease; /* into name[] */
+    const char *owner; /* into name[] */
     bool dead;         /* released or lost: freed when popped off the heap */
     bool in_flight;    /* part of a watchdog batch right now */
     bool in_heap;
-    char lease[LK_LEASE_LEN + 1];
-    char name[]; /* the name, then the owner: lk_pair_put */
+    bool releasing; /* its client's release is at the backend */
+    char name[];    /* name, lease, owner: see above */
 };
+
+/* The bytes of a sess_lock's key for a name of nlen bytes. */
+#define SESS_KEY_LEN(nlen) ((nlen) + 1 + LK_LEASE_LEN)
 
 struct session {
     char id[LK_SESSION_LEN + 1];
@@ -60,6 +75,7 @@ struct engine {
 
     pthread_mutex_t wmu;
     struct wqueue *queues;
+    int64_t nwaiters; /* under wmu: what max_waiters bounds */
 
     pthread_mutex_t smu;
     struct session *sessions;
@@ -74,7 +90,36 @@ struct engine {
     ev_timer jtick;
 };
 
-/* waiters.c */
+/* ---- engine_bk.c: every backend call goes through here ---- */
+
+/* Storage for one call in flight, embedded in the caller's own record so a
+ * call costs no allocation; it must live until done ran. */
+struct bk_call {
+    struct engine *e;
+    bk_done_fn done;
+    void *arg;
+    int64_t start_us;
+};
+
+/* Submits req; done(arg, res) runs exactly once (synchronously: returns
+ * LK_OK; later on lp's thread: LK_AGAIN). Times the call and counts its
+ * LK_BACKEND_DOWN per node. A request the backend's caps do not cover is
+ * answered LK_UNSUPPORTED without reaching it. */
+enum lk_code engine_bk_submit(struct engine *e, struct lk_loop *lp, struct bk_call *call,
+                              const struct bk_req *req, bk_done_fn done, void *arg);
+/* Compare-and-delete release in the background; done (may be NULL) gets
+ * the result. Used to give back grants nobody will use (undo), and by the
+ * reaper and shutdown. Counted in lockd_release_total when count is set. */
+void engine_bk_release(struct engine *e, struct lk_loop *lp, const char *name, const char *lease,
+                       int64_t delay_ms, bool count, bk_done_fn done, void *arg);
+/* Pub/sub interest in name's releases (waiters). Any thread. */
+void engine_bk_watch(struct engine *e, const char *name, bool on);
+/* The first holder of a result, or the lock-delay as a holder. */
+void engine_holder_of(const struct bk_res *r, struct eng_holder *out);
+void engine_holder_conv(struct eng_holder *out, const struct bk_holder *h);
+
+/* ---- waiters.c ---- */
+
 /* Queues a blocking acquire: LK_AGAIN (done runs later), or LK_LOCKED
  * without calling done when max_waiters are parked already (the caller
  * tries once instead). The one place max_waiters is checked. */
@@ -85,37 +130,79 @@ enum lk_code waiters_acquire(struct engine *e, struct lk_loop *lp, const struct 
  * waiter tries at once. Any thread. */
 void waiters_kick(struct engine *e, const char *name);
 /* True (and *holder filled) when lockd has waiters queued for name. */
-bool waiters_queued(struct engine *e, const char *name, struct bk_holder *holder);
+bool waiters_queued(struct engine *e, const char *name, struct eng_holder *holder);
 int64_t waiters_count(struct engine *e, const char *name);
 /* Answers every waiter of a dead session 404, or every waiter 503 when
  * draining (session NULL). Any thread. */
 void waiters_fail(struct engine *e, const char *session);
 void waiters_free_all(struct engine *e);
 
-/* session.c */
+/* ---- session.c: the session table (no backend, no waiters) ---- */
+
+bool session_alive(struct engine *e, const char *id);
 /* Records a grant under session id; LK_SESSION_NOT_FOUND if it died. */
 enum lk_code session_add_lock(struct engine *e, const char *id, const char *name, const char *lease,
                               const char *owner, int64_t token, int64_t ttl_ms,
-                              int64_t max_hold_ms);
+                              int64_t max_hold_ms) LK_WUR;
 /* Reentrant re-acquire: when session id holds name, count+1 and fill r. */
 bool session_reenter(struct engine *e, const char *id, const char *name, struct eng_result *r,
                      char lease_out[LK_LEASE_LEN + 1], char owner_out[LK_OWNER_MAX + 1]);
-bool session_alive(struct engine *e, const char *id);
-/* Client release of a session lease: returns true with *left = holds left
- * when the lease is session-bound and still held more than once (nothing to
- * do in the backend); false otherwise (detaches it when count reaches 0). */
-bool session_release_hold(struct engine *e, const char *name, const char *lease, int64_t *left,
-                          int64_t *token);
+
+/* A client's release of (name, lease). */
+enum sess_release {
+    SR_UNBOUND, /* not a session lease here: release it in the backend */
+    SR_KEPT,    /* reentrant: one hold less, *left holds remain, nothing to send */
+    SR_LAST,    /* the last hold: release it in the backend, then session_release_end */
+};
+enum sess_release session_release_begin(struct engine *e, const char *name, const char *lease,
+                                        int64_t *left, int64_t *token);
+/* The backend answered a release that session_release_begin called SR_LAST:
+ * gone (LK_OK, LK_NOT_HELD, LK_HELD_BY_OTHER) detaches the lock; anything
+ * else (LK_BACKEND_DOWN) keeps it held, renewed and reported. */
+void session_release_end(struct engine *e, const char *name, const char *lease,
+                         enum lk_code code);
 /* A renewal succeeded: a session-bound lease takes the new TTL. Returns its
  * hold count and copies its session id (0 and nothing when not bound). */
 int64_t session_note_renew(struct engine *e, const char *name, const char *lease, int64_t ttl_ms,
                            char session[LK_SESSION_LEN + 1]);
-enum lk_code janitor_start(struct engine *e);
-void janitor_stop(struct engine *e);
+
+/* The locks of a session that ended or expired, to release. */
+struct sess_end {
+    struct sess_end *next;
+    char id[LK_SESSION_LEN + 1];
+    int64_t delay_ms; /* the session's lock_delay_ms (applies when it expired) */
+    size_t n;
+    char **names, **leases;
+};
+void sess_end_free(struct sess_end *se);
+/* Unlinks live session id: LK_OK and *out, or LK_SESSION_NOT_FOUND. */
+enum lk_code session_end(struct engine *e, const char *id, struct sess_end **out) LK_WUR;
+/* Every session that missed its heartbeat by now, unlinked (a list). */
+struct sess_end *session_reap_due(struct engine *e, int64_t now);
+/* Every session, unlinked (shutdown). */
+struct sess_end *session_end_all(struct engine *e);
+size_t session_count(struct engine *e);
+
+/* The watchdog's work: leases due for renewal, in backend-sized batches. */
+struct wd_batch {
+    struct wd_batch *next;
+    struct bk_call call;
+    struct engine *e;
+    int64_t sent_ms;
+    size_t n;
+    struct sess_lock **locks;
+    struct bk_renew_item *items;
+};
+/* Takes what is due (under smu); *capped gets leases whose max_hold_ms ran
+ * out, to release (names and leases, n in *ncapped). */
+struct wd_batch *session_watchdog_due(struct engine *e, int64_t now, char (**capped)[2][LK_NAME_MAX + 1],
+                                      size_t *ncapped);
+/* Applies a batch's results (renewed, lost, retry) and frees it. */
+void session_watchdog_done(struct wd_batch *b);
 void sessions_free_all(struct engine *e);
 
-/* engine.c: fire-and-forget release used by cancelled waiters and reaper. */
-void engine_release_bg(struct engine *e, struct lk_loop *lp, const char *name, const char *lease,
-                       int64_t delay_ms);
+/* ---- janitor.c ---- */
+enum lk_code janitor_start(struct engine *e) LK_WUR;
+void janitor_stop(struct engine *e);
 
 #endif

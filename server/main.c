@@ -93,7 +93,7 @@ int main(int argc, char **argv)
         config_free(&cfg);
         return 2;
     }
-    struct engine *e = engine_new(&cfg, bk);
+    struct engine *e = engine_new(&cfg, &bk);
     if (engine_start(e) != LK_OK) {
         fprintf(stderr, "lockd: cannot start the engine\n");
         engine_free(e);

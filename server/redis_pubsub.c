@@ -1,27 +1,62 @@
 /*
- * redis_pubsub.c - the Redis backend's subscriber thread: one connection of
- * its own that subscribes to a lock's release channel while lockd has
- * waiters for it, and hands each release message (and each subscription
- * confirmation) to the engine's hook. The watch table lives on this thread;
- * rb_watch() and rb_set_release_hook() may be called from any thread.
+ * redis_pubsub.c - the Redis backend's subscriber thread (see
+ * redis_pubsub.h): one node-layer connection of its own that subscribes to
+ * a lock's release channel while lockd has waiters for it. The watch table
+ * and the connection live on this thread; rps_watch() and rps_set_hook()
+ * may be called from any thread. Depends on the node layer only.
  */
+#include "server/redis_pubsub.h"
+
+#include <hiredis/async.h>
+#include <hiredis/hiredis.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/hash.h"
 #include "server/log.h"
 #include "server/loop.h"
-#include "server/redis_int.h"
+#include "server/redis_args.h"
+#include "server/redis_compat.h"
+#include "server/redis_node.h"
+#include "server/util.h"
 
-static void sub_send(struct rb *bk, const char *cmd, const char *const *names, size_t n);
+struct watch_ent {
+    UT_hash_handle hh;
+    int refs;
+    struct rcompat_chan chan; /* the UNSUBSCRIBE quirk, see redis_compat.h */
+    char name[LK_NAME_MAX + 1];
+};
+
+struct rps {
+    struct rn_node *node;
+    char *prefix;
+    size_t prefix_len;
+    char instance[64];
+
+    pthread_mutex_t mu; /* guards hook */
+    bk_release_fn hook;
+    void *hook_arg;
+
+    struct lk_loop *lp; /* the subscriber thread's loop */
+    pthread_t th;
+    bool running;
+    /* subscriber thread only */
+    struct rn_conn *conn;
+    struct watch_ent *watched;
+};
+
+static void sub_send(struct rps *ps, bool subscribe, const char *const *names, size_t n);
 
 /* The lock name of channel "<prefix>released:{<name>}" into out; false if
  * it is not one of ours. */
-static bool channel_name(const struct rb *bk, const redisReply *ch, char out[LK_NAME_MAX + 1])
+static bool channel_name(const struct rps *ps, const redisReply *ch, char out[LK_NAME_MAX + 1])
 {
-    size_t pl = bk->prefix_len + strlen("released:{");
+    size_t il = strlen(RPS_CHANNEL_INFIX);
+    size_t pl = ps->prefix_len + il + 1;
     if (ch->type != REDIS_REPLY_STRING || ch->len < pl + 2 || ch->len - pl - 1 > LK_NAME_MAX ||
-        memcmp(ch->str, bk->prefix, bk->prefix_len) != 0 ||
-        memcmp(ch->str + bk->prefix_len, "released:{", pl - bk->prefix_len) != 0 ||
+        memcmp(ch->str, ps->prefix, ps->prefix_len) != 0 ||
+        memcmp(ch->str + ps->prefix_len, RPS_CHANNEL_INFIX, il) != 0 || ch->str[pl - 1] != '{' ||
         ch->str[ch->len - 1] != '}')
         return false;
     size_t nl = ch->len - pl - 1;
@@ -30,14 +65,20 @@ static bool channel_name(const struct rb *bk, const redisReply *ch, char out[LK_
     return lk_name_valid(out, nl);
 }
 
-static void call_hook(struct rb *bk, const char *name)
+static void call_hook(struct rps *ps, const char *name)
 {
-    pthread_mutex_lock(&bk->mu);
-    bk_release_fn fn = bk->hook;
-    void *arg = bk->hook_arg;
-    pthread_mutex_unlock(&bk->mu);
+    pthread_mutex_lock(&ps->mu);
+    bk_release_fn fn = ps->hook;
+    void *arg = ps->hook_arg;
+    pthread_mutex_unlock(&ps->mu);
     if (fn != NULL)
         fn(arg, name);
+}
+
+static void unwatch_ent(struct rps *ps, struct watch_ent *w)
+{
+    HASH_DEL(ps->watched, w);
+    free(w);
 }
 
 /* On the subscriber thread: a release message names the lock. A subscribe
@@ -46,31 +87,30 @@ static void call_hook(struct rb *bk, const char *name)
 static void on_message(redisAsyncContext *ac, void *r, void *priv)
 {
     (void)ac;
-    struct rb *bk = priv;
+    struct rps *ps = priv;
     redisReply *reply = r;
-    if (!rb_is_array(reply, 3) || reply->element[0]->type != REDIS_REPLY_STRING)
+    if (reply == NULL || reply->type != REDIS_REPLY_ARRAY || reply->elements < 3 ||
+        reply->element[0]->type != REDIS_REPLY_STRING)
         return;
     const char *type = reply->element[0]->str;
     char name[LK_NAME_MAX + 1];
     if (strcmp(type, "subscribe") == 0) {
-        if (channel_name(bk, reply->element[1], name))
-            call_hook(bk, name);
+        if (channel_name(ps, reply->element[1], name))
+            call_hook(ps, name);
         return;
     }
     if (strcmp(type, "unsubscribe") == 0) {
         struct watch_ent *w = NULL;
-        if (!channel_name(bk, reply->element[1], name))
+        if (!channel_name(ps, reply->element[1], name))
             return;
-        HASH_FIND_STR(bk->watched, name, w);
-        if (w == NULL || !w->unsub_inflight)
+        HASH_FIND_STR(ps->watched, name, w);
+        if (w == NULL || !w->chan.unsub_inflight)
             return;
-        w->unsub_inflight = false;
-        if (w->refs > 0) {
+        if (rcompat_chan_unsubscribed(&w->chan)) {
             const char *names[1] = {w->name};
-            sub_send(bk, "SUBSCRIBE", names, 1); /* watched again meanwhile */
+            sub_send(ps, true, names, 1); /* watched again meanwhile */
         } else {
-            HASH_DEL(bk->watched, w);
-            free(w);
+            unwatch_ent(ps, w);
         }
         return;
     }
@@ -78,66 +118,63 @@ static void on_message(redisAsyncContext *ac, void *r, void *priv)
         return;
     /* The channel names the lock; the message, who released it. */
     const redisReply *m = reply->element[2];
-    if (!channel_name(bk, reply->element[1], name))
+    if (!channel_name(ps, reply->element[1], name))
         return;
-    if (m->len == strlen(bk->instance) && memcmp(m->str, bk->instance, m->len) == 0)
+    if (m->len == strlen(ps->instance) && memcmp(m->str, ps->instance, m->len) == 0)
         return; /* our own release: its waiters were woken when it was answered */
-    call_hook(bk, name);
+    call_hook(ps, name);
 }
 
-static void sub_send(struct rb *bk, const char *cmd, const char *const *names, size_t n)
+static void sub_send(struct rps *ps, bool subscribe, const char *const *names, size_t n)
 {
-    struct rconn *c = bk->sub;
-    if (c == NULL || c->ac == NULL || c->state != RC_READY || n == 0)
+    if (n == 0 || !rn_conn_ready(ps->conn))
         return;
-    struct argb b = {0};
-    rb_argb_str(&b, cmd);
+    struct rargs b = {0};
+    rargs_str(&b, subscribe ? "SUBSCRIBE" : "UNSUBSCRIBE");
     for (size_t i = 0; i < n; i++)
-        rb_argb_channel(&b, bk, names[i]);
+        rargs_tagged(&b, ps->prefix, ps->prefix_len, RPS_CHANNEL_INFIX, names[i], "");
     const char **argv = lk_malloc((size_t)b.n * sizeof(*argv));
     for (int i = 0; i < b.n; i++)
         argv[i] = b.buf + b.off[i];
     /* UNSUBSCRIBE takes no callback in hiredis: each channel's entry goes */
-    int rc = strcmp(cmd, "SUBSCRIBE") == 0
-                 ? redisAsyncCommandArgv(c->ac, on_message, bk, b.n, argv, b.lens)
-                 : redisAsyncCommandArgv(c->ac, NULL, NULL, b.n, argv, b.lens);
-    if (rc != REDIS_OK)
-        lk_log(LK_WARN, "cannot %s on redis '%s'", cmd, bk->addr);
+    int rc = rn_conn_raw(ps->conn, subscribe ? on_message : NULL, subscribe ? ps : NULL, b.n, argv,
+                         b.lens);
+    if (rc != 0)
+        lk_log(LK_WARN, "cannot %s on redis '%s'", subscribe ? "SUBSCRIBE" : "UNSUBSCRIBE",
+               rn_node_addr(ps->node));
     free(argv);
-    free(b.buf);
-    free(b.off);
-    free(b.lens);
+    rargs_free(&b);
 }
 
 /* A new subscriber connection has none of the old subscriptions: subscribe
- * every watched name again, then wake each name's waiters once, since a
- * release may have been published while we were not listening. */
-void rb_sub_connected(struct rconn *c)
+ * every watched name again; each confirmation wakes its name's waiters
+ * (on_message), since a release may have been published while we were not
+ * listening. */
+static void on_ready(void *arg, struct rn_conn *c)
 {
-    struct rb *bk = c->bk;
-    const char *names[RB_SUB_CHUNK];
+    (void)c;
+    struct rps *ps = arg;
+    const char *names[RPS_SUB_CHUNK];
     size_t n = 0;
     struct watch_ent *w, *tmp;
-    HASH_ITER (hh, bk->watched, w, tmp) {
-        w->unsub_inflight = false; /* a new connection: nothing in flight */
+    HASH_ITER (hh, ps->watched, w, tmp) {
+        w->chan.unsub_inflight = false; /* a new connection: nothing in flight */
         if (w->refs <= 0) {
-            HASH_DEL(bk->watched, w);
-            free(w);
+            unwatch_ent(ps, w);
             continue;
         }
+        (void)rcompat_chan_may_subscribe(&w->chan);
         names[n++] = w->name;
-        if (n == RB_SUB_CHUNK) {
-            sub_send(bk, "SUBSCRIBE", names, n);
+        if (n == RPS_SUB_CHUNK) {
+            sub_send(ps, true, names, n);
             n = 0;
         }
     }
-    /* each confirmation wakes its name's waiters (on_message): only then is
-     * a release that happened while we were away sure to be noticed */
-    sub_send(bk, "SUBSCRIBE", names, n);
+    sub_send(ps, true, names, n);
 }
 
 struct watch_msg {
-    struct rb *bk;
+    struct rps *ps;
     bool on;
     char name[LK_NAME_MAX + 1];
 };
@@ -145,84 +182,106 @@ struct watch_msg {
 static void sub_watch(void *p)
 {
     struct watch_msg *m = p;
-    struct rb *bk = m->bk;
+    struct rps *ps = m->ps;
     struct watch_ent *w = NULL;
     const char *names[1] = {m->name};
-    HASH_FIND_STR(bk->watched, m->name, w);
-    struct rconn *c = bk->sub;
-    bool up = c != NULL && c->ac != NULL && c->state == RC_READY;
+    HASH_FIND_STR(ps->watched, m->name, w);
+    bool up = rn_conn_ready(ps->conn);
     if (m->on) {
         if (w == NULL) {
             w = lk_calloc(1, sizeof(*w));
             lk_strlcpy(w->name, m->name, sizeof(w->name));
-            HASH_ADD_STR(bk->watched, name, w);
-            sub_send(bk, "SUBSCRIBE", names, 1);
+            HASH_ADD_STR(ps->watched, name, w);
         }
         /* refs 0 with an UNSUBSCRIBE in flight: its confirmation resubscribes */
-        w->refs++;
+        if (w->refs++ == 0 && rcompat_chan_may_subscribe(&w->chan))
+            sub_send(ps, true, names, 1);
     } else if (w != NULL && --w->refs <= 0) {
-        if (up && !w->unsub_inflight) {
-            w->unsub_inflight = true; /* the entry goes when Redis confirms */
-            sub_send(bk, "UNSUBSCRIBE", names, 1);
+        if (up && !w->chan.unsub_inflight) {
+            rcompat_chan_unsubscribing(&w->chan); /* the entry goes when Redis confirms */
+            sub_send(ps, false, names, 1);
         } else if (!up) {
-            HASH_DEL(bk->watched, w);
-            free(w);
+            unwatch_ent(ps, w);
+        } else {
+            w->chan.want = false; /* the pending confirmation removes it */
         }
     }
     free(m);
 }
 
-void rb_watch(void *state, const char *name, bool on)
+void rps_watch(struct rps *ps, const char *name, bool on)
 {
-    struct rb *bk = state;
-    if (strlen(name) > LK_NAME_MAX)
+    if (ps == NULL || strlen(name) > LK_NAME_MAX)
         return;
     struct watch_msg *m = lk_calloc(1, sizeof(*m));
-    m->bk = bk;
+    m->ps = ps;
     m->on = on;
     lk_strlcpy(m->name, name, sizeof(m->name));
-    loop_post(bk->sub_lp, sub_watch, m); /* the table and connection live on that thread */
+    loop_post(ps->lp, sub_watch, m); /* the table and connection live on that thread */
 }
 
-void rb_set_release_hook(void *state, bk_release_fn fn, void *arg)
+void rps_set_hook(struct rps *ps, bk_release_fn fn, void *arg)
 {
-    struct rb *bk = state;
-    pthread_mutex_lock(&bk->mu);
-    bk->hook = fn;
-    bk->hook_arg = arg;
-    pthread_mutex_unlock(&bk->mu);
+    pthread_mutex_lock(&ps->mu);
+    ps->hook = fn;
+    ps->hook_arg = arg;
+    pthread_mutex_unlock(&ps->mu);
 }
 
-void rb_sub_init(void *p)
+static void sub_init(void *p)
 {
-    struct rb *bk = p;
-    struct rconn *c = rb_conn_new(bk, loop_ev(bk->sub_lp), true);
-    pthread_mutex_lock(&bk->mu);
-    bk->sub = c;
-    pthread_mutex_unlock(&bk->mu);
-    rb_conn_start(c);
+    struct rps *ps = p;
+    static const struct rn_conn_hooks hooks = {.ready = on_ready, .pubsub = true};
+    ps->conn = rn_conn_new(ps->node, loop_ev(ps->lp), &hooks, ps);
 }
 
-void rb_sub_fini(void *p)
+static void sub_fini(void *p)
 {
-    struct rb *bk = p;
-    pthread_mutex_lock(&bk->mu);
-    struct rconn *c = bk->sub;
-    bk->sub = NULL;
-    pthread_mutex_unlock(&bk->mu);
-    if (c != NULL)
-        rb_conn_free(c);
+    struct rps *ps = p;
+    if (ps->conn != NULL)
+        rn_conn_free(ps->conn);
+    ps->conn = NULL;
     struct watch_ent *w, *tmp;
-    HASH_ITER (hh, bk->watched, w, tmp) {
-        HASH_DEL(bk->watched, w);
-        free(w);
-    }
-    loop_stop(bk->sub_lp);
+    HASH_ITER (hh, ps->watched, w, tmp)
+        unwatch_ent(ps, w);
+    loop_stop(ps->lp);
 }
 
-void *rb_sub_main(void *p)
+static void *sub_main(void *p)
 {
-    struct rb *bk = p;
-    loop_run(bk->sub_lp);
+    struct rps *ps = p;
+    loop_run(ps->lp);
     return NULL;
+}
+
+struct rps *rps_new(struct rn_node *node, const char *prefix, const char *instance)
+{
+    struct rps *ps = lk_calloc(1, sizeof(*ps));
+    ps->node = node;
+    ps->prefix = lk_strdup(prefix);
+    ps->prefix_len = strlen(prefix);
+    lk_strlcpy(ps->instance, instance, sizeof(ps->instance));
+    pthread_mutex_init(&ps->mu, NULL);
+    ps->lp = loop_new(-1);
+    loop_post(ps->lp, sub_init, ps); /* runs first thing on the new thread */
+    if (pthread_create(&ps->th, NULL, sub_main, ps) != 0) {
+        rps_free(ps);
+        return NULL;
+    }
+    ps->running = true;
+    return ps;
+}
+
+void rps_free(struct rps *ps)
+{
+    if (ps == NULL)
+        return;
+    if (ps->running) {
+        loop_post(ps->lp, sub_fini, ps);
+        pthread_join(ps->th, NULL);
+    }
+    loop_free(ps->lp);
+    pthread_mutex_destroy(&ps->mu);
+    free(ps->prefix);
+    free(ps);
 }

@@ -1,26 +1,21 @@
 /*
- * session.c - sessions, the watchdog and the reaper. A client heartbeats its
- * session; the janitor thread (its own loop, never a request thread) renews
- * every lease held under a live session at ttl/3 in batched backend calls
- * (leases due within ttl/6 of a cycle join it, so batches stay large),
- * and expires sessions that missed their heartbeat, releasing their locks
- * with compare-and-delete (and Chubby's lock-delay when asked).
+ * session.c - the session table: sessions, the locks held under them (keyed
+ * by name and lease), and the two heaps that time them (heartbeat deadlines
+ * and watchdog renewals). It makes no backend call and knows no waiter:
+ * janitor.c and engine.c act on what it hands out. Any thread, under smu;
+ * no callback runs under smu.
  *
- * Timers are two min-heaps under smu with one entry per session and per
- * session lock; an entry whose object died is freed when it is popped, so
- * the heaps never point at freed memory.
+ * A heap entry whose object died is freed when it is popped, so the heaps
+ * never point at freed memory.
  */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "config/config.h"
 #include "server/engine_int.h"
 #include "server/log.h"
-#include "server/loop.h"
 #include "server/metrics.h"
 
-#define JANITOR_TICK_S 0.01
 #define WATCHDOG_BATCH 4096
 #define RETRY_MS 100
 
@@ -41,6 +36,37 @@ bool session_alive(struct engine *e, const char *id)
     return ok;
 }
 
+size_t session_count(struct engine *e)
+{
+    pthread_mutex_lock(&e->smu);
+    size_t n = e->nsessions;
+    pthread_mutex_unlock(&e->smu);
+    return n;
+}
+
+/* The key "name\0lease" of (name, lease) into buf; 0 when lease is not a
+ * lease (no entry can match it). */
+static size_t key_of(char buf[SESS_KEY_LEN(LK_NAME_MAX)], const char *name, const char *lease)
+{
+    size_t nlen = strnlen(name, LK_NAME_MAX + 1);
+    if (nlen > LK_NAME_MAX || strnlen(lease, LK_LEASE_LEN + 1) != LK_LEASE_LEN)
+        return 0;
+    memcpy(buf, name, nlen);
+    buf[nlen] = '\0';
+    memcpy(buf + nlen + 1, lease, LK_LEASE_LEN);
+    return SESS_KEY_LEN(nlen);
+}
+
+static struct sess_lock *find_lock(struct engine *e, const char *name, const char *lease)
+{
+    char key[SESS_KEY_LEN(LK_NAME_MAX)];
+    size_t klen = key_of(key, name, lease);
+    struct sess_lock *sl = NULL;
+    if (klen > 0)
+        HASH_FIND(hh, e->held, key, klen, sl);
+    return sl;
+}
+
 static void push_renew(struct engine *e, struct sess_lock *sl, int64_t at)
 {
     sl->in_heap = true;
@@ -54,10 +80,7 @@ static void detach_lock(struct engine *e, struct sess_lock *sl)
     if (sl->dead)
         return;
     sl->dead = true;
-    struct sess_lock *cur;
-    HASH_FIND_STR(e->held, sl->name, cur);
-    if (cur == sl)
-        HASH_DEL(e->held, sl);
+    HASH_DELETE(hh, e->held, sl);
     if (sl->s != NULL)
         HASH_DELETE(sh, sl->s->locks, sl);
     sl->s = NULL;
@@ -99,16 +122,16 @@ enum lk_code session_add_lock(struct engine *e, const char *id, const char *name
                               const char *owner, int64_t token, int64_t ttl_ms, int64_t max_hold_ms)
 {
     int64_t now = lk_now_ms();
-    pthread_mutex_lock(&e->smu);
-    struct session *s = find_live(e, id);
-    if (s == NULL) {
-        pthread_mutex_unlock(&e->smu);
-        return LK_SESSION_NOT_FOUND;
-    }
     size_t nlen = strnlen(name, LK_NAME_MAX), olen = strnlen(owner, LK_OWNER_MAX);
-    struct sess_lock *sl = lk_calloc(1, sizeof(*sl) + LK_PAIR_SIZE(nlen, olen));
-    lk_pair_put(sl->name, name, nlen, owner, olen);
-    lk_strlcpy(sl->lease, lease, sizeof(sl->lease));
+    if (strnlen(lease, LK_LEASE_LEN + 1) != LK_LEASE_LEN)
+        return LK_INTERNAL;
+    struct sess_lock *sl = lk_calloc(1, sizeof(*sl) + nlen + 1 + LK_LEASE_LEN + 1 + olen + 1);
+    memcpy(sl->name, name, nlen);
+    char *l = sl->name + nlen + 1;
+    memcpy(l, lease, LK_LEASE_LEN);
+    lk_strlcpy(l + LK_LEASE_LEN + 1, owner, olen + 1);
+    sl->lease = l;
+    sl->owner = l + LK_LEASE_LEN + 1;
     sl->token = token;
     sl->ttl_ms = ttl_ms;
     sl->count = 1;
@@ -116,18 +139,23 @@ enum lk_code session_add_lock(struct engine *e, const char *id, const char *name
     if (max_hold_ms < 0)
         max_hold_ms = e->cfg->max_hold_ms;
     sl->hold_until_ms = max_hold_ms > 0 ? now + max_hold_ms : 0;
-    sl->s = s;
-    struct sess_lock *old;
-    HASH_FIND_STR(e->held, name, old);
-    if (old != NULL) {
-        /* The backend just granted name to a new lease, so an earlier lease
-         * we still track (its loss not noticed yet, e.g. Redis came back
-         * empty) is gone: report it lost now rather than keep it in locks. */
-        mark_lost(e, old, "granted to another lease");
-        free_if_unreferenced(old);
+
+    pthread_mutex_lock(&e->smu);
+    struct session *s = find_live(e, id);
+    enum lk_code code = s == NULL                            ? LK_SESSION_NOT_FOUND
+                        : find_lock(e, name, lease) != NULL ? LK_INTERNAL /* leases are unique */
+                                                             : LK_OK;
+    if (code != LK_OK) {
+        pthread_mutex_unlock(&e->smu);
+        free(sl);
+        return code;
     }
-    HASH_ADD_STR(e->held, name, sl);
-    HASH_ADD_KEYPTR(sh, s->locks, sl->name, strlen(sl->name), sl);
+    sl->s = s;
+    /* Keyed by (name, lease) only: another lease on the same name (a second
+     * shared holder, or an old lease whose loss the watchdog has not seen
+     * yet) is another entry, and each is judged by its own renewals. */
+    HASH_ADD_KEYPTR(hh, e->held, sl->name, SESS_KEY_LEN(nlen), sl);
+    HASH_ADD_KEYPTR(sh, s->locks, sl->name, SESS_KEY_LEN(nlen), sl);
     push_renew(e, sl, now + ttl_ms / 3);
     metrics_add(M_LOCKS_HELD, 1);
     pthread_mutex_unlock(&e->smu);
@@ -138,23 +166,34 @@ bool session_reenter(struct engine *e, const char *id, const char *name, struct 
                      char lease_out[LK_LEASE_LEN + 1], char owner_out[LK_OWNER_MAX + 1])
 {
     bool ok = false;
+    int64_t now = lk_now_ms();
     pthread_mutex_lock(&e->smu);
     struct session *s = find_live(e, id);
-    struct sess_lock *sl = NULL;
-    if (s != NULL)
-        HASH_FIND(sh, s->locks, name, strlen(name), sl);
-    /* Not a lease whose expiry passed without a successful renewal: it may
-     * be gone, and a reentrant grant must not vouch for it. */
-    if (sl != NULL && !sl->dead && sl->expires_ms > lk_now_ms()) {
+    struct sess_lock *sl = NULL, *it, *tmp;
+    /* By name within the session: a walk of its own locks, which a
+     * reentrant acquire alone needs. */
+    if (s != NULL) {
+        HASH_ITER (sh, s->locks, it, tmp) {
+            /* Not a lease whose expiry passed without a successful renewal:
+             * it may be gone, and a reentrant grant must not vouch for it.
+             * Nor one whose release is at the backend. */
+            if (strcmp(it->name, name) == 0 && !it->dead && !it->releasing &&
+                it->expires_ms > now) {
+                sl = it;
+                break;
+            }
+        }
+    }
+    if (sl != NULL) {
         sl->count++;
         memcpy(lease_out, sl->lease, LK_LEASE_LEN + 1);
-        lk_strlcpy(owner_out, lk_pair_second(sl->name), LK_OWNER_MAX + 1);
+        lk_strlcpy(owner_out, sl->owner, LK_OWNER_MAX + 1);
         r->code = LK_OK;
         r->lease = lease_out;
         r->owner = owner_out;
         r->fencing_token = sl->token; /* same lease, same token */
         r->ttl_ms = sl->ttl_ms;
-        r->expires_at_ms = lk_wall_ms() + (sl->expires_ms - lk_now_ms());
+        r->expires_at_ms = lk_wall_ms() + (sl->expires_ms - now);
         r->session = s->id;
         r->count = sl->count;
         ok = true;
@@ -163,27 +202,41 @@ bool session_reenter(struct engine *e, const char *id, const char *name, struct 
     return ok;
 }
 
-bool session_release_hold(struct engine *e, const char *name, const char *lease, int64_t *left,
-                          int64_t *token)
+enum sess_release session_release_begin(struct engine *e, const char *name, const char *lease,
+                                        int64_t *left, int64_t *token)
 {
-    bool kept = false;
+    enum sess_release sr = SR_UNBOUND;
     pthread_mutex_lock(&e->smu);
-    struct sess_lock *sl;
-    HASH_FIND_STR(e->held, name, sl);
-    if (sl != NULL && !sl->dead && lk_streq_ct(sl->lease, lease)) {
+    struct sess_lock *sl = find_lock(e, name, lease);
+    if (sl != NULL && !sl->dead) {
         if (sl->count > 1) {
             sl->count--;
             *left = sl->count;
             *token = sl->token;
-            kept = true;
+            sr = SR_KEPT;
         } else {
-            /* Last hold: the caller releases it in the backend. */
-            detach_lock(e, sl);
+            /* Stays in its session (renewed, reported) until the backend
+             * answers: session_release_end. */
+            sl->releasing = true;
+            sr = SR_LAST;
+        }
+    }
+    pthread_mutex_unlock(&e->smu);
+    return sr;
+}
+
+void session_release_end(struct engine *e, const char *name, const char *lease, enum lk_code code)
+{
+    pthread_mutex_lock(&e->smu);
+    struct sess_lock *sl = find_lock(e, name, lease);
+    if (sl != NULL && !sl->dead) {
+        sl->releasing = false;
+        if (code == LK_OK || code == LK_NOT_HELD || code == LK_HELD_BY_OTHER) {
+            detach_lock(e, sl); /* gone from the backend: nothing to renew */
             free_if_unreferenced(sl);
         }
     }
     pthread_mutex_unlock(&e->smu);
-    return kept;
 }
 
 int64_t session_note_renew(struct engine *e, const char *name, const char *lease, int64_t ttl_ms,
@@ -191,9 +244,8 @@ int64_t session_note_renew(struct engine *e, const char *name, const char *lease
 {
     int64_t count = 0;
     pthread_mutex_lock(&e->smu);
-    struct sess_lock *sl;
-    HASH_FIND_STR(e->held, name, sl);
-    if (sl != NULL && !sl->dead && strcmp(sl->lease, lease) == 0) {
+    struct sess_lock *sl = find_lock(e, name, lease);
+    if (sl != NULL && !sl->dead) {
         if (ttl_ms > 0) {
             sl->ttl_ms = ttl_ms;
             sl->expires_ms = lk_now_ms() + ttl_ms;
@@ -205,36 +257,63 @@ int64_t session_note_renew(struct engine *e, const char *name, const char *lease
     return count;
 }
 
-/* ---- the session API ---- */
+/* ---- the session API: views are copies, answered after smu is dropped ---- */
 
-static void view_of(struct session *s, struct eng_session_view *v, const char **names, size_t cap)
+struct view_copy {
+    struct eng_session_view v;
+    char id[LK_SESSION_LEN + 1];
+    char owner[LK_OWNER_MAX + 1];
+    char **locks, **lost;
+};
+
+/* Copies what the view shows of s (under smu). */
+static void view_take(struct view_copy *c, const struct session *s)
 {
-    memset(v, 0, sizeof(*v));
-    v->code = LK_OK;
-    v->session = s->id;
-    v->ttl_ms = s->ttl_ms;
-    v->expires_at_ms = lk_wall_ms() + (s->deadline_ms - lk_now_ms());
-    v->owner = s->owner;
-    size_t n = 0;
+    memset(c, 0, sizeof(*c));
+    memcpy(c->id, s->id, sizeof(c->id));
+    memcpy(c->owner, s->owner, sizeof(c->owner));
+    size_t n = HASH_CNT(sh, s->locks), i = 0;
+    c->locks = lk_malloc((n ? n : 1) * sizeof(char *));
     struct sess_lock *sl, *tmp;
-    HASH_ITER (sh, s->locks, sl, tmp) {
-        if (n < cap)
-            names[n++] = sl->name;
-    }
-    v->locks = names;
-    v->nlocks = n;
-    v->lost = (const char *const *)s->lost;
-    v->nlost = s->nlost;
+    HASH_ITER (sh, s->locks, sl, tmp)
+        c->locks[i++] = lk_strdup(sl->name);
+    c->lost = lk_malloc((s->nlost ? s->nlost : 1) * sizeof(char *));
+    for (size_t k = 0; k < s->nlost; k++)
+        c->lost[k] = lk_strdup(s->lost[k]);
+    c->v.code = LK_OK;
+    c->v.session = c->id;
+    c->v.owner = c->owner;
+    c->v.ttl_ms = s->ttl_ms;
+    c->v.expires_at_ms = lk_wall_ms() + (s->deadline_ms - lk_now_ms());
+    c->v.locks = (const char *const *)c->locks;
+    c->v.nlocks = n;
+    c->v.lost = (const char *const *)c->lost;
+    c->v.nlost = s->nlost;
+}
+
+static void view_release(struct view_copy *c)
+{
+    for (size_t i = 0; i < c->v.nlocks; i++)
+        free(c->locks[i]);
+    for (size_t i = 0; i < c->v.nlost; i++)
+        free(c->lost[i]);
+    free(c->locks);
+    free(c->lost);
+}
+
+static void answer_code(eng_session_fn done, void *arg, enum lk_code code)
+{
+    struct eng_session_view v;
+    memset(&v, 0, sizeof(v));
+    v.code = code;
+    done(arg, &v);
 }
 
 enum lk_code engine_session_create(struct engine *e, int64_t ttl_ms, const char *owner,
                                    int64_t lock_delay_ms, eng_session_fn done, void *arg)
 {
-    struct eng_session_view v;
-    memset(&v, 0, sizeof(v));
     if (atomic_load(&e->draining)) {
-        v.code = LK_SHUTTING_DOWN;
-        done(arg, &v);
+        answer_code(done, arg, LK_SHUTTING_DOWN);
         return LK_OK;
     }
     struct session *s = lk_calloc(1, sizeof(*s));
@@ -247,17 +326,18 @@ enum lk_code engine_session_create(struct engine *e, int64_t ttl_ms, const char 
     if ((int64_t)e->nsessions >= e->cfg->max_sessions) {
         pthread_mutex_unlock(&e->smu);
         free(s);
-        v.code = LK_INTERNAL;
-        done(arg, &v);
+        answer_code(done, arg, LK_TOO_MANY_SESSIONS);
         return LK_OK;
     }
     HASH_ADD_STR(e->sessions, id, s);
     heap_push(&e->sess_heap, s->deadline_ms, s);
     e->nsessions++;
     metrics_add(M_SESSIONS, 1);
-    view_of(s, &v, NULL, 0);
-    done(arg, &v); /* under smu: the view points into s */
+    struct view_copy c;
+    view_take(&c, s);
     pthread_mutex_unlock(&e->smu);
+    done(arg, &c.v);
+    view_release(&c);
     return LK_OK;
 }
 
@@ -281,94 +361,54 @@ static void lose_expired(struct engine *e, struct session *s, int64_t now)
 enum lk_code engine_session_get(struct engine *e, const char *id, bool touch, eng_session_fn done,
                                 void *arg)
 {
-    struct eng_session_view v;
     pthread_mutex_lock(&e->smu);
     struct session *s = find_live(e, id);
     if (s == NULL) {
         pthread_mutex_unlock(&e->smu);
-        memset(&v, 0, sizeof(v));
-        v.code = LK_SESSION_NOT_FOUND;
-        done(arg, &v);
+        answer_code(done, arg, LK_SESSION_NOT_FOUND);
         return LK_OK;
     }
     int64_t now = lk_now_ms();
     if (touch)
         s->deadline_ms = now + s->ttl_ms;
     lose_expired(e, s, now);
-    size_t cap = HASH_CNT(sh, s->locks);
-    const char **names = lk_malloc((cap ? cap : 1) * sizeof(*names));
-    view_of(s, &v, names, cap);
-    /* Callbacks build their JSON here, before the lock is dropped. */
-    done(arg, &v);
+    struct view_copy c;
+    view_take(&c, s);
     if (touch)
-        clear_lost(s); /* reported once, on the next heartbeat */
+        clear_lost(s); /* reported once, on this heartbeat */
     pthread_mutex_unlock(&e->smu);
-    free(names);
+    done(arg, &c.v);
+    view_release(&c);
     return LK_OK;
 }
 
-/* Fan-in of the releases done when a session ends. */
-struct end_op {
-    struct engine *e;
-    eng_session_fn done;
-    void *arg;
-    size_t pending;
-    char id[LK_SESSION_LEN + 1];
-    char **names; /* of the locks actually released, in completion order */
-    size_t n;
-};
+/* ---- ending sessions ---- */
 
-/* One release of an ending session. */
-struct end_rel {
-    struct end_op *eo;
-    char *name; /* moves into eo->names when released */
-};
-
-static void end_finish(struct end_op *eo)
+void sess_end_free(struct sess_end *se)
 {
-    struct eng_session_view v;
-    memset(&v, 0, sizeof(v));
-    v.code = LK_OK;
-    v.session = eo->id;
-    v.locks = (const char *const *)eo->names;
-    v.nlocks = eo->n;
-    eo->done(eo->arg, &v);
-    for (size_t i = 0; i < eo->n; i++)
-        free(eo->names[i]);
-    free(eo->names);
-    free(eo);
-}
-
-/* On the loop that ended the session. */
-static void end_release_done(void *arg, const struct bk_reply *r)
-{
-    struct end_rel *er = arg;
-    struct end_op *eo = er->eo;
-    if (r->code == LK_OK) {
-        metrics_add(M_RELEASE_OK, 1);
-        /* Wake waiters only now: the name is free in the backend. */
-        waiters_kick(eo->e, er->name);
-        eo->names[eo->n++] = er->name;
-    } else {
-        metrics_add(r->code == LK_BACKEND_DOWN ? M_RELEASE_ERROR : M_RELEASE_NOT_HELD, 1);
-        free(er->name);
+    for (size_t i = 0; i < se->n; i++) {
+        free(se->names[i]);
+        free(se->leases[i]);
     }
-    free(er);
-    if (--eo->pending == 0)
-        end_finish(eo);
+    free(se->names);
+    free(se->leases);
+    free(se);
 }
 
 /* Unlinks s (under smu) and collects (name, lease) of its locks. */
-static size_t end_session(struct engine *e, struct session *s, char ***names, char ***leases)
+static struct sess_end *unlink_session(struct engine *e, struct session *s)
 {
-    size_t n = HASH_CNT(sh, s->locks), i = 0;
-    *names = lk_calloc(n ? n : 1, sizeof(char *));
-    *leases = lk_calloc(n ? n : 1, sizeof(char *));
+    struct sess_end *se = lk_calloc(1, sizeof(*se));
+    memcpy(se->id, s->id, sizeof(se->id));
+    se->delay_ms = s->lock_delay_ms;
+    size_t n = HASH_CNT(sh, s->locks);
+    se->names = lk_calloc(n ? n : 1, sizeof(char *));
+    se->leases = lk_calloc(n ? n : 1, sizeof(char *));
     struct sess_lock *sl, *tmp;
     HASH_ITER (sh, s->locks, sl, tmp) {
-        (*names)[i] = lk_strdup(sl->name);
-        (*leases)[i] = lk_strdup(sl->lease);
-        i++;
+        se->names[se->n] = lk_strdup(sl->name);
+        se->leases[se->n] = lk_strdup(sl->lease);
+        se->n++;
         detach_lock(e, sl);
         free_if_unreferenced(sl);
     }
@@ -376,192 +416,69 @@ static size_t end_session(struct engine *e, struct session *s, char ***names, ch
     HASH_DEL(e->sessions, s);
     e->nsessions--;
     metrics_add(M_SESSIONS, -1);
-    return n;
+    return se;
 }
 
-enum lk_code engine_session_end(struct engine *e, struct lk_loop *lp, const char *id,
-                                eng_session_fn done, void *arg)
+enum lk_code session_end(struct engine *e, const char *id, struct sess_end **out)
 {
     pthread_mutex_lock(&e->smu);
     struct session *s = find_live(e, id);
-    if (s == NULL) {
-        pthread_mutex_unlock(&e->smu);
-        struct eng_session_view v;
-        memset(&v, 0, sizeof(v));
-        v.code = LK_SESSION_NOT_FOUND;
-        done(arg, &v);
-        return LK_OK;
-    }
-    char **names, **leases;
-    size_t n = end_session(e, s, &names, &leases);
+    *out = s != NULL ? unlink_session(e, s) : NULL;
     pthread_mutex_unlock(&e->smu);
-    waiters_fail(e, id);
-
-    struct end_op *eo = lk_calloc(1, sizeof(*eo));
-    eo->e = e;
-    eo->done = done;
-    eo->arg = arg;
-    lk_strlcpy(eo->id, id, sizeof(eo->id));
-    eo->names = lk_calloc(n ? n : 1, sizeof(char *));
-    eo->pending = n + 1; /* +1 held until every release is issued */
-    for (size_t i = 0; i < n; i++) {
-        struct end_rel *er = lk_malloc(sizeof(*er));
-        er->eo = eo;
-        er->name = names[i];
-        /* A clean end: no lock-delay (that is for sessions that expire).
-         * Compare-and-delete: a lock lost meanwhile is not someone else's
-         * to lose. */
-        enum lk_code c =
-            e->bk.ops->release(e->bk.state, lp, names[i], leases[i], 0, end_release_done, er);
-        (void)c; /* end_release_done runs either way */
-        free(leases[i]);
-    }
-    free(names);
-    free(leases);
-    if (--eo->pending == 0) {
-        end_finish(eo);
-        return LK_OK;
-    }
-    return LK_AGAIN;
+    return *out != NULL ? LK_OK : LK_SESSION_NOT_FOUND;
 }
 
-size_t engine_session_count(struct engine *e)
+struct sess_end *session_reap_due(struct engine *e, int64_t now)
 {
+    struct sess_end *list = NULL;
     pthread_mutex_lock(&e->smu);
-    size_t n = e->nsessions;
-    pthread_mutex_unlock(&e->smu);
-    return n;
-}
-
-/* ---- the janitor: reaper and watchdog ---- */
-
-struct reap_op {
-    struct engine *e;
-    char name[LK_NAME_MAX + 1];
-};
-
-static void reap_release_done(void *arg, const struct bk_reply *r)
-{
-    struct reap_op *ro = arg;
-    if (r->code == LK_OK)
-        waiters_kick(ro->e, ro->name);
-    free(ro);
-}
-
-static void reap(struct engine *e, int64_t now)
-{
     for (;;) {
-        pthread_mutex_lock(&e->smu);
         const struct heap_item *top = heap_top(&e->sess_heap);
-        if (top == NULL || top->key > now) {
-            pthread_mutex_unlock(&e->smu);
-            return;
-        }
+        if (top == NULL || top->key > now)
+            break;
         struct session *s = top->ptr;
         heap_pop(&e->sess_heap);
         if (s->dead) {
             clear_lost(s);
             free(s);
-            pthread_mutex_unlock(&e->smu);
             continue;
         }
         if (s->deadline_ms > now) { /* heartbeated since: look again then */
             heap_push(&e->sess_heap, s->deadline_ms, s);
-            pthread_mutex_unlock(&e->smu);
             continue;
         }
-        char **names, **leases;
-        size_t n = end_session(e, s, &names, &leases);
-        int64_t delay = s->lock_delay_ms;
-        char id[LK_SESSION_LEN + 1];
-        memcpy(id, s->id, sizeof(id));
+        struct sess_end *se = unlink_session(e, s);
         heap_push(&e->sess_heap, now, s); /* freed on the next pop */
-        pthread_mutex_unlock(&e->smu);
-        metrics_add(M_SESSIONS_EXPIRED, 1);
-        lk_log_kv(LK_INFO, "session expired", "session", id, NULL);
-        waiters_fail(e, id);
-        for (size_t i = 0; i < n; i++) {
-            struct reap_op *ro = lk_calloc(1, sizeof(*ro));
-            ro->e = e;
-            lk_strlcpy(ro->name, names[i], sizeof(ro->name));
-            /* Compare-and-delete: never someone else's lock. */
-            enum lk_code c = e->bk.ops->release(e->bk.state, e->jloop, names[i], leases[i], delay,
-                                                reap_release_done, ro);
-            (void)c;
-            free(names[i]);
-            free(leases[i]);
-        }
-        free(names);
-        free(leases);
-    }
-}
-
-struct batch {
-    struct engine *e;
-    struct batch *next; /* batches of one watchdog pass, until sent */
-    size_t n;
-    int64_t sent_ms;
-    struct sess_lock **locks;
-    struct bk_renew_item *items;
-};
-
-static void batch_done(void *arg, struct bk_renew_item *items, size_t n)
-{
-    struct batch *b = arg;
-    struct engine *e = b->e;
-    int64_t now = lk_now_ms();
-    pthread_mutex_lock(&e->smu);
-    for (size_t i = 0; i < n; i++) {
-        struct sess_lock *sl = b->locks[i];
-        sl->in_flight = false;
-        if (sl->dead) {
-            free_if_unreferenced(sl);
-            continue;
-        }
-        switch (items[i].result) {
-        case LK_OK: {
-            metrics_add(M_WATCHDOG_OK, 1);
-            sl->expires_ms = b->sent_ms + items[i].ttl_ms;
-            int64_t next = now + sl->ttl_ms / 3;
-            if (sl->hold_until_ms > 0 && next > sl->hold_until_ms)
-                next = sl->hold_until_ms; /* declared lost right when it lapses */
-            push_renew(e, sl, next);
-            break;
-        }
-        case LK_NOT_HELD:
-        case LK_HELD_BY_OTHER:
-            metrics_add(M_WATCHDOG_LOST, 1);
-            mark_lost(e, sl, lk_code_name(items[i].result));
-            free_if_unreferenced(sl);
-            break;
-        default:
-            /* Backend in doubt: retry until the lease's own TTL runs out. */
-            metrics_add(M_WATCHDOG_ERROR, 1);
-            if (now >= sl->expires_ms) {
-                mark_lost(e, sl, "backend unavailable until the lease expired");
-                free_if_unreferenced(sl);
-            } else {
-                int64_t retry = sl->ttl_ms / 10 < RETRY_MS ? sl->ttl_ms / 10 : RETRY_MS;
-                push_renew(e, sl, now + (retry > 0 ? retry : 1));
-            }
-            break;
-        }
+        se->next = list;
+        list = se;
     }
     pthread_mutex_unlock(&e->smu);
-    free(b->locks);
-    free(b->items);
-    free(b);
+    return list;
 }
 
-/* One pass over the renewal heap under smu, then the backend calls without
- * it. A single pass: a lease that a synchronous answer (or an immediate
- * LK_BACKEND_DOWN) puts back in the heap is not taken again in this tick. */
-static void watchdog(struct engine *e, int64_t now)
+struct sess_end *session_end_all(struct engine *e)
 {
-    struct batch *batches = NULL, *b = NULL;
-    char(*expired)[2][LK_NAME_MAX + 1] = NULL;
-    size_t nexpired = 0;
+    struct sess_end *list = NULL;
+    pthread_mutex_lock(&e->smu);
+    struct session *s, *st;
+    HASH_ITER (hh, e->sessions, s, st) {
+        struct sess_end *se = unlink_session(e, s);
+        se->next = list;
+        list = se;
+    }
+    pthread_mutex_unlock(&e->smu);
+    return list;
+}
+
+/* ---- the watchdog's table work ---- */
+
+struct wd_batch *session_watchdog_due(struct engine *e, int64_t now,
+                                      char (**capped)[2][LK_NAME_MAX + 1], size_t *ncapped)
+{
+    struct wd_batch *batches = NULL, *b = NULL;
     bool due = false; /* something fell due: sweep the nearly due along */
+    *capped = NULL;
+    *ncapped = 0;
     pthread_mutex_lock(&e->smu);
     for (;;) {
         const struct heap_item *top = heap_top(&e->renew_heap);
@@ -588,10 +505,10 @@ static void watchdog(struct engine *e, int64_t now)
             /* max_hold_ms: renew only up to the deadline, then let go. */
             if (now >= sl->hold_until_ms) {
                 /* Free it for others too: the lease may outlive the cap. */
-                expired = lk_realloc(expired, (nexpired + 1) * sizeof(*expired));
-                lk_strlcpy(expired[nexpired][0], sl->name, sizeof(expired[nexpired][0]));
-                memcpy(expired[nexpired][1], sl->lease, sizeof(sl->lease));
-                nexpired++;
+                *capped = lk_realloc(*capped, (*ncapped + 1) * sizeof(**capped));
+                lk_strlcpy((*capped)[*ncapped][0], sl->name, LK_NAME_MAX + 1);
+                lk_strlcpy((*capped)[*ncapped][1], sl->lease, LK_NAME_MAX + 1);
+                (*ncapped)++;
                 mark_lost(e, sl, "max_hold_ms reached");
                 free_if_unreferenced(sl);
                 continue;
@@ -617,82 +534,55 @@ static void watchdog(struct engine *e, int64_t now)
         b->n++;
     }
     pthread_mutex_unlock(&e->smu);
-    for (size_t i = 0; i < nexpired; i++)
-        engine_release_bg(e, e->jloop, expired[i][0], expired[i][1], 0);
-    free(expired);
-    while (batches != NULL) {
-        b = batches;
-        batches = b->next; /* b may be freed inside renew_many */
-        enum lk_code c =
-            e->bk.ops->renew_many(e->bk.state, e->jloop, b->items, b->n, batch_done, b);
-        (void)c; /* batch_done runs either way */
-    }
+    return batches;
 }
 
-static void on_tick(struct ev_loop *ev, ev_timer *t, int revents)
+void session_watchdog_done(struct wd_batch *b)
 {
-    (void)ev;
-    (void)revents;
-    struct engine *e = t->data;
+    struct engine *e = b->e;
     int64_t now = lk_now_ms();
-    reap(e, now);
-    watchdog(e, now);
-    if (e->bk.ops->sweep != NULL)
-        e->bk.ops->sweep(e->bk.state);
-}
-
-static void *janitor_main(void *arg)
-{
-    struct engine *e = arg;
-    loop_run(e->jloop);
-    return NULL;
-}
-
-static void janitor_init(void *arg)
-{
-    struct engine *e = arg;
-    ev_timer_init(&e->jtick, on_tick, JANITOR_TICK_S, JANITOR_TICK_S);
-    e->jtick.data = e;
-    ev_timer_start(loop_ev(e->jloop), &e->jtick);
-}
-
-enum lk_code janitor_start(struct engine *e)
-{
-    e->jloop = loop_new(LOOP_JANITOR);
-    enum lk_code c = e->bk.ops->attach(e->bk.state, e->jloop);
-    if (c != LK_OK) {
-        loop_free(e->jloop);
-        e->jloop = NULL;
-        return c;
+    pthread_mutex_lock(&e->smu);
+    for (size_t i = 0; i < b->n; i++) {
+        struct sess_lock *sl = b->locks[i];
+        const struct bk_renew_item *it = &b->items[i];
+        sl->in_flight = false;
+        if (sl->dead) {
+            free_if_unreferenced(sl);
+            continue;
+        }
+        switch (it->result) {
+        case LK_OK: {
+            metrics_add(M_WATCHDOG_OK, 1);
+            sl->expires_ms = b->sent_ms + it->ttl_ms;
+            int64_t next = now + sl->ttl_ms / 3;
+            if (sl->hold_until_ms > 0 && next > sl->hold_until_ms)
+                next = sl->hold_until_ms; /* declared lost right when it lapses */
+            push_renew(e, sl, next);
+            break;
+        }
+        case LK_NOT_HELD:
+        case LK_HELD_BY_OTHER:
+            metrics_add(M_WATCHDOG_LOST, 1);
+            mark_lost(e, sl, lk_code_name(it->result));
+            free_if_unreferenced(sl);
+            break;
+        default:
+            /* Backend in doubt: retry until the lease's own TTL runs out. */
+            metrics_add(M_WATCHDOG_ERROR, 1);
+            if (now >= sl->expires_ms) {
+                mark_lost(e, sl, "backend unavailable until the lease expired");
+                free_if_unreferenced(sl);
+            } else {
+                int64_t retry = sl->ttl_ms / 10 < RETRY_MS ? sl->ttl_ms / 10 : RETRY_MS;
+                push_renew(e, sl, now + (retry > 0 ? retry : 1));
+            }
+            break;
+        }
     }
-    loop_post(e->jloop, janitor_init, e);
-    if (pthread_create(&e->jthread, NULL, janitor_main, e) != 0) {
-        e->bk.ops->detach(e->bk.state, e->jloop);
-        loop_free(e->jloop);
-        e->jloop = NULL;
-        return LK_INTERNAL;
-    }
-    e->jstarted = true;
-    return LK_OK;
-}
-
-static void janitor_fini(void *arg)
-{
-    struct engine *e = arg;
-    ev_timer_stop(loop_ev(e->jloop), &e->jtick);
-    e->bk.ops->detach(e->bk.state, e->jloop);
-}
-
-void janitor_stop(struct engine *e)
-{
-    if (!e->jstarted)
-        return;
-    loop_post(e->jloop, janitor_fini, e);
-    loop_stop(e->jloop);
-    pthread_join(e->jthread, NULL);
-    loop_free(e->jloop);
-    e->jloop = NULL;
-    e->jstarted = false;
+    pthread_mutex_unlock(&e->smu);
+    free(b->locks);
+    free(b->items);
+    free(b);
 }
 
 void sessions_free_all(struct engine *e)
@@ -719,134 +609,4 @@ void sessions_free_all(struct engine *e)
     }
     heap_release(&e->renew_heap);
     heap_release(&e->sess_heap);
-}
-
-/* release_on_shutdown: the releases run on the janitor loop (the main
- * thread has no backend connection) and the main thread waits for them on a
- * condition variable, bounded. Whoever drops the last reference frees. */
-struct shut {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    struct engine *e;
-    char **names, **leases;
-    size_t n;
-    size_t left; /* releases not answered yet */
-    size_t released;
-    int refs; /* the main thread + one per release not answered */
-};
-
-static void shut_free(struct shut *sh)
-{
-    for (size_t i = 0; i < sh->n; i++) {
-        free(sh->names[i]);
-        free(sh->leases[i]);
-    }
-    free(sh->names);
-    free(sh->leases);
-    pthread_cond_destroy(&sh->cv);
-    pthread_mutex_destroy(&sh->mu);
-    free(sh);
-}
-
-static void shut_unref(struct shut *sh)
-{
-    pthread_mutex_lock(&sh->mu);
-    bool last = --sh->refs == 0;
-    pthread_mutex_unlock(&sh->mu);
-    if (last)
-        shut_free(sh);
-}
-
-static void shut_release_done(void *arg, const struct bk_reply *r)
-{
-    struct shut *sh = arg;
-    pthread_mutex_lock(&sh->mu);
-    sh->left--;
-    if (r->code == LK_OK)
-        sh->released++;
-    pthread_cond_broadcast(&sh->cv);
-    pthread_mutex_unlock(&sh->mu);
-    shut_unref(sh);
-}
-
-/* On the janitor loop. */
-static void shut_issue(void *arg)
-{
-    struct shut *sh = arg;
-    struct engine *e = sh->e;
-    size_t n = sh->n;
-    char **names = sh->names, **leases = sh->leases;
-    /* sh (and the arrays) stay alive until the last callback ran: each
-     * release holds a reference, taken before this was posted. */
-    for (size_t i = 0; i < n; i++) {
-        /* Compare-and-delete, no lock-delay: a clean release. */
-        enum lk_code c = e->bk.ops->release(e->bk.state, e->jloop, names[i], leases[i], 0,
-                                            shut_release_done, sh);
-        (void)c; /* shut_release_done runs either way */
-    }
-}
-
-void engine_shutdown(struct engine *e)
-{
-    if (!e->cfg->release_on_shutdown || !e->jstarted)
-        return;
-    struct shut *sh = lk_calloc(1, sizeof(*sh));
-    pthread_mutex_init(&sh->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&sh->cv, &ca);
-    pthread_condattr_destroy(&ca);
-    sh->e = e;
-
-    /* End every session: the watchdog stops renewing, heartbeats get 404. */
-    size_t cap = 0;
-    pthread_mutex_lock(&e->smu);
-    struct session *s, *st;
-    HASH_ITER (hh, e->sessions, s, st) {
-        char **names, **leases;
-        size_t n = end_session(e, s, &names, &leases);
-        if (sh->n + n > cap) {
-            cap = (sh->n + n) * 2;
-            sh->names = lk_realloc(sh->names, cap * sizeof(char *));
-            sh->leases = lk_realloc(sh->leases, cap * sizeof(char *));
-        }
-        memcpy(sh->names + sh->n, names, n * sizeof(char *));
-        memcpy(sh->leases + sh->n, leases, n * sizeof(char *));
-        sh->n += n;
-        free(names);
-        free(leases);
-    }
-    pthread_mutex_unlock(&e->smu);
-    if (sh->n == 0) {
-        shut_free(sh);
-        return;
-    }
-    sh->left = sh->n;
-    sh->refs = 1 + (int)sh->n;
-    loop_post(e->jloop, shut_issue, sh);
-
-    /* Bounded: one backend deadline plus a little; past it the rest expire
-     * at their TTL. */
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    int64_t wait_ms = e->cfg->backend_timeout_ms + 500;
-    ts.tv_sec += (time_t)(wait_ms / 1000);
-    ts.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    pthread_mutex_lock(&sh->mu);
-    while (sh->left > 0) {
-        if (pthread_cond_timedwait(&sh->cv, &sh->mu, &ts) != 0)
-            break; /* ETIMEDOUT */
-    }
-    size_t total = sh->n, released = sh->released, left = sh->left;
-    pthread_mutex_unlock(&sh->mu);
-    char a[24], b[24];
-    snprintf(a, sizeof(a), "%zu", released);
-    snprintf(b, sizeof(b), "%zu", total);
-    lk_log_kv(left > 0 ? LK_WARN : LK_INFO, "release_on_shutdown", "released", a, "locks", b, NULL);
-    shut_unref(sh);
 }

@@ -11,25 +11,40 @@
 #include <sys/random.h>
 #include <time.h>
 
+/* One name per code, for logs (and a session's "lost" reasons). Domain
+ * results use the API's error string; input codes their own name, so a log
+ * tells LK_BAD_CURSOR from LK_INVALID where the API says invalid_field for
+ * both. */
 const char *lk_code_name(enum lk_code code)
 {
     switch (code) {
     case LK_OK: return "ok";
     case LK_AGAIN: return "again";
-    case LK_INVALID: return "invalid";
     case LK_INTERNAL: return "internal";
+    case LK_INVALID: return "invalid";
+    case LK_INVALID_JSON: return "invalid_json";
+    case LK_UNKNOWN_FIELD: return "unknown_field";
+    case LK_INVALID_NAME: return "invalid_name";
+    case LK_CONFLICTING_LEASE: return "conflicting_lease";
+    case LK_BAD_CURSOR: return "bad_cursor";
+    case LK_BODY_TOO_LARGE: return "body_too_large";
+    case LK_UNAUTHORIZED: return "unauthorized";
+    case LK_FORBIDDEN: return "forbidden";
+    case LK_NO_ROUTE: return "no_route";
+    case LK_METHOD_NOT_ALLOWED: return "method_not_allowed";
+    case LK_CANCELLED: return "cancelled";
     case LK_LOCKED: return "locked";
     case LK_HELD_BY_OTHER: return "held_by_other";
     case LK_NOT_HELD: return "not_held";
     case LK_SESSION_NOT_FOUND: return "session_not_found";
-    case LK_NOT_FOUND: return "not_found";
-    case LK_BACKEND_DOWN: return "backend_unavailable";
-    case LK_SHUTTING_DOWN: return "shutting_down";
+    case LK_TOO_MANY_SESSIONS: return "too_many_sessions";
     case LK_LIMIT_MISMATCH: return "limit_mismatch";
     case LK_UNSUPPORTED: return "unsupported_by_backend";
-    case LK_CANCELLED: return "cancelled";
+    case LK_BACKEND_DOWN: return "backend_unavailable";
+    case LK_SHUTTING_DOWN: return "shutting_down";
+    case LK_CODE_COUNT: break;
     }
-    return "internal";
+    return "unknown";
 }
 
 static void oom(size_t n)

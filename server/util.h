@@ -11,22 +11,37 @@
 
 #define LK_WUR __attribute__((warn_unused_result))
 
-/* One result code across the project; api/errors.c maps each to HTTP. */
+/* One result code across the project; api/errors.c alone maps each to an
+ * HTTP status, an error string and a default message (one table). Each code
+ * means one thing. */
 enum lk_code {
     LK_OK = 0,
-    LK_AGAIN,   /* parked: the callback runs later on the same loop */
-    LK_INVALID, /* bad input (api maps the detail) */
-    LK_INTERNAL,
+    LK_AGAIN,    /* parked: the callback runs later on the same loop */
+    LK_INTERNAL, /* a bug or a broken invariant: 500 */
+    /* input, rejected at the edge before anything changes */
+    LK_INVALID,           /* a field's value (invalid_field); also a bad config */
+    LK_INVALID_JSON,      /* the body is not a JSON object */
+    LK_UNKNOWN_FIELD,     /* a body field or query parameter lockd does not know */
+    LK_INVALID_NAME,      /* a lock name outside [A-Za-z0-9._:-]{1,255} */
+    LK_CONFLICTING_LEASE, /* the lease sent twice, differently */
+    LK_BAD_CURSOR,        /* a list cursor this lockd did not give out */
+    LK_BODY_TOO_LARGE,    /* over max_body_bytes */
+    LK_UNAUTHORIZED,      /* auth on, no valid bearer token */
+    LK_FORBIDDEN,         /* an operator call without an admin token */
+    LK_NO_ROUTE,          /* no route for the path */
+    LK_METHOD_NOT_ALLOWED,
+    LK_CANCELLED, /* the client left before it was answered (logged as 499) */
+    /* domain results */
     LK_LOCKED,        /* acquire not granted */
     LK_HELD_BY_OTHER, /* renew/release: another lease holds the lock */
     LK_NOT_HELD,      /* renew/release: nobody holds the lock */
     LK_SESSION_NOT_FOUND,
-    LK_NOT_FOUND,
-    LK_BACKEND_DOWN, /* never a grant on doubt: answered 503 */
+    LK_TOO_MANY_SESSIONS, /* max_sessions live already */
+    LK_LIMIT_MISMATCH,    /* holders of the name use another limit */
+    LK_UNSUPPORTED,       /* the backend cannot do this (a mode, a limit) */
+    LK_BACKEND_DOWN,      /* never a grant on doubt: answered 503 */
     LK_SHUTTING_DOWN,
-    LK_LIMIT_MISMATCH,
-    LK_UNSUPPORTED,
-    LK_CANCELLED, /* waiter left before it was answered */
+    LK_CODE_COUNT
 };
 
 const char *lk_code_name(enum lk_code code);

@@ -23,6 +23,7 @@
 enum wstate { W_QUEUED, W_ATTEMPTING, W_DONE };
 
 struct eng_waiter {
+    struct bk_call call; /* its attempt at the backend */
     struct engine *e;
     struct lk_loop *lp;
     struct wqueue *q;
@@ -51,7 +52,7 @@ struct wqueue {
     char name[LK_NAME_MAX + 1];
     struct eng_waiter *list;
     int64_t n;               /* waiters in list */
-    struct bk_holder holder; /* from the last failed attempt */
+    struct eng_holder holder; /* from the last failed attempt */
     bool has_holder;
     int64_t holder_expiry_ms; /* monotonic; when the holder's lease runs out; 0 = the
                                * lock may be free now (a release was seen) */
@@ -62,12 +63,6 @@ struct wqueue {
 static void attempt(struct eng_waiter *w);
 static void arm(struct eng_waiter *w);
 
-static void watch(struct engine *e, const char *name, bool on)
-{
-    if (e->bk.ops->watch != NULL)
-        e->bk.ops->watch(e->bk.state, name, on);
-}
-
 /* Removes w from its queue (under wmu). Returns true if the queue is now
  * empty and was freed; *new_head gets the head that replaced w, if any. */
 static bool unlink_waiter(struct engine *e, struct eng_waiter *w, struct eng_waiter **new_head)
@@ -77,10 +72,11 @@ static bool unlink_waiter(struct engine *e, struct eng_waiter *w, struct eng_wai
     DL_DELETE(q->list, w);
     q->n--;
     w->q = NULL;
+    e->nwaiters--;
     metrics_add(M_WAITERS, -1);
     *new_head = was_head ? q->list : NULL;
     if (q->list == NULL) {
-        watch(e, q->name, false);
+        engine_bk_watch(e, q->name, false);
         HASH_DEL(e->queues, q);
         free(q);
         return true;
@@ -139,7 +135,7 @@ static void result_of(struct eng_waiter *w, struct eng_result *r, enum lk_code c
 }
 
 /* Answers w (already unlinked) with a failure code. */
-static void fail(struct eng_waiter *w, enum lk_code code, const struct bk_holder *holder)
+static void fail(struct eng_waiter *w, enum lk_code code, const struct eng_holder *holder)
 {
     struct eng_result r;
     result_of(w, &r, code);
@@ -154,7 +150,24 @@ static void fail(struct eng_waiter *w, enum lk_code code, const struct bk_holder
     finish(w, &r);
 }
 
-static void attempt_done(void *arg, const struct bk_reply *br)
+/* Gives back a grant nobody will use; the next waiter may go once it is. */
+static void undo_done(void *arg, const struct bk_res *r)
+{
+    struct poke *p = arg;
+    if (r->code == LK_OK)
+        waiters_kick(p->e, p->name);
+    free(p);
+}
+
+static void undo(struct engine *e, struct lk_loop *lp, const char *name, const char *lease)
+{
+    struct poke *p = lk_calloc(1, sizeof(*p));
+    p->e = e;
+    lk_strlcpy(p->name, name, sizeof(p->name));
+    engine_bk_release(e, lp, name, lease, 0, true, undo_done, p);
+}
+
+static void attempt_done(void *arg, const struct bk_res *br)
 {
     struct eng_waiter *w = arg;
     struct engine *e = w->e;
@@ -182,7 +195,7 @@ static void attempt_done(void *arg, const struct bk_reply *br)
         if (cancelled) {
             /* Granted in the instant its client left: nobody knows this
              * lease, so give the lock back at once. */
-            engine_release_bg(e, w->lp, w->name, w->lease, 0);
+            undo(e, w->lp, w->name, w->lease);
             ev_timer_stop(loop_ev(w->lp), &w->timer);
             free(w);
             return;
@@ -192,7 +205,7 @@ static void attempt_done(void *arg, const struct bk_reply *br)
         if (w->has_session &&
             session_add_lock(e, w->session, w->name, w->lease, w->owner, br->fencing_token,
                              w->ttl_ms, w->max_hold_ms) != LK_OK) {
-            engine_release_bg(e, w->lp, w->name, w->lease, 0);
+            undo(e, w->lp, w->name, w->lease);
             fail(w, LK_SESSION_NOT_FOUND, NULL);
             return;
         }
@@ -207,9 +220,9 @@ static void attempt_done(void *arg, const struct bk_reply *br)
         return;
     }
     if (br->code == LK_LOCKED && !w->cancelled && !w->failed && now < w->deadline_ms) {
-        q->holder = br->holder;
+        engine_holder_of(br, &q->holder);
         q->has_holder = true;
-        q->holder_expiry_ms = now + (br->holder.expires_in_ms > 0 ? br->holder.expires_in_ms : 0);
+        q->holder_expiry_ms = now + (q->holder.expires_in_ms > 0 ? q->holder.expires_in_ms : 0);
         if (w->kick_pending) {
             /* A release arrived while we asked: ask again. */
             w->kick_pending = false;
@@ -226,7 +239,8 @@ static void attempt_done(void *arg, const struct bk_reply *br)
     /* Timed out, cancelled, failed or the backend could not answer. */
     bool cancelled = w->cancelled;
     enum lk_code code = w->failed ? w->fail_code : br->code;
-    struct bk_holder holder = br->holder;
+    struct eng_holder holder;
+    engine_holder_of(br, &holder);
     unlink_waiter(e, w, &h);
     promote(e, h, code != LK_LOCKED);
     pthread_mutex_unlock(&e->wmu);
@@ -258,21 +272,23 @@ static void attempt(struct eng_waiter *w)
     enum lk_code code = w->fail_code;
     pthread_mutex_unlock(&e->wmu);
     if (failed) {
-        struct bk_reply r;
-        memset(&r, 0, sizeof(r));
-        r.code = code;
+        struct bk_res r;
+        bk_res_init(&r, code);
         attempt_done(w, &r);
         return;
     }
-    struct bk_acquire ba = {
+    struct bk_req req = {
+        .op = BK_ACQUIRE,
         .name = w->name,
         .lease = w->lease,
         .owner = w->owner,
+        .mode = BK_EXCLUSIVE,
+        .limit = 1,
         .ttl_ms = w->ttl_ms,
         .session_bound = w->has_session,
         .wait = true,
     };
-    enum lk_code c = e->bk.ops->acquire(e->bk.state, w->lp, &ba, attempt_done, w);
+    enum lk_code c = engine_bk_submit(e, w->lp, &w->call, &req, attempt_done, w);
     (void)c; /* attempt_done runs either way */
 }
 
@@ -291,7 +307,7 @@ static void on_timer(struct ev_loop *ev, ev_timer *t, int revents)
     }
     if (now >= w->deadline_ms || w->failed) {
         struct wqueue *q = w->q;
-        struct bk_holder holder = q->holder;
+        struct eng_holder holder = q->holder;
         bool has = q->has_holder;
         enum lk_code code = w->failed ? w->fail_code : LK_LOCKED;
         struct eng_waiter *h;
@@ -417,7 +433,8 @@ enum lk_code waiters_acquire(struct engine *e, struct lk_loop *lp, const struct 
     w->timer.data = w;
 
     pthread_mutex_lock(&e->wmu);
-    if (e->cfg->max_waiters > 0 && metrics_get(M_WAITERS) >= e->cfg->max_waiters) {
+    /* Our own count, under wmu: a gauge is for reading, not for control. */
+    if (e->cfg->max_waiters > 0 && e->nwaiters >= e->cfg->max_waiters) {
         pthread_mutex_unlock(&e->wmu);
         free(w);
         return LK_LOCKED; /* full: the caller tries once instead */
@@ -428,11 +445,12 @@ enum lk_code waiters_acquire(struct engine *e, struct lk_loop *lp, const struct 
         q = lk_calloc(1, sizeof(*q));
         lk_strlcpy(q->name, a->name, sizeof(q->name));
         HASH_ADD_STR(e->queues, name, q);
-        watch(e, a->name, true); /* subscribe before asking: no lost wake-up */
+        engine_bk_watch(e, a->name, true); /* subscribe before asking: no lost wake-up */
     }
     DL_APPEND(q->list, w);
     q->n++;
     w->q = q;
+    e->nwaiters++;
     metrics_add(M_WAITERS, 1);
     bool head = q->list == w;
     w->state = head ? W_ATTEMPTING : W_QUEUED;
@@ -483,7 +501,7 @@ void waiters_kick(struct engine *e, const char *name)
     pthread_mutex_unlock(&e->wmu);
 }
 
-bool waiters_queued(struct engine *e, const char *name, struct bk_holder *holder)
+bool waiters_queued(struct engine *e, const char *name, struct eng_holder *holder)
 {
     bool queued = false;
     pthread_mutex_lock(&e->wmu);

@@ -1,22 +1,29 @@
 #!/usr/bin/env bash
-# run.sh DIR - runs every test program built under DIR (build or build/san)
-# and every tests/shell/*.sh against DIR/lockd. Prints one summary line and
-# exits non-zero if anything failed.
+# run.sh DIR - runs every test program built under DIR (build or build/san),
+# the backend conformance suite once per backend (one line each:
+# "PASS conformance[NAME]" or "FAIL conformance[NAME]") and every
+# tests/shell/*.sh against DIR/lockd. Prints one summary line and exits
+# non-zero if anything failed.
 set -u
 dir=${1:-build}
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
 export LOCKD_BIN="$repo/$dir/lockd" LOCKCTL_BIN="$repo/$dir/lockctl" REPO="$repo"
 pass=0; fail=0; failed=()
+# run NAME CMD...: one line, "PASS NAME (Ns)" or "FAIL NAME (Ns)" and the log's
+# tail. With UNTIMED=1 the line is "PASS NAME" alone.
 run() {
     local name=$1; shift
-    local log
+    local log status=PASS took start=$SECONDS
     log=$(mktemp)
-    local start=$SECONDS
-    if timeout 600 "$@" >"$log" 2>&1; then
-        pass=$((pass + 1)); echo "PASS $name ($((SECONDS - start))s)"
+    timeout 600 "$@" >"$log" 2>&1 || status=FAIL
+    took=" ($((SECONDS - start))s)"
+    [ -z "${UNTIMED:-}" ] || took=""
+    echo "$status $name$took"
+    if [ "$status" = PASS ]; then
+        pass=$((pass + 1))
     else
-        fail=$((fail + 1)); failed+=("$name"); echo "FAIL $name ($((SECONDS - start))s)"; tail -30 "$log" | sed 's/^/    /'
+        fail=$((fail + 1)); failed+=("$name"); tail -30 "$log" | sed 's/^/    /'
     fi
     rm -f "$log"
 }
@@ -28,6 +35,12 @@ for t in "$dir"/tests/integration/*; do
     # the backend TH_BACKEND names): run them again against a real Redis.
     case $(basename "$t") in api_* | hardening_*) run "integration/$(basename "$t")[redis]" env TH_BACKEND=redis "$t" ;; esac
 done
+# One set of cases through struct backend, once per backend the program's
+# table names (tests/conformance/backends.c: a new backend joins there).
+conf="$dir/tests/conformance/conformance"
+backends=$([ -x "$conf" ] && "$conf" --list)
+[ -n "$backends" ] || UNTIMED=1 run "conformance[?]" sh -c "echo '$conf: not built or lists no backend'; exit 1"
+for b in $backends; do UNTIMED=1 run "conformance[$b]" "$conf" "$b"; done
 for t in tests/shell/*.sh; do [ -x "$t" ] && run "shell/$(basename "$t")" "$t"; done
 echo "tests ($dir):"
 echo "$pass passed, $fail failed"

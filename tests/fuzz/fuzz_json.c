@@ -31,8 +31,10 @@ static void must(int cond, const char *what)
 
 static void check_error(const struct api_error *e)
 {
-    must(e->code != NULL && e->code[0] != '\0', "error code set");
-    must(e->status == 400, "decoding errors are 400");
+    const struct errors_row *row = errors_row(e->code);
+    must(e->code > LK_INTERNAL && e->code < LK_CODE_COUNT, "error code set");
+    must(row->error != NULL && row->error[0] != '\0', "error string set");
+    must(row->status == 400, "decoding errors are 400");
     must(strlen(e->message) < sizeof(e->message), "message terminated");
 }
 

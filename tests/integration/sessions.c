@@ -1143,6 +1143,60 @@ static void test_shutdown_release_on_shutdown(void)
 }
 
 /* SESSIONS_ONLY=substring runs the matching cases only (for debugging). */
+/* A client's release that the backend did not confirm (Redis frozen past
+ * backend_timeout_ms: 503) leaves the lock under its session until the
+ * backend says otherwise. The release may still run when Redis resumes (it
+ * was in Redis' socket buffer), so either outcome is right, but only with
+ * the session telling the truth about it: the lock still in Redis, listed in
+ * `locks` and renewed past its own TTL by the watchdog; or gone from Redis
+ * and reported in `lost`. Before the fix the session dropped it at once:
+ * neither listed nor ever reported lost. */
+static void test_release_503_keeps_session_lock(void)
+{
+    static const char *const args[] = {"--backend_timeout_ms", "300", "--shutdown_timeout_ms",
+                                       "0", NULL};
+    struct th_redis r;
+    struct srv s;
+    th_redis_start(&r, 0, NULL);
+    srv_start(&s, "redis-503", &r, args);
+    char id[40], body[200], lease[40];
+    long long tok;
+    sess_new(&s, "{\"ttl_ms\":20000}", id);
+    snprintf(body, sizeof(body), "{\"ttl_ms\":1500,\"session\":\"%s\"}", id);
+    acq_ok(&s, "r5", body, lease, &tok);
+    kill(r.pid, SIGSTOP);
+    CHECK_EQ_INT(release(&s, "r5", lease, NULL), 503);
+    kill(r.pid, SIGCONT);
+    bool listed = false, lost = false;
+    struct th_resp resp;
+    int64_t t0 = th_now_ms();
+    while (th_now_ms() - t0 < 3000) { /* two of its TTLs */
+        CHECK_EQ_INT(sess_look(&s, id, true, &resp), 200);
+        listed = has_name(jarr(&resp, "locks"), "r5");
+        lost = lost || has_name(jarr(&resp, "lost"), "r5");
+        th_resp_free(&resp);
+        th_sleep_ms(100);
+    }
+    if (redis_int(&r, "EXISTS", "r5") == 1) {
+        CHECK(listed);
+        CHECK(!lost);
+        CHECK(redis_int(&r, "PTTL", "r5") > 0); /* renewed past 1500 ms */
+        long long t = 0;
+        CHECK(held(&s, "r5", &t));
+        CHECK_EQ_INT(t, tok);
+        CHECK_EQ_INT(release(&s, "r5", lease, NULL), 200);
+        CHECK_EQ_INT(redis_int(&r, "EXISTS", "r5"), 0);
+        CHECK_EQ_INT(sess_look(&s, id, true, &resp), 200);
+        CHECK(!has_name(jarr(&resp, "locks"), "r5"));
+        th_resp_free(&resp);
+    } else {
+        CHECK(!listed);
+        CHECK(lost); /* the watchdog found it gone and said so */
+    }
+    CHECK_EQ_INT(th_lockd_signal_wait(&s.l, SIGTERM, 10000), 0);
+    th_redis_stop(&r);
+}
+
 static bool wanted(const char *name)
 {
     const char *only = getenv("SESSIONS_ONLY");
@@ -1174,6 +1228,7 @@ int main(void)
     RUN(test_sigkill_lease_expires);
     RUN(test_redis_restart_keeps_data);
     RUN(test_redis_restart_empty);
+    RUN(test_release_503_keeps_session_lock);
     RUN(test_watchdog_batches_10k);
     RUN(test_drain);
     RUN(test_shutdown_default_lets_expire);

@@ -22,6 +22,7 @@
 #include "server/hash.h"
 #include "server/heap.h"
 #include "server/loop.h"
+#include "server/metrics.h"
 #include "server/util.h"
 
 struct got {
@@ -70,7 +71,7 @@ static int setup(void **state)
     config_defaults(&env.cfg);
     struct backend bk;
     assert_int_equal(backend_memory_new(&env.cfg, &bk), LK_OK);
-    env.e = engine_new(&env.cfg, bk);
+    env.e = engine_new(&env.cfg, &bk);
     assert_int_equal(engine_start(env.e), LK_OK);
     env.lp = loop_new(0);
     assert_int_equal(engine_attach(env.e, env.lp), LK_OK);
@@ -199,6 +200,16 @@ static void on_owner(void *arg, const struct eng_result *r)
     snprintf(owner, LK_OWNER_MAX + 1, "%s", r->owner);
 }
 
+/* The session lock of name in engine->held (keyed by name and lease). */
+static struct sess_lock *held_by_name(struct engine *e, const char *name)
+{
+    struct sess_lock *sl, *tmp, *found = NULL;
+    HASH_ITER (hh, e->held, sl, tmp)
+        if (strcmp(sl->name, name) == 0)
+            found = sl;
+    return found;
+}
+
 /* A lock held under a session is one block sized to its name and owner, and
  * the longest of both come back whole from a reentrant acquire, which
  * answers from that block. */
@@ -227,17 +238,17 @@ static void test_session_lock_sized(void **state)
             assert_int_equal(engine_acquire(env->e, env->lp, &a, on_owner, got[k], &w), LK_OK);
         assert_string_equal(got[0], owner);
         assert_string_equal(got[1], owner);
-        struct sess_lock *sl;
-        HASH_FIND_STR(env->e->held, names[i], sl);
+        struct sess_lock *sl = held_by_name(env->e, names[i]);
         assert_non_null(sl);
         assert_string_equal(sl->name, names[i]);
         assert_int_equal(sl->count, 2);
-        size_t strings = strlen(names[i]) + 1 + LK_OWNER_MAX + 1;
+        /* the strings are the name, the lease (the key's second half) and
+         * the owner */
+        size_t strings = strlen(names[i]) + 1 + LK_LEASE_LEN + 1 + LK_OWNER_MAX + 1;
         assert_true(malloc_usable_size(sl) >= sizeof(*sl) + strings);
         assert_true(malloc_usable_size(sl) < sizeof(*sl) + strings + 32);
     }
-    struct sess_lock *sl;
-    HASH_FIND_STR(env->e->held, "orders-42", sl);
+    struct sess_lock *sl = held_by_name(env->e, "orders-42");
     assert_true(malloc_usable_size(sl) < 450); /* fixed arrays took 592 */
     struct got e;
     memset(&e, 0, sizeof(e));
@@ -376,6 +387,134 @@ static void test_hash_flooding(void **state)
     free(ents);
 }
 
+static void on_session_names(void *arg, const struct eng_session_view *v)
+{
+    struct got *g = arg;
+    on_session(arg, v);
+    g->lock_delay = v->nlost > 0; /* reused: "something was reported lost" */
+}
+
+/* Sessions key their locks by (name, lease): two leases on one name in one
+ * session table (two shared holders, or an old lease whose loss is not seen
+ * yet) are two entries. Adding the second must not mark the first lost, and
+ * releasing or renewing one leaves the other as it was. */
+static void test_two_leases_one_name(void **state)
+{
+    struct env *env = *state;
+    struct got s;
+    memset(&s, 0, sizeof(s));
+    assert_int_equal(engine_session_create(env->e, 5000, "o", 0, on_session, &s), LK_OK);
+    const char *l1 = "11111111111111111111111111111111", *l2 = "22222222222222222222222222222222";
+    assert_int_equal(session_add_lock(env->e, s.session, "two", l1, "a", 7, 3000, 0), LK_OK);
+    assert_int_equal(session_add_lock(env->e, s.session, "two", l2, "b", 8, 6000, 0), LK_OK);
+    struct got v;
+    memset(&v, 0, sizeof(v));
+    assert_int_equal(engine_session_get(env->e, s.session, true, on_session_names, &v), LK_OK);
+    assert_int_equal(v.count, 2);  /* both listed */
+    assert_false(v.lock_delay); /* neither lost */
+
+    char sid[LK_SESSION_LEN + 1];
+    assert_int_equal(session_note_renew(env->e, "two", l2, 9000, sid), 1);
+    int64_t left = -1, token = -1;
+    assert_int_equal(session_release_begin(env->e, "two", l1, &left, &token), SR_LAST);
+    session_release_end(env->e, "two", l1, LK_OK);
+    assert_int_equal(session_release_begin(env->e, "two", l1, &left, &token), SR_UNBOUND);
+
+    memset(&v, 0, sizeof(v));
+    assert_int_equal(engine_session_get(env->e, s.session, true, on_session_names, &v), LK_OK);
+    assert_int_equal(v.count, 1);
+    assert_false(v.lock_delay);
+    struct sess_lock *sl = held_by_name(env->e, "two");
+    assert_non_null(sl);
+    assert_string_equal(sl->lease, l2);
+    assert_int_equal(sl->token, 8);
+    assert_int_equal(sl->ttl_ms, 9000); /* its own renewal, not the other's */
+    struct got e;
+    memset(&e, 0, sizeof(e));
+    assert_int_equal(engine_session_end(env->e, env->lp, s.session, on_session, &e), LK_OK);
+}
+
+/* A release the backend did not confirm (503) leaves the lock in its
+ * session: still listed, still renewed by the watchdog. Only an answer that
+ * says it is gone detaches it. */
+static void test_release_unconfirmed_keeps_lock(void **state)
+{
+    struct env *env = *state;
+    struct got s;
+    memset(&s, 0, sizeof(s));
+    assert_int_equal(engine_session_create(env->e, 5000, "o", 0, on_session, &s), LK_OK);
+    struct got g = acquire(env, "kept", 3000, s.session, false);
+    assert_int_equal(g.code, LK_OK);
+    int64_t left, token;
+    assert_int_equal(session_release_begin(env->e, "kept", g.lease, &left, &token), SR_LAST);
+    session_release_end(env->e, "kept", g.lease, LK_BACKEND_DOWN);
+    struct got v;
+    memset(&v, 0, sizeof(v));
+    assert_int_equal(engine_session_get(env->e, s.session, false, on_session_names, &v), LK_OK);
+    assert_int_equal(v.count, 1);
+    struct sess_lock *sl = held_by_name(env->e, "kept");
+    assert_non_null(sl);
+    assert_false(sl->dead);
+    assert_true(sl->in_heap || sl->in_flight); /* the watchdog still has it */
+    /* and now the backend confirms */
+    assert_int_equal(session_release_begin(env->e, "kept", g.lease, &left, &token), SR_LAST);
+    session_release_end(env->e, "kept", g.lease, LK_OK);
+    assert_null(held_by_name(env->e, "kept"));
+    struct got r = release(env, "kept", g.lease);
+    assert_int_equal(r.code, LK_OK); /* the backend still held it: released now */
+    struct got e;
+    memset(&e, 0, sizeof(e));
+    assert_int_equal(engine_session_end(env->e, env->lp, s.session, on_session, &e), LK_OK);
+}
+
+/* Session callbacks run with smu free: a callback may call the engine. */
+static struct engine *cb_engine;
+static void on_session_free_lock(void *arg, const struct eng_session_view *v)
+{
+    on_session(arg, v);
+    assert_int_equal(pthread_mutex_trylock(&cb_engine->smu), 0);
+    pthread_mutex_unlock(&cb_engine->smu);
+    (void)engine_session_count(cb_engine);
+}
+
+static void test_session_callbacks_unlocked(void **state)
+{
+    struct env *env = *state;
+    cb_engine = env->e;
+    struct got s, v, e;
+    memset(&s, 0, sizeof(s));
+    memset(&v, 0, sizeof(v));
+    memset(&e, 0, sizeof(e));
+    assert_int_equal(engine_session_create(env->e, 5000, "o", 0, on_session_free_lock, &s), LK_OK);
+    assert_int_equal(s.calls, 1);
+    assert_int_equal(engine_session_get(env->e, s.session, true, on_session_free_lock, &v), LK_OK);
+    assert_int_equal(engine_session_get(env->e, s.session, false, on_session_free_lock, &v), LK_OK);
+    assert_int_equal(v.calls, 2);
+    assert_int_equal(engine_session_end(env->e, env->lp, s.session, on_session_free_lock, &e),
+                     LK_OK);
+    assert_int_equal(e.calls, 1);
+}
+
+/* max_waiters counts this engine's waiters, not the process-wide gauge:
+ * another engine's waiters (or a gauge off by anything) change nothing. */
+static void test_max_waiters_own_count(void **state)
+{
+    struct env *env = *state;
+    int64_t saved = env->cfg.max_waiters;
+    env->cfg.max_waiters = 1;
+    metrics_add(M_WAITERS, 5); /* the gauge says more than max_waiters */
+    struct got holder = acquire(env, "own", 10000, NULL, false);
+    assert_int_equal(holder.code, LK_OK);
+    struct got parked;
+    struct eng_waiter *w = NULL;
+    assert_int_equal(wait_acquire(env, "own", &parked, &w), LK_AGAIN); /* queued */
+    assert_int_equal(parked.calls, 0);
+    engine_cancel(env->e, w);
+    metrics_add(M_WAITERS, -5);
+    release(env, "own", holder.lease);
+    env->cfg.max_waiters = saved;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -383,6 +522,10 @@ int main(void)
         cmocka_unit_test(test_sessions_reentrant), cmocka_unit_test(test_session_expiry_lock_delay),
         cmocka_unit_test(test_max_waiters),        cmocka_unit_test(test_heap),
         cmocka_unit_test(test_hash_flooding),      cmocka_unit_test(test_session_lock_sized),
+        cmocka_unit_test(test_two_leases_one_name),
+        cmocka_unit_test(test_release_unconfirmed_keeps_lock),
+        cmocka_unit_test(test_session_callbacks_unlocked),
+        cmocka_unit_test(test_max_waiters_own_count),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -2,8 +2,11 @@
  * test_memory.c - the memory backend's table from the inside: the janitor's
  * sweep drops what expired and keeps what is held or in a lock-delay, an
  * acquire finds an entry whatever it hashed to, a name whose lease expired
- * is granted again, listing pages through held names in byte order, and an
- * entry is sized to its name and owner, the longest of both included.
+ * is granted again, listing pages through held names in byte order, an
+ * entry is sized to its name and owner, the longest of both included, and
+ * what the contract adds: fence_floor, refused shared/limit requests, a bad
+ * cursor, validity_ms. (The behaviour every backend shares is checked by
+ * tests/conformance.)
  * Includes backend_memory.c itself, so that the table's size can be read;
  * liblockd.a's copy is then not linked.
  */
@@ -21,18 +24,58 @@
 
 #define LEASE "0123456789abcdef0123456789abcdef"
 
-static void on_reply(void *arg, const struct bk_reply *r)
+/* A result copied out of its callback: holders point into it, not at the
+ * backend's stack (they are valid only during done). */
+struct reply {
+    struct bk_res r;
+    struct bk_holder holder; /* the first holder, when nholders > 0 */
+    int calls;
+};
+
+static void on_reply(void *arg, const struct bk_res *r)
 {
-    *(struct bk_reply *)arg = *r;
+    struct reply *x = arg;
+    x->calls++;
+    x->r = *r;
+    memset(&x->holder, 0, sizeof(x->holder));
+    if (r->nholders > 0)
+        x->holder = r->holders[0];
+    x->r.holders = NULL;
+    x->r.entries = NULL;
+    x->r.next_cursor = NULL;
+}
+
+/* Every memory operation answers before submit returns, exactly once. */
+static struct reply submit(struct mem *m, const struct bk_req *req)
+{
+    struct reply x;
+    memset(&x, 0, sizeof(x));
+    assert_int_equal(mem_submit(m, NULL, req, on_reply, &x), LK_OK);
+    assert_int_equal(x.calls, 1);
+    return x;
+}
+
+static struct reply acquire_as(struct mem *m, const char *name, const char *lease,
+                               const char *owner, int64_t ttl_ms)
+{
+    struct bk_req q = {.op = BK_ACQUIRE,
+                       .name = name,
+                       .lease = lease,
+                       .owner = owner,
+                       .limit = 1,
+                       .ttl_ms = ttl_ms};
+    return submit(m, &q);
 }
 
 static enum lk_code acquire(struct mem *m, const char *name, int64_t ttl_ms)
 {
-    struct bk_reply r;
-    memset(&r, 0, sizeof(r));
-    struct bk_acquire a = {name, LEASE, "", ttl_ms, false, false};
-    assert_int_equal(mem_acquire(m, NULL, &a, on_reply, &r), LK_OK);
-    return r.code;
+    return acquire_as(m, name, LEASE, "", ttl_ms).r.code;
+}
+
+static enum lk_code release(struct mem *m, const char *name, int64_t delay_ms)
+{
+    struct bk_req q = {.op = BK_RELEASE, .name = name, .lease = LEASE, .delay_ms = delay_ms};
+    return submit(m, &q).r.code;
 }
 
 /* A memory backend of its own: the table is read directly. */
@@ -69,9 +112,7 @@ static void test_sweep_drops_expired(void **state)
     acquire_each(m, "short", 3000, 1, LK_OK);
     acquire_each(m, "long", 10, 60000, LK_OK);
     assert_int_equal(acquire(m, "delayed", 60000), LK_OK);
-    struct bk_reply r;
-    assert_int_equal(mem_release(m, NULL, "delayed", LEASE, 60000, on_reply, &r), LK_OK);
-    assert_int_equal(r.code, LK_OK);
+    assert_int_equal(release(m, "delayed", 60000), LK_OK);
     assert_int_equal(HASH_COUNT(m->locks), 3011);
     assert_true(3000 > SWEEP_STEP && 3011 <= 2 * SWEEP_STEP);
 
@@ -115,20 +156,29 @@ struct page {
     char next[32];
 };
 
-static void on_page(void *arg, enum lk_code code, const struct bk_entry *ents, size_t n,
-                    const char *next)
+static void on_page(void *arg, const struct bk_res *r)
 {
     struct page *p = arg;
-    assert_int_equal(code, LK_OK);
-    p->n = n;
-    for (size_t i = 0; i < n; i++) {
-        assert_true(strlen(ents[i].name) < sizeof(p->names[0]));
-        strcpy(p->names[i], ents[i].name);
-        assert_false(ents[i].holder.lock_delay);
+    assert_int_equal(r->code, LK_OK);
+    p->n = r->nentries;
+    for (size_t i = 0; i < r->nentries; i++) {
+        const struct bk_entry *e = &r->entries[i];
+        assert_true(strlen(e->name) < sizeof(p->names[0]));
+        strcpy(p->names[i], e->name);
+        /* a held lease, never a lock-delay (which has no token nor expiry) */
+        assert_true(e->holder.fencing_token > 0);
+        assert_true(e->holder.expires_in_ms > 0);
     }
     p->next[0] = '\0';
-    if (next != NULL)
-        strcpy(p->next, next);
+    if (r->next_cursor != NULL)
+        strcpy(p->next, r->next_cursor);
+}
+
+static void list(struct mem *m, const char *prefix, const char *cursor, size_t count,
+                 struct page *pg)
+{
+    struct bk_req q = {.op = BK_LIST, .prefix = prefix, .cursor = cursor, .count = count};
+    assert_int_equal(mem_submit(m, NULL, &q, on_page, pg), LK_OK);
 }
 
 /* 500 held names inserted in a scrambled order, plus names that expired,
@@ -146,8 +196,7 @@ static void test_list_pages(void **state)
         assert_int_equal(acquire(m, name, 1), LK_OK);
     }
     assert_int_equal(acquire(m, "p-delayed", 60000), LK_OK);
-    struct bk_reply r;
-    assert_int_equal(mem_release(m, NULL, "p-delayed", LEASE, 60000, on_reply, &r), LK_OK);
+    assert_int_equal(release(m, "p-delayed", 60000), LK_OK);
     assert_int_equal(acquire(m, "q-other", 60000), LK_OK);
     sleep_ms(20);
     const size_t limits[] = {1, 7, 499, 500, 1000};
@@ -156,7 +205,7 @@ static void test_list_pages(void **state)
         char cursor[32] = "";
         int seen = 0, pages = 0;
         do {
-            assert_int_equal(mem_list(m, NULL, "p-", cursor, limits[k], on_page, &pg), LK_OK);
+            list(m, "p-", cursor, limits[k], &pg);
             assert_true(pg.n <= limits[k]);
             for (size_t i = 0; i < pg.n; i++) {
                 snprintf(name, sizeof(name), "p-%03d", seen++);
@@ -171,32 +220,24 @@ static void test_list_pages(void **state)
     mem_free(m);
 }
 
-static void on_info(void *arg, const struct bk_info *info)
-{
-    *(struct bk_info *)arg = *info;
-}
-
 /* Grants name to owner, then checks what inspect and a refused acquire
  * answer of it, and that the entry holds no more than its strings need. */
 static void grant_and_read(struct mem *m, const char *name, const char *owner)
 {
-    struct bk_reply r;
-    memset(&r, 0, sizeof(r));
-    struct bk_acquire a = {name, LEASE, owner, 60000, false, false};
-    assert_int_equal(mem_acquire(m, NULL, &a, on_reply, &r), LK_OK);
-    assert_int_equal(r.code, LK_OK);
-    int64_t token = r.fencing_token;
+    struct reply r = acquire_as(m, name, LEASE, owner, 60000);
+    assert_int_equal(r.r.code, LK_OK);
+    int64_t token = r.r.fencing_token;
 
-    struct bk_info info;
-    assert_int_equal(mem_inspect(m, NULL, name, on_info, &info), LK_OK);
-    assert_true(info.held);
+    struct bk_req q = {.op = BK_INSPECT, .name = name};
+    struct reply info = submit(m, &q);
+    assert_int_equal(info.r.code, LK_OK);
+    assert_int_equal(info.r.nholders, 1); /* held */
     assert_string_equal(info.holder.owner, owner);
     assert_int_equal(info.holder.fencing_token, token);
 
-    struct bk_acquire b = {name, "fedcba9876543210fedcba9876543210", "someone-else", 60000, false,
-                           false};
-    assert_int_equal(mem_acquire(m, NULL, &b, on_reply, &r), LK_OK);
-    assert_int_equal(r.code, LK_LOCKED);
+    r = acquire_as(m, name, "fedcba9876543210fedcba9876543210", "someone-else", 60000);
+    assert_int_equal(r.r.code, LK_LOCKED);
+    assert_int_equal(r.r.nholders, 1);
     assert_string_equal(r.holder.owner, owner);
 
     struct mem_lock *l;
@@ -232,18 +273,84 @@ static void test_entry_sized_to_its_strings(void **state)
 
     struct page *pg = calloc(1, sizeof(*pg));
     assert_non_null(pg);
-    assert_int_equal(mem_list(m, NULL, "orders-", "", 10, on_page, pg), LK_OK);
+    list(m, "orders-", "", 10, pg);
     assert_int_equal(pg->n, 2);
     assert_string_equal(pg->names[0], "orders-42");
     assert_string_equal(pg->names[1], "orders-43");
     free(pg);
 
-    struct bk_reply r;
-    assert_int_equal(mem_release(m, NULL, longest, LEASE, 0, on_reply, &r), LK_OK);
-    assert_int_equal(r.code, LK_OK);
+    assert_int_equal(release(m, longest, 0), LK_OK);
     HASH_FIND_STR(m->locks, longest, l);
     assert_null(l);
     assert_int_equal(HASH_COUNT(m->locks), 3);
+    mem_free(m);
+}
+
+/* What the request/result contract adds, as the memory backend answers it:
+ * a grant's token exceeds fence_floor (BK_CAP_FLOOR) and later grants count
+ * on from it; shared and limit > 1 are LK_UNSUPPORTED and change nothing
+ * (no BK_CAP_SHARED, BK_CAP_LIMIT); a cursor longer than any name is
+ * LK_BAD_CURSOR; validity_ms is the ttl granted or renewed. */
+static void test_contract_extras(void **state)
+{
+    (void)state;
+    struct backend be;
+    assert_int_equal(backend_memory_new(NULL, &be), LK_OK);
+    struct mem *m = be.state;
+    assert_int_equal(be.ops->caps, BK_CAP_FLOOR);
+
+    int64_t floor = lk_wall_us() + 1000000000LL; /* ahead of the clock-seeded counter */
+    struct bk_req q = {.op = BK_ACQUIRE,
+                       .name = "fl",
+                       .lease = LEASE,
+                       .owner = "",
+                       .limit = 1,
+                       .ttl_ms = 60000,
+                       .fence_floor = floor};
+    struct reply r = submit(m, &q);
+    assert_int_equal(r.r.code, LK_OK);
+    assert_true(r.r.fencing_token > floor);
+    assert_int_equal(r.r.ttl_ms, 60000);
+    assert_int_equal(r.r.validity_ms, 60000);
+    int64_t first = r.r.fencing_token;
+    assert_int_equal(release(m, "fl", 0), LK_OK);
+    struct reply again = acquire_as(m, "fl", LEASE, "", 60000); /* no floor: still above */
+    assert_int_equal(again.r.code, LK_OK);
+    assert_true(again.r.fencing_token > first);
+
+    struct bk_req rn = {.op = BK_RENEW, .name = "fl", .lease = LEASE, .ttl_ms = 30000};
+    r = submit(m, &rn);
+    assert_int_equal(r.r.code, LK_OK);
+    assert_int_equal(r.r.fencing_token, again.r.fencing_token);
+    assert_int_equal(r.r.validity_ms, 30000);
+
+    struct bk_req sh = {.op = BK_ACQUIRE,
+                        .name = "sh",
+                        .lease = LEASE,
+                        .owner = "",
+                        .mode = BK_SHARED,
+                        .limit = 1,
+                        .ttl_ms = 60000};
+    assert_int_equal(submit(m, &sh).r.code, LK_UNSUPPORTED);
+    sh.mode = BK_EXCLUSIVE;
+    sh.limit = 3;
+    assert_int_equal(submit(m, &sh).r.code, LK_UNSUPPORTED);
+    assert_int_equal(HASH_COUNT(m->locks), 1);
+    assert_int_equal(acquire(m, "sh", 60000), LK_OK);
+
+    char cursor[LK_NAME_MAX + 2];
+    memset(cursor, 'z', LK_NAME_MAX + 1);
+    cursor[LK_NAME_MAX + 1] = '\0';
+    struct bk_req ls = {.op = BK_LIST, .prefix = "", .cursor = cursor, .count = 10};
+    assert_int_equal(submit(m, &ls).r.code, LK_BAD_CURSOR);
+    cursor[LK_NAME_MAX] = '\0'; /* as long as a name: pages on from where it sorts */
+    r = submit(m, &ls);
+    assert_int_equal(r.r.code, LK_OK);
+    assert_int_equal(r.r.nentries, 0);
+    cursor[0] = '\0';
+    r = submit(m, &ls);
+    assert_int_equal(r.r.code, LK_OK);
+    assert_int_equal(r.r.nentries, 2);
     mem_free(m);
 }
 
@@ -254,6 +361,7 @@ int main(void)
         cmocka_unit_test(test_acquire_reuses_expired),
         cmocka_unit_test(test_list_pages),
         cmocka_unit_test(test_entry_sized_to_its_strings),
+        cmocka_unit_test(test_contract_extras),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,75 @@
+/*
+ * backends.c - the backends the conformance suite runs on, one row each.
+ * A row names the backend (as `backend` in the config and ops->name), what
+ * to start before its cases, the config keys that open it, and the fault
+ * hooks it can offer. Adding a backend is adding its row.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "tests/conformance/conformance.h"
+#include "tests/lib/harness.h"
+
+static void set(struct lk_config *cfg, const char *key, const char *value)
+{
+    char err[256] = "";
+    if (config_set(cfg, key, value, "conformance", err, sizeof(err)) != 0)
+        th_fail(__FILE__, __LINE__, "config %s=%s: %s", key, value, err);
+}
+
+/* ---- memory: in-process, nothing to start, no fault to inject ---- */
+
+static void memory_open(struct lk_config *cfg)
+{
+    set(cfg, "backend", "memory");
+}
+
+/* ---- redis: one redis-server of its own, persisting every write (AOF,
+ * fsync always) so that a restart keeps what it granted ---- */
+
+static struct th_redis redis;
+static const char *const redis_conf[] = {"appendonly yes", "appendfsync always", NULL};
+
+static void redis_start(void)
+{
+    th_redis_start(&redis, 0, redis_conf);
+}
+
+static void redis_stop(void)
+{
+    th_redis_stop(&redis);
+}
+
+static void redis_open(struct lk_config *cfg)
+{
+    char url[64];
+    snprintf(url, sizeof(url), "redis://127.0.0.1:%d", redis.port);
+    set(cfg, "backend", "redis");
+    set(cfg, "redis", url);
+    set(cfg, "key_prefix", "cf:");
+}
+
+static void redis_pause(void)
+{
+    CHECK(kill(redis.pid, SIGSTOP) == 0); /* accepts nothing, answers nothing */
+}
+
+static void redis_resume(void)
+{
+    CHECK(kill(redis.pid, SIGCONT) == 0);
+}
+
+static void redis_restart(void)
+{
+    int port = redis.port;
+    th_redis_stop(&redis);                    /* SIGKILL: no shutdown save */
+    th_redis_start(&redis, port, redis_conf); /* same port, same dir: the AOF is read back */
+}
+
+const struct cf_backend cf_backends[] = {
+    /* name, start, stop, open, then the fault hooks pause, resume, restart (NULL: none) */
+    {"memory", NULL, NULL, memory_open, NULL, NULL, NULL},
+    {"redis", redis_start, redis_stop, redis_open, redis_pause, redis_resume, redis_restart},
+    {NULL, NULL, NULL, NULL, NULL, NULL, NULL},
+};

@@ -1,0 +1,599 @@
+/*
+ * cases.c - what every backend must do, checked through struct backend
+ * alone (DESIGN.md §"Fencing tokens", §3 Backends; server/backend.h): each
+ * case gets the backend freshly opened; names are the case's own, so cases
+ * share one backend process without disturbing each other. Real time, kept
+ * short: lease ttls of 100-300 ms where a case waits for an expiry.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/conformance/conformance.h"
+#include "tests/lib/harness.h"
+
+#define LEASE_A "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+#define LEASE_B "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+#define LEASE_C "cccccccccccccccccccccccccccccccc"
+
+/* Fails unless r is a refusal by exactly one holder: owner, token, a
+ * remaining lease in (0, ttl_ms]. */
+static void check_held_by(const struct cf_res *r, const char *owner, int64_t token, int64_t ttl_ms)
+{
+    CHECK_EQ_INT(r->nholders, 1);
+    CHECK_STR(r->holders[0].owner, owner);
+    CHECK_EQ_INT(r->holders[0].fencing_token, token);
+    CHECK(r->holders[0].expires_in_ms > 0 && r->holders[0].expires_in_ms <= ttl_ms);
+    CHECK_EQ_INT(r->holders[0].mode, BK_EXCLUSIVE);
+    CHECK_EQ_INT(r->delay_ms, 0);
+}
+
+/* Waits (bounded) until inspect says nobody holds name and no delay runs. */
+static void wait_free(struct cf *c, const char *name, int64_t timeout_ms)
+{
+    int64_t end = th_now_ms() + timeout_ms;
+    for (;;) {
+        const struct cf_res *r = cf_inspect(c, name);
+        CHECK_EQ_INT(r->code, LK_OK);
+        if (r->nholders == 0 && r->delay_ms == 0)
+            return;
+        if (th_now_ms() >= end)
+            th_fail(__FILE__, __LINE__, "'%s' still held or delayed after %lld ms", name,
+                    (long long)timeout_ms);
+        cf_run_for(c, 10);
+    }
+}
+
+/* A free name is granted with a token and the ttl asked; a held one is
+ * refused with its holder (owner, token, time left), to anyone, the same
+ * lease included (reentrancy is the engine's), and the refusal changes
+ * nothing. */
+static void case_grant_and_refusal(struct cf *c)
+{
+    const struct cf_res *r = cf_acquire(c, "gr", LEASE_A, "alice", 5000);
+    CHECK_EQ_INT(r->code, LK_OK);
+    CHECK_EQ_INT(r->ttl_ms, 5000);
+    int64_t token = r->fencing_token;
+
+    r = cf_acquire(c, "gr", LEASE_B, "bob", 5000);
+    CHECK_EQ_INT(r->code, LK_LOCKED);
+    check_held_by(r, "alice", token, 5000);
+    r = cf_acquire(c, "gr", LEASE_A, "alice", 5000);
+    CHECK_EQ_INT(r->code, LK_LOCKED);
+    check_held_by(r, "alice", token, 5000);
+
+    r = cf_inspect(c, "gr");
+    CHECK_EQ_INT(r->code, LK_OK);
+    check_held_by(r, "alice", token, 5000);
+    CHECK_EQ_INT(cf_release(c, "gr", LEASE_A, 0)->code, LK_OK);
+
+    /* an owner is optional */
+    token = cf_grant(c, "gr-anon", LEASE_B, "");
+    r = cf_acquire(c, "gr-anon", LEASE_A, "carol", 5000);
+    CHECK_EQ_INT(r->code, LK_LOCKED);
+    check_held_by(r, "", token, 60000);
+}
+
+/* A token is strictly greater than every token granted for the name
+ * before: release after release. */
+static void case_fencing_across_release(struct cf *c)
+{
+    int64_t last = 0;
+    const char *leases[] = {LEASE_A, LEASE_B, LEASE_A, LEASE_C, LEASE_A, LEASE_B};
+    for (size_t i = 0; i < sizeof(leases) / sizeof(leases[0]); i++) {
+        int64_t t = cf_grant(c, "fr", leases[i], "");
+        CHECK(t > last);
+        last = t;
+        const struct cf_res *r = cf_release(c, "fr", leases[i], 0);
+        CHECK_EQ_INT(r->code, LK_OK);
+        CHECK_EQ_INT(r->fencing_token, t); /* the token released */
+    }
+}
+
+/* ... and across expiry: a lease left to expire frees the name, and the
+ * next grant counts on; the expired lease can neither renew nor release. */
+static void case_fencing_across_expiry(struct cf *c)
+{
+    int64_t last = 0;
+    for (int i = 0; i < 3; i++) {
+        const struct cf_res *r = cf_acquire(c, "fe", i % 2 ? LEASE_A : LEASE_B, "", 100);
+        CHECK_EQ_INT(r->code, LK_OK);
+        CHECK(r->fencing_token > last);
+        last = r->fencing_token;
+        wait_free(c, "fe", 2000);
+    }
+    CHECK_EQ_INT(cf_renew(c, "fe", LEASE_B, 5000)->code, LK_NOT_HELD);
+    CHECK_EQ_INT(cf_release(c, "fe", LEASE_B, 0)->code, LK_NOT_HELD);
+    int64_t t = cf_grant(c, "fe", LEASE_C, "");
+    CHECK(t > last);
+}
+
+/* Renew keeps the token and gives the lease the ttl asked from now (past
+ * its first ttl); ttl 0 means the ttl it was last given. */
+static void case_renew_keeps_token(struct cf *c)
+{
+    const struct cf_res *r = cf_acquire(c, "rn", LEASE_A, "alice", 300);
+    CHECK_EQ_INT(r->code, LK_OK);
+    int64_t token = r->fencing_token;
+
+    r = cf_renew(c, "rn", LEASE_A, 5000);
+    CHECK_EQ_INT(r->code, LK_OK);
+    CHECK_EQ_INT(r->fencing_token, token);
+    CHECK_EQ_INT(r->ttl_ms, 5000);
+    r = cf_inspect(c, "rn");
+    check_held_by(r, "alice", token, 5000);
+    CHECK(r->holders[0].expires_in_ms > 4000);
+
+    th_sleep_ms(400); /* past the first ttl: still held */
+    r = cf_renew(c, "rn", LEASE_A, 0);
+    CHECK_EQ_INT(r->code, LK_OK);
+    CHECK_EQ_INT(r->fencing_token, token);
+    CHECK_EQ_INT(r->ttl_ms, 5000); /* the ttl last given */
+    r = cf_inspect(c, "rn");
+    check_held_by(r, "alice", token, 5000);
+    CHECK(r->holders[0].expires_in_ms > 4000);
+
+    r = cf_renew(c, "rn", LEASE_A, 200); /* shorter is allowed too */
+    CHECK_EQ_INT(r->code, LK_OK);
+    CHECK_EQ_INT(r->ttl_ms, 200);
+    CHECK_EQ_INT(cf_inspect(c, "rn")->holders[0].fencing_token, token);
+    wait_free(c, "rn", 2000);
+}
+
+/* Renew and release compare the lease: another lease gets
+ * LK_HELD_BY_OTHER (with the holder) while someone holds the name and
+ * LK_NOT_HELD when nobody does, and never renews or releases. */
+static void case_owner_checks(struct cf *c)
+{
+    CHECK_EQ_INT(cf_renew(c, "oc", LEASE_A, 5000)->code, LK_NOT_HELD); /* never held */
+    CHECK_EQ_INT(cf_release(c, "oc", LEASE_A, 0)->code, LK_NOT_HELD);
+
+    const struct cf_res *r = cf_acquire(c, "oc", LEASE_A, "alice", 2000);
+    CHECK_EQ_INT(r->code, LK_OK);
+    int64_t token = r->fencing_token;
+
+    r = cf_renew(c, "oc", LEASE_B, 60000);
+    CHECK_EQ_INT(r->code, LK_HELD_BY_OTHER);
+    check_held_by(r, "alice", token, 2000);
+    r = cf_release(c, "oc", LEASE_B, 0);
+    CHECK_EQ_INT(r->code, LK_HELD_BY_OTHER);
+    check_held_by(r, "alice", token, 2000);
+    r = cf_release(c, "oc", LEASE_B, 60000); /* nor a lock-delay */
+    CHECK_EQ_INT(r->code, LK_HELD_BY_OTHER);
+
+    r = cf_inspect(c, "oc"); /* still alice's, not extended to 60 s */
+    CHECK_EQ_INT(r->code, LK_OK);
+    check_held_by(r, "alice", token, 2000);
+    r = cf_acquire(c, "oc", LEASE_B, "bob", 5000);
+    CHECK_EQ_INT(r->code, LK_LOCKED);
+
+    r = cf_release(c, "oc", LEASE_A, 0);
+    CHECK_EQ_INT(r->code, LK_OK);
+    CHECK_EQ_INT(r->fencing_token, token);
+    CHECK_EQ_INT(cf_renew(c, "oc", LEASE_A, 5000)->code, LK_NOT_HELD);
+    CHECK_EQ_INT(cf_release(c, "oc", LEASE_A, 0)->code, LK_NOT_HELD);
+    CHECK_EQ_INT(cf_release(c, "oc", LEASE_B, 0)->code, LK_NOT_HELD);
+    r = cf_inspect(c, "oc");
+    CHECK_EQ_INT(r->nholders, 0);
+    CHECK_EQ_INT(r->delay_ms, 0);
+
+    /* a newer holder: the old lease is another's */
+    int64_t t2 = cf_grant(c, "oc", LEASE_B, "bob");
+    CHECK(t2 > token);
+    r = cf_renew(c, "oc", LEASE_A, 5000);
+    CHECK_EQ_INT(r->code, LK_HELD_BY_OTHER);
+    check_held_by(r, "bob", t2, 60000);
+    CHECK_EQ_INT(cf_release(c, "oc", LEASE_A, 0)->code, LK_HELD_BY_OTHER);
+    CHECK_EQ_INT(cf_inspect(c, "oc")->holders[0].fencing_token, t2);
+}
+
+/* A release with delay_ms keeps the name unacquirable, by anyone, for that
+ * long: refusals and inspect say nobody holds it and how long the delay
+ * runs (delay_ms); then it is granted, with a greater token. Owner checks
+ * see no holder meanwhile. */
+static void case_lock_delay(struct cf *c)
+{
+    const int64_t delay = 400;
+    int64_t token = cf_grant(c, "ld", LEASE_A, "alice");
+    int64_t t0 = th_now_ms();
+    const struct cf_res *r = cf_release(c, "ld", LEASE_A, delay);
+    CHECK_EQ_INT(r->code, LK_OK);
+    CHECK_EQ_INT(r->fencing_token, token);
+
+    r = cf_acquire(c, "ld", LEASE_B, "bob", 5000);
+    CHECK_EQ_INT(r->code, LK_LOCKED);
+    CHECK_EQ_INT(r->nholders, 0);
+    CHECK(r->delay_ms > 0 && r->delay_ms <= delay);
+    r = cf_acquire(c, "ld", LEASE_A, "alice", 5000);
+    CHECK_EQ_INT(r->code, LK_LOCKED);
+    CHECK_EQ_INT(r->nholders, 0);
+    r = cf_inspect(c, "ld");
+    CHECK_EQ_INT(r->code, LK_OK);
+    CHECK_EQ_INT(r->nholders, 0);
+    CHECK(r->delay_ms > 0 && r->delay_ms <= delay);
+    CHECK_EQ_INT(cf_renew(c, "ld", LEASE_A, 5000)->code, LK_NOT_HELD);
+    CHECK_EQ_INT(cf_release(c, "ld", LEASE_A, 0)->code, LK_NOT_HELD);
+
+    int tries = 0;
+    int64_t t = cf_acquire_within(c, "ld", LEASE_B, 3000, LK_LOCKED, &tries);
+    int64_t took = th_now_ms() - t0;
+    printf("# lock-delay %lld ms: granted after %lld ms (%d tries)\n", (long long)delay,
+           (long long)took, tries);
+    CHECK(took >= delay - 5); /* a clock tick of slack, never a grant inside the delay */
+    CHECK(took < delay + 1500);
+    CHECK(t > token);
+
+    /* a release without a delay frees the name at once */
+    CHECK_EQ_INT(cf_release(c, "ld", LEASE_B, 0)->code, LK_OK);
+    CHECK(cf_grant(c, "ld", LEASE_C, "") > t);
+}
+
+/* The watchdog's batch: a result per item (held and renewed, held by
+ * another, held by nobody), in the request's own items; only the items
+ * the lease holds are extended. */
+static void case_renew_many(struct cf *c)
+{
+    const struct cf_res *r = cf_acquire(c, "rm-mine", LEASE_A, "", 1000);
+    CHECK_EQ_INT(r->code, LK_OK);
+    int64_t t_mine = r->fencing_token;
+    r = cf_acquire(c, "rm-mine2", LEASE_A, "", 1000);
+    CHECK_EQ_INT(r->code, LK_OK);
+    r = cf_acquire(c, "rm-other", LEASE_B, "bob", 1000);
+    CHECK_EQ_INT(r->code, LK_OK);
+    int64_t t_other = r->fencing_token;
+
+    struct bk_renew_item items[] = {
+        {"rm-mine", LEASE_A, 8000, LK_INTERNAL},  {"rm-other", LEASE_A, 8000, LK_INTERNAL},
+        {"rm-free", LEASE_A, 8000, LK_INTERNAL},  {"rm-mine2", LEASE_A, 8000, LK_INTERNAL},
+        {"rm-other", LEASE_C, 8000, LK_INTERNAL},
+    };
+    const size_t n = sizeof(items) / sizeof(items[0]);
+    const enum lk_code want[] = {LK_OK, LK_HELD_BY_OTHER, LK_NOT_HELD, LK_OK, LK_HELD_BY_OTHER};
+    struct bk_req q = {.op = BK_RENEW_MANY, .items = items, .nitems = n};
+    static struct cf_res res;
+    cf_submit(c, &q, &res);
+    CHECK_EQ_INT(res.code, LK_OK);
+    CHECK(res.items == items);
+    CHECK_EQ_INT(res.nitems, n);
+    for (size_t i = 0; i < n; i++)
+        if (items[i].result != want[i])
+            th_fail(__FILE__, __LINE__, "item %zu (%s): %s, want %s", i, items[i].name,
+                    lk_code_name(items[i].result), lk_code_name(want[i]));
+
+    r = cf_inspect(c, "rm-mine"); /* renewed to 8 s, same token */
+    check_held_by(r, "", t_mine, 8000);
+    CHECK(r->holders[0].expires_in_ms > 1000);
+    CHECK(cf_inspect(c, "rm-mine2")->holders[0].expires_in_ms > 1000);
+    r = cf_inspect(c, "rm-other"); /* bob's, not extended */
+    check_held_by(r, "bob", t_other, 1000);
+    r = cf_inspect(c, "rm-free"); /* a renewal never takes a free name */
+    CHECK_EQ_INT(r->nholders, 0);
+
+    struct bk_req empty = {.op = BK_RENEW_MANY, .items = items, .nitems = 0};
+    cf_submit(c, &empty, &res);
+    CHECK_EQ_INT(res.code, LK_OK);
+    CHECK_EQ_INT(res.nitems, 0);
+}
+
+/* ---- listing ---- */
+
+#define LIST_N 25
+
+struct listed {
+    int count[LIST_N];
+    int pages;
+};
+
+/* Pages through prefix with count per page until next_cursor is NULL;
+ * counts each name "ls-NN"; fails on any other name, on an entry whose
+ * holder is not the one granted, or past 1000 pages. */
+static void list_all(struct cf *c, const char *prefix, size_t count, const int64_t *tokens,
+                     struct listed *out)
+{
+    static struct cf_res res;
+    char cursor[1024] = "";
+    memset(out, 0, sizeof(*out));
+    for (;;) {
+        struct bk_req q = {.op = BK_LIST, .prefix = prefix, .cursor = cursor, .count = count};
+        cf_submit(c, &q, &res);
+        CHECK_EQ_INT(res.code, LK_OK);
+        out->pages++;
+        for (size_t i = 0; i < res.nentries; i++) {
+            const struct cf_entry *e = &res.entries[i];
+            int k = -1;
+            if (strncmp(e->name, "ls-", 3) == 0 && strlen(e->name) == 5)
+                k = atoi(e->name + 3);
+            if (k < 0 || k >= LIST_N)
+                th_fail(__FILE__, __LINE__, "listed '%s' under prefix '%s'", e->name, prefix);
+            CHECK(strncmp(e->name, prefix, strlen(prefix)) == 0);
+            out->count[k]++;
+            CHECK_EQ_INT(e->holder.fencing_token, tokens[k]);
+            CHECK_STR(e->holder.owner, k % 2 ? "odd" : "even");
+            CHECK(e->holder.expires_in_ms > 0 && e->holder.expires_in_ms <= 60000);
+        }
+        if (!res.has_next)
+            return;
+        CHECK(res.next_cursor[0] != '\0');
+        CHECK(out->pages < 1000);
+        strcpy(cursor, res.next_cursor);
+    }
+}
+
+/* Held names with a prefix, page by page through the cursor: every held
+ * name exactly once, whatever the page size; never a name outside the
+ * prefix, an expired, released or lock-delayed one. */
+static void case_list_pages(struct cf *c)
+{
+    int64_t tokens[LIST_N];
+    char name[32];
+    for (int i = 0; i < LIST_N; i++) {
+        snprintf(name, sizeof(name), "ls-%02d", (i * 7) % LIST_N); /* out of order */
+        tokens[(i * 7) % LIST_N] =
+            cf_grant(c, name, LEASE_A, (i * 7) % LIST_N % 2 ? "odd" : "even");
+    }
+    CHECK_EQ_INT(cf_acquire(c, "ls-gone", LEASE_A, "", 100)->code, LK_OK);
+    cf_grant(c, "ls-released", LEASE_A, "");
+    CHECK_EQ_INT(cf_release(c, "ls-released", LEASE_A, 0)->code, LK_OK);
+    cf_grant(c, "ls-delayed", LEASE_A, "");
+    CHECK_EQ_INT(cf_release(c, "ls-delayed", LEASE_A, 60000)->code, LK_OK);
+    cf_grant(c, "lt-00", LEASE_A, ""); /* outside the prefix, sorts right after it */
+    cf_grant(c, "l-00", LEASE_A, "");
+    wait_free(c, "ls-gone", 2000);
+
+    const size_t counts[] = {1, 2, 7, LIST_N, 100};
+    for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++) {
+        struct listed l;
+        list_all(c, "ls-", counts[k], tokens, &l);
+        for (int i = 0; i < LIST_N; i++)
+            if (l.count[i] != 1)
+                th_fail(__FILE__, __LINE__, "count %zu: 'ls-%02d' listed %d times", counts[k], i,
+                        l.count[i]);
+        printf("# count %zu: %d pages\n", counts[k], l.pages);
+    }
+    struct listed l;
+    list_all(c, "ls-1", 3, tokens, &l); /* a longer prefix: ls-10 .. ls-19 */
+    for (int i = 0; i < LIST_N; i++)
+        CHECK_EQ_INT(l.count[i], i >= 10 && i <= 19 ? 1 : 0);
+    list_all(c, "ls-none-", 10, tokens, &l);
+    for (int i = 0; i < LIST_N; i++)
+        CHECK_EQ_INT(l.count[i], 0);
+}
+
+/* A cursor the backend did not give out: LK_BAD_CURSOR, not an empty page
+ * nor LK_BACKEND_DOWN. (No name is this long, and no SCAN cursor reads so.) */
+static void case_list_bad_cursor(struct cf *c)
+{
+    cf_grant(c, "bc-0", LEASE_A, "");
+    char bad[LK_NAME_MAX + 46];
+    memset(bad, 'z', sizeof(bad) - 1);
+    bad[sizeof(bad) - 1] = '\0';
+    static struct cf_res res;
+    struct bk_req q = {.op = BK_LIST, .prefix = "bc-", .cursor = bad, .count = 10};
+    cf_submit(c, &q, &res);
+    CHECK_EQ_INT(res.code, LK_BAD_CURSOR);
+    CHECK_EQ_INT(res.nentries, 0);
+    q.cursor = ""; /* and the backend pages on from the start after it */
+    cf_submit(c, &q, &res);
+    CHECK_EQ_INT(res.code, LK_OK);
+}
+
+/* Inspect: a held name's holder (owner, token, time left, session-bound as
+ * acquired); a free one, never held or released, has no holder. */
+static void case_inspect(struct cf *c)
+{
+    const struct cf_res *r = cf_inspect(c, "in-never");
+    CHECK_EQ_INT(r->code, LK_OK);
+    CHECK_EQ_INT(r->nholders, 0);
+    CHECK_EQ_INT(r->delay_ms, 0);
+
+    struct bk_req q = {.op = BK_ACQUIRE,
+                       .name = "in-sb",
+                       .lease = LEASE_A,
+                       .owner = "svc",
+                       .mode = BK_EXCLUSIVE,
+                       .limit = 1,
+                       .ttl_ms = 3000,
+                       .session_bound = true};
+    static struct cf_res res;
+    cf_submit(c, &q, &res);
+    CHECK_EQ_INT(res.code, LK_OK);
+    int64_t token = res.fencing_token;
+    r = cf_inspect(c, "in-sb");
+    CHECK_EQ_INT(r->code, LK_OK);
+    check_held_by(r, "svc", token, 3000);
+    CHECK(r->holders[0].session_bound);
+
+    int64_t t2 = cf_grant(c, "in-plain", LEASE_B, "cli");
+    r = cf_inspect(c, "in-plain");
+    check_held_by(r, "cli", t2, 60000);
+    CHECK(r->holders[0].expires_in_ms > 59000);
+    CHECK(!r->holders[0].session_bound);
+
+    CHECK_EQ_INT(cf_release(c, "in-sb", LEASE_A, 0)->code, LK_OK);
+    r = cf_inspect(c, "in-sb");
+    CHECK_EQ_INT(r->code, LK_OK);
+    CHECK_EQ_INT(r->nholders, 0);
+    CHECK_EQ_INT(r->delay_ms, 0);
+}
+
+/* Ping answers LK_OK on a backend that takes writes; nodes() lists at
+ * least one node, up. */
+static void case_ping_and_nodes(struct cf *c)
+{
+    static struct cf_res res;
+    struct bk_req q = {.op = BK_PING};
+    cf_submit(c, &q, &res);
+    CHECK_EQ_INT(res.code, LK_OK);
+    struct bk_node nodes[8];
+    size_t n = c->be.ops->nodes(c->be.state, nodes, 8);
+    CHECK(n >= 1 && n <= 8);
+    for (size_t i = 0; i < n; i++) {
+        CHECK(nodes[i].addr[0] != '\0');
+        CHECK(nodes[i].up);
+    }
+}
+
+/* BK_CAP_FLOOR: a grant's token exceeds the request's fence_floor (Redlock
+ * writes a majority's highest counter back this way), and the name's later
+ * grants count on from it; a floor below the counter lowers nothing. */
+static void case_fence_floor(struct cf *c)
+{
+    int64_t t0 = cf_grant(c, "ff", LEASE_A, "");
+    CHECK_EQ_INT(cf_release(c, "ff", LEASE_A, 0)->code, LK_OK);
+    int64_t floor = t0 + 1000000000LL; /* ~17 minutes of microseconds ahead */
+    struct bk_req q = {.op = BK_ACQUIRE,
+                       .name = "ff",
+                       .lease = LEASE_B,
+                       .owner = "",
+                       .mode = BK_EXCLUSIVE,
+                       .limit = 1,
+                       .ttl_ms = 5000,
+                       .fence_floor = floor};
+    static struct cf_res res;
+    cf_submit(c, &q, &res);
+    CHECK_EQ_INT(res.code, LK_OK);
+    CHECK(res.fencing_token > floor);
+    int64_t t1 = res.fencing_token;
+    CHECK_EQ_INT(cf_release(c, "ff", LEASE_B, 0)->code, LK_OK);
+
+    int64_t t2 = cf_grant(c, "ff", LEASE_A, ""); /* no floor: still past it */
+    CHECK(t2 > t1);
+    CHECK_EQ_INT(cf_release(c, "ff", LEASE_A, 0)->code, LK_OK);
+    q.fence_floor = 1;
+    cf_submit(c, &q, &res);
+    CHECK_EQ_INT(res.code, LK_OK);
+    CHECK(res.fencing_token > t2);
+    /* a refused acquire with a floor changes nothing */
+    q.lease = LEASE_C;
+    q.fence_floor = res.fencing_token + 1000000000LL;
+    int64_t held = res.fencing_token;
+    cf_submit(c, &q, &res);
+    CHECK_EQ_INT(res.code, LK_LOCKED);
+    CHECK_EQ_INT(res.nholders, 1);
+    CHECK_EQ_INT(res.holders[0].fencing_token, held);
+}
+
+/* ---- faults ---- */
+
+enum { DN_ACQUIRE, DN_RENEW, DN_RELEASE, DN_INSPECT, DN_LIST, DN_RENEW_MANY, DN_PING, DN_N };
+
+/* A backend that stops answering (its process stopped, connections left
+ * open): every operation, all in flight together, answers LK_BACKEND_DOWN
+ * within about backend_timeout_ms, never a grant, and done runs once even
+ * when the late replies come; after it resumes it answers again and what it
+ * held is still held. (What was in flight may still be carried out when it
+ * resumes: a release or a grant, the latter until its ttl. Only the answer
+ * is checked.) */
+static void case_backend_down(struct cf *c)
+{
+    int64_t token = cf_grant(c, "dn", LEASE_A, "alice");
+    cf_grant(c, "dn-rel", LEASE_A, "alice");
+    c->def->pause();
+    struct bk_renew_item items[] = {{"dn", LEASE_A, 60000, LK_INTERNAL},
+                                    {"dn-x", LEASE_A, 60000, LK_INTERNAL}};
+    const struct bk_req reqs[DN_N] = {
+        [DN_ACQUIRE] = {.op = BK_ACQUIRE,
+                        .name = "dn-new",
+                        .lease = LEASE_B,
+                        .owner = "",
+                        .mode = BK_EXCLUSIVE,
+                        .limit = 1,
+                        .ttl_ms = 5000},
+        [DN_RENEW] = {.op = BK_RENEW, .name = "dn", .lease = LEASE_A, .ttl_ms = 5000},
+        [DN_RELEASE] = {.op = BK_RELEASE, .name = "dn-rel", .lease = LEASE_A},
+        [DN_INSPECT] = {.op = BK_INSPECT, .name = "dn"},
+        [DN_LIST] = {.op = BK_LIST, .prefix = "dn", .cursor = "", .count = 10},
+        [DN_RENEW_MANY] = {.op = BK_RENEW_MANY, .items = items, .nitems = 2},
+        [DN_PING] = {.op = BK_PING},
+    };
+    static struct cf_res res[DN_N];
+    struct cf_res *all[DN_N];
+    for (int i = 0; i < DN_N; i++) {
+        all[i] = &res[i];
+        cf_submit_async(c, &reqs[i], &res[i], NULL);
+    }
+    CHECK(cf_settle(c, all, DN_N, CF_TIMEOUT_MS * 4 + 2000));
+    for (int i = 0; i < DN_N; i++) {
+        /* renew_many answers per item; the batch as a whole may say either */
+        bool ok = res[i].code == LK_BACKEND_DOWN || (i == DN_RENEW_MANY && res[i].code == LK_OK);
+        if (!ok)
+            th_fail(__FILE__, __LINE__, "op %d while down: %s, want LK_BACKEND_DOWN", i,
+                    lk_code_name(res[i].code));
+        CHECK(res[i].took_ms < CF_TIMEOUT_MS * 3 + 500);
+        printf("# op %d: %s after %lld ms\n", i, lk_code_name(res[i].code),
+               (long long)res[i].took_ms);
+    }
+    CHECK(res[DN_RENEW_MANY].items == items);
+    for (int i = 0; i < 2; i++)
+        CHECK_EQ_INT(items[i].result, LK_BACKEND_DOWN);
+    const struct cf_res *r = cf_acquire(c, "dn-new2", LEASE_B, "", 5000); /* still down */
+    CHECK_EQ_INT(r->code, LK_BACKEND_DOWN);
+
+    c->def->resume();
+    cf_run_for(c, 300); /* the late replies to the requests above: no second done */
+    for (int i = 0; i < DN_N; i++)
+        CHECK_EQ_INT(res[i].calls, 1);
+
+    int tries = 0;
+    cf_acquire_within(c, "dn-after", LEASE_B, 5000, LK_BACKEND_DOWN, &tries);
+    printf("# answered again after resume: %d tries\n", tries);
+    r = cf_inspect(c, "dn"); /* held through the pause */
+    CHECK_EQ_INT(r->code, LK_OK);
+    check_held_by(r, "alice", token, 60000);
+    r = cf_renew(c, "dn", LEASE_A, 60000);
+    CHECK_EQ_INT(r->code, LK_OK);
+    CHECK_EQ_INT(r->fencing_token, token);
+    CHECK_EQ_INT(cf_release(c, "dn", LEASE_A, 0)->code, LK_OK);
+    static struct cf_res ping;
+    struct bk_req q = {.op = BK_PING};
+    cf_submit(c, &q, &ping);
+    CHECK_EQ_INT(ping.code, LK_OK);
+}
+
+/* The backend's process dies (kill -9) and comes back on the same address
+ * with the same persistence: meanwhile nothing is granted; afterwards it
+ * answers again, what was held is still held, and tokens still increase. */
+static void case_restart(struct cf *c)
+{
+    int64_t last = 0;
+    for (int i = 0; i < 3; i++) {
+        int64_t t = cf_grant(c, "rs", LEASE_A, "");
+        CHECK(t > last);
+        last = t;
+        CHECK_EQ_INT(cf_release(c, "rs", LEASE_A, 0)->code, LK_OK);
+    }
+    int64_t held = cf_grant(c, "rs-held", LEASE_B, "bob");
+
+    c->def->restart();
+    int tries = 0;
+    int64_t t = cf_acquire_within(c, "rs", LEASE_A, 5000, LK_BACKEND_DOWN, &tries);
+    printf("# answered again after restart: %d tries\n", tries);
+    CHECK(t > last);
+    CHECK_EQ_INT(cf_release(c, "rs", LEASE_A, 0)->code, LK_OK);
+    CHECK(cf_grant(c, "rs", LEASE_C, "") > t);
+
+    const struct cf_res *r = cf_acquire(c, "rs-held", LEASE_C, "", 5000);
+    CHECK_EQ_INT(r->code, LK_LOCKED);
+    check_held_by(r, "bob", held, 60000);
+    r = cf_release(c, "rs-held", LEASE_B, 0);
+    CHECK_EQ_INT(r->code, LK_OK);
+    CHECK(cf_grant(c, "rs-held", LEASE_C, "") > held);
+}
+
+const struct cf_case cf_cases[] = {
+    {"grant_and_refusal", case_grant_and_refusal, 0, 0},
+    {"fencing_across_release", case_fencing_across_release, 0, 0},
+    {"fencing_across_expiry", case_fencing_across_expiry, 0, 0},
+    {"renew_keeps_token", case_renew_keeps_token, 0, 0},
+    {"owner_checks", case_owner_checks, 0, 0},
+    {"lock_delay", case_lock_delay, 0, 0},
+    {"renew_many", case_renew_many, 0, 0},
+    {"list_pages", case_list_pages, 0, 0},
+    {"list_bad_cursor", case_list_bad_cursor, 0, 0},
+    {"inspect", case_inspect, 0, 0},
+    {"ping_and_nodes", case_ping_and_nodes, 0, 0},
+    {"fence_floor", case_fence_floor, 0, BK_CAP_FLOOR},
+    {"backend_down", case_backend_down, CF_NEEDS_PAUSE, 0},
+    {"restart", case_restart, CF_NEEDS_RESTART, 0},
+    {NULL, NULL, 0, 0},
+};
