@@ -197,13 +197,16 @@ lint:
 	@[ -x node_modules/.bin/redocly ] || npm ci --no-audit --no-fund --silent || npm install --no-audit --no-fund --silent
 	node_modules/.bin/redocly lint openapi.yaml
 
-# api -> engine -> backend: the engine and backends include no HTTP or JSON headers
+# api -> engine -> backend: the engine and backends include no HTTP or JSON headers,
+# and api/ names no backend type (bk_*)
 # (server/main.c is the composition root that wires the HTTP server to the engine).
 check-deps:
 	@bad=$$(grep -lE '#include [<"](microhttpd|jansson|api/)' $$(ls server/*.c server/*.h config/*.c config/*.h | grep -v '^server/main.c$$') 2>/dev/null); \
 	if [ -n "$$bad" ]; then echo "dependency rule broken (server/ and config/ must not include HTTP/JSON/api headers): $$bad"; exit 1; fi; \
 	bad=$$(grep -lE '#include [<"](hiredis|server/backend_)' api/*.c api/*.h 2>/dev/null); \
 	if [ -n "$$bad" ]; then echo "dependency rule broken (api/ must not include backend internals): $$bad"; exit 1; fi; \
+	bad=$$(grep -lE '\<bk_[a-z_]+' api/*.c api/*.h 2>/dev/null); \
+	if [ -n "$$bad" ]; then echo "dependency rule broken (api/ sees engine types only, never the backend's bk_*): $$bad"; exit 1; fi; \
 	bad=$$(grep -l '#include <uthash.h>' server/*.c server/*.h api/*.c api/*.h config/*.c config/*.h | grep -v '^server/hash.h$$'); \
 	if [ -n "$$bad" ]; then echo "include server/hash.h, not <uthash.h> (its keyed hash): $$bad"; exit 1; fi; \
 	echo "check-deps: ok"

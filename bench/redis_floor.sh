@@ -30,7 +30,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 N=${FLOOR_N:-200000}
 ROUNDS=${FLOOR_ROUNDS:-3}
 ONLY=${FLOOR_ONLY:-ping noop setnx min-fenced lockd lockd-group}
-GROUP=16 # RB_GROUP_MAX in server/redis_int.h
+GROUP=16 # RN_GROUP_MAX in server/redis_node.h
 IR=${FLOOR_IR:-1}
 IR_N=${FLOOR_IR_N:-10000}
 [[ $N =~ ^[1-9][0-9]*$ && $ROUNDS =~ ^[1-9][0-9]*$ && $IR_N =~ ^[1-9][0-9]*$ ]] &&
