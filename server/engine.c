@@ -69,30 +69,6 @@ struct engine *engine_new(const struct lk_config *cfg, const struct backend *bk)
     return e;
 }
 
-/* A release this engine made succeeded: the name's waiters may go. */
-struct kick {
-    struct engine *e;
-    char name[LK_NAME_MAX + 1];
-};
-
-static void kick_done(void *arg, const struct bk_res *r)
-{
-    struct kick *k = arg;
-    if (r->code == LK_OK)
-        waiters_kick(k->e, k->name);
-    free(k);
-}
-
-/* Gives back a grant nobody will use (its session died while it was in
- * flight) rather than leave it until its TTL. */
-static void engine_undo(struct engine *e, struct lk_loop *lp, const char *name, const char *lease)
-{
-    struct kick *k = lk_malloc(sizeof(*k));
-    k->e = e;
-    lk_strlcpy(k->name, name, sizeof(k->name));
-    engine_bk_release(e, lp, name, lease, 0, true, kick_done, k);
-}
-
 static void on_backend_release(void *arg, const char *name)
 {
     waiters_kick(arg, name);
@@ -161,7 +137,7 @@ static void acquire_done(void *arg, const struct bk_res *br)
                                           br->fencing_token, o->ttl_ms, o->max_hold_ms);
         if (c != LK_OK) {
             /* The session died while the grant was in flight: undo it. */
-            engine_undo(o->e, o->lp, o->name, o->lease);
+            waiters_release_bg(o->e, o->lp, o->name, o->lease, 0, true);
             r.code = c;
         }
     }

@@ -12,11 +12,15 @@
 #include "server/engine_int.h"
 #include "server/metrics.h"
 
+/* A call that failed on a node counts once against it. */
 static void count_errors(const struct bk_res *r)
 {
-    if (r->nnodes == 0) {
-        if (r->code == LK_BACKEND_DOWN)
-            metrics_backend_error(0); /* a backend of one node */
+    if (r->nnodes == 0) { /* a backend of one node */
+        bool down = r->code == LK_BACKEND_DOWN;
+        for (size_t i = 0; i < r->nitems && !down; i++)
+            down = r->items[i].result == LK_BACKEND_DOWN; /* a renew-many's round trip */
+        if (down)
+            metrics_backend_error(0);
         return;
     }
     for (size_t i = 0; i < r->nnodes; i++)

@@ -136,6 +136,12 @@ int64_t waiters_count(struct engine *e, const char *name);
  * draining (session NULL). Any thread. */
 void waiters_fail(struct engine *e, const char *session);
 void waiters_free_all(struct engine *e);
+/* Releases (name, lease) in the background (compare-and-delete, then a
+ * lock-delay of delay_ms); once released, the name's waiters go. Gives back
+ * grants nobody will use, and frees what the reaper and max_hold_ms take.
+ * count: lockd_release_total counts it. On lp's thread. */
+void waiters_release_bg(struct engine *e, struct lk_loop *lp, const char *name, const char *lease,
+                        int64_t delay_ms, bool count);
 
 /* ---- session.c: the session table (no backend, no waiters) ---- */
 

@@ -22,19 +22,6 @@
 
 /* ---- the reaper ---- */
 
-struct reap_op {
-    struct engine *e;
-    char name[LK_NAME_MAX + 1];
-};
-
-static void reap_release_done(void *arg, const struct bk_res *r)
-{
-    struct reap_op *ro = arg;
-    if (r->code == LK_OK)
-        waiters_kick(ro->e, ro->name);
-    free(ro);
-}
-
 static void reap(struct engine *e, int64_t now)
 {
     struct sess_end *list = session_reap_due(e, now);
@@ -44,14 +31,9 @@ static void reap(struct engine *e, int64_t now)
         metrics_add(M_SESSIONS_EXPIRED, 1);
         lk_log_kv(LK_INFO, "session expired", "session", se->id, NULL);
         waiters_fail(e, se->id);
-        for (size_t i = 0; i < se->n; i++) {
-            struct reap_op *ro = lk_malloc(sizeof(*ro));
-            ro->e = e;
-            lk_strlcpy(ro->name, se->names[i], sizeof(ro->name));
+        for (size_t i = 0; i < se->n; i++)
             /* Compare-and-delete: never someone else's lock. */
-            engine_bk_release(e, e->jloop, se->names[i], se->leases[i], se->delay_ms, false,
-                              reap_release_done, ro);
-        }
+            waiters_release_bg(e, e->jloop, se->names[i], se->leases[i], se->delay_ms, false);
         sess_end_free(se);
     }
 }
@@ -69,12 +51,8 @@ static void watchdog(struct engine *e, int64_t now)
     char(*capped)[2][LK_NAME_MAX + 1];
     size_t ncapped;
     struct wd_batch *b = session_watchdog_due(e, now, &capped, &ncapped);
-    for (size_t i = 0; i < ncapped; i++) {
-        struct reap_op *ro = lk_malloc(sizeof(*ro));
-        ro->e = e;
-        lk_strlcpy(ro->name, capped[i][0], sizeof(ro->name));
-        engine_bk_release(e, e->jloop, capped[i][0], capped[i][1], 0, true, reap_release_done, ro);
-    }
+    for (size_t i = 0; i < ncapped; i++)
+        waiters_release_bg(e, e->jloop, capped[i][0], capped[i][1], 0, true);
     free(capped);
     while (b != NULL) {
         struct wd_batch *next = b->next; /* b may be freed inside submit */

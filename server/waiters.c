@@ -150,8 +150,7 @@ static void fail(struct eng_waiter *w, enum lk_code code, const struct eng_holde
     finish(w, &r);
 }
 
-/* Gives back a grant nobody will use; the next waiter may go once it is. */
-static void undo_done(void *arg, const struct bk_res *r)
+static void release_bg_done(void *arg, const struct bk_res *r)
 {
     struct poke *p = arg;
     if (r->code == LK_OK)
@@ -159,12 +158,13 @@ static void undo_done(void *arg, const struct bk_res *r)
     free(p);
 }
 
-static void undo(struct engine *e, struct lk_loop *lp, const char *name, const char *lease)
+void waiters_release_bg(struct engine *e, struct lk_loop *lp, const char *name, const char *lease,
+                        int64_t delay_ms, bool count)
 {
     struct poke *p = lk_calloc(1, sizeof(*p));
     p->e = e;
     lk_strlcpy(p->name, name, sizeof(p->name));
-    engine_bk_release(e, lp, name, lease, 0, true, undo_done, p);
+    engine_bk_release(e, lp, name, lease, delay_ms, count, release_bg_done, p);
 }
 
 static void attempt_done(void *arg, const struct bk_res *br)
@@ -195,7 +195,7 @@ static void attempt_done(void *arg, const struct bk_res *br)
         if (cancelled) {
             /* Granted in the instant its client left: nobody knows this
              * lease, so give the lock back at once. */
-            undo(e, w->lp, w->name, w->lease);
+            waiters_release_bg(e, w->lp, w->name, w->lease, 0, true);
             ev_timer_stop(loop_ev(w->lp), &w->timer);
             free(w);
             return;
@@ -205,7 +205,7 @@ static void attempt_done(void *arg, const struct bk_res *br)
         if (w->has_session &&
             session_add_lock(e, w->session, w->name, w->lease, w->owner, br->fencing_token,
                              w->ttl_ms, w->max_hold_ms) != LK_OK) {
-            undo(e, w->lp, w->name, w->lease);
+            waiters_release_bg(e, w->lp, w->name, w->lease, 0, true);
             fail(w, LK_SESSION_NOT_FOUND, NULL);
             return;
         }

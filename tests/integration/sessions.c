@@ -1197,6 +1197,39 @@ static void test_release_503_keeps_session_lock(void)
     th_redis_stop(&r);
 }
 
+/* Backend errors are counted wherever they happen: with Redis frozen and
+ * no client request at all, the watchdog's failed renewals reach
+ * lockd_backend_errors_total{node} (before, only request calls were
+ * counted there). */
+static void test_watchdog_errors_counted(void)
+{
+    static const char *const args[] = {"--backend_timeout_ms", "200", "--shutdown_timeout_ms",
+                                       "0", NULL};
+    struct th_redis r;
+    struct srv s;
+    th_redis_start(&r, 0, NULL);
+    srv_start(&s, "redis-errors", &r, args);
+    char id[40], body[200], lease[40], series[160];
+    long long tok;
+    snprintf(series, sizeof(series), "lockd_backend_errors_total{node=\"127.0.0.1:%d\"}", r.port);
+    sess_new(&s, "{\"ttl_ms\":20000}", id);
+    snprintf(body, sizeof(body), "{\"ttl_ms\":6000,\"session\":\"%s\"}", id);
+    acq_ok(&s, "we", body, lease, &tok);
+    long long before = metric(&s, series), renew_err0 = metric(&s, M_RENEW_ERR);
+    CHECK_EQ_INT(before, 0);
+    kill(r.pid, SIGSTOP);
+    struct mwait mw = {&s, M_RENEW_ERR, renew_err0};
+    bool failed = th_wait_for(mwait_cond, &mw, 5000);
+    kill(r.pid, SIGCONT);
+    CHECK(failed);
+    CHECK(metric(&s, series) > before);
+    struct th_resp resp;
+    CHECK_EQ_INT(sess_look(&s, id, true, &resp), 200);
+    th_resp_free(&resp);
+    CHECK_EQ_INT(th_lockd_signal_wait(&s.l, SIGTERM, 10000), 0);
+    th_redis_stop(&r);
+}
+
 static bool wanted(const char *name)
 {
     const char *only = getenv("SESSIONS_ONLY");
@@ -1229,6 +1262,7 @@ int main(void)
     RUN(test_redis_restart_keeps_data);
     RUN(test_redis_restart_empty);
     RUN(test_release_503_keeps_session_lock);
+    RUN(test_watchdog_errors_counted);
     RUN(test_watchdog_batches_10k);
     RUN(test_drain);
     RUN(test_shutdown_default_lets_expire);
