@@ -593,7 +593,7 @@ static void t_waiter_hangup_while_at_redis(void)
 /* lockd is stopped (SIGSTOP) with LOADERS acquires waiting to be read when
  * Redis closes its connections (CLIENT KILL). Resumed, one loop pass queues
  * them all on the dead connection, and the early writes (FLUSH_EVERY in
- * backend_redis.c) meet the closed socket unless the read side sees the
+ * redis_node.c) meet the closed socket unless the read side sees the
  * close first. Either way: no grant on doubt (every answer is 503
  * backend_unavailable, or a 200 whose lease Redis really holds), lockd
  * stays up, and it serves again once it has reconnected. */
@@ -638,7 +638,13 @@ static void t_redis_gone_mid_batch(void)
     }
     printf("# Redis gone under a batch of %d: %d answered 503, %d granted and held\n", LOADERS,
            down, granted);
-    CHECK(down > 0);
+    /* Before issue 21 at least one was answered 503 (the write met the dead
+     * socket). Since then an acquire not yet written when lockd finds the
+     * connection gone waits for the reconnect within its deadline, so all
+     * may be granted (as under valgrind, where the read side sees the close
+     * first); what was written to the dead socket is still 503. Either way
+     * each answer is one of the two checked above. */
+    CHECK_EQ_INT(down + granted, LOADERS);
     struct th_client *c = th_client_new();
     int64_t t0 = th_now_ms();
     while (!ready(&l, c) && th_now_ms() - t0 < 3000 * th_time_scale())
