@@ -349,7 +349,8 @@ static void lose_expired(struct engine *e, struct session *s, int64_t now)
 {
     struct sess_lock *sl, *tmp;
     HASH_ITER (sh, s->locks, sl, tmp) {
-        if (sl->expires_ms > now)
+        /* A lock whose release is at the backend is judged by its answer. */
+        if (sl->expires_ms > now || sl->releasing)
             continue;
         bool capped = sl->hold_until_ms > 0 && now >= sl->hold_until_ms;
         mark_lost(e, sl,
@@ -503,6 +504,11 @@ struct wd_batch *session_watchdog_due(struct engine *e, int64_t now,
         int64_t ttl = sl->ttl_ms;
         if (sl->hold_until_ms > 0) {
             /* max_hold_ms: renew only up to the deadline, then let go. */
+            if (now >= sl->hold_until_ms && sl->releasing) {
+                /* Its client is releasing it: look again once answered. */
+                push_renew(e, sl, now + RETRY_MS);
+                continue;
+            }
             if (now >= sl->hold_until_ms) {
                 /* Free it for others too: the lease may outlive the cap. */
                 *capped = lk_realloc(*capped, (*ncapped + 1) * sizeof(**capped));
@@ -562,14 +568,24 @@ void session_watchdog_done(struct wd_batch *b)
         }
         case LK_NOT_HELD:
         case LK_HELD_BY_OTHER:
+            if (sl->releasing) {
+                /* Its client's release got there first (the renewal ran
+                 * after it in the backend, its answer came back before the
+                 * release's): released, not lost. */
+                detach_lock(e, sl);
+                free_if_unreferenced(sl);
+                break;
+            }
             metrics_add(M_WATCHDOG_LOST, 1);
             mark_lost(e, sl, lk_code_name(it->result));
             free_if_unreferenced(sl);
             break;
         default:
-            /* Backend in doubt: retry until the lease's own TTL runs out. */
+            /* Backend in doubt: retry until the lease's own TTL runs out
+             * (or, while its client's release is at the backend, until that
+             * release is answered). */
             metrics_add(M_WATCHDOG_ERROR, 1);
-            if (now >= sl->expires_ms) {
+            if (now >= sl->expires_ms && !sl->releasing) {
                 mark_lost(e, sl, "backend unavailable until the lease expired");
                 free_if_unreferenced(sl);
             } else {
