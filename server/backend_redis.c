@@ -707,8 +707,11 @@ static struct rcmd *op_new(struct rb *bk, struct rn_conn *c, enum rk kind, int s
     return cmd;
 }
 
+/* now_us: lockd's wall clock, the floor of the token (acquire.lua); Redlock
+ * gives every node the same one, so nodes whose counters agree grant the
+ * same token. */
 static enum lk_code rb_acquire(struct rb *bk, struct rn_conn *c, const struct bk_req *a,
-                               bk_done_fn done, void *arg)
+                               int64_t now, bk_done_fn done, void *arg)
 {
     size_t nl = strlen(a->name), ll = strlen(a->lease);
     struct rcmd *cmd = op_new(bk, c, RK_ACQUIRE, SC_ACQUIRE, LK_PAIR_SIZE(nl, ll), done, arg);
@@ -734,8 +737,7 @@ static enum lk_code rb_acquire(struct rb *bk, struct rn_conn *c, const struct bk
         rargs_append(&b, a->owner, strlen(a->owner));
     rargs_put(&b, ttl, tl);
     /* The token is at least now_us (acquire.lua): the request's floor rides
-     * on it (Redlock's write-back, BK_CAP_FLOOR). */
-    int64_t now = lk_wall_us();
+     * on it (BK_CAP_FLOOR). */
     cmd->floored = a->fence_floor >= now;
     rargs_int(&b, cmd->floored ? a->fence_floor + 1 : now);
     rn_cmd_take_args(&cmd->nc, &b);
@@ -922,7 +924,7 @@ static enum lk_code rb_submit(void *state, struct lk_loop *lp, const struct bk_r
     case BK_ACQUIRE:
         if (unsupported(req))
             break;
-        return rb_acquire(bk, c, req, done, arg);
+        return rb_acquire(bk, c, req, lk_wall_us(), done, arg);
     case BK_RENEW: return rb_renew(bk, c, req, done, arg);
     case BK_RELEASE: return rb_release(bk, c, req, done, arg);
     case BK_INSPECT: return rb_inspect(bk, c, req, done, arg);
@@ -1039,6 +1041,19 @@ enum lk_code redis_lock_open(const struct redis_url *url, const struct lk_config
 fail:
     rb_free(bk);
     return rc;
+}
+
+enum lk_code redis_lock_acquire(void *state, struct lk_loop *lp, const struct bk_req *req,
+                                int64_t now_us, bk_done_fn done, void *arg)
+{
+    struct rb *bk = state;
+    if (unsupported(req)) {
+        struct bk_res r;
+        bk_res_init(&r, LK_UNSUPPORTED);
+        done(arg, &r);
+        return LK_OK;
+    }
+    return rb_acquire(bk, conn_of(bk, lp), req, now_us, done, arg);
 }
 
 enum lk_code redis_lock_fence_raise(void *state, struct lk_loop *lp, const char *name,

@@ -64,6 +64,7 @@ struct rl_call {
     bk_done_fn done;
     void *arg;
     int64_t start_us;
+    int64_t now_us; /* ACQUIRE: the token floor every node gets (wall clock) */
     int refs, pending;
     enum rl_phase phase;
     bool answered;
@@ -318,6 +319,19 @@ static void wb_done(void *arg, const struct bk_res *r)
     call_unref(c);
 }
 
+static void late_raise_done(void *arg, const struct bk_res *r)
+{
+    (void)r;
+    call_unref(arg);
+}
+
+static void late_raise(struct rl_call *c, struct rl_sub *s)
+{
+    c->refs++;
+    (void)redis_lock_fence_raise(c->rl->node[s->node].state, c->lp, c->name, c->lease, c->token,
+                                 late_raise_done, c);
+}
+
 /* A majority granted. Fencing: the token is the largest of their counters,
  * and every granting node whose counter is below it raises it before the
  * grant is answered, so any later majority (which shares a node with this
@@ -368,8 +382,14 @@ static void acq_eval(struct rl_call *c, struct rl_sub *s)
         acq_fail_answer(c);
         return;
     }
-    if (c->phase == PH_GRANT)
-        return; /* a late vote joins the lock; release goes to every node */
+    if (c->phase == PH_GRANT) {
+        /* A late vote joins the lock (release goes to every node); its
+         * counter and lock take the lock's token, so that every node
+         * reports one token. Nobody waits for it. */
+        if (s->code == LK_OK && s->token != c->token && c->token > 0)
+            late_raise(c, s);
+        return;
+    }
     struct tally t = tally_of(c);
     int q = c->rl->quorum;
     if (t.ok >= q)
@@ -671,6 +691,7 @@ static struct rl_call *call_new(struct rl *rl, struct lk_loop *lp, const struct 
     c->done = done;
     c->arg = arg;
     c->start_us = lk_now_us();
+    c->now_us = lk_wall_us();
     c->refs = 1;
     if (req->name != NULL)
         lk_strlcpy(c->name, req->name, sizeof(c->name));
@@ -700,7 +721,10 @@ static enum lk_code fan_out(struct rl_call *c, int from, int to, const struct bk
     for (int i = from; i < to; i++) {
         const struct backend *b = &c->rl->node[i];
         const struct bk_req *q = per_node != NULL ? &per_node[i - from] : &c->req;
-        (void)b->ops->submit(b->state, c->lp, q, sub_done, &c->sub[i]);
+        if (q->op == BK_ACQUIRE)
+            (void)redis_lock_acquire(b->state, c->lp, q, c->now_us, sub_done, &c->sub[i]);
+        else
+            (void)b->ops->submit(b->state, c->lp, q, sub_done, &c->sub[i]);
     }
     bool answered = c->answered;
     call_unref(c);

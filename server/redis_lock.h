@@ -26,6 +26,12 @@ struct lk_loop;
 enum lk_code redis_lock_open(const struct redis_url *url, const struct lk_config *cfg,
                              struct backend *out, char *err, size_t errlen) LK_WUR;
 
+/* BK_ACQUIRE as the ops' submit does it, with now_us as the token's floor
+ * (acquire.lua) instead of this call's own clock: Redlock gives all its
+ * nodes one, so nodes whose counters agree grant one token. */
+enum lk_code redis_lock_acquire(void *state, struct lk_loop *lp, const struct bk_req *req,
+                                int64_t now_us, bk_done_fn done, void *arg);
+
 /* Raises name's fence counter to at least token (never lowers it) and, when
  * lease still holds name here, gives its lock that token (fence_raise.lua).
  * done gets LK_OK (the lease holds here), LK_NOT_HELD (the counter was
