@@ -39,6 +39,7 @@ extern const char lk_lua_renew_many[];
 extern const char lk_lua_acquire_many[];
 extern const char lk_lua_release_many[];
 extern const char lk_lua_fence_raise[];
+extern const char lk_lua_undo[];
 
 #define RB_MAX_LOOPS 256 /* loop_index() values we accept */
 #define RB_BATCH 200     /* leases per renew_many EVALSHA */
@@ -53,6 +54,7 @@ enum {
     SC_ACQUIRE_MANY,
     SC_RELEASE_MANY,
     SC_FENCE_RAISE,
+    SC_UNDO,
     SC_COUNT
 };
 
@@ -68,7 +70,7 @@ enum rk {
     RK_PING,
     RK_UNDO,
     RK_GROUP,
-    RK_FENCE
+    RK_FENCE /* fence_raise.lua, undo.lua: an integer, 1 = done on the lease's lock */
 };
 
 struct rb {
@@ -1022,6 +1024,7 @@ enum lk_code redis_lock_open(const struct redis_url *url, const struct lk_config
         [SC_ACQUIRE_MANY] = {"acquire_many", lk_lua_acquire_many},
         [SC_RELEASE_MANY] = {"release_many", lk_lua_release_many},
         [SC_FENCE_RAISE] = {"fence_raise", lk_lua_fence_raise},
+        [SC_UNDO] = {"undo", lk_lua_undo},
     };
     for (int i = 0; i < SC_COUNT; i++)
         rn_script_init(&bk->scripts[i], src[i].name, src[i].body);
@@ -1067,6 +1070,19 @@ enum lk_code redis_lock_fence_raise(void *state, struct lk_loop *lp, const char 
     argb_key(&b, bk, name, ":fence");
     rargs_str(&b, lease);
     rargs_int(&b, token);
+    rn_cmd_take_args(&cmd->nc, &b);
+    return cmd_submit(cmd, -1);
+}
+
+enum lk_code redis_lock_undo(void *state, struct lk_loop *lp, const char *name, const char *lease,
+                             bk_done_fn done, void *arg)
+{
+    struct rb *bk = state;
+    struct rcmd *cmd = op_new(bk, conn_of(bk, lp), RK_FENCE, SC_UNDO, 0, done, arg);
+    struct rargs b = {0};
+    rargs_str(&b, "1");
+    argb_key(&b, bk, name, "");
+    rargs_str(&b, lease);
     rn_cmd_take_args(&cmd->nc, &b);
     return cmd_submit(cmd, -1);
 }

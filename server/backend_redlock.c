@@ -191,27 +191,18 @@ static const struct bk_holder *top_holder(const struct rl_call *c, int *votes)
 
 /* ---------------------------------------------------------------- undo */
 
-struct rl_undo {
-    char name[LK_NAME_MAX + 1];
-    char lease[LK_LEASE_LEN + 1];
-};
-
 static void undo_done(void *arg, const struct bk_res *r)
 {
     (void)r; /* lost: the lease expires at its TTL on that node */
-    free(arg);
+    call_unref(arg);
 }
 
 /* Compare-and-delete with the acquire's own lease on node i: never someone
- * else's lock. Nobody waits for it. */
+ * else's lock. Publishes nothing (undo.lua says why). Nobody waits for it. */
 static void undo_node(struct rl_call *c, int i)
 {
-    struct rl_undo *u = lk_malloc(sizeof(*u));
-    lk_strlcpy(u->name, c->name, sizeof(u->name));
-    lk_strlcpy(u->lease, c->lease, sizeof(u->lease));
-    struct bk_req q = {.op = BK_RELEASE, .name = u->name, .lease = u->lease};
-    const struct backend *b = &c->rl->node[i];
-    (void)b->ops->submit(b->state, c->lp, &q, undo_done, u);
+    c->refs++;
+    (void)redis_lock_undo(c->rl->node[i].state, c->lp, c->name, c->lease, undo_done, c);
 }
 
 /* A node that answered OK may hold the grant; one that timed out may too

@@ -41,4 +41,10 @@ enum lk_code redis_lock_acquire(void *state, struct lk_loop *lp, const struct bk
 enum lk_code redis_lock_fence_raise(void *state, struct lk_loop *lp, const char *name,
                                     const char *lease, int64_t token, bk_done_fn done, void *arg);
 
+/* Deletes name's lock if lease holds it, publishing nothing (undo.lua):
+ * Redlock gives back a grant that missed the majority. done gets LK_OK
+ * (deleted), LK_NOT_HELD or LK_BACKEND_DOWN. As redis_lock_fence_raise. */
+enum lk_code redis_lock_undo(void *state, struct lk_loop *lp, const char *name, const char *lease,
+                             bk_done_fn done, void *arg);
+
 #endif
