@@ -658,6 +658,12 @@ static void sub_done(void *arg, const struct bk_res *r)
         s->nentries = r->nentries;
         s->next_cursor = r->next_cursor ? lk_strdup(r->next_cursor) : NULL;
     }
+    if (c->req.op == BK_RENEW_MANY && r->code == LK_OK) {
+        /* a round trip that failed on this node counts against it (engine_bk.c) */
+        for (size_t i = 0; i < r->nitems; i++)
+            if (r->items[i].result == LK_BACKEND_DOWN)
+                s->code = LK_BACKEND_DOWN;
+    }
     c->pending--;
     switch (c->req.op) {
     case BK_ACQUIRE: acq_eval(c, s); break;
