@@ -300,7 +300,7 @@ static void wb_done(void *arg, const struct bk_res *r)
 {
     struct rl_sub *s = arg;
     struct rl_call *c = s->call;
-    if (r->code == LK_OK)
+    if (r->code == LK_OK || r->code == LK_NOT_HELD) /* the counter was raised either way */
         c->wb_ok++;
     else
         lk_log(LK_WARN, "cannot raise the fence counter of '%s' on redlock node %d: %s", c->name,
@@ -318,16 +318,20 @@ static void late_raise_done(void *arg, const struct bk_res *r)
 
 static void late_raise(struct rl_call *c, struct rl_sub *s)
 {
+#ifdef LOCKD_REDLOCK_NO_WRITEBACK
+    return; /* the mutant: no write-back at all */
+#endif
     c->refs++;
     (void)redis_lock_fence_raise(c->rl->node[s->node].state, c->lp, c->name, c->lease, c->token,
                                  late_raise_done, c);
 }
 
 /* A majority granted. Fencing: the token is the largest of their counters,
- * and every granting node whose counter is below it raises it before the
- * grant is answered, so any later majority (which shares a node with this
- * one) counts past the token even if the node that had the largest counter
- * loses it. The grant stands when a majority are known to hold the token. */
+ * and every node that answered with a lower one (or refused) raises its
+ * counter to it before the grant is answered, so any later majority (which
+ * shares a node with this one) counts past the token even if the node that
+ * had the largest counter loses it. The grant stands when a majority are
+ * known to hold the token. */
 static void acq_grant(struct rl_call *c)
 {
     c->phase = PH_GRANT;
@@ -339,19 +343,30 @@ static void acq_grant(struct rl_call *c)
     c->wb_ok = 0;
     for (int i = 0; i < c->rl->n; i++) {
         struct rl_sub *s = &c->sub[i];
-        if (!s->done || s->code != LK_OK)
+        if (!s->done || s->code == LK_BACKEND_DOWN)
             continue;
-        if (s->token == c->token) {
+#ifdef LOCKD_REDLOCK_NO_WRITEBACK
+        /* The mutant tests/integration/redlock.c t_minority_restart_empty
+         * shows failing: every granting node counts as holding the token,
+         * none is raised, and tokens go back once a node that had the
+         * largest counter restarts empty. */
+        c->wb_ok += s->code == LK_OK;
+        continue;
+#endif
+        if (s->code == LK_OK && s->token == c->token) {
             c->wb_ok++;
             continue;
         }
-#ifdef LOCKD_REDLOCK_NO_WRITEBACK
-        /* The mutant tests/integration/redlock.c t_minority_restart_empty
-         * shows failing: tokens go back once the node with the largest
-         * counter restarts empty. */
-        c->wb_ok++;
-        continue;
-#endif
+        if (s->code != LK_OK) {
+            /* A node that refused (a minority's leftover lock) takes the
+             * counter too, so that losing any minority later leaves it on
+             * a node of every majority. */
+            c->wb_pending++;
+            c->refs++;
+            (void)redis_lock_fence_raise(c->rl->node[i].state, c->lp, c->name, c->lease,
+                                         c->token, wb_done, s);
+            continue;
+        }
         lk_log(LK_WARN,
                "redlock node %d lacks the fence counter of '%s' that others have (%lld < %lld): "
                "raised; did it restart without its data?",
@@ -377,7 +392,8 @@ static void acq_eval(struct rl_call *c, struct rl_sub *s)
         /* A late vote joins the lock (release goes to every node); its
          * counter and lock take the lock's token, so that every node
          * reports one token. Nobody waits for it. */
-        if (s->code == LK_OK && s->token != c->token && c->token > 0)
+        if (s->code != LK_BACKEND_DOWN && (s->code != LK_OK || s->token != c->token) &&
+            c->token > 0)
             late_raise(c, s);
         return;
     }
