@@ -21,8 +21,8 @@
 #include "server/redis_url.h"
 #include "server/util.h"
 
-#define RL_MAX_NODES 15      /* odd, within METRICS_MAX_NODES */
-#define RL_SPLIT_MIN_MS 5    /* a split vote: waiters retry after 5 .. 55 ms */
+#define RL_MAX_NODES 15   /* odd, within METRICS_MAX_NODES */
+#define RL_SPLIT_MIN_MS 5 /* a split vote: waiters retry after 5 .. 55 ms */
 #define RL_SPLIT_SPAN_MS 50
 
 struct rl {
@@ -70,7 +70,7 @@ struct rl_call {
     bool answered;
     int wb_pending, wb_ok;
     int64_t token;
-    struct bk_renew_item *items; /* RENEW_MANY: the caller's */
+    struct bk_renew_item *items;     /* RENEW_MANY: the caller's */
     struct bk_renew_item *sub_items; /* n copies, one per node */
     int list_node;                   /* LIST: the node whose keys are walked */
     char name[LK_NAME_MAX + 1];
@@ -363,8 +363,8 @@ static void acq_grant(struct rl_call *c)
              * a node of every majority. */
             c->wb_pending++;
             c->refs++;
-            (void)redis_lock_fence_raise(c->rl->node[i].state, c->lp, c->name, c->lease,
-                                         c->token, wb_done, s);
+            (void)redis_lock_fence_raise(c->rl->node[i].state, c->lp, c->name, c->lease, c->token,
+                                         wb_done, s);
             continue;
         }
         lk_log(LK_WARN,
@@ -906,7 +906,8 @@ enum lk_code backend_redlock_new(const struct lk_config *cfg, struct backend *ou
         const char *comma = strchr(p, ',');
         size_t len = comma ? (size_t)(comma - p) : strlen(p);
         if (rl->n == RL_MAX_NODES) {
-            snprintf(err, errlen, "invalid value for 'redis': backend redlock takes at most %d URLs",
+            snprintf(err, errlen,
+                     "invalid value for 'redis': backend redlock takes at most %d URLs",
                      RL_MAX_NODES);
             rc = LK_INVALID;
             goto fail;

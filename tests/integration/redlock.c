@@ -47,8 +47,8 @@ static void stop_nodes(void)
 
 static void lockd_on(struct th_lockd *l)
 {
-    const char *args[] = {"--redis", urls, "--threads", "2", "--backend_timeout_ms", "500",
-                          "--key_prefix", "rl:", NULL};
+    const char *args[] = {"--redis", urls,           "--threads", "2", "--backend_timeout_ms",
+                          "500",     "--key_prefix", "rl:",       NULL};
     th_lockd_start(l, args, NULL);
 }
 
