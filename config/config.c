@@ -354,15 +354,11 @@ static int finish(struct lk_config *cfg, char *err, size_t errlen)
         seterr(err, errlen, "invalid value for 'redis': backend redis needs exactly one URL");
         return -1;
     }
-    if (strcmp(cfg->backend, "redlock") == 0 && urls < 3) {
-        seterr(err, errlen, "invalid value for 'redis': backend redlock needs 3 or more URLs");
-        return -1;
-    }
-    if (strcmp(cfg->backend, "redlock") == 0) {
-        /* Said here, not only at startup, so --check-config refuses it too. */
+    /* A majority of an even count is no more fault-tolerant than of one
+     * node fewer; 15 is what per-node metrics hold. */
+    if (strcmp(cfg->backend, "redlock") == 0 && (urls < 3 || urls % 2 == 0 || urls > 15)) {
         seterr(err, errlen,
-               "invalid value 'redlock' for 'backend': not built yet (use one redis URL, or "
-               "memory)");
+               "invalid value for 'redis': backend redlock needs an odd number of URLs, 3 to 15");
         return -1;
     }
     if (cfg->default_ttl_ms > cfg->max_ttl_ms) {

@@ -1,9 +1,9 @@
 /*
  * backend.h - the storage contract behind the engine: one request type, one
  * result type and a table of operations plus an opaque state pointer (like
- * hiredis adapters). Implementations: backend_memory.c, backend_redis.c;
- * planned: redlock (a quorum over N node layers), cluster (a slot router),
- * sentinel (a discovery step in front of one node). docs/architecture.md.
+ * hiredis adapters). Implementations: backend_memory.c, backend_redis.c,
+ * backend_redlock.c (a quorum over N Redis lock layers); planned: cluster
+ * (a slot router), sentinel (a discovery step in front of one node). docs/architecture.md.
  *
  * Completion contract of submit():
  *  - done runs exactly once;
@@ -178,6 +178,9 @@ enum lk_code backend_open(const struct lk_config *cfg, struct backend *out, char
 enum lk_code backend_memory_new(const struct lk_config *cfg, struct backend *out) LK_WUR;
 enum lk_code backend_redis_new(const struct lk_config *cfg, struct backend *out, char *err,
                                size_t errlen) LK_WUR;
+/* N >= 3 (odd) `redis` URLs, one lock layer each (backend_redlock.c). */
+enum lk_code backend_redlock_new(const struct lk_config *cfg, struct backend *out, char *err,
+                                 size_t errlen) LK_WUR;
 
 /* A result with every field empty and code set (backends start from it). */
 void bk_res_init(struct bk_res *r, enum lk_code code);

@@ -23,6 +23,7 @@
 #include "server/log.h"
 #include "server/loop.h"
 #include "server/redis_args.h"
+#include "server/redis_lock.h"
 #include "server/redis_node.h"
 #include "server/redis_pubsub.h"
 #include "server/redis_url.h"
@@ -37,6 +38,8 @@ extern const char lk_lua_list[];
 extern const char lk_lua_renew_many[];
 extern const char lk_lua_acquire_many[];
 extern const char lk_lua_release_many[];
+extern const char lk_lua_fence_raise[];
+extern const char lk_lua_undo[];
 
 #define RB_MAX_LOOPS 256 /* loop_index() values we accept */
 #define RB_BATCH 200     /* leases per renew_many EVALSHA */
@@ -50,6 +53,8 @@ enum {
     SC_RENEW_MANY,
     SC_ACQUIRE_MANY,
     SC_RELEASE_MANY,
+    SC_FENCE_RAISE,
+    SC_UNDO,
     SC_COUNT
 };
 
@@ -64,7 +69,8 @@ enum rk {
     RK_BATCH,
     RK_PING,
     RK_UNDO,
-    RK_GROUP
+    RK_GROUP,
+    RK_FENCE /* fence_raise.lua, undo.lua: an integer, 1 = done on the lease's lock */
 };
 
 struct rb {
@@ -100,6 +106,7 @@ struct rcmd {
     bool answered;
     bool delayed; /* release leaving a lock-delay: never grouped */
     bool granted; /* acquire: the script granted; the answer waits for WAIT */
+    bool floored; /* acquire with a fence floor: never grouped (its now_us is its own) */
     bk_done_fn done;
     void *arg;
     struct rbatch *batch;
@@ -430,6 +437,15 @@ static void handle_batch(struct rcmd *cmd, const redisReply *r)
     batch_part_done(cmd->batch);
 }
 
+static void handle_fence(struct rcmd *cmd, const redisReply *r)
+{
+    if (r->type != REDIS_REPLY_INTEGER)
+        return;
+    struct bk_res out;
+    bk_res_init(&out, r->integer == 1 ? LK_OK : LK_NOT_HELD);
+    cmd_answer(cmd, &out);
+}
+
 static void handle_ping(struct rcmd *cmd, const redisReply *r)
 {
     if (rn_node_role(cmd->bk->node, r) != LK_OK) {
@@ -458,6 +474,7 @@ static void cmd_handle(struct rcmd *cmd, const redisReply *r)
     case RK_LIST: handle_list(cmd, r); break;
     case RK_BATCH: handle_batch(cmd, r); break;
     case RK_PING: handle_ping(cmd, r); break;
+    case RK_FENCE: handle_fence(cmd, r); break;
     case RK_UNDO:
     case RK_GROUP: break; /* group_done() */
     }
@@ -590,7 +607,7 @@ static int group_queue(const struct rcmd *cmd)
 {
     if (cmd->kind == RK_RELEASE && !cmd->delayed)
         return GQ_RELEASE;
-    if (cmd->kind == RK_ACQUIRE && cmd->nc.wait_replicas == 0)
+    if (cmd->kind == RK_ACQUIRE && cmd->nc.wait_replicas == 0 && !cmd->floored)
         return GQ_ACQUIRE;
     return -1;
 }
@@ -692,8 +709,11 @@ static struct rcmd *op_new(struct rb *bk, struct rn_conn *c, enum rk kind, int s
     return cmd;
 }
 
+/* now_us: lockd's wall clock, the floor of the token (acquire.lua); Redlock
+ * gives every node the same one, so nodes whose counters agree grant the
+ * same token. */
 static enum lk_code rb_acquire(struct rb *bk, struct rn_conn *c, const struct bk_req *a,
-                               bk_done_fn done, void *arg)
+                               int64_t now, bk_done_fn done, void *arg)
 {
     size_t nl = strlen(a->name), ll = strlen(a->lease);
     struct rcmd *cmd = op_new(bk, c, RK_ACQUIRE, SC_ACQUIRE, LK_PAIR_SIZE(nl, ll), done, arg);
@@ -718,7 +738,10 @@ static enum lk_code rb_acquire(struct rb *bk, struct rn_conn *c, const struct bk
     if (a->owner)
         rargs_append(&b, a->owner, strlen(a->owner));
     rargs_put(&b, ttl, tl);
-    rargs_int(&b, lk_wall_us()); /* fencing floor, see acquire.lua */
+    /* The token is at least now_us (acquire.lua): the request's floor rides
+     * on it (BK_CAP_FLOOR). */
+    cmd->floored = a->fence_floor >= now;
+    rargs_int(&b, cmd->floored ? a->fence_floor + 1 : now);
     rn_cmd_take_args(&cmd->nc, &b);
     return cmd_submit(cmd, group_queue(cmd));
 }
@@ -886,12 +909,11 @@ static enum lk_code rb_ping(struct rb *bk, struct rn_conn *c, bk_done_fn done, v
     return cmd_submit(cmd, -1);
 }
 
-/* What this backend does not do yet (caps 0): the engine never sends it,
+/* What this backend does not do yet (caps: BK_CAP_FLOOR alone): the engine never sends it,
  * but a request that carries it is refused rather than half done. */
 static bool unsupported(const struct bk_req *req)
 {
-    return req->op == BK_ACQUIRE &&
-           (req->mode != BK_EXCLUSIVE || req->limit > 1 || req->fence_floor > 0);
+    return req->op == BK_ACQUIRE && (req->mode != BK_EXCLUSIVE || req->limit > 1);
 }
 
 static enum lk_code rb_submit(void *state, struct lk_loop *lp, const struct bk_req *req,
@@ -904,7 +926,7 @@ static enum lk_code rb_submit(void *state, struct lk_loop *lp, const struct bk_r
     case BK_ACQUIRE:
         if (unsupported(req))
             break;
-        return rb_acquire(bk, c, req, done, arg);
+        return rb_acquire(bk, c, req, lk_wall_us(), done, arg);
     case BK_RENEW: return rb_renew(bk, c, req, done, arg);
     case BK_RELEASE: return rb_release(bk, c, req, done, arg);
     case BK_INSPECT: return rb_inspect(bk, c, req, done, arg);
@@ -968,7 +990,7 @@ static void rb_free(void *state)
 
 static const struct backend_ops rb_ops = {
     .name = "redis",
-    .caps = 0, /* no shared mode, no limit > 1, no fence floor yet */
+    .caps = BK_CAP_FLOOR, /* no shared mode, no limit > 1 yet */
     .attach = rb_attach,
     .detach = rb_detach,
     .submit = rb_submit,
@@ -978,23 +1000,11 @@ static const struct backend_ops rb_ops = {
     .free = rb_free,
 };
 
-enum lk_code backend_redis_new(const struct lk_config *cfg, struct backend *out, char *err,
-                               size_t errlen)
+/* Opens one lock layer on url (redis_lock.h); backend_redis_new checks the
+ * `redis` key and parses its one URL, redlock opens one per URL. */
+enum lk_code redis_lock_open(const struct redis_url *url, const struct lk_config *cfg,
+                             struct backend *out, char *err, size_t errlen)
 {
-    const char *urls = cfg->redis ? cfg->redis : "";
-    if (urls[0] == '\0') {
-        snprintf(err, errlen, "backend 'redis' needs a URL in 'redis' (redis://host:port)");
-        return LK_INVALID;
-    }
-    if (strchr(urls, ',') != NULL) {
-        snprintf(err, errlen,
-                 "backend 'redis' takes one URL in 'redis'; use 'redlock' for several");
-        return LK_INVALID;
-    }
-    struct redis_url url;
-    enum lk_code rc = redis_url_parse(urls, &url, err, errlen);
-    if (rc != LK_OK)
-        return rc;
     struct rb *bk = lk_calloc(1, sizeof(*bk));
     lk_random_hex(bk->instance, (sizeof(bk->instance) - 1) / 2);
     bk->prefix = lk_strdup(cfg->key_prefix ? cfg->key_prefix : "");
@@ -1013,12 +1023,13 @@ enum lk_code backend_redis_new(const struct lk_config *cfg, struct backend *out,
         [SC_RENEW_MANY] = {"renew_many", lk_lua_renew_many},
         [SC_ACQUIRE_MANY] = {"acquire_many", lk_lua_acquire_many},
         [SC_RELEASE_MANY] = {"release_many", lk_lua_release_many},
+        [SC_FENCE_RAISE] = {"fence_raise", lk_lua_fence_raise},
+        [SC_UNDO] = {"undo", lk_lua_undo},
     };
     for (int i = 0; i < SC_COUNT; i++)
         rn_script_init(&bk->scripts[i], src[i].name, src[i].body);
-    bk->node = rn_node_new(&url, cfg->backend_timeout_ms);
-    memset(&url, 0, sizeof(url)); /* the password */
-    rc = rn_node_probe(bk->node, bk->scripts, SC_COUNT, err, errlen);
+    bk->node = rn_node_new(url, cfg->backend_timeout_ms);
+    enum lk_code rc = rn_node_probe(bk->node, bk->scripts, SC_COUNT, err, errlen);
     if (rc != LK_OK)
         goto fail;
     bk->ps = rps_new(bk->node, bk->prefix, bk->instance);
@@ -1032,5 +1043,68 @@ enum lk_code backend_redis_new(const struct lk_config *cfg, struct backend *out,
     return LK_OK;
 fail:
     rb_free(bk);
+    return rc;
+}
+
+enum lk_code redis_lock_acquire(void *state, struct lk_loop *lp, const struct bk_req *req,
+                                int64_t now_us, bk_done_fn done, void *arg)
+{
+    struct rb *bk = state;
+    if (unsupported(req)) {
+        struct bk_res r;
+        bk_res_init(&r, LK_UNSUPPORTED);
+        done(arg, &r);
+        return LK_OK;
+    }
+    return rb_acquire(bk, conn_of(bk, lp), req, now_us, done, arg);
+}
+
+enum lk_code redis_lock_fence_raise(void *state, struct lk_loop *lp, const char *name,
+                                    const char *lease, int64_t token, bk_done_fn done, void *arg)
+{
+    struct rb *bk = state;
+    struct rcmd *cmd = op_new(bk, conn_of(bk, lp), RK_FENCE, SC_FENCE_RAISE, 0, done, arg);
+    struct rargs b = {0};
+    rargs_str(&b, "2");
+    argb_key(&b, bk, name, "");
+    argb_key(&b, bk, name, ":fence");
+    rargs_str(&b, lease);
+    rargs_int(&b, token);
+    rn_cmd_take_args(&cmd->nc, &b);
+    return cmd_submit(cmd, -1);
+}
+
+enum lk_code redis_lock_undo(void *state, struct lk_loop *lp, const char *name, const char *lease,
+                             bk_done_fn done, void *arg)
+{
+    struct rb *bk = state;
+    struct rcmd *cmd = op_new(bk, conn_of(bk, lp), RK_FENCE, SC_UNDO, 0, done, arg);
+    struct rargs b = {0};
+    rargs_str(&b, "1");
+    argb_key(&b, bk, name, "");
+    rargs_str(&b, lease);
+    rn_cmd_take_args(&cmd->nc, &b);
+    return cmd_submit(cmd, -1);
+}
+
+enum lk_code backend_redis_new(const struct lk_config *cfg, struct backend *out, char *err,
+                               size_t errlen)
+{
+    const char *urls = cfg->redis ? cfg->redis : "";
+    if (urls[0] == '\0') {
+        snprintf(err, errlen, "backend 'redis' needs a URL in 'redis' (redis://host:port)");
+        return LK_INVALID;
+    }
+    if (strchr(urls, ',') != NULL) {
+        snprintf(err, errlen,
+                 "backend 'redis' takes one URL in 'redis'; use 'redlock' for several");
+        return LK_INVALID;
+    }
+    struct redis_url url;
+    enum lk_code rc = redis_url_parse(urls, &url, err, errlen);
+    if (rc != LK_OK)
+        return rc;
+    rc = redis_lock_open(&url, cfg, out, err, errlen);
+    memset(&url, 0, sizeof(url)); /* the password */
     return rc;
 }

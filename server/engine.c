@@ -145,7 +145,7 @@ static void acquire_done(void *arg, const struct bk_res *br)
         metrics_add(M_ACQUIRE_GRANTED, 1);
         r.lease = o->lease;
         r.fencing_token = br->fencing_token;
-        r.ttl_ms = br->ttl_ms > 0 ? br->ttl_ms : o->ttl_ms;
+        r.ttl_ms = engine_answer_ttl(br, o->ttl_ms);
         r.expires_at_ms = lk_wall_ms() + r.ttl_ms;
         r.session = o->has_session ? o->session : NULL;
         r.count = 1;
@@ -240,7 +240,7 @@ static void renew_done(void *arg, const struct bk_res *br)
             r.session = o->session;
         r.lease = o->lease;
         r.fencing_token = br->fencing_token;
-        r.ttl_ms = br->ttl_ms > 0 ? br->ttl_ms : o->ttl_ms;
+        r.ttl_ms = engine_answer_ttl(br, o->ttl_ms);
         r.expires_at_ms = lk_wall_ms() + r.ttl_ms;
         r.owner = br->nholders > 0 ? br->holders[0].owner : "";
         r.count = count > 0 ? count : 1;

@@ -132,3 +132,9 @@ void engine_holder_of(const struct bk_res *r, struct eng_holder *out)
         out->expires_in_ms = r->delay_ms;
     }
 }
+
+int64_t engine_answer_ttl(const struct bk_res *r, int64_t asked_ttl_ms)
+{
+    int64_t ttl = r->ttl_ms > 0 ? r->ttl_ms : asked_ttl_ms;
+    return r->validity_ms > 0 && r->validity_ms < ttl ? r->validity_ms : ttl;
+}

@@ -116,6 +116,11 @@ void engine_bk_release(struct engine *e, struct lk_loop *lp, const char *name, c
 void engine_bk_watch(struct engine *e, const char *name, bool on);
 /* The first holder of a result, or the lock-delay as a holder. */
 void engine_holder_of(const struct bk_res *r, struct eng_holder *out);
+/* The ttl_ms a grant or renewal is answered with: the backend's validity
+ * (Redlock: ttl - elapsed - drift) when it is shorter than the lease's ttl
+ * (r->ttl_ms, else asked_ttl_ms), so expires_at never promises more than
+ * the backend knows. */
+int64_t engine_answer_ttl(const struct bk_res *r, int64_t asked_ttl_ms);
 void engine_holder_conv(struct eng_holder *out, const struct bk_holder *h);
 
 /* ---- waiters.c ---- */

@@ -17,9 +17,10 @@
  *  - cluster: a slot router holding one node per primary and, per loop, one
  *    rn_conn per node; it picks the conn by a key's slot and follows
  *    MOVED/ASK by resubmitting to another node's conn;
- *  - redlock: a quorum combinator that submits the same lock-layer command
- *    to N nodes' conns of the loop and answers from the majority of the
- *    rn_cmd replies within the validity time.
+ *  - redlock: a quorum combinator over N lock layers (backend_redlock.c,
+ *    redis_lock.h), each the redis backend's over its own node, so one
+ *    rn_conn per loop per node; it answers from the majority of their
+ *    results within the validity time.
  * Threads: rn_node_* status calls from any thread; everything on an rn_conn
  * (and its commands) on the conn's loop thread only.
  */

@@ -212,7 +212,7 @@ static void attempt_done(void *arg, const struct bk_res *br)
         metrics_add(M_ACQUIRE_GRANTED, 1);
         r.lease = w->lease;
         r.fencing_token = br->fencing_token;
-        r.ttl_ms = br->ttl_ms > 0 ? br->ttl_ms : w->ttl_ms;
+        r.ttl_ms = engine_answer_ttl(br, w->ttl_ms);
         r.expires_at_ms = lk_wall_ms() + r.ttl_ms;
         r.session = w->has_session ? w->session : NULL;
         r.count = 1;

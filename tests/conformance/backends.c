@@ -67,9 +67,61 @@ static void redis_restart(void)
     th_redis_start(&redis, port, redis_conf); /* same port, same dir: the AOF is read back */
 }
 
+/* ---- redlock: three redis-server processes of its own, each persisting
+ * every write; the faults hit all three (a minority's faults are
+ * tests/integration/redlock.c's) ---- */
+
+#define RL_N 3
+static struct th_redis rl[RL_N];
+
+static void redlock_start(void)
+{
+    for (int i = 0; i < RL_N; i++)
+        th_redis_start(&rl[i], 0, redis_conf);
+}
+
+static void redlock_stop(void)
+{
+    for (int i = 0; i < RL_N; i++)
+        th_redis_stop(&rl[i]);
+}
+
+static void redlock_open(struct lk_config *cfg)
+{
+    char urls[256];
+    snprintf(urls, sizeof(urls), "redis://127.0.0.1:%d,redis://127.0.0.1:%d,redis://127.0.0.1:%d",
+             rl[0].port, rl[1].port, rl[2].port);
+    set(cfg, "backend", "redlock");
+    set(cfg, "redis", urls);
+    set(cfg, "key_prefix", "cf:");
+}
+
+static void redlock_pause(void)
+{
+    for (int i = 0; i < RL_N; i++)
+        CHECK(kill(rl[i].pid, SIGSTOP) == 0);
+}
+
+static void redlock_resume(void)
+{
+    for (int i = 0; i < RL_N; i++)
+        CHECK(kill(rl[i].pid, SIGCONT) == 0);
+}
+
+static void redlock_restart(void)
+{
+    for (int i = 0; i < RL_N; i++) {
+        int port = rl[i].port;
+        th_redis_stop(&rl[i]);
+        th_redis_start(&rl[i], port, redis_conf);
+    }
+}
+
 const struct cf_backend cf_backends[] = {
     /* name, start, stop, open, then the fault hooks pause, resume, restart (NULL: none) */
     {"memory", NULL, NULL, memory_open, NULL, NULL, NULL},
     {"redis", redis_start, redis_stop, redis_open, redis_pause, redis_resume, redis_restart},
+    {"redlock", redlock_start, redlock_stop, redlock_open, redlock_pause, redlock_resume,
+     redlock_restart},
     {NULL, NULL, NULL, NULL, NULL, NULL, NULL},
 };

@@ -123,10 +123,14 @@ static void test_precedence(void **state)
     config_free(&c);
 
     char *argv4[] = {"lockd", "--redis", "redis://a:1,redis://b:2,redis://c:3", NULL};
-    /* Three URLs mean Redlock, which is refused here (so --check-config
-     * refuses it too) until it is built. */
-    assert_int_equal(config_load(&c, 3, argv4, envnone, &act, err, sizeof(err)), -1);
-    assert_non_null(strstr(err, "'redlock' for 'backend': not built yet"));
+    /* Three URLs mean Redlock. */
+    assert_int_equal(config_load(&c, 3, argv4, envnone, &act, err, sizeof(err)), 0);
+    assert_string_equal(c.backend, "redlock");
+    config_free(&c);
+    /* An even count is refused: a majority of 4 tolerates no more than of 3. */
+    char *argv5[] = {"lockd", "--redis", "redis://a:1,redis://b:2,redis://c:3,redis://d:4", NULL};
+    assert_int_equal(config_load(&c, 3, argv5, envnone, &act, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "backend redlock needs an odd number of URLs"));
     config_free(&c);
     unlink(path);
 }

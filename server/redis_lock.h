@@ -1,0 +1,50 @@
+/*
+ * redis_lock.h - the Redis lock layer (backend_redis.c) as a part other
+ * backends build on: one lock layer over one node, opened from a parsed
+ * URL, with the `redis` backend's operations, plus the one operation only
+ * Redlock needs (raising a name's fence counter: its write-back). The
+ * `redlock` backend (backend_redlock.c) is a quorum combinator over N of
+ * these, each on its own node layer. docs/architecture.md.
+ */
+#ifndef LOCKD_SERVER_REDIS_LOCK_H
+#define LOCKD_SERVER_REDIS_LOCK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "server/backend.h"
+
+struct redis_url;
+struct lk_config;
+struct lk_loop;
+
+/* Opens one lock layer on url (the node is probed now: an unreachable one is
+ * not an error, it is down until it answers): a backend named "redis" with
+ * the redis backend's ops, its own subscriber thread and instance id. Uses
+ * cfg's key_prefix, backend_timeout_ms and redis_wait_replicas. On failure
+ * one line in err and LK_INVALID, LK_INTERNAL or LK_BACKEND_DOWN. Main thread. */
+enum lk_code redis_lock_open(const struct redis_url *url, const struct lk_config *cfg,
+                             struct backend *out, char *err, size_t errlen) LK_WUR;
+
+/* BK_ACQUIRE as the ops' submit does it, with now_us as the token's floor
+ * (acquire.lua) instead of this call's own clock: Redlock gives all its
+ * nodes one, so nodes whose counters agree grant one token. */
+enum lk_code redis_lock_acquire(void *state, struct lk_loop *lp, const struct bk_req *req,
+                                int64_t now_us, bk_done_fn done, void *arg);
+
+/* Raises name's fence counter to at least token (never lowers it) and, when
+ * lease still holds name here, gives its lock that token (fence_raise.lua).
+ * done gets LK_OK (the lease holds here), LK_NOT_HELD (the counter was
+ * raised, the lease does not hold the name here) or LK_BACKEND_DOWN, with
+ * the completion contract of backend.h. state is what redis_lock_open put
+ * in out->state; on lp's thread. */
+enum lk_code redis_lock_fence_raise(void *state, struct lk_loop *lp, const char *name,
+                                    const char *lease, int64_t token, bk_done_fn done, void *arg);
+
+/* Deletes name's lock if lease holds it, publishing nothing (undo.lua):
+ * Redlock gives back a grant that missed the majority. done gets LK_OK
+ * (deleted), LK_NOT_HELD or LK_BACKEND_DOWN. As redis_lock_fence_raise. */
+enum lk_code redis_lock_undo(void *state, struct lk_loop *lp, const char *name, const char *lease,
+                             bk_done_fn done, void *arg);
+
+#endif

@@ -1,0 +1,27 @@
+-- fence_raise.lua - Redlock's write-back (backend_redlock.c): after a
+-- majority granted a lock, its token is the largest of their counters, and
+-- each granting node whose counter is below it raises its counter to it, so
+-- that any later majority (which shares a node with this one) counts past
+-- it. The lock's value, when this lease still holds it, takes the same token
+-- (so renew and inspect report the token the client was given). Never
+-- lowers a counter. The value's form is described in _acquire.lua.
+-- KEYS: lock, fence counter. ARGV: lease, token.
+-- Returns 1 when the lease still holds the lock here, else 0 (the counter
+-- is raised either way).
+local lock, fence, lease, token = KEYS[1], KEYS[2], ARGV[1], ARGV[2]
+local cur = tonumber(redis.call('GET', fence) or '0') or 0
+if cur < tonumber(token) then
+  redis.call('SET', fence, token, 'PX', '2592000000')
+end
+local v = redis.call('GET', lock)
+if not v or v == 'd' then
+  return 0
+end
+local w, l, tok, rest = string.match(v, '^(.)(%S*) (%d+) (.*)$')
+if l ~= lease then
+  return 0
+end
+if tok ~= token then
+  redis.call('SET', lock, w .. l .. ' ' .. token .. ' ' .. rest, 'XX', 'KEEPTTL')
+end
+return 1
