@@ -405,8 +405,8 @@ static void test_two_leases_one_name(void **state)
     memset(&s, 0, sizeof(s));
     assert_int_equal(engine_session_create(env->e, 5000, "o", 0, on_session, &s), LK_OK);
     const char *l1 = "11111111111111111111111111111111", *l2 = "22222222222222222222222222222222";
-    assert_int_equal(session_add_lock(env->e, s.session, "two", l1, "a", 7, 3000, 0), LK_OK);
-    assert_int_equal(session_add_lock(env->e, s.session, "two", l2, "b", 8, 6000, 0), LK_OK);
+    assert_int_equal(session_add_lock(env->e, s.session, "two", l1, "a", 7, 3000, 0, false, 1), LK_OK);
+    assert_int_equal(session_add_lock(env->e, s.session, "two", l2, "b", 8, 6000, 0, false, 1), LK_OK);
     struct got v;
     memset(&v, 0, sizeof(v));
     assert_int_equal(engine_session_get(env->e, s.session, true, on_session_names, &v), LK_OK);
