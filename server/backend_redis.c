@@ -37,6 +37,7 @@ extern const char lk_lua_list[];
 extern const char lk_lua_renew_many[];
 extern const char lk_lua_acquire_many[];
 extern const char lk_lua_release_many[];
+extern const char lk_lua_acquire_shared[];
 
 #define RB_MAX_LOOPS 256 /* loop_index() values we accept */
 #define RB_BATCH 200     /* leases per renew_many EVALSHA */
@@ -50,6 +51,7 @@ enum {
     SC_RENEW_MANY,
     SC_ACQUIRE_MANY,
     SC_RELEASE_MANY,
+    SC_ACQUIRE_SHARED,
     SC_COUNT
 };
 
@@ -100,6 +102,7 @@ struct rcmd {
     bool answered;
     bool delayed; /* release leaving a lock-delay: never grouped */
     bool granted; /* acquire: the script granted; the answer waits for WAIT */
+    bool shared;  /* acquire: acquire_shared.lua (shared or a semaphore), never grouped */
     bk_done_fn done;
     void *arg;
     struct rbatch *batch;
@@ -258,8 +261,16 @@ static bool rtoken(const redisReply *e, int64_t *out)
     return v > 0;
 }
 
-/* el[0..3] = owner, token, sb, pttl */
+/* el[0..3] = owner, token, sb, pttl; el[4], when mode_too, the mode ('1'
+ * shared) */
+static void holder_from_mode(redisReply **el, bool mode_too, struct bk_holder *h);
+
 static void holder_from(redisReply **el, struct bk_holder *h)
+{
+    holder_from_mode(el, false, h);
+}
+
+static void holder_from_mode(redisReply **el, bool mode_too, struct bk_holder *h)
 {
     memset(h, 0, sizeof(*h));
     if (el[0]->type == REDIS_REPLY_STRING)
@@ -268,7 +279,7 @@ static void holder_from(redisReply **el, struct bk_holder *h)
     h->session_bound = rint64(el[2]) != 0;
     int64_t p = rint64(el[3]);
     h->expires_in_ms = p > 0 ? p : 0;
-    h->mode = BK_EXCLUSIVE;
+    h->mode = mode_too && rint64(el[4]) == 1 ? BK_SHARED : BK_EXCLUSIVE;
 }
 
 /* A lock-delay's PTTL as bk_res.delay_ms: above 0 whenever Redis says one
@@ -335,13 +346,17 @@ static void handle_acquire(struct rcmd *cmd, const redisReply *r)
     int64_t st = rint64(r->element[0]);
     if (st == 0 && r->elements >= 5) {
         out.code = LK_LOCKED;
-        holder_from(r->element + 1, &h);
+        holder_from_mode(r->element + 1, r->elements >= 6, &h);
         out.holders = &h;
         out.nholders = 1;
         cmd_answer(cmd, &out);
     } else if (st == 2 && r->elements >= 2) {
         out.code = LK_LOCKED; /* nobody holds it, a lock-delay runs */
         out.delay_ms = delay_left(r->element[1]);
+        cmd_answer(cmd, &out);
+    } else if (st == 3 && r->elements >= 2) {
+        out.code = LK_LIMIT_MISMATCH;
+        out.limit = rint64(r->element[1]);
         cmd_answer(cmd, &out);
     }
 }
@@ -380,6 +395,19 @@ static void handle_inspect(struct rcmd *cmd, const redisReply *r)
     if (!is_array(r, 1))
         return;
     int64_t st = rint64(r->element[0]);
+    if (st == 4 && r->elements >= 3) { /* {4, limit, count, (owner token sb pttl mode)...} */
+        size_t n = (r->elements - 3) / 5;
+        struct bk_holder *hs = lk_calloc(n ? n : 1, sizeof(*hs));
+        for (size_t i = 0; i < n; i++)
+            holder_from_mode(r->element + 3 + 5 * i, true, &hs[i]);
+        out.limit = rint64(r->element[1]);
+        out.total_holders = (size_t)rint64(r->element[2]);
+        out.holders = hs;
+        out.nholders = n;
+        cmd_answer(cmd, &out);
+        free(hs);
+        return;
+    }
     if (st == 1 && r->elements >= 5) {
         holder_from(r->element + 1, &h);
         out.holders = &h;
@@ -396,15 +424,17 @@ static void handle_list(struct rcmd *cmd, const redisReply *r)
 {
     if (!is_array(r, 1) || r->element[0]->type != REDIS_REPLY_STRING)
         return;
-    size_t n = (r->elements - 1) / 5;
+    size_t n = (r->elements - 1) / 8; /* name owner token sb pttl mode limit count */
     struct bk_entry *ents = lk_calloc(n ? n : 1, sizeof(*ents));
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
-        redisReply **el = r->element + 1 + 5 * i;
+        redisReply **el = r->element + 1 + 8 * i;
         if (el[0]->type != REDIS_REPLY_STRING)
             continue;
         ents[k].name = el[0]->str; /* valid while the reply lives: during the callback */
-        holder_from(el + 1, &ents[k].holder);
+        holder_from_mode(el + 1, true, &ents[k].holder);
+        ents[k].limit = rint64(el[6]);
+        ents[k].nholders = (size_t)rint64(el[7]);
         k++;
     }
     struct bk_res out;
@@ -590,7 +620,7 @@ static int group_queue(const struct rcmd *cmd)
 {
     if (cmd->kind == RK_RELEASE && !cmd->delayed)
         return GQ_RELEASE;
-    if (cmd->kind == RK_ACQUIRE && cmd->nc.wait_replicas == 0)
+    if (cmd->kind == RK_ACQUIRE && cmd->nc.wait_replicas == 0 && !cmd->shared)
         return GQ_ACQUIRE;
     return -1;
 }
@@ -721,6 +751,35 @@ static enum lk_code rb_acquire(struct rb *bk, struct rn_conn *c, const struct bk
     rargs_int(&b, lk_wall_us()); /* fencing floor, see acquire.lua */
     rn_cmd_take_args(&cmd->nc, &b);
     return cmd_submit(cmd, group_queue(cmd));
+}
+
+/* A shared hold or a semaphore's slot: acquire_shared.lua, one call each. */
+static enum lk_code rb_acquire_shared(struct rb *bk, struct rn_conn *c, const struct bk_req *a,
+                                      bk_done_fn done, void *arg)
+{
+    size_t nl = strlen(a->name), ll = strlen(a->lease);
+    struct rcmd *cmd =
+        op_new(bk, c, RK_ACQUIRE, SC_ACQUIRE_SHARED, LK_PAIR_SIZE(nl, ll), done, arg);
+    lk_pair_put(cmd->undo, a->name, nl, a->lease, ll); /* release.lua undoes it too */
+    cmd->undo_name = cmd->undo;
+    cmd->undo_lease = lk_pair_second(cmd->undo);
+    cmd->ttl_ms = a->ttl_ms;
+    cmd->shared = true;
+    cmd->nc.wait_replicas = bk->wait_replicas;
+    struct rargs b = {0};
+    rargs_str(&b, "2");
+    argb_key(&b, bk, a->name, "");
+    argb_key(&b, bk, a->name, ":fence");
+    rargs_str(&b, a->wait ? "1" : "0");
+    rargs_str(&b, a->lease);
+    rargs_str(&b, a->session_bound ? "1" : "0");
+    rargs_int(&b, a->ttl_ms);
+    rargs_str(&b, a->owner ? a->owner : "");
+    rargs_str(&b, a->limit > 1 ? "0" : "1"); /* a semaphore's slot, or a reader */
+    rargs_int(&b, a->limit);
+    rargs_int(&b, lk_wall_us()); /* fencing floor, see _acquire.lua */
+    rn_cmd_take_args(&cmd->nc, &b);
+    return cmd_submit(cmd, -1);
 }
 
 static enum lk_code rb_renew(struct rb *bk, struct rn_conn *c, const struct bk_req *req,
@@ -886,12 +945,11 @@ static enum lk_code rb_ping(struct rb *bk, struct rn_conn *c, bk_done_fn done, v
     return cmd_submit(cmd, -1);
 }
 
-/* What this backend does not do yet (caps 0): the engine never sends it,
- * but a request that carries it is refused rather than half done. */
+/* What this backend does not do yet (no BK_CAP_FLOOR): the engine never
+ * sends it, but a request that carries it is refused rather than half done. */
 static bool unsupported(const struct bk_req *req)
 {
-    return req->op == BK_ACQUIRE &&
-           (req->mode != BK_EXCLUSIVE || req->limit > 1 || req->fence_floor > 0);
+    return req->op == BK_ACQUIRE && (req->fence_floor > 0 || req->limit < 1);
 }
 
 static enum lk_code rb_submit(void *state, struct lk_loop *lp, const struct bk_req *req,
@@ -904,6 +962,8 @@ static enum lk_code rb_submit(void *state, struct lk_loop *lp, const struct bk_r
     case BK_ACQUIRE:
         if (unsupported(req))
             break;
+        if (req->mode == BK_SHARED || req->limit > 1)
+            return rb_acquire_shared(bk, c, req, done, arg);
         return rb_acquire(bk, c, req, done, arg);
     case BK_RENEW: return rb_renew(bk, c, req, done, arg);
     case BK_RELEASE: return rb_release(bk, c, req, done, arg);
@@ -968,7 +1028,7 @@ static void rb_free(void *state)
 
 static const struct backend_ops rb_ops = {
     .name = "redis",
-    .caps = 0, /* no shared mode, no limit > 1, no fence floor yet */
+    .caps = BK_CAP_SHARED | BK_CAP_LIMIT, /* no fence floor yet */
     .attach = rb_attach,
     .detach = rb_detach,
     .submit = rb_submit,
@@ -1013,6 +1073,7 @@ enum lk_code backend_redis_new(const struct lk_config *cfg, struct backend *out,
         [SC_RENEW_MANY] = {"renew_many", lk_lua_renew_many},
         [SC_ACQUIRE_MANY] = {"acquire_many", lk_lua_acquire_many},
         [SC_RELEASE_MANY] = {"release_many", lk_lua_release_many},
+        [SC_ACQUIRE_SHARED] = {"acquire_shared", lk_lua_acquire_shared},
     };
     for (int i = 0; i < SC_COUNT; i++)
         rn_script_init(&bk->scripts[i], src[i].name, src[i].body);
