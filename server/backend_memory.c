@@ -37,6 +37,7 @@ struct mem_lock {
     UT_hash_handle hh;
     int64_t delay_until_ms; /* lock-delay (Chubby) after a session expiry */
     int64_t limit;          /* the limit in force while held */
+    int64_t writer_until_ms; /* an exclusive waiter was refused by readers: none join until then */
     struct mem_holder *h;   /* &one while cap is 1 */
     uint32_t n, cap;
     struct mem_holder one;
@@ -200,7 +201,7 @@ static void holder_set(struct mem *m, struct mem_holder *mh, const struct bk_req
 
 /* Whether an acquire of (mode, limit) may join l's holders; sets r's code
  * and blocking holder when not. */
-static bool admits(const struct mem_lock *l, const struct bk_req *req, int64_t now,
+static bool admits(struct mem_lock *l, const struct bk_req *req, int64_t now,
                    struct bk_holder *h, struct bk_res *r)
 {
     if (!alive(l)) { /* in its lock-delay */
@@ -214,10 +215,14 @@ static bool admits(const struct mem_lock *l, const struct bk_req *req, int64_t n
         return false;
     }
     if (l->limit > 1 ? l->n < (uint64_t)l->limit
-                     : req->mode == BK_SHARED && l->h[0].mode == BK_SHARED)
+                     : req->mode == BK_SHARED && l->h[0].mode == BK_SHARED &&
+                           l->writer_until_ms <= now)
         return true;
+    const struct mem_holder *b = blocking_holder(l);
+    if (req->wait && req->mode == BK_EXCLUSIVE && l->limit == 1 && b->mode == BK_SHARED)
+        l->writer_until_ms = b->expires_ms + 1000; /* a writer waits: readers queue behind it */
     r->code = LK_LOCKED;
-    holder_of(blocking_holder(l), now, h);
+    holder_of(b, now, h);
     r->holders = h;
     r->nholders = 1;
     r->limit = l->limit;
