@@ -121,8 +121,13 @@ local function sh_release(lock, v, lease, delay, publish)
   redis.call('HDEL', lock .. ':h', lease)
   if sh_trim(lock, now) == 0 then
     redis.call('DEL', lock .. ':z', lock .. ':h')
+    local xu = tonumber(string.match(v, '^s%d1 %d+ (%d+)$') or 0)
     if delay ~= '0' then
       redis.call('SET', lock, 'd', 'PX', delay)
+    elseif xu > now then
+      -- a writer waits: the last reader leaves it reserved, for a second at
+      -- most, so that no reader (of another lockd) overtakes it now
+      redis.call('SET', lock, 's11 1 ' .. xu, 'PX', math.min(xu - now, 1000))
     else
       redis.call('DEL', lock)
     end

@@ -56,6 +56,9 @@ if v then
     if fw == '1' then
       w = '1'
     end
+  elseif fx == '1' and tonumber(fxu) > now then
+    -- reserved for a waiting writer (sh_release): like a lock-delay
+    return {2, math.max(redis.call('PTTL', lock), 1)}
   else
     redis.call('DEL', lock .. ':z', lock .. ':h')
   end
