@@ -78,6 +78,7 @@ static json_t *holder_json(const struct eng_holder *h)
         json_object_set_new(o, "owner", json_string(h->owner));
         json_object_set_new(o, "fencing_token", json_integer(h->fencing_token));
         json_object_set_new(o, "session_bound", json_boolean(h->session_bound));
+        json_object_set_new(o, "mode", json_string(h->shared ? "shared" : "exclusive"));
     }
     json_object_set_new(o, "expires_in_ms", json_integer(h->expires_in_ms));
     return o;
@@ -107,7 +108,7 @@ static void grant_json(struct req *r, const struct eng_result *res)
     jout_str(&j, "session", res->session);
     jout_str(&j, "owner", res->owner ? res->owner : "");
     jout_int(&j, "count", res->count);
-    jout_str(&j, "mode", "exclusive");
+    jout_str(&j, "mode", res->shared ? "shared" : "exclusive");
     size_t len;
     char *text = jout_end(&j, &len);
     char token[24];
@@ -127,7 +128,14 @@ static void not_granted(struct req *r, const struct eng_result *res, bool waited
     }
     if (waited)
         json_object_set_new(extra, "waited_ms", json_integer(res->waited_ms));
-    errors_respond_code(r, res->code, extra);
+    char msg[96];
+    const char *message = NULL;
+    if (res->code == LK_LIMIT_MISMATCH) { /* naming the limit in force */
+        json_object_set_new(extra, "limit", json_integer(res->limit));
+        snprintf(msg, sizeof(msg), "holders of this lock use limit %lld", (long long)res->limit);
+        message = msg;
+    }
+    errors_respond_msg(r, res->code, message, extra);
 }
 
 /* ---- acquire ---- */
@@ -167,6 +175,8 @@ void locks_acquire(struct req *r)
         .owner = pa.owner,
         .reentrant = pa.reentrant,
         .max_hold_ms = pa.max_hold_ms,
+        .shared = strcmp(pa.mode, "shared") == 0,
+        .limit = pa.limit,
     };
     struct eng_waiter *w = NULL;
     enum lk_code c = engine_acquire(http_engine(r), http_loop(r), &a, acquire_cb, r, &w);
@@ -271,6 +281,7 @@ static json_t *one_holder_json(const struct eng_holder *h)
     json_object_set_new(one, "fencing_token", json_integer(h->fencing_token));
     json_object_set_new(one, "expires_in_ms", json_integer(h->expires_in_ms));
     json_object_set_new(one, "session_bound", json_boolean(h->session_bound));
+    json_object_set_new(one, "mode", json_string(h->shared ? "shared" : "exclusive"));
     return one;
 }
 
@@ -278,24 +289,27 @@ static json_t *one_holder_json(const struct eng_holder *h)
  * held); holders/nholders every holder when the engine lists them (else h
  * alone); waiters is this lockd's queue for the name. */
 static json_t *inspect_json(const char *name, bool held, const struct eng_holder *h,
-                            const struct eng_holder *holders, size_t nholders, int64_t waiters)
+                            const struct eng_holder *holders, size_t nholders, size_t total,
+                            int64_t limit, int64_t waiters)
 {
     json_t *o = json_object();
     json_object_set_new(o, "name", json_string(name));
     json_object_set_new(o, "held", json_boolean(held));
-    json_object_set_new(o, "mode", json_string("exclusive"));
-    json_object_set_new(o, "limit", json_integer(1));
+    json_object_set_new(o, "mode", json_string(held && h->shared ? "shared" : "exclusive"));
+    json_object_set_new(o, "limit", json_integer(held && limit > 1 ? limit : 1));
     json_t *list = json_array();
     if (held) {
         if (holders == NULL || nholders == 0) {
             holders = h;
             nholders = 1;
         }
+        if (total < nholders)
+            total = nholders;
         json_object_set_new(o, "owner", json_string(h->owner));
         json_object_set_new(o, "fencing_token", json_integer(h->fencing_token));
         json_object_set_new(o, "expires_in_ms", json_integer(h->expires_in_ms));
         json_object_set_new(o, "session_bound", json_boolean(h->session_bound));
-        json_object_set_new(o, "holders", json_integer((json_int_t)nholders));
+        json_object_set_new(o, "holders", json_integer((json_int_t)total));
         for (size_t i = 0; i < nholders && i < 100; i++) /* openapi: at most 100 */
             json_array_append_new(list, one_holder_json(&holders[i]));
     } else {
@@ -323,7 +337,8 @@ static void inspect_cb(void *arg, const struct eng_info *info)
     }
     http_respond_json(r, 200,
                       inspect_json(r->param, info->held, &info->holder, info->holders,
-                                   info->nholders, info->waiters));
+                                   info->nholders, info->total_holders, info->limit,
+                                   info->waiters));
 }
 
 void locks_inspect(struct req *r)
@@ -351,7 +366,8 @@ static void list_cb(void *arg, enum lk_code code, const struct eng_entry *ents, 
     for (size_t i = 0; i < n; i++) {
         int64_t waiters = engine_waiters(http_engine(r), ents[i].name);
         json_array_append_new(arr,
-                              inspect_json(ents[i].name, true, &ents[i].holder, NULL, 0, waiters));
+                              inspect_json(ents[i].name, true, &ents[i].holder, NULL, 0,
+                                           ents[i].nholders, ents[i].limit, waiters));
     }
     json_object_set_new(o, "locks", arr);
     json_object_set_new(o, "next_cursor", next ? json_string(next) : json_null());

@@ -47,7 +47,7 @@ json_t *parse_acquire(const char *body, size_t len, const struct lk_config *cfg,
         (HAS(F_OWNER) && !json_in_str(o, "owner", 128, &out->owner, e)) ||
         (HAS(F_REENTRANT) && !json_in_bool(o, "reentrant", &out->reentrant, e)) ||
         (HAS(F_MODE) && !json_in_str(o, "mode", 16, &out->mode, e)) ||
-        (HAS(F_LIMIT) && !json_in_int(o, "limit", 1, 1000000, &out->limit, e)) ||
+        (HAS(F_LIMIT) && !json_in_int(o, "limit", 1, PARSE_LIMIT_MAX, &out->limit, e)) ||
         (HAS(F_MAX_HOLD) &&
          !json_in_int(o, "max_hold_ms", 0, 30LL * 86400000, &out->max_hold_ms, e)))
         goto bad;
@@ -56,9 +56,10 @@ json_t *parse_acquire(const char *body, size_t len, const struct lk_config *cfg,
         api_error_set(e, LK_INVALID, "field 'mode' must be \"exclusive\" or \"shared\"");
         goto bad;
     }
-    if (strcmp(out->mode, "shared") == 0 || out->limit > 1) {
-        api_error_set(e, LK_UNSUPPORTED,
-                      "shared locks and semaphores (limit > 1) are not supported yet");
+    /* A semaphore's holders each take one of its slots: it has no modes. */
+    if (strcmp(out->mode, "shared") == 0 && out->limit > 1) {
+        api_error_set(e, LK_INVALID,
+                      "field 'limit' > 1 (a semaphore) takes no 'mode': its holders share its slots");
         goto bad;
     }
     if (out->session == NULL && (out->reentrant || out->max_hold_ms >= 0)) {

@@ -17,6 +17,7 @@ struct api_error;
 struct lk_config;
 
 #define PARSE_SESSION_MAX 64
+#define PARSE_LIMIT_MAX 10000 /* a semaphore's slots (DESIGN.md §2) */
 
 /* POST /locks/{name}. Strings are borrowed from the returned object. */
 struct parse_acquire {
@@ -25,8 +26,8 @@ struct parse_acquire {
     const char *session; /* NULL = none */
     const char *owner;
     bool reentrant;
-    const char *mode;
-    int64_t limit;
+    const char *mode;    /* "exclusive" or "shared" */
+    int64_t limit;       /* 1..PARSE_LIMIT_MAX; > 1 only with mode exclusive */
     int64_t max_hold_ms; /* -1 = not given */
 };
 

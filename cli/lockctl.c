@@ -51,6 +51,7 @@ struct lc_opts {
     bool help;
     bool reentrant;
     bool ready;
+    bool shared; /* --shared: --mode shared */
     const char *ttl;
     const char *wait;
     const char *session;
@@ -91,6 +92,7 @@ static const struct lc_optdef lc_optdefs[] = {
     LC_FLAG(help),
     LC_FLAG(reentrant),
     LC_FLAG(ready),
+    LC_FLAG(shared),
     LC_STR(ttl),
     LC_STR(wait),
     LC_STR(session),
@@ -110,7 +112,8 @@ static const char lc_usage[] =
     "\n"
     "commands:\n"
     "  acquire NAME [--ttl D] [--wait D] [--session ID] [--owner S]\n"
-    "               [--reentrant] [--mode exclusive|shared] [--limit N] [--max-hold D]\n"
+    "               [--reentrant] [--shared | --mode exclusive|shared] [--limit N]\n"
+    "               [--max-hold D]\n"
     "  renew NAME [--lease L] [--ttl D]        (lease also from $LOCKD_LEASE)\n"
     "  release NAME [--lease L]\n"
     "  status NAME\n"
@@ -118,8 +121,8 @@ static const char lc_usage[] =
     "  session create [--ttl D] [--owner S] [--lock-delay D]\n"
     "  session heartbeat|status|end ID\n"
     "  health [--ready]                         (GET /healthz, or /readyz)\n"
-    "  run NAME [--ttl D] [--wait D] [--session-ttl D] [--owner S]\n"
-    "           [--on-lost term|kill|ignore] -- COMMAND [ARG...]\n"
+    "  run NAME [--ttl D] [--wait D] [--session-ttl D] [--owner S] [--shared]\n"
+    "           [--limit N] [--on-lost term|kill|ignore] -- COMMAND [ARG...]\n"
     "\n"
     "global options:\n"
     "  --url URL          lockd's address (default $LOCKD_URL, else " LOCKCTL_DEFAULT_URL ")\n"
@@ -646,13 +649,30 @@ static enum lc_result acquire_call(struct lc_ctx *x, const char *name, json_t *b
     return res;
 }
 
+/* --shared (or --mode) and --limit into an acquire body: 0 or a usage error. */
+static int body_set_mode_limit(json_t *body, const struct lc_opts *o)
+{
+    long long n;
+    int rc;
+    if (o->shared && o->mode != NULL && strcmp(o->mode, "shared") != 0)
+        return lc_usage_error("--shared and --mode %s disagree", o->mode);
+    if (o->shared || o->mode != NULL)
+        json_object_set_new(body, "mode", json_string(o->shared ? "shared" : o->mode));
+    if (o->limit != NULL) {
+        if ((rc = count_parse("--limit", o->limit, &n)) != 0)
+            return rc;
+        json_object_set_new(body, "limit", json_integer(n));
+    }
+    return 0;
+}
+
 static int cmd_acquire(struct lc_ctx *x)
 {
     struct lc_opts *o = &x->o;
     int rc = need_name(o, "acquire");
     if (rc != 0)
         return rc;
-    long long wait_ms = 0, n;
+    long long wait_ms = 0;
     if (o->wait != NULL && (rc = duration_parse("--wait", o->wait, &wait_ms)) != 0)
         return rc;
     json_t *body = json_object();
@@ -665,13 +685,8 @@ static int cmd_acquire(struct lc_ctx *x)
         json_object_set_new(body, "owner", json_string(o->owner));
     if (o->reentrant)
         json_object_set_new(body, "reentrant", json_true());
-    if (o->mode != NULL)
-        json_object_set_new(body, "mode", json_string(o->mode));
-    if (o->limit != NULL) {
-        if ((rc = count_parse("--limit", o->limit, &n)) != 0)
-            goto out;
-        json_object_set_new(body, "limit", json_integer(n));
-    }
+    if ((rc = body_set_mode_limit(body, o)) != 0)
+        goto out;
     struct lc_resp r;
     if (acquire_call(x, o->pos[0], body, wait_ms, &r, NULL) != LC_OK) {
         rc = EX_UNAVAILABLE;
@@ -1206,6 +1221,11 @@ static int cmd_run(struct lc_ctx *x)
         else
             return lc_usage_error("--on-lost must be term, kill or ignore ('%s')", o->on_lost);
     }
+    json_t *check = json_object(); /* usage errors before a session exists */
+    rc = body_set_mode_limit(check, o);
+    json_decref(check);
+    if (rc != 0)
+        return rc;
     const char *name = o->pos[0];
     char owner[129];
     if (o->owner != NULL) {
@@ -1277,6 +1297,8 @@ static int cmd_run(struct lc_ctx *x)
     resp_release(&r);
     if (ttl_ms >= 0)
         json_object_set_new(body, "ttl_ms", json_integer(ttl_ms));
+    if ((rc = body_set_mode_limit(body, o)) != 0)
+        goto out;
     ename = path_escape(x->h, name);
     if (asprintf(&lock_path, "/locks/%s", ename) < 0)
         abort();
@@ -1409,13 +1431,13 @@ struct lc_command {
 };
 
 static const struct lc_command lc_commands[] = {
-    {"acquire", ",ttl,wait,session,owner,reentrant,mode,limit,max-hold,", cmd_acquire},
+    {"acquire", ",ttl,wait,session,owner,reentrant,shared,mode,limit,max-hold,", cmd_acquire},
     {"renew", ",lease,ttl,", cmd_renew},
     {"release", ",lease,", cmd_release},
     {"status", ",", cmd_status},
     {"list", ",prefix,limit,", cmd_list},
     {"session", ",ttl,owner,lock-delay,", cmd_session},
-    {"run", ",ttl,wait,session-ttl,owner,on-lost,", cmd_run},
+    {"run", ",ttl,wait,session-ttl,owner,shared,limit,on-lost,", cmd_run},
     {"health", ",ready,", cmd_health},
 };
 

@@ -60,7 +60,14 @@ struct bk_req {
     const char *lease; /* ACQUIRE, RENEW, RELEASE: LK_LEASE_LEN hex chars */
     const char *owner; /* ACQUIRE: "" when none */
     enum bk_mode mode; /* ACQUIRE */
-    int64_t limit;     /* ACQUIRE: holders allowed at once; 1 = a mutex */
+    /* ACQUIRE: holders allowed at once. 1: a mutex (BK_EXCLUSIVE) or a
+     * reader-writer lock (BK_SHARED: any number of shared holders, or one
+     * exclusive holder). N > 1: a semaphore of N slots (mode BK_EXCLUSIVE).
+     * While anyone holds the name every acquire must ask the limit in force,
+     * else LK_LIMIT_MISMATCH (bk_res.limit names it). A shared acquire is
+     * refused while an exclusive waiter is known to the backend (writers are
+     * not starved). */
+    int64_t limit;
     int64_t ttl_ms;    /* ACQUIRE; RENEW: 0 = the ttl the lease was last given */
     int64_t delay_ms;  /* RELEASE: lock-delay (Chubby) after it, 0 = none */
     /* ACQUIRE: the token granted must exceed it (Redlock's write-back of the
@@ -94,7 +101,9 @@ struct bk_node_result {
 
 struct bk_entry {
     const char *name;
-    struct bk_holder holder;
+    struct bk_holder holder; /* one of its holders (the newest, or the last to expire) */
+    size_t nholders;         /* how many hold it */
+    int64_t limit;           /* the limit in force */
 };
 
 struct bk_res {
@@ -113,6 +122,10 @@ struct bk_res {
     const struct bk_holder *holders;
     size_t nholders;
     int64_t delay_ms;
+    /* LIMIT_MISMATCH, INSPECT, LOCKED: the limit in force (0 when free). */
+    int64_t limit;
+    /* INSPECT: every holder's count (nholders may list fewer, at most 100). */
+    size_t total_holders;
     /* LIST */
     const struct bk_entry *entries;
     size_t nentries;

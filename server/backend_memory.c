@@ -1,7 +1,8 @@
 /*
  * backend_memory.c - the embedded store: a uthash table of locks behind one
  * mutex (held only for in-memory work, never across I/O). Every operation
- * completes synchronously. Expired entries are dropped lazily on access and
+ * completes synchronously. Exclusive, shared (reader-writer) and semaphore
+ * (limit > 1) locks: the rules are backend.h's. Expired entries are dropped lazily on access and
  * by list/inspect; fencing tokens come from one counter seeded from the wall
  * clock in microseconds, so they keep increasing across a lockd restart.
  */
@@ -15,20 +16,32 @@
 #include "server/hash.h"
 #include "server/util.h"
 
-/* One allocation per lock, sized to its name and owner: a lock named
- * "orders-42" without an owner takes about 144 bytes, where fixed arrays for
- * the longest name and owner took 528 (bench/RESULTS.md, RSS with 100,000
- * held leases). An entry is created by the grant that takes a free name and
- * freed when the name is free again, so name and owner never change. */
-struct mem_lock {
+/* One holder of a name: a lease with its own token and expiry. */
+struct mem_holder {
     int64_t token;
-    int64_t ttl_ms;         /* the ttl last given, for renew without one */
-    int64_t expires_ms;     /* monotonic */
-    int64_t delay_until_ms; /* lock-delay (Chubby) after a session expiry */
-    UT_hash_handle hh;
+    int64_t ttl_ms;     /* the ttl last given, for renew without one */
+    int64_t expires_ms; /* monotonic */
+    char *owner;        /* "" (static) when none, else its own copy */
     bool session_bound;
-    char lease[LK_LEASE_LEN + 1]; /* "" while only a lock-delay is running */
-    char name[];                  /* the name, then the owner ("" when none): lk_pair_put */
+    unsigned char mode; /* enum bk_mode */
+    char lease[LK_LEASE_LEN + 1];
+};
+
+/* One allocation per name, sized to it, plus an array only when it has more
+ * than one holder: an exclusive lock keeps its holder inline (`one`). An
+ * entry is created by the grant that takes a free name and freed when the
+ * name is free again and out of any lock-delay. Holders are kept in grant
+ * order, so in token order: the newest is the last. Each holder's slot frees
+ * at its own expiry (trim), with no sweep needed for correctness. */
+struct mem_lock {
+    UT_hash_handle hh;
+    int64_t delay_until_ms; /* lock-delay (Chubby) after a session expiry */
+    int64_t limit;          /* the limit in force while held */
+    int64_t writer_until_ms; /* an exclusive waiter was refused by readers: none join until then */
+    struct mem_holder *h;   /* &one while cap is 1 */
+    uint32_t n, cap;
+    struct mem_holder one;
+    char name[];
 };
 
 struct mem {
@@ -39,6 +52,9 @@ struct mem {
 };
 
 #define SWEEP_STEP 2048 /* entries looked at per sweep call, under mu */
+#define INSPECT_MAX 100 /* holders an inspect lists (DESIGN.md §2) */
+
+static char mem_no_owner[1] = "";
 
 /* Strictly above every token this process granted, above the wall clock in
  * microseconds so a restarted lockd counts past its previous life, and above
@@ -54,19 +70,55 @@ static int64_t next_token(struct mem *m, int64_t floor)
     return t;
 }
 
-static bool alive(const struct mem_lock *l, int64_t now)
+static void holder_drop(struct mem_holder *h)
 {
-    return l->lease[0] != '\0' && l->expires_ms > now;
+    if (h->owner != mem_no_owner)
+        free(h->owner);
+    h->owner = mem_no_owner;
+}
+
+/* Removes holder i, keeping the others in grant order. */
+static void holder_remove(struct mem_lock *l, uint32_t i)
+{
+    holder_drop(&l->h[i]);
+    memmove(&l->h[i], &l->h[i + 1], (size_t)(l->n - i - 1) * sizeof(*l->h));
+    l->n--;
+}
+
+/* Drops every holder whose lease ran out. */
+static void trim(struct mem_lock *l, int64_t now)
+{
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < l->n; i++) {
+        if (l->h[i].expires_ms > now)
+            l->h[k++] = l->h[i];
+        else
+            holder_drop(&l->h[i]);
+    }
+    l->n = k;
+}
+
+static void lock_free(struct mem_lock *l)
+{
+    for (uint32_t i = 0; i < l->n; i++)
+        holder_drop(&l->h[i]);
+    if (l->h != &l->one)
+        free(l->h);
+    free(l);
+}
+
+static bool alive(const struct mem_lock *l)
+{
+    return l->n > 0;
 }
 
 /* Returns l if it is held or delayed, dropping it when neither. */
 static struct mem_lock *prune(struct mem *m, struct mem_lock *l, int64_t now)
 {
-    if (l->lease[0] != '\0' && l->expires_ms <= now)
-        l->lease[0] = '\0';
-    if (l->lease[0] == '\0' && l->delay_until_ms <= now) {
+    trim(l, now);
+    if (l->n == 0 && l->delay_until_ms <= now) {
         HASH_DEL(m->locks, l);
-        free(l);
+        lock_free(l);
         return NULL;
     }
     return l;
@@ -105,27 +157,76 @@ static void mem_sweep(void *bk)
     pthread_mutex_unlock(&m->mu);
 }
 
-static void holder_of(const struct mem_lock *l, int64_t now, struct bk_holder *h)
+static void holder_of(const struct mem_holder *mh, int64_t now, struct bk_holder *h)
 {
     memset(h, 0, sizeof(*h));
-    lk_strlcpy(h->owner, lk_pair_second(l->name), sizeof(h->owner));
-    h->fencing_token = l->token;
-    h->expires_in_ms = l->expires_ms - now;
-    h->session_bound = l->session_bound;
-    h->mode = BK_EXCLUSIVE;
+    lk_strlcpy(h->owner, mh->owner, sizeof(h->owner));
+    h->fencing_token = mh->token;
+    h->expires_in_ms = mh->expires_ms - now;
+    h->session_bound = mh->session_bound;
+    h->mode = (enum bk_mode)mh->mode;
 }
 
-/* Who holds l, or the lock-delay left when nobody does; h is the result's
- * one-entry holder list. */
-static void state_of(const struct mem_lock *l, int64_t now, struct bk_holder *h, struct bk_res *r)
+/* The holder a refused acquire is told of: the one whose expiry would let it
+ * in. A semaphore that is full frees a slot at its first expiry; anything
+ * else needs every holder gone, so the last expiry. */
+static const struct mem_holder *blocking_holder(const struct mem_lock *l)
 {
-    if (alive(l, now)) {
-        holder_of(l, now, h);
-        r->holders = h;
-        r->nholders = 1;
-    } else {
-        r->delay_ms = l->delay_until_ms - now;
+    const struct mem_holder *b = &l->h[0];
+    for (uint32_t i = 1; i < l->n; i++) {
+        bool earlier = l->h[i].expires_ms < b->expires_ms;
+        if (l->limit > 1 ? earlier : !earlier)
+            b = &l->h[i];
     }
+    return b;
+}
+
+static void holder_set(struct mem *m, struct mem_holder *mh, const struct bk_req *req, int64_t now)
+{
+    const char *owner = req->owner ? req->owner : "";
+    size_t olen = strnlen(owner, LK_OWNER_MAX);
+    mh->owner = mem_no_owner;
+    if (olen > 0) {
+        mh->owner = lk_malloc(olen + 1);
+        memcpy(mh->owner, owner, olen);
+        mh->owner[olen] = '\0';
+    }
+    lk_strlcpy(mh->lease, req->lease, sizeof(mh->lease));
+    mh->token = next_token(m, req->fence_floor);
+    mh->ttl_ms = req->ttl_ms;
+    mh->expires_ms = now + req->ttl_ms;
+    mh->session_bound = req->session_bound;
+    mh->mode = (unsigned char)req->mode;
+}
+
+/* Whether an acquire of (mode, limit) may join l's holders; sets r's code
+ * and blocking holder when not. */
+static bool admits(struct mem_lock *l, const struct bk_req *req, int64_t now,
+                   struct bk_holder *h, struct bk_res *r)
+{
+    if (!alive(l)) { /* in its lock-delay */
+        r->code = LK_LOCKED;
+        r->delay_ms = l->delay_until_ms - now;
+        return false;
+    }
+    if (req->limit != l->limit) {
+        r->code = LK_LIMIT_MISMATCH;
+        r->limit = l->limit;
+        return false;
+    }
+    if (l->limit > 1 ? l->n < (uint64_t)l->limit
+                     : req->mode == BK_SHARED && l->h[0].mode == BK_SHARED &&
+                           l->writer_until_ms <= now)
+        return true;
+    const struct mem_holder *b = blocking_holder(l);
+    if (req->wait && req->mode == BK_EXCLUSIVE && l->limit == 1 && b->mode == BK_SHARED)
+        l->writer_until_ms = b->expires_ms + 1000; /* a writer waits: readers queue behind it */
+    r->code = LK_LOCKED;
+    holder_of(b, now, h);
+    r->holders = h;
+    r->nholders = 1;
+    r->limit = l->limit;
+    return false;
 }
 
 static enum lk_code mem_attach(void *bk, struct lk_loop *lp)
@@ -150,8 +251,8 @@ static void mem_acquire(struct mem *m, const struct bk_req *req, bk_done_fn done
     struct bk_res r;
     struct bk_holder h;
     bk_res_init(&r, LK_OK);
-    if (req->mode != BK_EXCLUSIVE || req->limit > 1) { /* caps: neither BK_CAP_SHARED nor LIMIT */
-        r.code = LK_UNSUPPORTED;
+    if (req->limit < 1) {
+        r.code = LK_INVALID;
         done(arg, &r);
         return;
     }
@@ -164,50 +265,63 @@ static void mem_acquire(struct mem *m, const struct bk_req *req, bk_done_fn done
     HASH_FIND_BYHASHVALUE(hh, m->locks, req->name, len, hv, l);
     if (l != NULL)
         l = prune(m, l, now);
-    if (l != NULL) { /* prune kept it: held, or in its lock-delay */
-        r.code = LK_LOCKED;
-        state_of(l, now, &h, &r);
-    } else {
-        const char *owner = req->owner ? req->owner : "";
-        size_t olen = strnlen(owner, LK_OWNER_MAX);
-        l = lk_malloc(sizeof(*l) + LK_PAIR_SIZE(len, olen));
+    struct mem_holder *mh = NULL;
+    if (l == NULL) {
+        l = lk_malloc(sizeof(*l) + len + 1);
         memset(l, 0, sizeof(*l));
-        lk_pair_put(l->name, req->name, len, owner, olen);
+        memcpy(l->name, req->name, len + 1);
         HASH_ADD_BYHASHVALUE(hh, m->locks, name[0], len, hv, l);
-        lk_strlcpy(l->lease, req->lease, sizeof(l->lease));
-        l->token = next_token(m, req->fence_floor);
-        l->ttl_ms = req->ttl_ms;
-        l->expires_ms = now + req->ttl_ms;
-        l->delay_until_ms = 0;
-        l->session_bound = req->session_bound;
-        r.fencing_token = l->token;
-        r.ttl_ms = l->ttl_ms;
-        r.validity_ms = l->ttl_ms; /* one process, one clock: no drift to subtract */
+        l->h = &l->one;
+        l->cap = 1;
+        l->limit = req->limit;
+        mh = &l->h[l->n++];
+    } else if (admits(l, req, now, &h, &r)) {
+        if (l->n == l->cap) {
+            uint32_t cap = l->cap * 2;
+            struct mem_holder *nh = lk_malloc(cap * sizeof(*nh));
+            memcpy(nh, l->h, l->n * sizeof(*nh));
+            if (l->h != &l->one)
+                free(l->h);
+            l->h = nh;
+            l->cap = cap;
+        }
+        mh = &l->h[l->n++];
+    }
+    if (mh != NULL) {
+        holder_set(m, mh, req, now);
+        r.fencing_token = mh->token;
+        r.ttl_ms = mh->ttl_ms;
+        r.validity_ms = mh->ttl_ms; /* one process, one clock: no drift to subtract */
     }
     pthread_mutex_unlock(&m->mu);
     done(arg, &r);
 }
 
 /* Owner check shared by renew, release and renew_many: compare the lease
- * first. h receives the holder (the lease's own when it holds the name). */
-static struct mem_lock *owned(struct mem *m, const char *name, const char *lease, int64_t now,
-                              struct bk_holder *h, struct bk_res *r)
+ * first. h receives the holder (the lease's own when it holds the name, else
+ * the newest). Returns the lease's holder, *lp its entry. */
+static struct mem_holder *owned(struct mem *m, const char *name, const char *lease, int64_t now,
+                                struct bk_holder *h, struct bk_res *r, struct mem_lock **lp)
 {
     struct mem_lock *l = find(m, name, now);
-    if (l == NULL || !alive(l, now)) {
+    *lp = l;
+    if (l == NULL || !alive(l)) {
         r->code = LK_NOT_HELD;
         return NULL;
     }
-    holder_of(l, now, h); /* renew answers with the owner too */
     r->holders = h;
     r->nholders = 1;
-    if (!lk_streq_ct(l->lease, lease)) {
-        r->code = LK_HELD_BY_OTHER;
-        return NULL;
+    for (uint32_t i = 0; i < l->n; i++) {
+        if (lk_streq_ct(l->h[i].lease, lease)) {
+            holder_of(&l->h[i], now, h); /* renew answers with the owner too */
+            r->code = LK_OK;
+            r->fencing_token = l->h[i].token;
+            return &l->h[i];
+        }
     }
-    r->code = LK_OK;
-    r->fencing_token = l->token;
-    return l;
+    holder_of(&l->h[l->n - 1], now, h);
+    r->code = LK_HELD_BY_OTHER;
+    return NULL;
 }
 
 static void mem_renew(struct mem *m, const struct bk_req *req, bk_done_fn done, void *arg)
@@ -217,14 +331,15 @@ static void mem_renew(struct mem *m, const struct bk_req *req, bk_done_fn done, 
     bk_res_init(&r, LK_OK);
     int64_t now = lk_now_ms();
     pthread_mutex_lock(&m->mu);
-    struct mem_lock *l = owned(m, req->name, req->lease, now, &h, &r);
-    if (l != NULL) {
+    struct mem_lock *l;
+    struct mem_holder *mh = owned(m, req->name, req->lease, now, &h, &r, &l);
+    if (mh != NULL) {
         if (req->ttl_ms > 0)
-            l->ttl_ms = req->ttl_ms;
-        l->expires_ms = now + l->ttl_ms;
-        h.expires_in_ms = l->ttl_ms;
-        r.ttl_ms = l->ttl_ms;
-        r.validity_ms = l->ttl_ms;
+            mh->ttl_ms = req->ttl_ms;
+        mh->expires_ms = now + mh->ttl_ms;
+        h.expires_in_ms = mh->ttl_ms;
+        r.ttl_ms = mh->ttl_ms;
+        r.validity_ms = mh->ttl_ms;
     }
     pthread_mutex_unlock(&m->mu);
     done(arg, &r);
@@ -237,17 +352,20 @@ static void mem_release(struct mem *m, const struct bk_req *req, bk_done_fn done
     bk_res_init(&r, LK_OK);
     int64_t now = lk_now_ms();
     pthread_mutex_lock(&m->mu);
-    struct mem_lock *l = owned(m, req->name, req->lease, now, &h, &r);
-    if (l != NULL) {
-        r.holders = NULL; /* released: nobody holds it now */
+    struct mem_lock *l;
+    struct mem_holder *mh = owned(m, req->name, req->lease, now, &h, &r, &l);
+    if (mh != NULL) {
+        r.holders = NULL; /* released: this lease holds nothing now */
         r.nholders = 0;
-        if (req->delay_ms > 0) {
-            l->lease[0] = '\0';
+        holder_remove(l, (uint32_t)(mh - l->h));
+        if (l->n > 0) {
+            /* other holders keep the name: no lock-delay while they do */
+        } else if (req->delay_ms > 0) {
             l->delay_until_ms = now + req->delay_ms;
             r.delay_ms = req->delay_ms;
         } else {
             HASH_DEL(m->locks, l);
-            free(l);
+            lock_free(l);
         }
     }
     pthread_mutex_unlock(&m->mu);
@@ -257,15 +375,26 @@ static void mem_release(struct mem *m, const struct bk_req *req, bk_done_fn done
 static void mem_inspect(struct mem *m, const struct bk_req *req, bk_done_fn done, void *arg)
 {
     struct bk_res r;
-    struct bk_holder h;
+    struct bk_holder *hs = NULL;
     bk_res_init(&r, LK_OK);
     int64_t now = lk_now_ms();
     pthread_mutex_lock(&m->mu);
     struct mem_lock *l = find(m, req->name, now);
-    if (l != NULL)
-        state_of(l, now, &h, &r);
+    if (l != NULL && alive(l)) {
+        size_t n = l->n < INSPECT_MAX ? l->n : INSPECT_MAX;
+        hs = lk_malloc(n * sizeof(*hs));
+        for (size_t i = 0; i < n; i++) /* newest token first */
+            holder_of(&l->h[l->n - 1 - i], now, &hs[i]);
+        r.holders = hs;
+        r.nholders = n;
+        r.total_holders = l->n;
+        r.limit = l->limit;
+    } else if (l != NULL) {
+        r.delay_ms = l->delay_until_ms - now;
+    }
     pthread_mutex_unlock(&m->mu);
     done(arg, &r);
+    free(hs);
 }
 
 static int cmp_entry(const void *a, const void *b)
@@ -327,7 +456,7 @@ static void mem_list(struct mem *m, const struct bk_req *req, bk_done_fn done, v
     pthread_mutex_lock(&m->mu);
     struct mem_lock *l, *tmp;
     HASH_ITER (hh, m->locks, l, tmp) {
-        if (prune(m, l, now) == NULL || !alive(l, now))
+        if (prune(m, l, now) == NULL || !alive(l))
             continue;
         if (strncmp(l->name, prefix, plen) != 0 || strcmp(l->name, cursor) <= 0)
             continue;
@@ -343,7 +472,9 @@ static void mem_list(struct mem *m, const struct bk_req *req, bk_done_fn done, v
     struct bk_entry *ents = lk_malloc((n > 0 ? n : 1) * sizeof(*ents));
     for (size_t i = 0; i < n; i++) {
         ents[i].name = lk_strdup(page[i]->name);
-        holder_of(page[i], now, &ents[i].holder);
+        holder_of(&page[i]->h[page[i]->n - 1], now, &ents[i].holder);
+        ents[i].nholders = page[i]->n;
+        ents[i].limit = page[i]->limit;
     }
     pthread_mutex_unlock(&m->mu);
     free(page);
@@ -368,10 +499,12 @@ static void mem_renew_many(struct mem *m, const struct bk_req *req, bk_done_fn d
         struct bk_res one;
         struct bk_holder h;
         bk_res_init(&one, LK_OK);
-        struct mem_lock *l = owned(m, items[i].name, items[i].lease, now, &h, &one);
-        if (l != NULL) {
-            l->ttl_ms = items[i].ttl_ms;
-            l->expires_ms = now + items[i].ttl_ms;
+        struct mem_lock *l;
+        struct mem_holder *mh = owned(m, items[i].name, items[i].lease, now, &h, &one, &l);
+        if (mh != NULL) {
+            if (items[i].ttl_ms > 0)
+                mh->ttl_ms = items[i].ttl_ms;
+            mh->expires_ms = now + mh->ttl_ms;
         }
         items[i].result = one.code;
     }
@@ -427,7 +560,7 @@ static void mem_free(void *bk)
     struct mem_lock *l, *tmp;
     HASH_ITER (hh, m->locks, l, tmp) {
         HASH_DEL(m->locks, l);
-        free(l);
+        lock_free(l);
     }
     pthread_mutex_destroy(&m->mu);
     free(m);
@@ -435,7 +568,7 @@ static void mem_free(void *bk)
 
 static const struct backend_ops mem_ops = {
     .name = "memory",
-    .caps = BK_CAP_FLOOR, /* exclusive locks only: BK_SHARED and limit > 1 are refused */
+    .caps = BK_CAP_SHARED | BK_CAP_LIMIT | BK_CAP_FLOOR,
     .attach = mem_attach,
     .detach = mem_detach,
     .submit = mem_submit,

@@ -40,6 +40,7 @@ extern const char lk_lua_acquire_many[];
 extern const char lk_lua_release_many[];
 extern const char lk_lua_fence_raise[];
 extern const char lk_lua_undo[];
+extern const char lk_lua_acquire_shared[];
 
 #define RB_MAX_LOOPS 256 /* loop_index() values we accept */
 #define RB_BATCH 200     /* leases per renew_many EVALSHA */
@@ -55,6 +56,7 @@ enum {
     SC_RELEASE_MANY,
     SC_FENCE_RAISE,
     SC_UNDO,
+    SC_ACQUIRE_SHARED,
     SC_COUNT
 };
 
@@ -107,6 +109,7 @@ struct rcmd {
     bool delayed; /* release leaving a lock-delay: never grouped */
     bool granted; /* acquire: the script granted; the answer waits for WAIT */
     bool floored; /* acquire with a fence floor: never grouped (its now_us is its own) */
+    bool shared;  /* acquire: acquire_shared.lua (shared or a semaphore), never grouped */
     bk_done_fn done;
     void *arg;
     struct rbatch *batch;
@@ -265,8 +268,16 @@ static bool rtoken(const redisReply *e, int64_t *out)
     return v > 0;
 }
 
-/* el[0..3] = owner, token, sb, pttl */
+/* el[0..3] = owner, token, sb, pttl; el[4], when mode_too, the mode ('1'
+ * shared) */
+static void holder_from_mode(redisReply **el, bool mode_too, struct bk_holder *h);
+
 static void holder_from(redisReply **el, struct bk_holder *h)
+{
+    holder_from_mode(el, false, h);
+}
+
+static void holder_from_mode(redisReply **el, bool mode_too, struct bk_holder *h)
 {
     memset(h, 0, sizeof(*h));
     if (el[0]->type == REDIS_REPLY_STRING)
@@ -275,7 +286,7 @@ static void holder_from(redisReply **el, struct bk_holder *h)
     h->session_bound = rint64(el[2]) != 0;
     int64_t p = rint64(el[3]);
     h->expires_in_ms = p > 0 ? p : 0;
-    h->mode = BK_EXCLUSIVE;
+    h->mode = mode_too && rint64(el[4]) == 1 ? BK_SHARED : BK_EXCLUSIVE;
 }
 
 /* A lock-delay's PTTL as bk_res.delay_ms: above 0 whenever Redis says one
@@ -342,13 +353,17 @@ static void handle_acquire(struct rcmd *cmd, const redisReply *r)
     int64_t st = rint64(r->element[0]);
     if (st == 0 && r->elements >= 5) {
         out.code = LK_LOCKED;
-        holder_from(r->element + 1, &h);
+        holder_from_mode(r->element + 1, r->elements >= 6, &h);
         out.holders = &h;
         out.nholders = 1;
         cmd_answer(cmd, &out);
     } else if (st == 2 && r->elements >= 2) {
         out.code = LK_LOCKED; /* nobody holds it, a lock-delay runs */
         out.delay_ms = delay_left(r->element[1]);
+        cmd_answer(cmd, &out);
+    } else if (st == 3 && r->elements >= 2) {
+        out.code = LK_LIMIT_MISMATCH;
+        out.limit = rint64(r->element[1]);
         cmd_answer(cmd, &out);
     }
 }
@@ -387,6 +402,19 @@ static void handle_inspect(struct rcmd *cmd, const redisReply *r)
     if (!is_array(r, 1))
         return;
     int64_t st = rint64(r->element[0]);
+    if (st == 4 && r->elements >= 3) { /* {4, limit, count, (owner token sb pttl mode)...} */
+        size_t n = (r->elements - 3) / 5;
+        struct bk_holder *hs = lk_calloc(n ? n : 1, sizeof(*hs));
+        for (size_t i = 0; i < n; i++)
+            holder_from_mode(r->element + 3 + 5 * i, true, &hs[i]);
+        out.limit = rint64(r->element[1]);
+        out.total_holders = (size_t)rint64(r->element[2]);
+        out.holders = hs;
+        out.nholders = n;
+        cmd_answer(cmd, &out);
+        free(hs);
+        return;
+    }
     if (st == 1 && r->elements >= 5) {
         holder_from(r->element + 1, &h);
         out.holders = &h;
@@ -403,15 +431,17 @@ static void handle_list(struct rcmd *cmd, const redisReply *r)
 {
     if (!is_array(r, 1) || r->element[0]->type != REDIS_REPLY_STRING)
         return;
-    size_t n = (r->elements - 1) / 5;
+    size_t n = (r->elements - 1) / 8; /* name owner token sb pttl mode limit count */
     struct bk_entry *ents = lk_calloc(n ? n : 1, sizeof(*ents));
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
-        redisReply **el = r->element + 1 + 5 * i;
+        redisReply **el = r->element + 1 + 8 * i;
         if (el[0]->type != REDIS_REPLY_STRING)
             continue;
         ents[k].name = el[0]->str; /* valid while the reply lives: during the callback */
-        holder_from(el + 1, &ents[k].holder);
+        holder_from_mode(el + 1, true, &ents[k].holder);
+        ents[k].limit = rint64(el[6]);
+        ents[k].nholders = (size_t)rint64(el[7]);
         k++;
     }
     struct bk_res out;
@@ -607,7 +637,7 @@ static int group_queue(const struct rcmd *cmd)
 {
     if (cmd->kind == RK_RELEASE && !cmd->delayed)
         return GQ_RELEASE;
-    if (cmd->kind == RK_ACQUIRE && cmd->nc.wait_replicas == 0 && !cmd->floored)
+    if (cmd->kind == RK_ACQUIRE && cmd->nc.wait_replicas == 0 && !cmd->floored && !cmd->shared)
         return GQ_ACQUIRE;
     return -1;
 }
@@ -744,6 +774,35 @@ static enum lk_code rb_acquire(struct rb *bk, struct rn_conn *c, const struct bk
     rargs_int(&b, cmd->floored ? a->fence_floor + 1 : now);
     rn_cmd_take_args(&cmd->nc, &b);
     return cmd_submit(cmd, group_queue(cmd));
+}
+
+/* A shared hold or a semaphore's slot: acquire_shared.lua, one call each. */
+static enum lk_code rb_acquire_shared(struct rb *bk, struct rn_conn *c, const struct bk_req *a,
+                                      bk_done_fn done, void *arg)
+{
+    size_t nl = strlen(a->name), ll = strlen(a->lease);
+    struct rcmd *cmd =
+        op_new(bk, c, RK_ACQUIRE, SC_ACQUIRE_SHARED, LK_PAIR_SIZE(nl, ll), done, arg);
+    lk_pair_put(cmd->undo, a->name, nl, a->lease, ll); /* release.lua undoes it too */
+    cmd->undo_name = cmd->undo;
+    cmd->undo_lease = lk_pair_second(cmd->undo);
+    cmd->ttl_ms = a->ttl_ms;
+    cmd->shared = true;
+    cmd->nc.wait_replicas = bk->wait_replicas;
+    struct rargs b = {0};
+    rargs_str(&b, "2");
+    argb_key(&b, bk, a->name, "");
+    argb_key(&b, bk, a->name, ":fence");
+    rargs_str(&b, a->wait ? "1" : "0");
+    rargs_str(&b, a->lease);
+    rargs_str(&b, a->session_bound ? "1" : "0");
+    rargs_int(&b, a->ttl_ms);
+    rargs_str(&b, a->owner ? a->owner : "");
+    rargs_str(&b, a->limit > 1 ? "0" : "1"); /* a semaphore's slot, or a reader */
+    rargs_int(&b, a->limit);
+    rargs_int(&b, lk_wall_us()); /* fencing floor, see _acquire.lua */
+    rn_cmd_take_args(&cmd->nc, &b);
+    return cmd_submit(cmd, -1);
 }
 
 static enum lk_code rb_renew(struct rb *bk, struct rn_conn *c, const struct bk_req *req,
@@ -909,11 +968,13 @@ static enum lk_code rb_ping(struct rb *bk, struct rn_conn *c, bk_done_fn done, v
     return cmd_submit(cmd, -1);
 }
 
-/* What this backend does not do yet (caps: BK_CAP_FLOOR alone): the engine never sends it,
- * but a request that carries it is refused rather than half done. */
+/* What this backend does not do (caps: no fence floor on a shared acquire or
+ * a semaphore): the engine never sends it, but a request that carries it is
+ * refused rather than half done. */
 static bool unsupported(const struct bk_req *req)
 {
-    return req->op == BK_ACQUIRE && (req->mode != BK_EXCLUSIVE || req->limit > 1);
+    bool many = req->mode == BK_SHARED || req->limit > 1;
+    return req->op == BK_ACQUIRE && (req->limit < 1 || (many && req->fence_floor > 0));
 }
 
 static enum lk_code rb_submit(void *state, struct lk_loop *lp, const struct bk_req *req,
@@ -926,6 +987,8 @@ static enum lk_code rb_submit(void *state, struct lk_loop *lp, const struct bk_r
     case BK_ACQUIRE:
         if (unsupported(req))
             break;
+        if (req->mode == BK_SHARED || req->limit > 1)
+            return rb_acquire_shared(bk, c, req, done, arg);
         return rb_acquire(bk, c, req, lk_wall_us(), done, arg);
     case BK_RENEW: return rb_renew(bk, c, req, done, arg);
     case BK_RELEASE: return rb_release(bk, c, req, done, arg);
@@ -990,7 +1053,7 @@ static void rb_free(void *state)
 
 static const struct backend_ops rb_ops = {
     .name = "redis",
-    .caps = BK_CAP_FLOOR, /* no shared mode, no limit > 1 yet */
+    .caps = BK_CAP_SHARED | BK_CAP_LIMIT | BK_CAP_FLOOR, /* the floor: exclusive acquires */
     .attach = rb_attach,
     .detach = rb_detach,
     .submit = rb_submit,
@@ -1025,6 +1088,7 @@ enum lk_code redis_lock_open(const struct redis_url *url, const struct lk_config
         [SC_RELEASE_MANY] = {"release_many", lk_lua_release_many},
         [SC_FENCE_RAISE] = {"fence_raise", lk_lua_fence_raise},
         [SC_UNDO] = {"undo", lk_lua_undo},
+        [SC_ACQUIRE_SHARED] = {"acquire_shared", lk_lua_acquire_shared},
     };
     for (int i = 0; i < SC_COUNT; i++)
         rn_script_init(&bk->scripts[i], src[i].name, src[i].body);

@@ -28,6 +28,8 @@ struct op {
     int64_t max_hold_ms;
     bool has_session;
     bool session_last; /* release: the last hold of a session lease */
+    bool shared;       /* acquire: mode shared */
+    int64_t limit;     /* acquire: the limit asked (1 = none) */
     /* strings last: op_new zeroes the fields above and empties these, not
      * the whole 0.5 KiB per operation */
     char name[LK_NAME_MAX + 1];
@@ -134,7 +136,8 @@ static void acquire_done(void *arg, const struct bk_res *br)
     r.owner = o->owner;
     if (br->code == LK_OK && o->has_session) {
         enum lk_code c = session_add_lock(o->e, o->session, o->name, o->lease, o->owner,
-                                          br->fencing_token, o->ttl_ms, o->max_hold_ms);
+                                          br->fencing_token, o->ttl_ms, o->max_hold_ms,
+                                          o->shared, o->limit);
         if (c != LK_OK) {
             /* The session died while the grant was in flight: undo it. */
             waiters_release_bg(o->e, o->lp, o->name, o->lease, 0, true);
@@ -142,7 +145,8 @@ static void acquire_done(void *arg, const struct bk_res *br)
         }
     }
     if (r.code == LK_OK) {
-        metrics_add(M_ACQUIRE_GRANTED, 1);
+        engine_count_grant(o->shared, o->limit);
+        r.shared = o->shared;
         r.lease = o->lease;
         r.fencing_token = br->fencing_token;
         r.ttl_ms = engine_answer_ttl(br, o->ttl_ms);
@@ -154,6 +158,9 @@ static void acquire_done(void *arg, const struct bk_res *br)
         metrics_add(M_ACQUIRE_LOCKED, 1);
         engine_holder_of(br, &r.holder);
         r.has_holder = true;
+    } else if (r.code == LK_LIMIT_MISMATCH) {
+        metrics_add(M_ACQUIRE_LOCKED, 1);
+        r.limit = br->limit;
     } else {
         metrics_add(M_ACQUIRE_ERROR, 1);
     }
@@ -174,8 +181,9 @@ enum lk_code engine_acquire(struct engine *e, struct lk_loop *lp, const struct e
     if (a->session != NULL) {
         char lease[LK_LEASE_LEN + 1], owner[LK_OWNER_MAX + 1];
         result_init(&r, LK_OK, a->name);
-        if (a->reentrant && session_reenter(e, a->session, a->name, &r, lease, owner)) {
-            metrics_add(M_ACQUIRE_GRANTED, 1);
+        if (a->reentrant &&
+            session_reenter(e, a->session, a->name, a->shared, a->limit, &r, lease, owner)) {
+            engine_count_grant(r.shared, a->limit);
             done(arg, &r);
             return LK_OK;
         }
@@ -209,6 +217,8 @@ enum lk_code engine_acquire(struct engine *e, struct lk_loop *lp, const struct e
     lk_strlcpy(o->owner, a->owner ? a->owner : "", sizeof(o->owner));
     o->ttl_ms = a->ttl_ms;
     o->max_hold_ms = a->max_hold_ms;
+    o->shared = a->shared;
+    o->limit = engine_limit_of(a->limit);
     if (a->session != NULL) {
         o->has_session = true;
         lk_strlcpy(o->session, a->session, sizeof(o->session));
@@ -218,8 +228,8 @@ enum lk_code engine_acquire(struct engine *e, struct lk_loop *lp, const struct e
         .name = o->name,
         .lease = o->lease,
         .owner = o->owner,
-        .mode = BK_EXCLUSIVE,
-        .limit = 1,
+        .mode = a->shared ? BK_SHARED : BK_EXCLUSIVE,
+        .limit = o->limit,
         .ttl_ms = a->ttl_ms,
         .session_bound = o->has_session,
     };
@@ -343,6 +353,8 @@ static void inspect_done(void *arg, const struct bk_res *br)
         }
         info.holders = hs;
         info.nholders = br->nholders;
+        info.total_holders = br->total_holders > br->nholders ? br->total_holders : br->nholders;
+        info.limit = br->limit;
         info.waiters = waiters_count(io->e, io->name);
     }
     io->done(io->arg, &info);
@@ -378,6 +390,8 @@ static void list_done(void *arg, const struct bk_res *br)
         for (size_t i = 0; i < n; i++) {
             ents[i].name = br->entries[i].name;
             engine_holder_conv(&ents[i].holder, &br->entries[i].holder);
+            ents[i].nholders = br->entries[i].nholders > 0 ? br->entries[i].nholders : 1;
+            ents[i].limit = br->entries[i].limit > 0 ? br->entries[i].limit : 1;
         }
     }
     lo->done(lo->arg, br->code, ents, n, br->code == LK_OK ? br->next_cursor : NULL);

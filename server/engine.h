@@ -40,6 +40,8 @@ struct eng_acquire {
     const char *owner;   /* "" = none */
     bool reentrant;
     int64_t max_hold_ms; /* -1 = config default */
+    bool shared;         /* mode shared: a reader of a reader-writer lock */
+    int64_t limit;       /* > 1: a semaphore of limit slots; 0 or 1: not */
 };
 
 struct eng_result {
@@ -55,6 +57,8 @@ struct eng_result {
     struct eng_holder holder; /* LK_LOCKED / LK_HELD_BY_OTHER */
     bool has_holder;
     int64_t waited_ms;
+    bool shared;   /* OK acquire: the mode granted */
+    int64_t limit; /* LK_LIMIT_MISMATCH: the limit in force */
 };
 
 typedef void (*eng_done_fn)(void *arg, const struct eng_result *r);
@@ -102,8 +106,10 @@ struct eng_info {
     enum lk_code code; /* LK_OK or LK_BACKEND_DOWN */
     bool held;
     struct eng_holder holder; /* the first holder when held, or lock_delay when only delayed */
-    const struct eng_holder *holders; /* every holder, newest token first */
+    const struct eng_holder *holders; /* the holders, newest token first, at most 100 */
     size_t nholders;
+    size_t total_holders; /* how many hold it */
+    int64_t limit;        /* the limit in force when held */
     int64_t waiters; /* acquires queued for it in this lockd */
 };
 typedef void (*eng_info_fn)(void *arg, const struct eng_info *info);
@@ -113,6 +119,8 @@ enum lk_code engine_inspect(struct engine *e, struct lk_loop *lp, const char *na
 struct eng_entry {
     const char *name;
     struct eng_holder holder;
+    size_t nholders; /* how many hold it */
+    int64_t limit;   /* the limit in force */
 };
 /* code LK_OK, LK_BAD_CURSOR or LK_BACKEND_DOWN; next_cursor NULL at the end. */
 typedef void (*eng_list_fn)(void *arg, enum lk_code code, const struct eng_entry *entries,

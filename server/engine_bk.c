@@ -122,6 +122,12 @@ void engine_holder_conv(struct eng_holder *out, const struct bk_holder *h)
     out->shared = h->mode == BK_SHARED;
 }
 
+void engine_count_grant(bool shared, int64_t limit)
+{
+    metrics_add(M_ACQUIRE_GRANTED, 1);
+    metrics_add(limit > 1 ? M_GRANT_SEMAPHORE : shared ? M_GRANT_SHARED : M_GRANT_EXCLUSIVE, 1);
+}
+
 void engine_holder_of(const struct bk_res *r, struct eng_holder *out)
 {
     memset(out, 0, sizeof(*out));

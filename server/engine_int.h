@@ -47,6 +47,8 @@ struct sess_lock {
     bool in_flight;    /* part of a watchdog batch right now */
     bool in_heap;
     bool releasing; /* its client's release is at the backend */
+    bool shared;    /* the mode it was granted in: a reentrant acquire must ask the same */
+    int64_t limit;  /* the limit it was granted with (1 unless a semaphore) */
     char name[];    /* name, lease, owner: see above */
 };
 
@@ -122,6 +124,13 @@ void engine_holder_of(const struct bk_res *r, struct eng_holder *out);
  * the backend knows. */
 int64_t engine_answer_ttl(const struct bk_res *r, int64_t asked_ttl_ms);
 void engine_holder_conv(struct eng_holder *out, const struct bk_holder *h);
+/* Counts a grant in lockd_acquire_total and lockd_grants_total{mode}. */
+void engine_count_grant(bool shared, int64_t limit);
+/* The backend's limit for an acquire's: 0 (not given) is 1. */
+static inline int64_t engine_limit_of(int64_t limit)
+{
+    return limit > 1 ? limit : 1;
+}
 
 /* ---- waiters.c ---- */
 
@@ -154,10 +163,13 @@ bool session_alive(struct engine *e, const char *id);
 /* Records a grant under session id; LK_SESSION_NOT_FOUND if it died. */
 enum lk_code session_add_lock(struct engine *e, const char *id, const char *name, const char *lease,
                               const char *owner, int64_t token, int64_t ttl_ms,
-                              int64_t max_hold_ms) LK_WUR;
-/* Reentrant re-acquire: when session id holds name, count+1 and fill r. */
-bool session_reenter(struct engine *e, const char *id, const char *name, struct eng_result *r,
-                     char lease_out[LK_LEASE_LEN + 1], char owner_out[LK_OWNER_MAX + 1]);
+                              int64_t max_hold_ms, bool shared, int64_t limit) LK_WUR;
+/* Reentrant re-acquire: when session id holds name in the same mode and
+ * limit (a shared hold counts up; no upgrade from shared to exclusive),
+ * count+1 and fill r. */
+bool session_reenter(struct engine *e, const char *id, const char *name, bool shared,
+                     int64_t limit, struct eng_result *r, char lease_out[LK_LEASE_LEN + 1],
+                     char owner_out[LK_OWNER_MAX + 1]);
 
 /* A client's release of (name, lease). */
 enum sess_release {

@@ -23,6 +23,9 @@ enum metric_id {
     M_WATCHDOG_OK,
     M_WATCHDOG_LOST,
     M_WATCHDOG_ERROR,
+    M_GRANT_EXCLUSIVE, /* grants by mode: lockd_grants_total{mode} */
+    M_GRANT_SHARED,
+    M_GRANT_SEMAPHORE,
     M_LEASES_LOST,
     M_SESSIONS_EXPIRED,
     M_BACKEND_ERRORS,

@@ -119,7 +119,8 @@ static void mark_lost(struct engine *e, struct sess_lock *sl, const char *why)
 }
 
 enum lk_code session_add_lock(struct engine *e, const char *id, const char *name, const char *lease,
-                              const char *owner, int64_t token, int64_t ttl_ms, int64_t max_hold_ms)
+                              const char *owner, int64_t token, int64_t ttl_ms, int64_t max_hold_ms,
+                              bool shared, int64_t limit)
 {
     int64_t now = lk_now_ms();
     size_t nlen = strnlen(name, LK_NAME_MAX), olen = strnlen(owner, LK_OWNER_MAX);
@@ -135,6 +136,8 @@ enum lk_code session_add_lock(struct engine *e, const char *id, const char *name
     sl->token = token;
     sl->ttl_ms = ttl_ms;
     sl->count = 1;
+    sl->shared = shared;
+    sl->limit = engine_limit_of(limit);
     sl->expires_ms = now + ttl_ms;
     if (max_hold_ms < 0)
         max_hold_ms = e->cfg->max_hold_ms;
@@ -162,9 +165,11 @@ enum lk_code session_add_lock(struct engine *e, const char *id, const char *name
     return LK_OK;
 }
 
-bool session_reenter(struct engine *e, const char *id, const char *name, struct eng_result *r,
-                     char lease_out[LK_LEASE_LEN + 1], char owner_out[LK_OWNER_MAX + 1])
+bool session_reenter(struct engine *e, const char *id, const char *name, bool shared,
+                     int64_t limit, struct eng_result *r, char lease_out[LK_LEASE_LEN + 1],
+                     char owner_out[LK_OWNER_MAX + 1])
 {
+    limit = engine_limit_of(limit);
     bool ok = false;
     int64_t now = lk_now_ms();
     pthread_mutex_lock(&e->smu);
@@ -177,8 +182,10 @@ bool session_reenter(struct engine *e, const char *id, const char *name, struct 
             /* Not a lease whose expiry passed without a successful renewal:
              * it may be gone, and a reentrant grant must not vouch for it.
              * Nor one whose release is at the backend. */
+            /* Same mode and limit only: a shared hold is never upgraded
+             * (the acquire goes to the backend and finds itself there). */
             if (strcmp(it->name, name) == 0 && !it->dead && !it->releasing &&
-                it->expires_ms > now) {
+                it->expires_ms > now && it->shared == shared && it->limit == limit) {
                 sl = it;
                 break;
             }
@@ -196,6 +203,7 @@ bool session_reenter(struct engine *e, const char *id, const char *name, struct 
         r->expires_at_ms = lk_wall_ms() + (sl->expires_ms - now);
         r->session = s->id;
         r->count = sl->count;
+        r->shared = sl->shared;
         ok = true;
     }
     pthread_mutex_unlock(&e->smu);

@@ -34,6 +34,8 @@ struct eng_waiter {
     bool has_session;
     int64_t ttl_ms;
     int64_t max_hold_ms;
+    bool shared;   /* mode shared */
+    int64_t limit; /* the limit asked (1 = none) */
     eng_done_fn done;
     void *arg;
     int64_t start_ms;
@@ -45,6 +47,7 @@ struct eng_waiter {
     bool kick_pending; /* under wmu: a release came while attempting */
     bool failed;       /* under wmu: answer fail_code at the next chance */
     enum lk_code fail_code;
+    int64_t limit_in_force; /* LK_LIMIT_MISMATCH: the backend's */
     struct eng_waiter *prev, *next;
 };
 
@@ -143,7 +146,9 @@ static void fail(struct eng_waiter *w, enum lk_code code, const struct eng_holde
         r.holder = *holder;
         r.has_holder = true;
     }
-    if (code == LK_LOCKED)
+    if (code == LK_LIMIT_MISMATCH)
+        r.limit = w->limit_in_force;
+    if (code == LK_LOCKED || code == LK_LIMIT_MISMATCH)
         metrics_add(M_ACQUIRE_LOCKED, 1);
     else
         metrics_add(M_ACQUIRE_ERROR, 1);
@@ -188,7 +193,11 @@ static void attempt_done(void *arg, const struct bk_res *br)
             nq->holder_expiry_ms = now + w->ttl_ms;
             nq->kicked_us = 0;
         }
-        promote(e, h, false);
+        /* A shared grant (or a semaphore's slot) may leave room for the next
+         * waiter: it asks at once, and so on up to the first that does not
+         * fit (an exclusive one), so every shared waiter before it is
+         * granted on this release. Else it waits for the next release. */
+        promote(e, h, h != NULL && ((w->shared && h->shared) || w->limit > 1));
         pthread_mutex_unlock(&e->wmu);
         if (kicked > 0)
             metrics_observe(H_HANDOFF, lk_now_us() - kicked);
@@ -204,12 +213,13 @@ static void attempt_done(void *arg, const struct bk_res *br)
         result_of(w, &r, LK_OK);
         if (w->has_session &&
             session_add_lock(e, w->session, w->name, w->lease, w->owner, br->fencing_token,
-                             w->ttl_ms, w->max_hold_ms) != LK_OK) {
+                             w->ttl_ms, w->max_hold_ms, w->shared, w->limit) != LK_OK) {
             waiters_release_bg(e, w->lp, w->name, w->lease, 0, true);
             fail(w, LK_SESSION_NOT_FOUND, NULL);
             return;
         }
-        metrics_add(M_ACQUIRE_GRANTED, 1);
+        engine_count_grant(w->shared, w->limit);
+        r.shared = w->shared;
         r.lease = w->lease;
         r.fencing_token = br->fencing_token;
         r.ttl_ms = engine_answer_ttl(br, w->ttl_ms);
@@ -241,6 +251,7 @@ static void attempt_done(void *arg, const struct bk_res *br)
     enum lk_code code = w->failed ? w->fail_code : br->code;
     struct eng_holder holder;
     engine_holder_of(br, &holder);
+    w->limit_in_force = br->limit;
     unlink_waiter(e, w, &h);
     promote(e, h, code != LK_LOCKED);
     pthread_mutex_unlock(&e->wmu);
@@ -282,8 +293,8 @@ static void attempt(struct eng_waiter *w)
         .name = w->name,
         .lease = w->lease,
         .owner = w->owner,
-        .mode = BK_EXCLUSIVE,
-        .limit = 1,
+        .mode = w->shared ? BK_SHARED : BK_EXCLUSIVE,
+        .limit = w->limit,
         .ttl_ms = w->ttl_ms,
         .session_bound = w->has_session,
         .wait = true,
@@ -425,6 +436,8 @@ enum lk_code waiters_acquire(struct engine *e, struct lk_loop *lp, const struct 
     }
     w->ttl_ms = a->ttl_ms;
     w->max_hold_ms = a->max_hold_ms;
+    w->shared = a->shared;
+    w->limit = engine_limit_of(a->limit);
     w->done = done;
     w->arg = arg;
     w->start_ms = lk_now_ms();

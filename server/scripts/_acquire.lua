@@ -15,7 +15,9 @@
 -- waiting caller was refused by it; else '0'. Or 'd' alone while a lock-delay
 -- runs.
 -- Returns the token, as a string, when granted; {0, owner, token, sb, pttl}
--- held by someone; {2, pttl} in a lock-delay window; an error reply when the
+-- held by someone (and a sixth element, the mode, when shared holders
+-- block it); {2, pttl} in a lock-delay window; {3, limit} a semaphore
+-- holds the name; an error reply when the
 -- fence counter cannot be read (and then nothing is held). (Every argument,
 -- table and number conversion is work for Redis on each call: a grant is
 -- returned and stored without any.)
@@ -37,6 +39,15 @@ if v == 'd' then
   -- in a script): answered as 1 ms to go
   local d = redis.call('PTTL', lock)
   return {2, d > 0 and d or 1}
+end
+if v and string.byte(v) == 115 then
+  -- shared holders or a semaphore (_shared.lua): refused, or taken when
+  -- their last slot expired (sh_refuse dropped the keys)
+  local r = sh_refuse(lock, v, string.byte(wl) == 49)
+  if r then
+    return r
+  end
+  v = redis.call('SET', lock, wl .. ' ' .. now .. ' ' .. rest, 'NX', 'PX', ttl, 'GET')
 end
 if v then
   if string.byte(wl) == 49 and string.byte(v) == 48 then

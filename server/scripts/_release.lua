@@ -15,6 +15,9 @@ if not v or v == 'd' then
 end
 local n = #lease
 if string.find(v, lease, 2, true) ~= 2 or string.byte(v, n + 2) ~= 32 then
+  if string.byte(v) == 115 then
+    return sh_release(lock, v, lease, delay, publish) -- one of shared holders
+  end
   local _, tok, sb, _, owner = string.match(v, '^.(%S*) (%d+) (%d) (%d+) (.*)$')
   return {2, owner or '', tonumber(tok) or 0, sb or '0', redis.call('PTTL', lock)}
 end

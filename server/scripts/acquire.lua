@@ -2,4 +2,5 @@
 -- KEYS: lock, fence counter. ARGV: '<w><lease>', '<sb> <ttl_ms> <owner>',
 -- ttl_ms, now_us.
 local lock, fence, wl, rest, ttl, now = KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+--#include _shared.lua
 --#include _acquire.lua

@@ -9,6 +9,7 @@
 -- each, in KEYS order (3i-1 .. 3i+1).
 -- Returns one element per lock: what acquire.lua returns for it, or an error
 -- when its calls raised one. An error stops that lock alone.
+--#include _shared.lua
 local function acquire(lock, fence, wl, rest, ttl, now)
 --#include _acquire.lua
 end

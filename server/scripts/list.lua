@@ -3,7 +3,10 @@
 -- cluster (where SCAN is per node anyway).
 -- ARGV: SCAN cursor, span end ('' for none), name to resume after ('' for
 -- none), MATCH pattern ('<prefix>{<filter>*}'), limit, prefix length.
--- Returns {next_cursor, name, owner, token, sb, pttl, name, ...}.
+-- Returns {next_cursor, name, owner, token, sb, pttl, mode, limit, count,
+-- name, ...}: mode '0' exclusive (or a semaphore's slot), '1' shared; for
+-- shared holders or a semaphore (_shared.lua) the holder is the one that
+-- expires last and count counts the live ones (O(log N) each).
 --
 -- A page runs SCAN calls (at most 8) until it holds limit locks or the walk
 -- ends. COUNT is only a hint: one call may return more keys than the page
@@ -65,7 +68,25 @@ for _ = 1, 8 do
     -- lock-delays, and foreign keys that happen to match, are skipped: they
     -- are not strings of the form acquire.lua describes
     local v = redis.pcall('GET', k)
-    if type(v) == 'string' then
+    if type(v) == 'string' and string.byte(v) == 115 then
+      local t = redis.call('TIME')
+      local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+      local live = redis.call('ZCOUNT', k .. ':z', '(' .. now, '+inf')
+      if live > 0 then
+        local e = redis.call('ZRANGE', k .. ':z', -1, -1, 'WITHSCORES')
+        local hv = redis.call('HGET', k .. ':h', e[1]) or ''
+        local tok, sb, _, mode, owner = string.match(hv, '^(%d+) (%d) (%d+) (%d) (.*)$')
+        out[#out + 1] = n
+        out[#out + 1] = owner or ''
+        out[#out + 1] = tonumber(tok) or 0
+        out[#out + 1] = sb or '0'
+        out[#out + 1] = math.max(tonumber(e[2]) - now, 0)
+        out[#out + 1] = mode or '1'
+        out[#out + 1] = tonumber(string.match(v, '^s%d%d (%d+)')) or 1
+        out[#out + 1] = live
+        taken = taken + 1
+      end
+    elseif type(v) == 'string' then
       local _, tok, sb, _, owner = string.match(v, '^.(%S*) (%d+) (%d) (%d+) (.*)$')
       if tok then
         out[#out + 1] = n
@@ -73,6 +94,9 @@ for _ = 1, 8 do
         out[#out + 1] = tonumber(tok)
         out[#out + 1] = sb
         out[#out + 1] = redis.call('PTTL', k)
+        out[#out + 1] = '0'
+        out[#out + 1] = 1
+        out[#out + 1] = 1
         taken = taken + 1
       end
     end

@@ -5,4 +5,5 @@ local function publish()
   local channel, publisher = string.match(chanpub, '^(.*) (%S*)$')
   redis.call('PUBLISH', channel, publisher)
 end
+--#include _shared.lua
 --#include _release.lua

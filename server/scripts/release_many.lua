@@ -12,6 +12,7 @@ local publisher, plen = ARGV[1], tonumber(ARGV[2])
 local function publish(lock)
   redis.call('PUBLISH', string.sub(lock, 1, plen) .. 'released:' .. string.sub(lock, plen + 1), publisher)
 end
+--#include _shared.lua
 local function release(lock, lease, delay)
 --#include _release.lua
 end

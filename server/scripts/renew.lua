@@ -2,11 +2,15 @@
 -- extend, atomically: a renewal racing a release never resurrects the key).
 -- KEYS: lock (its value is described in acquire.lua).
 -- ARGV: lease, ttl_ms ('0' = the ttl the lease was last given).
+--#include _shared.lua
 -- Returns {1, token, ttl_ms} renewed; {0} nobody holds it;
 -- {2, owner, token, sb, pttl} another lease holds it.
 local v = redis.call('GET', KEYS[1])
 if not v or v == 'd' then
   return {0}
+end
+if string.byte(v) == 115 then
+  return sh_renew(KEYS[1], ARGV[1], ARGV[2]) -- one of shared holders (_shared.lua)
 end
 local lease, tok, sb, ttl, owner = string.match(v, '^.(%S*) (%d+) (%d) (%d+) (.*)$')
 if lease ~= ARGV[1] then

@@ -580,6 +580,169 @@ static void case_restart(struct cf *c)
     CHECK(cf_grant(c, "rs-held", LEASE_C, "") > held);
 }
 
+/* ---- shared mode and semaphores (BK_CAP_SHARED, BK_CAP_LIMIT) ---- */
+
+#define LEASE_D "dddddddddddddddddddddddddddddddd"
+
+static const struct cf_res *shared(struct cf *c, const char *name, const char *lease,
+                                   int64_t ttl_ms)
+{
+    return cf_acquire_as(c, name, lease, "", ttl_ms, BK_SHARED, 1, false);
+}
+
+/* Readers hold together, each with its own lease and a token above every
+ * one before; an exclusive acquire is refused while any reader holds, with
+ * a shared holder; inspect lists them newest first; the name is free when
+ * the last reader leaves, and then a reader is refused by a writer. */
+static void case_shared_readers(struct cf *c)
+{
+    const char *leases[3] = {LEASE_A, LEASE_B, LEASE_C};
+    int64_t last = 0;
+    for (int i = 0; i < 3; i++) {
+        const struct cf_res *r = shared(c, "rd", leases[i], 5000);
+        CHECK_EQ_INT(r->code, LK_OK);
+        CHECK(r->fencing_token > last);
+        last = r->fencing_token;
+    }
+    const struct cf_res *r = cf_acquire(c, "rd", LEASE_D, "writer", 5000);
+    CHECK_EQ_INT(r->code, LK_LOCKED);
+    CHECK_EQ_INT(r->nholders, 1);
+    CHECK_EQ_INT(r->holders[0].mode, BK_SHARED);
+    r = cf_inspect(c, "rd");
+    CHECK_EQ_INT(r->code, LK_OK);
+    CHECK_EQ_INT(r->nholders, 3);
+    CHECK_EQ_INT(r->holders[0].fencing_token, last);
+    CHECK_EQ_INT(r->holders[0].mode, BK_SHARED);
+    CHECK_EQ_INT(r->limit, 1);
+    /* a renewal keeps a reader's token */
+    r = cf_renew(c, "rd", LEASE_B, 8000);
+    CHECK_EQ_INT(r->code, LK_OK);
+    CHECK_EQ_INT(r->ttl_ms, 8000);
+    for (int i = 0; i < 3; i++) {
+        CHECK_EQ_INT(cf_acquire(c, "rd", LEASE_D, "writer", 5000)->code, LK_LOCKED);
+        CHECK_EQ_INT(cf_release(c, "rd", leases[i], 0)->code, LK_OK);
+    }
+    r = cf_acquire(c, "rd", LEASE_D, "writer", 5000);
+    CHECK_EQ_INT(r->code, LK_OK);
+    CHECK(r->fencing_token > last);
+    r = shared(c, "rd", LEASE_A, 5000);
+    CHECK_EQ_INT(r->code, LK_LOCKED);
+    check_held_by(r, "writer", r->holders[0].fencing_token, 5000);
+}
+
+/* A reader's slot frees at its own expiry; a wrong lease releases or
+ * renews nobody's slot; the last reader's release may leave a lock-delay. */
+static void case_shared_expiry_and_owner(struct cf *c)
+{
+    CHECK_EQ_INT(shared(c, "rx", LEASE_A, 200)->code, LK_OK);
+    int64_t tb = shared(c, "rx", LEASE_B, 60000)->fencing_token;
+    CHECK_EQ_INT(cf_release(c, "rx", LEASE_C, 0)->code, LK_HELD_BY_OTHER);
+    CHECK_EQ_INT(cf_renew(c, "rx", LEASE_C, 0)->code, LK_HELD_BY_OTHER);
+    CHECK_EQ_INT(cf_inspect(c, "rx")->nholders, 2);
+    cf_run_for(c, 350);
+    const struct cf_res *r = cf_inspect(c, "rx");
+    CHECK_EQ_INT(r->nholders, 1);
+    CHECK_EQ_INT(r->holders[0].fencing_token, tb);
+    CHECK_EQ_INT(cf_renew(c, "rx", LEASE_A, 0)->code, LK_HELD_BY_OTHER);
+    CHECK_EQ_INT(cf_release(c, "rx", LEASE_A, 0)->code, LK_HELD_BY_OTHER);
+    /* the watchdog's batch renews a reader like any lease */
+    struct bk_renew_item items[2] = {{"rx", LEASE_B, 60000, LK_INTERNAL},
+                                     {"rx", LEASE_A, 60000, LK_INTERNAL}};
+    struct bk_req q = {.op = BK_RENEW_MANY, .items = items, .nitems = 2};
+    static struct cf_res res;
+    cf_submit(c, &q, &res);
+    CHECK_EQ_INT(items[0].result, LK_OK);
+    CHECK(items[1].result == LK_HELD_BY_OTHER || items[1].result == LK_NOT_HELD);
+    r = cf_release(c, "rx", LEASE_B, 300);
+    CHECK_EQ_INT(r->code, LK_OK);
+    CHECK_EQ_INT(r->fencing_token, tb);
+    r = shared(c, "rx", LEASE_C, 5000);
+    CHECK_EQ_INT(r->code, LK_LOCKED);
+    CHECK(r->delay_ms > 0);
+    wait_free(c, "rx", 1000);
+}
+
+/* While an exclusive waiter is refused by readers, a new reader is refused
+ * too (writers are not starved); the writer gets it once they left. */
+static void case_shared_writer_first(struct cf *c)
+{
+    CHECK_EQ_INT(shared(c, "wf", LEASE_A, 5000)->code, LK_OK);
+    const struct cf_res *r = cf_acquire_as(c, "wf", LEASE_D, "w", 5000, BK_EXCLUSIVE, 1, true);
+    CHECK_EQ_INT(r->code, LK_LOCKED);
+    r = shared(c, "wf", LEASE_B, 5000);
+    CHECK_EQ_INT(r->code, LK_LOCKED);
+    CHECK_EQ_INT(cf_release(c, "wf", LEASE_A, 0)->code, LK_OK);
+    CHECK_EQ_INT(cf_acquire_as(c, "wf", LEASE_D, "w", 5000, BK_EXCLUSIVE, 1, true)->code, LK_OK);
+}
+
+/* A semaphore of 3: three holders, the fourth refused with a holder, a
+ * slot freed by a release or by its holder's expiry goes to the next;
+ * every other limit (1 included) is LK_LIMIT_MISMATCH naming 3. */
+static void case_semaphore(struct cf *c)
+{
+    const char *leases[4] = {LEASE_A, LEASE_B, LEASE_C, LEASE_D};
+    int64_t last = 0;
+    for (int i = 0; i < 3; i++) {
+        const struct cf_res *r =
+            cf_acquire_as(c, "sem", leases[i], "", i == 1 ? 200 : 60000, BK_EXCLUSIVE, 3, false);
+        CHECK_EQ_INT(r->code, LK_OK);
+        CHECK(r->fencing_token > last);
+        last = r->fencing_token;
+    }
+    const struct cf_res *r = cf_acquire_as(c, "sem", LEASE_D, "", 5000, BK_EXCLUSIVE, 3, false);
+    CHECK_EQ_INT(r->code, LK_LOCKED);
+    CHECK_EQ_INT(r->nholders, 1);
+    r = cf_acquire_as(c, "sem", LEASE_D, "", 5000, BK_EXCLUSIVE, 4, false);
+    CHECK_EQ_INT(r->code, LK_LIMIT_MISMATCH);
+    CHECK_EQ_INT(r->limit, 3);
+    r = cf_acquire(c, "sem", LEASE_D, "", 5000);
+    CHECK_EQ_INT(r->code, LK_LIMIT_MISMATCH);
+    CHECK_EQ_INT(r->limit, 3);
+    r = cf_inspect(c, "sem");
+    CHECK_EQ_INT(r->nholders, 3);
+    CHECK_EQ_INT(r->limit, 3);
+    cf_run_for(c, 350); /* B's slot expires */
+    r = cf_acquire_as(c, "sem", LEASE_D, "", 60000, BK_EXCLUSIVE, 3, false);
+    CHECK_EQ_INT(r->code, LK_OK);
+    CHECK(r->fencing_token > last);
+    CHECK_EQ_INT(cf_acquire_as(c, "sem", LEASE_B, "", 60000, BK_EXCLUSIVE, 3, false)->code,
+                 LK_LOCKED);
+    CHECK_EQ_INT(cf_release(c, "sem", LEASE_A, 0)->code, LK_OK);
+    CHECK_EQ_INT(cf_acquire_as(c, "sem", LEASE_B, "", 60000, BK_EXCLUSIVE, 3, false)->code,
+                 LK_OK);
+    /* an exclusive holder's name: a semaphore acquire is a mismatch naming 1 */
+    cf_grant(c, "sem-x", LEASE_A, "");
+    r = cf_acquire_as(c, "sem-x", LEASE_B, "", 5000, BK_EXCLUSIVE, 3, false);
+    CHECK_EQ_INT(r->code, LK_LIMIT_MISMATCH);
+    CHECK_EQ_INT(r->limit, 1);
+    /* listing shows the count and the limit (a page may come short: every
+     * page, up to 20, until the end) */
+    static struct cf_res res;
+    static char cursor[1024];
+    cursor[0] = '\0';
+    int seen = 0;
+    for (int page = 0; page < 20; page++) {
+        struct bk_req ls = {.op = BK_LIST, .prefix = "sem", .cursor = cursor, .count = 10};
+        cf_submit(c, &ls, &res);
+        CHECK_EQ_INT(res.code, LK_OK);
+        for (size_t i = 0; i < res.nentries; i++) {
+            if (strcmp(res.entries[i].name, "sem") == 0) {
+                CHECK_EQ_INT(res.entries[i].nholders, 3);
+                CHECK_EQ_INT(res.entries[i].limit, 3);
+                seen++;
+            } else if (strcmp(res.entries[i].name, "sem-x") == 0) {
+                CHECK_EQ_INT(res.entries[i].nholders, 1);
+                CHECK_EQ_INT(res.entries[i].limit, 1);
+                seen++;
+            }
+        }
+        if (!res.has_next)
+            break;
+        snprintf(cursor, sizeof(cursor), "%s", res.next_cursor);
+    }
+    CHECK_EQ_INT(seen, 2);
+}
+
 const struct cf_case cf_cases[] = {
     {"grant_and_refusal", case_grant_and_refusal, 0, 0},
     {"fencing_across_release", case_fencing_across_release, 0, 0},
@@ -593,6 +756,10 @@ const struct cf_case cf_cases[] = {
     {"inspect", case_inspect, 0, 0},
     {"ping_and_nodes", case_ping_and_nodes, 0, 0},
     {"fence_floor", case_fence_floor, 0, BK_CAP_FLOOR},
+    {"shared_readers", case_shared_readers, 0, BK_CAP_SHARED},
+    {"shared_expiry_and_owner", case_shared_expiry_and_owner, 0, BK_CAP_SHARED},
+    {"shared_writer_first", case_shared_writer_first, 0, BK_CAP_SHARED},
+    {"semaphore", case_semaphore, 0, BK_CAP_LIMIT},
     {"backend_down", case_backend_down, CF_NEEDS_PAUSE, 0},
     {"restart", case_restart, CF_NEEDS_RESTART, 0},
     {NULL, NULL, 0, 0},

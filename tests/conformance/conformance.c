@@ -83,6 +83,8 @@ static void on_done(void *arg, const struct bk_res *r)
     x->ttl_ms = r->ttl_ms;
     x->validity_ms = r->validity_ms;
     x->delay_ms = r->delay_ms;
+    x->limit = r->limit;
+    x->total_holders = r->total_holders;
     CHECK(r->nholders == 0 || r->holders != NULL);
     CHECK(r->nholders <= CF_MAX_HOLDERS);
     x->nholders = r->nholders;
@@ -95,6 +97,8 @@ static void on_done(void *arg, const struct bk_res *r)
         CHECK(r->entries[i].name != NULL && strlen(r->entries[i].name) <= LK_NAME_MAX);
         strcpy(x->entries[i].name, r->entries[i].name);
         x->entries[i].holder = r->entries[i].holder;
+        x->entries[i].nholders = r->entries[i].nholders;
+        x->entries[i].limit = r->entries[i].limit;
     }
     x->has_next = r->next_cursor != NULL;
     x->next_cursor[0] = '\0';
@@ -153,13 +157,21 @@ static struct cf_res shared_res;
 const struct cf_res *cf_acquire(struct cf *c, const char *name, const char *lease,
                                 const char *owner, int64_t ttl_ms)
 {
+    return cf_acquire_as(c, name, lease, owner, ttl_ms, BK_EXCLUSIVE, 1, false);
+}
+
+const struct cf_res *cf_acquire_as(struct cf *c, const char *name, const char *lease,
+                                   const char *owner, int64_t ttl_ms, enum bk_mode mode,
+                                   int64_t limit, bool wait)
+{
     struct bk_req q = {.op = BK_ACQUIRE,
                        .name = name,
                        .lease = lease,
                        .owner = owner,
-                       .mode = BK_EXCLUSIVE,
-                       .limit = 1,
-                       .ttl_ms = ttl_ms};
+                       .mode = mode,
+                       .limit = limit,
+                       .ttl_ms = ttl_ms,
+                       .wait = wait};
     cf_submit(c, &q, &shared_res);
     const struct cf_res *r = &shared_res;
     if (r->code == LK_OK) {

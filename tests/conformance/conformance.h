@@ -49,12 +49,16 @@ struct cf {
 struct cf_entry {
     char name[LK_NAME_MAX + 1];
     struct bk_holder holder;
+    size_t nholders;
+    int64_t limit;
 };
 
 /* A bk_res copied out of its callback (whose pointers die with it). */
 struct cf_res {
     enum lk_code code;
     int64_t fencing_token, ttl_ms, validity_ms, delay_ms;
+    int64_t limit;        /* LIMIT_MISMATCH, INSPECT, LOCKED */
+    size_t total_holders; /* INSPECT */
     struct bk_holder holders[CF_MAX_HOLDERS];
     size_t nholders;
     struct cf_entry entries[CF_MAX_ENTRIES];
@@ -91,6 +95,10 @@ const struct cf_res *cf_renew(struct cf *c, const char *name, const char *lease,
 const struct cf_res *cf_release(struct cf *c, const char *name, const char *lease,
                                 int64_t delay_ms);
 const struct cf_res *cf_inspect(struct cf *c, const char *name);
+/* Acquire in a mode with a limit; wait marks it a waiter's (bk_req.wait). */
+const struct cf_res *cf_acquire_as(struct cf *c, const char *name, const char *lease,
+                                   const char *owner, int64_t ttl_ms, enum bk_mode mode,
+                                   int64_t limit, bool wait);
 /* Acquire with ttl 60 s that must be granted; returns its token. */
 int64_t cf_grant(struct cf *c, const char *name, const char *lease, const char *owner);
 /* Polls (acquire of name by lease, each try a fresh request) until granted

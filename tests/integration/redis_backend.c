@@ -1073,18 +1073,21 @@ static void t_request_waits_for_reconnect(void)
     th_redis_stop(&r);
 }
 
-/* What the redis backend does not do yet is refused, never half done: its
- * caps say so, and such a request is answered LK_UNSUPPORTED at once. */
+/* What the redis backend does not do (a fence floor on a shared acquire or a
+ * semaphore) is refused, never half done: such a request is answered
+ * LK_UNSUPPORTED at once. Shared mode, limit and the floor of an exclusive
+ * acquire it does (caps). */
 static void t_unsupported(void)
 {
     char url[128];
     struct fx f;
     url_of(&R, NULL, url, sizeof(url));
     fx_open(&f, url, NULL);
-    CHECK_EQ_INT(f.be.ops->caps, BK_CAP_FLOOR); /* the fence floor rides on acquire.lua's now_us */
+    CHECK_EQ_INT(f.be.ops->caps, BK_CAP_SHARED | BK_CAP_LIMIT | BK_CAP_FLOOR);
     long long e0 = th_redis_calls(&R, "evalsha");
     for (int k = 0; k < 2; k++) {
         struct bk_req a = acquire_req("unsup", LEASE_A, 5000, "", false, false);
+        a.fence_floor = 7; /* the floor rides on acquire.lua: exclusive acquires only */
         if (k == 0)
             a.mode = BK_SHARED;
         else

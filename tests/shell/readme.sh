@@ -26,7 +26,7 @@ lease=$(printf '%s' "$last" | sed 's/.*"lease":"\([0-9a-f]*\)".*/\1/')
 token=$(printf '%s' "$last" | sed 's/.*"fencing_token":\([0-9]*\).*/\1/')
 check inspect 200 "^\{\"name\":\"nightly-report\",\"held\":true,.*\"owner\":\"host-a\",\"fencing_token\":$token,.*\"waiters\":0\}$" -- "$u/locks/nightly-report"
 printf '%s' "$last" | grep -q "$lease" && { echo "FAIL inspect shows the lease"; exit 1; }
-check locked 409 '^\{"error":"locked","message":"[^"]+","holder":\{"owner":"host-a","fencing_token":'"$token"',"session_bound":false,"expires_in_ms":[0-9]+\},"waited_ms":0\}$' -- \
+check locked 409 '^\{"error":"locked","message":"[^"]+","holder":\{"owner":"host-a","fencing_token":'"$token"',"session_bound":false,"mode":"exclusive","expires_in_ms":[0-9]+\},"waited_ms":0\}$' -- \
     -X POST "$u/locks/nightly-report"
 check renew 200 "\"fencing_token\":$token,\"ttl_ms\":60000,.*\"owner\":\"host-a\"" -- \
     -X PUT "$u/locks/nightly-report" -H "Lock-Lease: $lease" -d '{"ttl_ms":60000}'

@@ -405,13 +405,15 @@ static void test_two_leases_one_name(void **state)
     memset(&s, 0, sizeof(s));
     assert_int_equal(engine_session_create(env->e, 5000, "o", 0, on_session, &s), LK_OK);
     const char *l1 = "11111111111111111111111111111111", *l2 = "22222222222222222222222222222222";
-    assert_int_equal(session_add_lock(env->e, s.session, "two", l1, "a", 7, 3000, 0), LK_OK);
-    assert_int_equal(session_add_lock(env->e, s.session, "two", l2, "b", 8, 6000, 0), LK_OK);
+    assert_int_equal(session_add_lock(env->e, s.session, "two", l1, "a", 7, 3000, 0, true, 1),
+                     LK_OK);
+    assert_int_equal(session_add_lock(env->e, s.session, "two", l2, "b", 8, 6000, 0, true, 1),
+                     LK_OK);
     struct got v;
     memset(&v, 0, sizeof(v));
     assert_int_equal(engine_session_get(env->e, s.session, true, on_session_names, &v), LK_OK);
-    assert_int_equal(v.count, 2);  /* both listed */
-    assert_false(v.lock_delay); /* neither lost */
+    assert_int_equal(v.count, 2); /* both listed */
+    assert_false(v.lock_delay);   /* neither lost */
 
     char sid[LK_SESSION_LEN + 1];
     assert_int_equal(session_note_renew(env->e, "two", l2, 9000, sid), 1);
@@ -477,7 +479,8 @@ static void test_renewal_racing_release(void **state)
     memset(&s, 0, sizeof(s));
     assert_int_equal(engine_session_create(env->e, 5000, "o", 0, on_session, &s), LK_OK);
     const char *l1 = "33333333333333333333333333333333";
-    assert_int_equal(session_add_lock(env->e, s.session, "racy", l1, "a", 9, 3000, 0), LK_OK);
+    assert_int_equal(session_add_lock(env->e, s.session, "racy", l1, "a", 9, 3000, 0, false, 1),
+                     LK_OK);
     int64_t left, token;
     assert_int_equal(session_release_begin(env->e, "racy", l1, &left, &token), SR_LAST);
     char(*capped)[2][LK_NAME_MAX + 1];
@@ -501,8 +504,8 @@ static void test_renewal_racing_release(void **state)
     struct got v;
     memset(&v, 0, sizeof(v));
     assert_int_equal(engine_session_get(env->e, s.session, true, on_session_names, &v), LK_OK);
-    assert_int_equal(v.count, 0);  /* gone from locks */
-    assert_false(v.lock_delay); /* and not reported lost */
+    assert_int_equal(v.count, 0); /* gone from locks */
+    assert_false(v.lock_delay);   /* and not reported lost */
     session_release_end(env->e, "racy", l1, LK_OK);
     struct got e;
     memset(&e, 0, sizeof(e));
@@ -560,10 +563,14 @@ static void test_max_waiters_own_count(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_exclusive),          cmocka_unit_test(test_renew_and_expiry),
-        cmocka_unit_test(test_sessions_reentrant), cmocka_unit_test(test_session_expiry_lock_delay),
-        cmocka_unit_test(test_max_waiters),        cmocka_unit_test(test_heap),
-        cmocka_unit_test(test_hash_flooding),      cmocka_unit_test(test_session_lock_sized),
+        cmocka_unit_test(test_exclusive),
+        cmocka_unit_test(test_renew_and_expiry),
+        cmocka_unit_test(test_sessions_reentrant),
+        cmocka_unit_test(test_session_expiry_lock_delay),
+        cmocka_unit_test(test_max_waiters),
+        cmocka_unit_test(test_heap),
+        cmocka_unit_test(test_hash_flooding),
+        cmocka_unit_test(test_session_lock_sized),
         cmocka_unit_test(test_two_leases_one_name),
         cmocka_unit_test(test_release_unconfirmed_keeps_lock),
         cmocka_unit_test(test_session_callbacks_unlocked),

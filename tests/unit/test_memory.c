@@ -23,6 +23,7 @@
 #include "server/backend_memory.c"
 
 #define LEASE "0123456789abcdef0123456789abcdef"
+#define LEASE2 "abcdef0123456789abcdef0123456789"
 
 /* A result copied out of its callback: holders point into it, not at the
  * backend's stack (they are valid only during done). */
@@ -244,9 +245,12 @@ static void grant_and_read(struct mem *m, const char *name, const char *owner)
     HASH_FIND_STR(m->locks, name, l);
     assert_non_null(l);
     assert_string_equal(l->name, name);
-    size_t strings = strlen(name) + 1 + strlen(owner) + 1;
+    /* the name inline; an owner (when there is one) in its own block */
+    size_t strings = strlen(name) + 1;
     assert_true(malloc_usable_size(l) >= sizeof(*l) + strings);
     assert_true(malloc_usable_size(l) < sizeof(*l) + strings + 32);
+    if (owner[0] != '\0')
+        assert_true(malloc_usable_size(l->h[0].owner) < strlen(owner) + 1 + 32);
 }
 
 /* 100,000 held locks fit in lockd's memory target (bench/RESULTS.md)
@@ -288,8 +292,9 @@ static void test_entry_sized_to_its_strings(void **state)
 
 /* What the request/result contract adds, as the memory backend answers it:
  * a grant's token exceeds fence_floor (BK_CAP_FLOOR) and later grants count
- * on from it; shared and limit > 1 are LK_UNSUPPORTED and change nothing
- * (no BK_CAP_SHARED, BK_CAP_LIMIT); a cursor longer than any name is
+ * on from it; a shared holder is granted (BK_CAP_SHARED) and a limit other
+ * than the one in force is LK_LIMIT_MISMATCH naming it (BK_CAP_LIMIT),
+ * changing nothing; a cursor longer than any name is
  * LK_BAD_CURSOR; validity_ms is the ttl granted or renewed. */
 static void test_contract_extras(void **state)
 {
@@ -297,7 +302,7 @@ static void test_contract_extras(void **state)
     struct backend be;
     assert_int_equal(backend_memory_new(NULL, &be), LK_OK);
     struct mem *m = be.state;
-    assert_int_equal(be.ops->caps, BK_CAP_FLOOR);
+    assert_int_equal(be.ops->caps, BK_CAP_SHARED | BK_CAP_LIMIT | BK_CAP_FLOOR);
 
     int64_t floor = lk_wall_us() + 1000000000LL; /* ahead of the clock-seeded counter */
     struct bk_req q = {.op = BK_ACQUIRE,
@@ -331,12 +336,15 @@ static void test_contract_extras(void **state)
                         .mode = BK_SHARED,
                         .limit = 1,
                         .ttl_ms = 60000};
-    assert_int_equal(submit(m, &sh).r.code, LK_UNSUPPORTED);
+    assert_int_equal(submit(m, &sh).r.code, LK_OK);
     sh.mode = BK_EXCLUSIVE;
     sh.limit = 3;
-    assert_int_equal(submit(m, &sh).r.code, LK_UNSUPPORTED);
-    assert_int_equal(HASH_COUNT(m->locks), 1);
-    assert_int_equal(acquire(m, "sh", 60000), LK_OK);
+    sh.lease = LEASE2;
+    r = submit(m, &sh);
+    assert_int_equal(r.r.code, LK_LIMIT_MISMATCH);
+    assert_int_equal(r.r.limit, 1);
+    assert_int_equal(HASH_COUNT(m->locks), 2);
+    assert_int_equal(acquire(m, "sh", 60000), LK_LOCKED); /* an exclusive one waits for the reader */
 
     char cursor[LK_NAME_MAX + 2];
     memset(cursor, 'z', LK_NAME_MAX + 1);

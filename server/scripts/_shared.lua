@@ -1,0 +1,141 @@
+-- _shared.lua - holders of shared (reader-writer) locks and semaphores, an
+-- expirable-permit set as Redisson's RPermitExpirableSemaphore keeps it
+-- (included by every script that meets such a lock; the plain lock's value
+-- is described in _acquire.lua). For the lock's key '<lock>':
+--   '<lock>'    's<w><x> <limit> <x_until_ms>': the marker, so the exclusive
+--               scripts' SET ... NX GET sees the name held. w as in
+--               _acquire.lua (release publishes); x is 1 while an exclusive
+--               waiter was refused by shared holders until x_until_ms (Redis
+--               TIME): new shared acquires are then refused too, so writers
+--               are not starved.
+--   '<lock>:z'  a sorted set lease -> expiry (ms, Redis TIME): each slot
+--               frees at its own holder's expiry, trimmed by whatever script
+--               touches the name next (ZRANGEBYSCORE + ZREM: O(log N) per
+--               holder dropped). No sweep is needed for correctness.
+--   '<lock>:h'  a hash lease -> '<token> <sb> <ttl_ms> <mode> <owner>'
+--               (mode 1 = shared, 0 = a semaphore's slot).
+-- The three keys expire with the last holder (sh_expire), share the {name}
+-- tag, and ':z', ':h' never match list.lua's pattern (it ends in '}').
+
+-- Redis' own clock, so that every lockd counts expiries alike.
+local function sh_now()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- Drops expired holders; returns how many remain.
+local function sh_trim(lock, now)
+  local z = lock .. ':z'
+  local gone = redis.call('ZRANGEBYSCORE', z, '-inf', now)
+  for i = 1, #gone, 1000 do
+    local part = {}
+    for j = i, math.min(i + 999, #gone) do
+      part[#part + 1] = gone[j]
+    end
+    redis.call('ZREM', z, unpack(part))
+    redis.call('HDEL', lock .. ':h', unpack(part))
+  end
+  return redis.call('ZCARD', z)
+end
+
+-- The three keys expire with the last holder.
+local function sh_expire(lock, now)
+  local z = lock .. ':z'
+  local last = redis.call('ZRANGE', z, -1, -1, 'WITHSCORES')
+  local ms = math.max(tonumber(last[2]) - now, 1)
+  redis.call('PEXPIRE', lock, ms)
+  redis.call('PEXPIRE', z, ms)
+  redis.call('PEXPIRE', lock .. ':h', ms)
+end
+
+-- {owner, token, sb, pttl, mode} of the holder that expires first (first =
+-- true: a full semaphore frees a slot then) or last (a writer needs every
+-- reader gone).
+local function sh_holder(lock, first, now)
+  local e = redis.call('ZRANGE', lock .. ':z', first and 0 or -1, first and 0 or -1, 'WITHSCORES')
+  local v = redis.call('HGET', lock .. ':h', e[1]) or ''
+  local tok, sb, _, mode, owner = string.match(v, '^(%d+) (%d) (%d+) (%d) (.*)$')
+  return {owner or '', tonumber(tok) or 0, sb or '0', math.max(tonumber(e[2]) - now, 0), mode or '1'}
+end
+
+-- What an exclusive acquire (limit 1) meets on a marker v: nil when nobody
+-- holds the name any more (the keys are gone: take it), {3, limit} when a
+-- semaphore holds it, else {0, owner, token, sb, pttl, mode} of the reader
+-- that leaves last. A waiter refused by readers marks a writer waiting.
+local function sh_refuse(lock, v, waiter)
+  local now = sh_now()
+  if sh_trim(lock, now) == 0 then
+    redis.call('DEL', lock, lock .. ':z', lock .. ':h')
+    return nil
+  end
+  local limit = string.match(v, '^s%d%d (%d+)')
+  if limit ~= '1' then
+    return {3, tonumber(limit) or 0}
+  end
+  local hd = sh_holder(lock, false, now)
+  if waiter then
+    redis.call('SET', lock, 's11 1 ' .. string.format('%d', now + hd[4] + 1000), 'KEEPTTL')
+  end
+  return {0, hd[1], hd[2], hd[3], hd[4], hd[5]}
+end
+
+-- A lease's hold on a marked name: renew (nt: ttl_ms, '0' = the last one)
+-- or, with nt nil, nothing but the check. Returns {1, token, ttl} held (and
+-- renewed), {0} nobody holds it, {2, owner, token, sb, pttl} another does.
+local function sh_renew(lock, lease, nt)
+  local now = sh_now()
+  local e = redis.call('ZSCORE', lock .. ':z', lease)
+  if not e or tonumber(e) <= now then
+    if sh_trim(lock, now) == 0 then
+      redis.call('DEL', lock, lock .. ':z', lock .. ':h')
+      return {0}
+    end
+    local hd = sh_holder(lock, false, now)
+    return {2, hd[1], hd[2], hd[3], hd[4]}
+  end
+  local v = redis.call('HGET', lock .. ':h', lease) or ''
+  local tok, sb, ttl, mode, owner = string.match(v, '^(%d+) (%d) (%d+) (%d) (.*)$')
+  if not nt then
+    return {1, tok, ttl}
+  end
+  if nt == '0' then
+    nt = ttl
+  elseif nt ~= ttl then
+    redis.call('HSET', lock .. ':h', lease, tok .. ' ' .. sb .. ' ' .. nt .. ' ' .. mode .. ' ' .. owner)
+  end
+  redis.call('ZADD', lock .. ':z', now + tonumber(nt), lease)
+  sh_expire(lock, now)
+  return {1, tonumber(tok), tonumber(nt)}
+end
+
+-- Releases lease's slot of a marked name (v: the marker). The name's keys
+-- go with its last holder, leaving a lock-delay when asked; a release
+-- publishes when a waiter asked (w), as _release.lua's does.
+local function sh_release(lock, v, lease, delay, publish)
+  local r = sh_renew(lock, lease, nil)
+  if r[1] ~= 1 then
+    return r
+  end
+  local now = sh_now()
+  redis.call('ZREM', lock .. ':z', lease)
+  redis.call('HDEL', lock .. ':h', lease)
+  if sh_trim(lock, now) == 0 then
+    redis.call('DEL', lock .. ':z', lock .. ':h')
+    local xu = tonumber(string.match(v, '^s%d1 %d+ (%d+)$') or 0)
+    if delay ~= '0' then
+      redis.call('SET', lock, 'd', 'PX', delay)
+    elseif xu > now then
+      -- a writer waits: the last reader leaves it reserved, for a second at
+      -- most, so that no reader (of another lockd) overtakes it now
+      redis.call('SET', lock, 's11 1 ' .. xu, 'PX', math.min(xu - now, 1000))
+    else
+      redis.call('DEL', lock)
+    end
+  else
+    sh_expire(lock, now)
+  end
+  if string.byte(v, 2) == 49 then
+    publish(lock)
+  end
+  return r[2]
+end

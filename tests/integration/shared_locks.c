@@ -1,0 +1,419 @@
+/*
+ * shared_locks.c - read-write locks and semaphores (issue 22) through real
+ * lockd processes: 8 readers and a writer handed the lock within 10 ms of
+ * the last reader's release, a reader arriving behind a queued writer waits
+ * for it (memory, Redis, and across two lockd on one Redis); a semaphore of
+ * 3 under 24 concurrent clients never has more than 3 holders, with tokens
+ * increasing; a reader's slot frees at its ttl; a session-bound reader is
+ * kept by the watchdog and a session's expiry frees all its slots;
+ * limit_mismatch; a wrong lease releases nothing. Starts its own
+ * redis-server and lockd processes.
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/lib/harness.h"
+
+static struct th_redis rd;
+static char redis_url[64];
+static struct th_lockd mem, ra, rb; /* memory; two lockd on one Redis */
+static struct th_client *cl;
+
+static const char *url(const struct th_lockd *l, const char *path, const char *name)
+{
+    static char buf[4][512];
+    static int slot;
+    char *b = buf[slot++ % 4];
+    snprintf(b, 512, "%s%s%s", l->url, path, name);
+    return b;
+}
+
+/* POST /locks/name with body on client c; status, lease (may be NULL) and
+ * token out. */
+static long acquire(struct th_client *c, const struct th_lockd *l, const char *name,
+                    const char *body, char *lease, long long *token)
+{
+    struct th_resp r;
+    th_http(c, "POST", url(l, "/locks/", name), body, NULL, &r);
+    long s = r.status;
+    if (s == 200 && lease != NULL)
+        snprintf(lease, 40, "%s", th_jstr(&r, "lease"));
+    if (token != NULL)
+        *token = s == 200 ? th_jint(&r, "fencing_token") : 0;
+    th_resp_free(&r);
+    return s;
+}
+
+static long release(struct th_client *c, const struct th_lockd *l, const char *name,
+                    const char *lease)
+{
+    struct th_resp r;
+    char hdr[80];
+    snprintf(hdr, sizeof(hdr), "Lock-Lease: %s", lease);
+    const char *hdrs[] = {hdr, NULL};
+    th_http(c, "DELETE", url(l, "/locks/", name), NULL, hdrs, &r);
+    long s = r.status;
+    th_resp_free(&r);
+    return s;
+}
+
+static long long inspect_int(const struct th_lockd *l, const char *name, const char *key)
+{
+    struct th_resp r;
+    th_http(cl, "GET", url(l, "/locks/", name), NULL, NULL, &r);
+    long long v = r.status == 200 ? th_jint(&r, key) : -1;
+    th_resp_free(&r);
+    return v;
+}
+
+/* ---------------------------------------------------------------- readers and a writer */
+
+struct blocked {
+    const struct th_lockd *l;
+    const char *name;
+    const char *body;
+    long status;
+    long long token;
+    char lease[40];
+    int64_t done_ms;
+};
+
+static void *blocked_run(void *arg)
+{
+    struct blocked *b = arg;
+    struct th_client *c = th_client_new();
+    b->status = acquire(c, b->l, b->name, b->body, b->lease, &b->token);
+    b->done_ms = th_now_ms();
+    th_client_free(c);
+    return NULL;
+}
+
+struct queued_arg {
+    const struct th_lockd *l;
+    const char *name;
+    long long n;
+};
+
+static bool has_waiters(void *arg)
+{
+    struct queued_arg *q = arg;
+    return inspect_int(q->l, q->name, "waiters") >= q->n;
+}
+
+/* 8 readers (on r1 and r2 in turn) hold name at once; a writer (on wl)
+ * waits for them; a reader arriving (on lr) after the writer queued waits
+ * behind it; the writer is granted within 10 ms of the last reader's
+ * release, and the late reader only after the writer left. */
+static void readers_then_writer(const struct th_lockd *r1, const struct th_lockd *r2,
+                                const struct th_lockd *wl, const struct th_lockd *lr,
+                                const char *name)
+{
+    char leases[8][40];
+    long long last = 0;
+    for (int i = 0; i < 8; i++) {
+        long long t;
+        CHECK_EQ_INT(acquire(cl, i % 2 ? r2 : r1, name, "{\"mode\":\"shared\",\"ttl_ms\":30000}",
+                             leases[i], &t),
+                     200);
+        CHECK(t > last);
+        last = t;
+    }
+    CHECK_EQ_INT(inspect_int(r1, name, "holders"), 8);
+
+    struct blocked w = {wl, name, "{\"wait_ms\":10000,\"ttl_ms\":30000,\"owner\":\"writer\"}", 0,
+                        0, "", 0};
+    pthread_t wt, rt;
+    pthread_create(&wt, NULL, blocked_run, &w);
+    struct queued_arg q = {wl, name, 1};
+    CHECK(th_wait_for(has_waiters, &q, 5000));
+    /* a try-once reader is refused now, on either lockd */
+    CHECK_EQ_INT(acquire(cl, r1, name, "{\"mode\":\"shared\"}", NULL, NULL), 409);
+    CHECK_EQ_INT(acquire(cl, lr, name, "{\"mode\":\"shared\"}", NULL, NULL), 409);
+    struct blocked late = {lr, name, "{\"mode\":\"shared\",\"wait_ms\":10000,\"ttl_ms\":30000}",
+                           0, 0, "", 0};
+    pthread_create(&rt, NULL, blocked_run, &late);
+    if (lr == wl) {
+        struct queued_arg q2 = {lr, name, 2};
+        CHECK(th_wait_for(has_waiters, &q2, 5000));
+    } else {
+        struct queued_arg q2 = {lr, name, 1};
+        CHECK(th_wait_for(has_waiters, &q2, 5000));
+    }
+    int64_t released_ms = 0;
+    for (int i = 0; i < 8; i++) {
+        CHECK_EQ_INT(w.status, 0); /* still waiting while any reader holds */
+        CHECK_EQ_INT(release(cl, i % 2 ? r2 : r1, name, leases[i]), 200);
+        released_ms = th_now_ms();
+    }
+    pthread_join(wt, NULL);
+    CHECK_EQ_INT(w.status, 200);
+    CHECK(w.token > last);
+    int64_t handoff = w.done_ms - released_ms;
+    printf("# writer granted %lld ms after the last reader's release\n", (long long)handoff);
+    CHECK(handoff <= 10 * th_time_scale());
+    th_sleep_ms(50);
+    CHECK_EQ_INT(late.status, 0); /* behind the writer */
+    CHECK_EQ_INT(release(cl, wl, name, w.lease), 200);
+    pthread_join(rt, NULL);
+    CHECK_EQ_INT(late.status, 200);
+    CHECK(late.token > w.token);
+    CHECK_EQ_INT(release(cl, lr, name, late.lease), 200);
+}
+
+static void t_readers_writer_memory(void)
+{
+    readers_then_writer(&mem, &mem, &mem, &mem, "rw-mem");
+}
+
+static void t_readers_writer_redis(void)
+{
+    readers_then_writer(&ra, &ra, &ra, &ra, "rw-redis");
+}
+
+static void t_readers_writer_two_lockd(void)
+{
+    readers_then_writer(&ra, &rb, &ra, &rb, "rw-two");
+}
+
+/* ---------------------------------------------------------------- semaphore */
+
+#define SEM_CLIENTS 24
+#define SEM_ROUNDS 8
+
+static atomic_int sem_in, sem_max, sem_grants, sem_bad_tokens, sem_errors;
+
+struct sem_arg {
+    const struct th_lockd *l;
+    const char *name;
+};
+
+static void *sem_run(void *arg)
+{
+    struct sem_arg *a = arg;
+    struct th_client *c = th_client_new();
+    long long prev = 0;
+    for (int i = 0; i < SEM_ROUNDS; i++) {
+        char lease[40];
+        long long t;
+        long s = acquire(c, a->l, a->name, "{\"limit\":3,\"wait_ms\":20000,\"ttl_ms\":30000}",
+                         lease, &t);
+        if (s != 200) {
+            atomic_fetch_add(&sem_errors, 1);
+            continue;
+        }
+        int now = atomic_fetch_add(&sem_in, 1) + 1;
+        int m = atomic_load(&sem_max);
+        while (now > m && !atomic_compare_exchange_weak(&sem_max, &m, now))
+            ;
+        if (t <= prev)
+            atomic_fetch_add(&sem_bad_tokens, 1);
+        prev = t;
+        atomic_fetch_add(&sem_grants, 1);
+        th_sleep_ms(2);
+        atomic_fetch_sub(&sem_in, 1);
+        if (release(c, a->l, a->name, lease) != 200)
+            atomic_fetch_add(&sem_errors, 1);
+    }
+    th_client_free(c);
+    return NULL;
+}
+
+static void semaphore_load(const struct th_lockd *l1, const struct th_lockd *l2, const char *name)
+{
+    atomic_store(&sem_in, 0);
+    atomic_store(&sem_max, 0);
+    atomic_store(&sem_grants, 0);
+    atomic_store(&sem_bad_tokens, 0);
+    atomic_store(&sem_errors, 0);
+    pthread_t th[SEM_CLIENTS];
+    struct sem_arg args[SEM_CLIENTS];
+    for (int i = 0; i < SEM_CLIENTS; i++) {
+        args[i].l = i % 2 ? l2 : l1;
+        args[i].name = name;
+        pthread_create(&th[i], NULL, sem_run, &args[i]);
+    }
+    for (int i = 0; i < SEM_CLIENTS; i++)
+        pthread_join(th[i], NULL);
+    printf("# %d grants, at most %d holders at once, %d errors\n", atomic_load(&sem_grants),
+           atomic_load(&sem_max), atomic_load(&sem_errors));
+    CHECK_EQ_INT(atomic_load(&sem_errors), 0);
+    CHECK_EQ_INT(atomic_load(&sem_grants), SEM_CLIENTS * SEM_ROUNDS);
+    CHECK(atomic_load(&sem_max) <= 3);
+    CHECK(atomic_load(&sem_max) >= 2); /* it was a semaphore, not a mutex */
+    CHECK_EQ_INT(atomic_load(&sem_bad_tokens), 0);
+    CHECK_EQ_INT(inspect_int(l1, name, "holders"), 0);
+}
+
+static void t_semaphore_memory(void)
+{
+    semaphore_load(&mem, &mem, "sem-mem");
+}
+
+static void t_semaphore_two_lockd(void)
+{
+    semaphore_load(&ra, &rb, "sem-two");
+}
+
+/* ---------------------------------------------------------------- expiry, sessions, errors */
+
+/* A reader that stops renewing frees its slot at its ttl: a writer waiting
+ * for it is granted then, not before. */
+static void reader_expiry(const struct th_lockd *l, const char *name)
+{
+    CHECK_EQ_INT(acquire(cl, l, name, "{\"mode\":\"shared\",\"ttl_ms\":400}", NULL, NULL), 200);
+    int64_t t0 = th_now_ms();
+    long long t;
+    CHECK_EQ_INT(acquire(cl, l, name, "{\"wait_ms\":3000,\"ttl_ms\":5000}", NULL, &t), 200);
+    int64_t took = th_now_ms() - t0;
+    CHECK(took >= 350);
+    CHECK(took <= 400 + 300 * th_time_scale());
+}
+
+static void t_reader_expiry(void)
+{
+    reader_expiry(&mem, "rx-mem");
+    reader_expiry(&ra, "rx-redis");
+}
+
+static char *session_new(const struct th_lockd *l, const char *body)
+{
+    struct th_resp r;
+    th_http(cl, "POST", url(l, "/sessions", ""), body, NULL, &r);
+    CHECK_EQ_INT(r.status, 201);
+    char *id = strdup(th_jstr(&r, "session"));
+    th_resp_free(&r);
+    return id;
+}
+
+/* A session-bound reader outlives its lease ttl (the watchdog renews it);
+ * a reentrant shared acquire counts up with the same lease; an exclusive one
+ * from the same session is refused (no upgrade); the session's expiry frees
+ * both its slots, and with a lock-delay the name stays unacquirable for it. */
+static void session_readers(const struct th_lockd *l, const char *name)
+{
+    char *sid = session_new(l, "{\"ttl_ms\":1000,\"lock_delay_ms\":500}");
+    char body[256], lease1[40], lease2[40], lease3[40];
+    snprintf(body, sizeof(body), "{\"mode\":\"shared\",\"ttl_ms\":300,\"session\":\"%s\"}", sid);
+    CHECK_EQ_INT(acquire(cl, l, name, body, lease1, NULL), 200);
+    CHECK_EQ_INT(acquire(cl, l, name, body, lease2, NULL), 200); /* a second slot */
+    CHECK(strcmp(lease1, lease2) != 0);
+    snprintf(body, sizeof(body),
+             "{\"mode\":\"shared\",\"ttl_ms\":300,\"session\":\"%s\",\"reentrant\":true}", sid);
+    struct th_resp r;
+    th_http(cl, "POST", url(l, "/locks/", name), body, NULL, &r);
+    CHECK_EQ_INT(r.status, 200);
+    snprintf(lease3, sizeof(lease3), "%s", th_jstr(&r, "lease"));
+    CHECK(th_jint(&r, "count") == 2);
+    CHECK_STR(th_jstr(&r, "mode"), "shared");
+    th_resp_free(&r);
+    CHECK(strcmp(lease3, lease1) == 0 || strcmp(lease3, lease2) == 0);
+    snprintf(body, sizeof(body), "{\"ttl_ms\":300,\"session\":\"%s\",\"reentrant\":true}", sid);
+    CHECK_EQ_INT(acquire(cl, l, name, body, NULL, NULL), 409); /* no upgrade */
+    for (int i = 0; i < 4; i++) { /* 1.2 s: four times the lease ttl */
+        th_sleep_ms(300);
+        th_http(cl, "PUT", url(l, "/sessions/", sid), NULL, NULL, &r);
+        CHECK_EQ_INT(r.status, 200);
+        th_resp_free(&r);
+    }
+    CHECK_EQ_INT(inspect_int(l, name, "holders"), 2);
+    /* stop heartbeating: the reaper releases both slots, then the delay */
+    int64_t t0 = th_now_ms();
+    long long t;
+    CHECK_EQ_INT(acquire(cl, l, name, "{\"wait_ms\":5000,\"ttl_ms\":5000}", lease1, &t), 200);
+    int64_t took = th_now_ms() - t0;
+    CHECK(took >= 1000 + 400); /* the session's ttl, then (most of) its lock-delay */
+    CHECK_EQ_INT(release(cl, l, name, lease1), 200);
+    free(sid);
+}
+
+static void t_session_readers(void)
+{
+    session_readers(&mem, "sr-mem");
+    session_readers(&ra, "sr-redis");
+}
+
+static void errors_on(const struct th_lockd *l, const char *name)
+{
+    char a[40], b[40];
+    CHECK_EQ_INT(acquire(cl, l, name, "{\"limit\":2}", a, NULL), 200);
+    struct th_resp r;
+    th_http(cl, "POST", url(l, "/locks/", name), "{\"limit\":5}", NULL, &r);
+    CHECK_EQ_INT(r.status, 409);
+    CHECK_STR(th_jerr(&r), "limit_mismatch");
+    CHECK_EQ_INT(th_jint(&r, "limit"), 2);
+    th_resp_free(&r);
+    th_http(cl, "POST", url(l, "/locks/", name), "{\"mode\":\"shared\"}", NULL, &r);
+    CHECK_EQ_INT(r.status, 409);
+    CHECK_STR(th_jerr(&r), "limit_mismatch");
+    th_resp_free(&r);
+    CHECK_EQ_INT(acquire(cl, l, name, "{\"limit\":2}", b, NULL), 200);
+    /* a wrong lease releases nobody's slot */
+    CHECK_EQ_INT(release(cl, l, name, "0123456789abcdef0123456789abcdef"), 409);
+    CHECK_EQ_INT(inspect_int(l, name, "holders"), 2);
+    CHECK_EQ_INT(inspect_int(l, name, "limit"), 2);
+    CHECK_EQ_INT(release(cl, l, name, a), 200);
+    CHECK_EQ_INT(release(cl, l, name, a), 409); /* b holds it now */
+    CHECK_EQ_INT(inspect_int(l, name, "holders"), 1);
+    CHECK_EQ_INT(release(cl, l, name, b), 200);
+    CHECK_EQ_INT(release(cl, l, name, b), 404);
+    th_http(cl, "POST", url(l, "/locks/", name), "{\"mode\":\"shared\",\"limit\":3}", NULL, &r);
+    CHECK_EQ_INT(r.status, 400);
+    th_resp_free(&r);
+}
+
+static void t_errors(void)
+{
+    errors_on(&mem, "er-mem");
+    errors_on(&ra, "er-redis");
+}
+
+/* /metrics counts grants by mode. */
+static void t_metrics(void)
+{
+    struct th_resp r;
+    th_http(cl, "GET", url(&mem, "/metrics", ""), NULL, NULL, &r);
+    CHECK(strstr(r.body, "lockd_grants_total{mode=\"shared\"}") != NULL);
+    CHECK(strstr(r.body, "lockd_grants_total{mode=\"semaphore\"}") != NULL);
+    CHECK(strstr(r.body, "lockd_grants_total{mode=\"shared\"} 0\n") == NULL);
+    th_resp_free(&r);
+}
+
+#define RUN(fn)                                                                                    \
+    do {                                                                                           \
+        const char *only_ = getenv("TH_ONLY");                                                     \
+        if (only_ == NULL || strstr(#fn, only_) != NULL)                                           \
+            TH_RUN(fn);                                                                            \
+    } while (0)
+
+int main(void)
+{
+    th_redis_start(&rd, 0, NULL);
+    snprintf(redis_url, sizeof(redis_url), "redis://127.0.0.1:%d", rd.port);
+    const char *margs[] = {"--backend", "memory", NULL};
+    const char *rargs[] = {"--backend", "redis", "--redis", redis_url, NULL};
+    th_lockd_start(&mem, margs, NULL);
+    th_lockd_start(&ra, rargs, NULL);
+    th_lockd_start(&rb, rargs, NULL);
+    cl = th_client_new();
+
+    RUN(t_readers_writer_memory);
+    RUN(t_readers_writer_redis);
+    RUN(t_readers_writer_two_lockd);
+    RUN(t_semaphore_memory);
+    RUN(t_semaphore_two_lockd);
+    RUN(t_reader_expiry);
+    RUN(t_session_readers);
+    RUN(t_errors);
+    RUN(t_metrics);
+
+    th_client_free(cl);
+    th_lockd_kill(&mem, SIGKILL);
+    th_lockd_kill(&ra, SIGKILL);
+    th_lockd_kill(&rb, SIGKILL);
+    th_redis_stop(&rd);
+    return th_done();
+}
