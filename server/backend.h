@@ -182,6 +182,11 @@ enum lk_code backend_redis_new(const struct lk_config *cfg, struct backend *out,
 enum lk_code backend_redlock_new(const struct lk_config *cfg, struct backend *out, char *err,
                                  size_t errlen) LK_WUR;
 
+/* The sentinels in `redis`, the primary named redis_master_name, followed
+ * through failover (redis_sentinel.c); the redis lock layer on it. */
+enum lk_code backend_sentinel_new(const struct lk_config *cfg, struct backend *out, char *err,
+                                  size_t errlen) LK_WUR;
+
 /* A result with every field empty and code set (backends start from it). */
 void bk_res_init(struct bk_res *r, enum lk_code code);
 

@@ -71,6 +71,19 @@ void rn_node_free(struct rn_node *n);
 const char *rn_node_addr(const struct rn_node *n);
 int64_t rn_node_timeout_ms(const struct rn_node *n);
 
+/* Called (on any thread: a loop's, or whichever read ROLE) when the node
+ * looks like it is no longer a writable primary: a connection failed, a
+ * reply said -READONLY or -LOADING, ROLE named a replica. why is a short
+ * reason. It must only note the fact and return (the sentinel backend wakes
+ * its discovery thread). */
+typedef void (*rn_trouble_fn)(void *arg, const char *why);
+/* Any thread (the hook is read atomically). */
+void rn_node_set_trouble(struct rn_node *n, rn_trouble_fn fn, void *arg);
+/* Moves the node to host:port (a sentinel named another primary): every
+ * connection drops its context for the old address and reconnects to the
+ * new one at once, on its own thread. No-op when unchanged. Any thread. */
+void rn_node_set_addr(struct rn_node *n, const char *host, int port);
+
 /* Startup checks over a blocking connection (main thread, before serving):
  * AUTH, SELECT, the Redis version, SCRIPT LOAD of each script. Bad
  * credentials, database or version: LK_INVALID with one line in err; a
