@@ -2,8 +2,9 @@
  * backend.h - the storage contract behind the engine: one request type, one
  * result type and a table of operations plus an opaque state pointer (like
  * hiredis adapters). Implementations: backend_memory.c, backend_redis.c,
- * backend_redlock.c (a quorum over N Redis lock layers); planned: cluster
- * (a slot router), sentinel (a discovery step in front of one node). docs/architecture.md.
+ * backend_redlock.c (a quorum over N Redis lock layers), redis_sentinel.c (a
+ * discovery step in front of one node); planned: cluster (a slot router).
+ * docs/architecture.md.
  *
  * Completion contract of submit():
  *  - done runs exactly once;
@@ -67,7 +68,7 @@ struct bk_req {
      * majority's highest counter); 0 = no floor. */
     int64_t fence_floor;
     bool session_bound; /* ACQUIRE: shown to inspectors */
-    bool wait; /* ACQUIRE: a waiter asks; it (or lockd's queue) must hear of the release */
+    bool wait;          /* ACQUIRE: a waiter asks; it (or lockd's queue) must hear of the release */
     /* LIST */
     const char *prefix;
     const char *cursor; /* "" = from the start; opaque otherwise */

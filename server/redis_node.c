@@ -395,8 +395,8 @@ enum lk_code rn_node_probe(struct rn_node *n, const struct rn_script *scripts, s
         if (r == NULL)
             goto io_error;
         if (r->type == REDIS_REPLY_ERROR) {
-            snprintf(err, errlen, "cannot select database %d on redis '%s': %s", n->url.db, node_addr(n),
-                     r->str);
+            snprintf(err, errlen, "cannot select database %d on redis '%s': %s", n->url.db,
+                     node_addr(n), r->str);
             rc = LK_INVALID;
             goto out;
         }
@@ -411,8 +411,8 @@ enum lk_code rn_node_probe(struct rn_node *n, const struct rn_script *scripts, s
     if (r->type == REDIS_REPLY_STRING) {
         char version[32];
         if (!redis_version_ok(r->str, version, sizeof(version))) {
-            snprintf(err, errlen, "redis '%s' is version %s; lockd needs %d.%d or newer", node_addr(n),
-                     version, REDIS_MIN_MAJOR, REDIS_MIN_MINOR);
+            snprintf(err, errlen, "redis '%s' is version %s; lockd needs %d.%d or newer",
+                     node_addr(n), version, REDIS_MIN_MAJOR, REDIS_MIN_MINOR);
             rc = LK_INVALID;
             goto out;
         }
@@ -431,8 +431,8 @@ enum lk_code rn_node_probe(struct rn_node *n, const struct rn_script *scripts, s
                          node_addr(n));
                 rc = LK_INVALID;
             } else if (strncmp(r->str, "ERR Error compiling", 19) == 0) {
-                snprintf(err, errlen, "redis '%s' rejected script %s.lua: %s", node_addr(n), s->name,
-                         r->str);
+                snprintf(err, errlen, "redis '%s' rejected script %s.lua: %s", node_addr(n),
+                         s->name, r->str);
                 rc = LK_INTERNAL;
             } else {
                 lower_reason(n->startup_reason, sizeof(n->startup_reason), "", r->str);
@@ -442,8 +442,8 @@ enum lk_code rn_node_probe(struct rn_node *n, const struct rn_script *scripts, s
             goto out;
         }
         if (r->type != REDIS_REPLY_STRING || strcmp(r->str, s->sha) != 0) {
-            snprintf(err, errlen, "redis '%s' named script %s.lua differently than lockd", node_addr(n),
-                     s->name);
+            snprintf(err, errlen, "redis '%s' named script %s.lua differently than lockd",
+                     node_addr(n), s->name);
             rc = LK_INTERNAL;
             goto out;
         }
@@ -455,7 +455,8 @@ enum lk_code rn_node_probe(struct rn_node *n, const struct rn_script *scripts, s
     goto out;
 io_error:
     lower_reason(n->startup_reason, sizeof(n->startup_reason), "", c->errstr);
-    lk_log(LK_WARN, "cannot talk to redis '%s': %s; starting anyway", node_addr(n), n->startup_reason);
+    lk_log(LK_WARN, "cannot talk to redis '%s': %s; starting anyway", node_addr(n),
+           n->startup_reason);
 out:
     if (r != NULL)
         freeReplyObject(r);
@@ -934,8 +935,8 @@ static void cmd_on_deadline(struct ev_loop *ev, ev_timer *w, int revents)
     cmd->timing = false;
     cmd->expired = true;
     if (sent)
-        lk_log(LK_WARN, "redis '%s' did not answer within %lld ms; reconnecting", node_addr(c->node),
-               (long long)c->node->timeout_ms);
+        lk_log(LK_WARN, "redis '%s' did not answer within %lld ms; reconnecting",
+               node_addr(c->node), (long long)c->node->timeout_ms);
     rn_cmd_ref(cmd); /* expire may drop the owner's last hold */
     if (cmd->type->expire != NULL)
         cmd->type->expire(cmd);

@@ -11,9 +11,10 @@
  * How the Redis family builds on it (docs/architecture.md):
  *  - redis: the lock layer (backend_redis.c) over one node, one rn_conn per
  *    loop;
- *  - sentinel: a discovery step that asks the sentinels for the primary's
- *    address and then opens one node on it (rn_node_new with that address),
- *    replacing the node on +switch-master or -READONLY;
+ *  - sentinel (redis_sentinel.c): a discovery step that asks the sentinels
+ *    for the primary's address, opens the redis lock layer on it, and moves
+ *    the node (rn_node_set_addr) on +switch-master or when the node reports
+ *    trouble (rn_node_set_trouble: -READONLY, -LOADING, a lost connection);
  *  - cluster: a slot router holding one node per primary and, per loop, one
  *    rn_conn per node; it picks the conn by a key's slot and follows
  *    MOVED/ASK by resubmitting to another node's conn;

@@ -69,9 +69,8 @@ static redisContext *sen_connect(const struct redis_url *u, int64_t timeout_ms)
     }
     (void)redisSetTimeout(c, tv);
     if (u->password[0] != '\0') {
-        redisReply *r = u->user[0] != '\0'
-                            ? redisCommand(c, "AUTH %s %s", u->user, u->password)
-                            : redisCommand(c, "AUTH %s", u->password);
+        redisReply *r = u->user[0] != '\0' ? redisCommand(c, "AUTH %s %s", u->user, u->password)
+                                           : redisCommand(c, "AUTH %s", u->password);
         bool ok = r != NULL && r->type != REDIS_REPLY_ERROR;
         if (r != NULL)
             freeReplyObject(r);

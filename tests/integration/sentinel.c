@@ -113,15 +113,24 @@ static struct th_lockd L;
 
 static void lockd_on(struct th_lockd *l, const char *wait_replicas)
 {
-    const char *args[] = {"--backend",           "sentinel", "--redis", urls,
-                          "--redis_master_name", MASTER,     "--threads", "2",
-                          "--backend_timeout_ms", "500",     "--redis_wait_replicas",
-                          wait_replicas,         NULL};
+    const char *args[] = {"--backend",
+                          "sentinel",
+                          "--redis",
+                          urls,
+                          "--redis_master_name",
+                          MASTER,
+                          "--threads",
+                          "2",
+                          "--backend_timeout_ms",
+                          "500",
+                          "--redis_wait_replicas",
+                          wait_replicas,
+                          NULL};
     th_lockd_start(l, args, NULL);
 }
 
-static long post(struct th_client *c, const struct th_lockd *l, const char *name,
-                 const char *body, struct th_resp *keep)
+static long post(struct th_client *c, const struct th_lockd *l, const char *name, const char *body,
+                 struct th_resp *keep)
 {
     char url[160];
     snprintf(url, sizeof(url), "%s/locks/%s", l->url, name);
@@ -352,8 +361,8 @@ static void t_demoted_by_hand(void)
 static void t_startup_errors(void)
 {
     start_all(0);
-    const char *args[] = {"--backend", "sentinel", "--redis", urls, "--redis_master_name",
-                          "nosuch", NULL};
+    const char *args[] = {"--backend",           "sentinel", "--redis", urls,
+                          "--redis_master_name", "nosuch",   NULL};
     int code = -1;
     struct th_lockd l;
     CHECK(!th_lockd_try_start(&l, args, NULL, &code));
