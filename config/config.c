@@ -361,6 +361,19 @@ static int finish(struct lk_config *cfg, char *err, size_t errlen)
                "invalid value for 'redis': backend redlock needs an odd number of URLs, 3 to 15");
         return -1;
     }
+    bool sentinel = strcmp(cfg->backend, "sentinel") == 0;
+    if (sentinel && (urls == 0 || cfg->redis_master_name[0] == '\0')) {
+        seterr(err, errlen,
+               "invalid value for 'redis': backend sentinel needs the sentinels' URLs in 'redis' "
+               "and the primary's name in 'redis_master_name'");
+        return -1;
+    }
+    if (!sentinel && cfg->redis_master_name[0] != '\0') {
+        seterr(err, errlen,
+               "invalid value for 'redis_master_name': only backend sentinel uses it (set "
+               "backend sentinel)");
+        return -1;
+    }
     if (cfg->default_ttl_ms > cfg->max_ttl_ms) {
         seterr(err, errlen, "invalid value for 'default_ttl_ms': larger than max_ttl_ms");
         return -1;

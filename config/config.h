@@ -14,7 +14,7 @@
 
 struct lk_config {
     char *listen;
-    char *backend; /* "memory", "redis", "redlock" (derived when empty) */
+    char *backend; /* "memory", "redis", "redlock", "sentinel" (derived when empty) */
     char *redis;   /* comma-separated redis:// URLs */
     char *key_prefix;
     int64_t default_ttl_ms;
@@ -31,6 +31,9 @@ struct lk_config {
     int64_t max_sessions;
     int64_t backend_timeout_ms;
     int64_t redis_wait_replicas;
+    char *redis_master_name;     /* sentinel: the primary's name at the sentinels */
+    char *redis_master_user;     /* sentinel: data nodes' user ("" = the URLs') */
+    char *redis_master_password; /* sentinel: data nodes' password ("" = the URLs') */
     char *auth_token_file;
     bool auth_metrics;
     char *tls_cert;

@@ -2,8 +2,9 @@
  * backend.h - the storage contract behind the engine: one request type, one
  * result type and a table of operations plus an opaque state pointer (like
  * hiredis adapters). Implementations: backend_memory.c, backend_redis.c,
- * backend_redlock.c (a quorum over N Redis lock layers); planned: cluster
- * (a slot router), sentinel (a discovery step in front of one node). docs/architecture.md.
+ * backend_redlock.c (a quorum over N Redis lock layers), redis_sentinel.c (a
+ * discovery step in front of one node); planned: cluster (a slot router).
+ * docs/architecture.md.
  *
  * Completion contract of submit():
  *  - done runs exactly once;
@@ -74,7 +75,7 @@ struct bk_req {
      * majority's highest counter); 0 = no floor. */
     int64_t fence_floor;
     bool session_bound; /* ACQUIRE: shown to inspectors */
-    bool wait; /* ACQUIRE: a waiter asks; it (or lockd's queue) must hear of the release */
+    bool wait;          /* ACQUIRE: a waiter asks; it (or lockd's queue) must hear of the release */
     /* LIST */
     const char *prefix;
     const char *cursor; /* "" = from the start; opaque otherwise */
@@ -194,6 +195,11 @@ enum lk_code backend_redis_new(const struct lk_config *cfg, struct backend *out,
 /* N >= 3 (odd) `redis` URLs, one lock layer each (backend_redlock.c). */
 enum lk_code backend_redlock_new(const struct lk_config *cfg, struct backend *out, char *err,
                                  size_t errlen) LK_WUR;
+
+/* The sentinels in `redis`, the primary named redis_master_name, followed
+ * through failover (redis_sentinel.c); the redis lock layer on it. */
+enum lk_code backend_sentinel_new(const struct lk_config *cfg, struct backend *out, char *err,
+                                  size_t errlen) LK_WUR;
 
 /* A result with every field empty and code set (backends start from it). */
 void bk_res_init(struct bk_res *r, enum lk_code code);

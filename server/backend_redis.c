@@ -1110,6 +1110,12 @@ fail:
     return rc;
 }
 
+struct rn_node *redis_lock_node(void *state)
+{
+    struct rb *bk = state;
+    return bk->node;
+}
+
 enum lk_code redis_lock_acquire(void *state, struct lk_loop *lp, const struct bk_req *req,
                                 int64_t now_us, bk_done_fn done, void *arg)
 {

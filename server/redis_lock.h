@@ -17,6 +17,7 @@
 struct redis_url;
 struct lk_config;
 struct lk_loop;
+struct rn_node;
 
 /* Opens one lock layer on url (the node is probed now: an unreachable one is
  * not an error, it is down until it answers): a backend named "redis" with
@@ -25,6 +26,11 @@ struct lk_loop;
  * one line in err and LK_INVALID, LK_INTERNAL or LK_BACKEND_DOWN. Main thread. */
 enum lk_code redis_lock_open(const struct redis_url *url, const struct lk_config *cfg,
                              struct backend *out, char *err, size_t errlen) LK_WUR;
+
+/* The node the lock layer runs on (the sentinel backend moves it to the
+ * primary the sentinels name). state is what redis_lock_open put in
+ * out->state. Any thread. */
+struct rn_node *redis_lock_node(void *state);
 
 /* BK_ACQUIRE as the ops' submit does it, with now_us as the token's floor
  * (acquire.lua) instead of this call's own clock: Redlock gives all its

@@ -29,11 +29,22 @@
 
 enum rc_state { RC_DOWN, RC_CONNECTING, RC_READY };
 
+/* An address the node had: a sentinel failover moves the node to another
+ * one, and a log line on another thread may still be reading the old. They
+ * are freed with the node (one per failover, a few dozen bytes). */
+struct rn_addr {
+    struct rn_addr *prev;
+    char s[];
+};
+
 struct rn_node {
-    struct redis_url url;
-    char addr[300];         /* host:port, for logs and nodes(); never the password */
-    char connect_host[256]; /* numeric address resolved at startup, else the host name */
+    struct redis_url url;   /* host and port under mu once loops run (rn_node_set_addr) */
+    struct rn_addr *addr;   /* host:port, for logs and nodes(); never the password; atomic */
+    char connect_host[256]; /* numeric address resolved at startup, else the host name; mu */
+    unsigned gen;           /* bumped by each rn_node_set_addr; mu */
     int64_t timeout_ms;
+    rn_trouble_fn trouble; /* atomic: a sentinel backend sets it after its probe */
+    void *trouble_arg;
 
     pthread_mutex_t mu; /* guards the conn list, each conn's up/reason, and what follows */
     struct rn_conn *conns;
@@ -43,6 +54,11 @@ struct rn_node {
     bool logged_up;       /* the node state last logged */
     char logged_reason[128];
 };
+
+static const char *node_addr(const struct rn_node *n)
+{
+    return __atomic_load_n(&n->addr, __ATOMIC_ACQUIRE)->s;
+}
 
 /* One async connection, owned by one loop thread. Only `up`, `reason` and
  * the list links are read by other threads, under node->mu. */
@@ -70,6 +86,8 @@ struct rn_conn {
     struct rn_cmd *queued[RN_QUEUES][RN_GROUP_MAX];
     int nqueued[RN_QUEUES];
     ev_prepare flush;
+    ev_async moved; /* rn_node_set_addr: the node has a new address */
+    unsigned gen;   /* the node's gen this context was made for */
     /* under node->mu */
     bool up;
     char reason[128];
@@ -77,6 +95,8 @@ struct rn_conn {
 };
 
 static void conn_start(struct rn_conn *c);
+static void node_trouble(struct rn_node *n, const char *why);
+static bool refuses_writes(const redisReply *r);
 static void cmd_on_reply(redisAsyncContext *ac, void *r, void *priv);
 static void cmd_on_wait(redisAsyncContext *ac, void *r, void *priv);
 
@@ -144,9 +164,9 @@ static int state_change(struct rn_node *n, char *said, size_t cap)
 static void log_change(const struct rn_node *n, int say, const char *said)
 {
     if (say == 1)
-        lk_log(LK_WARN, "cannot use redis '%s': %s", n->addr, said);
+        lk_log(LK_WARN, "cannot use redis '%s': %s", node_addr(n), said);
     else if (say == 2)
-        lk_log(LK_INFO, "redis '%s' answers again", n->addr);
+        lk_log(LK_INFO, "redis '%s' answers again", node_addr(n));
 }
 
 /* Logs the node's transitions once, not once per connection. */
@@ -172,6 +192,14 @@ static void set_role(struct rn_node *n, const char *reason)
     int say = state_change(n, said, sizeof(said));
     pthread_mutex_unlock(&n->mu);
     log_change(n, say, said);
+    if (reason[0] != '\0')
+        node_trouble(n, reason); /* a sentinel backend asks who the primary is now */
+}
+
+/* Under n->mu: forgets the role a previous address had. */
+static void set_role_locked(struct rn_node *n, const char *reason)
+{
+    lk_strlcpy(n->role_reason, reason, sizeof(n->role_reason));
 }
 
 bool rn_node_status(struct rn_node *n, char *reason, size_t cap)
@@ -239,15 +267,23 @@ static void resolve_host(struct rn_node *n)
     freeaddrinfo(res);
 }
 
+static struct rn_addr *addr_new(const char *host, int port, struct rn_addr *prev)
+{
+    bool v6 = strchr(host, ':') != NULL;
+    size_t cap = strlen(host) + 16;
+    struct rn_addr *a = lk_malloc(sizeof(*a) + cap);
+    a->prev = prev;
+    snprintf(a->s, cap, "%s%s%s:%d", v6 ? "[" : "", host, v6 ? "]" : "", port);
+    return a;
+}
+
 struct rn_node *rn_node_new(const struct redis_url *url, int64_t timeout_ms)
 {
     struct rn_node *n = lk_calloc(1, sizeof(*n));
     pthread_mutex_init(&n->mu, NULL);
     n->url = *url;
     n->timeout_ms = timeout_ms > 0 ? timeout_ms : 2000;
-    bool v6 = strchr(url->host, ':') != NULL;
-    snprintf(n->addr, sizeof(n->addr), "%s%s%s:%d", v6 ? "[" : "", url->host, v6 ? "]" : "",
-             url->port);
+    n->addr = addr_new(url->host, url->port, NULL);
     snprintf(n->startup_reason, sizeof(n->startup_reason), "not connected yet");
     resolve_host(n);
     return n;
@@ -258,15 +294,61 @@ void rn_node_free(struct rn_node *n)
     if (n == NULL)
         return;
     if (n->conns != NULL)
-        lk_log(LK_ERROR, "redis node '%s' freed with connections open", n->addr);
+        lk_log(LK_ERROR, "redis node '%s' freed with connections open", node_addr(n));
     pthread_mutex_destroy(&n->mu);
     memset(&n->url, 0, sizeof(n->url)); /* the password */
+    while (n->addr != NULL) {
+        struct rn_addr *prev = n->addr->prev;
+        free(n->addr);
+        n->addr = prev;
+    }
     free(n);
+}
+
+void rn_node_set_trouble(struct rn_node *n, rn_trouble_fn fn, void *arg)
+{
+    __atomic_store_n(&n->trouble_arg, arg, __ATOMIC_RELAXED);
+    __atomic_store_n(&n->trouble, fn, __ATOMIC_RELEASE);
+}
+
+static void node_trouble(struct rn_node *n, const char *why)
+{
+    rn_trouble_fn fn = __atomic_load_n(&n->trouble, __ATOMIC_ACQUIRE);
+    if (fn != NULL)
+        fn(__atomic_load_n(&n->trouble_arg, __ATOMIC_RELAXED), why);
+}
+
+/* Whether an error reply says the node is not (yet) a writable primary. */
+static bool refuses_writes(const redisReply *r)
+{
+    return r != NULL && r->type == REDIS_REPLY_ERROR &&
+           (strncmp(r->str, "READONLY", 8) == 0 || strncmp(r->str, "LOADING", 7) == 0 ||
+            strstr(r->str, "-READONLY") != NULL || strstr(r->str, "READONLY You") != NULL);
+}
+
+void rn_node_set_addr(struct rn_node *n, const char *host, int port)
+{
+    pthread_mutex_lock(&n->mu);
+    if (strcmp(n->url.host, host) == 0 && n->url.port == port) {
+        pthread_mutex_unlock(&n->mu);
+        return;
+    }
+    lk_strlcpy(n->url.host, host, sizeof(n->url.host));
+    n->url.port = port;
+    resolve_host(n); /* sentinels name addresses: numeric, nothing to wait for */
+    n->gen++;
+    __atomic_store_n(&n->addr, addr_new(host, port, n->addr), __ATOMIC_RELEASE);
+    set_role_locked(n, ""); /* the new node's own ROLE will say */
+    /* Each connection moves on its own thread; the list is stable under mu
+     * (a connection unlinks itself under mu before it stops its watcher). */
+    for (struct rn_conn *c = n->conns; c != NULL; c = c->next)
+        ev_async_send(c->ev, &c->moved);
+    pthread_mutex_unlock(&n->mu);
 }
 
 const char *rn_node_addr(const struct rn_node *n)
 {
-    return n->addr;
+    return node_addr(n);
 }
 
 int64_t rn_node_timeout_ms(const struct rn_node *n)
@@ -288,7 +370,7 @@ enum lk_code rn_node_probe(struct rn_node *n, const struct rn_script *scripts, s
         lower_reason(n->startup_reason, sizeof(n->startup_reason), "",
                      c ? c->errstr : "out of memory");
         lk_log(LK_WARN, "cannot connect to '%s': %s; starting anyway, not ready until it answers",
-               n->addr, n->startup_reason);
+               node_addr(n), n->startup_reason);
         goto out;
     }
     (void)redisSetTimeout(c, tv);
@@ -300,7 +382,7 @@ enum lk_code rn_node_probe(struct rn_node *n, const struct rn_script *scripts, s
         if (r == NULL)
             goto io_error;
         if (r->type == REDIS_REPLY_ERROR) {
-            snprintf(err, errlen, "cannot authenticate to redis '%s'%s%s%s: %s", n->addr,
+            snprintf(err, errlen, "cannot authenticate to redis '%s'%s%s%s: %s", node_addr(n),
                      n->url.user[0] ? " as '" : "", n->url.user, n->url.user[0] ? "'" : "", r->str);
             rc = LK_INVALID;
             goto out;
@@ -313,8 +395,8 @@ enum lk_code rn_node_probe(struct rn_node *n, const struct rn_script *scripts, s
         if (r == NULL)
             goto io_error;
         if (r->type == REDIS_REPLY_ERROR) {
-            snprintf(err, errlen, "cannot select database %d on redis '%s': %s", n->url.db, n->addr,
-                     r->str);
+            snprintf(err, errlen, "cannot select database %d on redis '%s': %s", n->url.db,
+                     node_addr(n), r->str);
             rc = LK_INVALID;
             goto out;
         }
@@ -329,8 +411,8 @@ enum lk_code rn_node_probe(struct rn_node *n, const struct rn_script *scripts, s
     if (r->type == REDIS_REPLY_STRING) {
         char version[32];
         if (!redis_version_ok(r->str, version, sizeof(version))) {
-            snprintf(err, errlen, "redis '%s' is version %s; lockd needs %d.%d or newer", n->addr,
-                     version, REDIS_MIN_MAJOR, REDIS_MIN_MINOR);
+            snprintf(err, errlen, "redis '%s' is version %s; lockd needs %d.%d or newer",
+                     node_addr(n), version, REDIS_MIN_MAJOR, REDIS_MIN_MINOR);
             rc = LK_INVALID;
             goto out;
         }
@@ -346,22 +428,22 @@ enum lk_code rn_node_probe(struct rn_node *n, const struct rn_script *scripts, s
             if (strncmp(r->str, "NOAUTH", 6) == 0) {
                 snprintf(err, errlen,
                          "redis '%s' requires a password: use redis://[user:]password@host:port",
-                         n->addr);
+                         node_addr(n));
                 rc = LK_INVALID;
             } else if (strncmp(r->str, "ERR Error compiling", 19) == 0) {
-                snprintf(err, errlen, "redis '%s' rejected script %s.lua: %s", n->addr, s->name,
-                         r->str);
+                snprintf(err, errlen, "redis '%s' rejected script %s.lua: %s", node_addr(n),
+                         s->name, r->str);
                 rc = LK_INTERNAL;
             } else {
                 lower_reason(n->startup_reason, sizeof(n->startup_reason), "", r->str);
-                lk_log(LK_WARN, "cannot load scripts into '%s': %s; starting anyway", n->addr,
+                lk_log(LK_WARN, "cannot load scripts into '%s': %s; starting anyway", node_addr(n),
                        r->str);
             }
             goto out;
         }
         if (r->type != REDIS_REPLY_STRING || strcmp(r->str, s->sha) != 0) {
-            snprintf(err, errlen, "redis '%s' named script %s.lua differently than lockd", n->addr,
-                     s->name);
+            snprintf(err, errlen, "redis '%s' named script %s.lua differently than lockd",
+                     node_addr(n), s->name);
             rc = LK_INTERNAL;
             goto out;
         }
@@ -373,7 +455,8 @@ enum lk_code rn_node_probe(struct rn_node *n, const struct rn_script *scripts, s
     goto out;
 io_error:
     lower_reason(n->startup_reason, sizeof(n->startup_reason), "", c->errstr);
-    lk_log(LK_WARN, "cannot talk to redis '%s': %s; starting anyway", n->addr, n->startup_reason);
+    lk_log(LK_WARN, "cannot talk to redis '%s': %s; starting anyway", node_addr(n),
+           n->startup_reason);
 out:
     if (r != NULL)
         freeReplyObject(r);
@@ -478,6 +561,7 @@ static void conn_failed(struct rn_conn *c, const char *reason)
     set_status(c, false, reason);
     if (c->closing)
         return;
+    node_trouble(c->node, reason); /* a sentinel backend asks who the primary is now */
     int64_t d = RN_BACKOFF_MIN_MS;
     for (int i = 0; i < c->attempt && d < RN_BACKOFF_MAX_MS; i++)
         d *= 2;
@@ -591,7 +675,13 @@ static void conn_start(struct rn_conn *c)
 {
     struct rn_node *n = c->node;
     ev_timer_stop(c->ev, &c->retry);
-    redisAsyncContext *ac = redisAsyncConnect(n->connect_host, n->url.port);
+    char host[256];
+    pthread_mutex_lock(&n->mu); /* a sentinel failover may move the node (rn_node_set_addr) */
+    lk_strlcpy(host, n->connect_host, sizeof(host));
+    int port = n->url.port;
+    c->gen = n->gen;
+    pthread_mutex_unlock(&n->mu);
+    redisAsyncContext *ac = redisAsyncConnect(host, port);
     if (ac == NULL) {
         conn_failed(c, "out of memory");
         return;
@@ -643,6 +733,29 @@ static void conn_start(struct rn_conn *c)
 
 static void on_flush(struct ev_loop *ev, ev_prepare *p, int revents);
 
+/* The node moved (a sentinel named another primary): a context made for the
+ * old address is dropped (what it had in flight is answered 503: the old
+ * primary may have refused or lost it) and the next one starts at once. */
+static void on_moved(struct ev_loop *ev, ev_async *w, int revents)
+{
+    (void)ev;
+    (void)revents;
+    struct rn_conn *c = w->data;
+    pthread_mutex_lock(&c->node->mu);
+    bool stale = c->gen != c->node->gen;
+    pthread_mutex_unlock(&c->node->mu);
+    if (!stale || c->closing)
+        return;
+    c->attempt = 0;
+    if (c->ac != NULL)
+        conn_drop(c, "the primary moved");
+    if (c->state == RC_DOWN && c->ac == NULL && !c->closing) {
+        ev_timer_stop(c->ev, &c->retry);
+        ev_timer_set(&c->retry, 0., 0.);
+        ev_timer_start(c->ev, &c->retry);
+    }
+}
+
 struct rn_conn *rn_conn_new(struct rn_node *n, struct ev_loop *ev, const struct rn_conn_hooks *h,
                             void *arg)
 {
@@ -661,6 +774,9 @@ struct rn_conn *rn_conn_new(struct rn_node *n, struct ev_loop *ev, const struct 
     ev_set_priority(&c->flush, EV_MINPRI);
     if (h->group != NULL)
         ev_prepare_start(ev, &c->flush);
+    ev_async_init(&c->moved, on_moved);
+    c->moved.data = c;
+    ev_async_start(ev, &c->moved);
     pthread_mutex_lock(&n->mu);
     c->up = n->startup_up;
     lk_strlcpy(c->reason, n->startup_reason, sizeof(c->reason));
@@ -696,6 +812,7 @@ void rn_conn_free(struct rn_conn *c)
     if (c->next != NULL)
         c->next->prev = c->prev;
     pthread_mutex_unlock(&n->mu);
+    ev_async_stop(c->ev, &c->moved); /* unlinked: rn_node_set_addr no longer signals it */
     free(c);
 }
 
@@ -725,7 +842,7 @@ void rn_conn_log_refusal(struct rn_conn *c, const redisReply *r)
             return; /* one line a second per connection, not one per request */
         c->last_err_log_ms = now;
     }
-    lk_log(LK_WARN, "redis '%s' refused a command: %.*s", c ? c->node->addr : "?", (int)r->len,
+    lk_log(LK_WARN, "redis '%s' refused a command: %.*s", c ? node_addr(c->node) : "?", (int)r->len,
            r->str);
 }
 
@@ -818,8 +935,8 @@ static void cmd_on_deadline(struct ev_loop *ev, ev_timer *w, int revents)
     cmd->timing = false;
     cmd->expired = true;
     if (sent)
-        lk_log(LK_WARN, "redis '%s' did not answer within %lld ms; reconnecting", c->node->addr,
-               (long long)c->node->timeout_ms);
+        lk_log(LK_WARN, "redis '%s' did not answer within %lld ms; reconnecting",
+               node_addr(c->node), (long long)c->node->timeout_ms);
     rn_cmd_ref(cmd); /* expire may drop the owner's last hold */
     if (cmd->type->expire != NULL)
         cmd->type->expire(cmd);
@@ -967,6 +1084,8 @@ static void cmd_on_reply(redisAsyncContext *ac, void *r, void *priv)
     (void)ac;
     struct rn_cmd *cmd = priv;
     redisReply *reply = r;
+    if (refuses_writes(reply) && cmd->conn != NULL)
+        node_trouble(cmd->conn->node, reply->str); /* demoted, or still loading */
     /* hiredis' reference is dropped after the owner's callback (below) */
     if (reply != NULL && reply->type == REDIS_REPLY_ERROR && cmd->script != NULL && !cmd->evaled &&
         strncmp(reply->str, "NOSCRIPT", 8) == 0) {

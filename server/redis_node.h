@@ -11,9 +11,10 @@
  * How the Redis family builds on it (docs/architecture.md):
  *  - redis: the lock layer (backend_redis.c) over one node, one rn_conn per
  *    loop;
- *  - sentinel: a discovery step that asks the sentinels for the primary's
- *    address and then opens one node on it (rn_node_new with that address),
- *    replacing the node on +switch-master or -READONLY;
+ *  - sentinel (redis_sentinel.c): a discovery step that asks the sentinels
+ *    for the primary's address, opens the redis lock layer on it, and moves
+ *    the node (rn_node_set_addr) on +switch-master or when the node reports
+ *    trouble (rn_node_set_trouble: -READONLY, -LOADING, a lost connection);
  *  - cluster: a slot router holding one node per primary and, per loop, one
  *    rn_conn per node; it picks the conn by a key's slot and follows
  *    MOVED/ASK by resubmitting to another node's conn;
@@ -70,6 +71,19 @@ void rn_node_free(struct rn_node *n);
 /* host:port (never the password), for logs and bk_node. */
 const char *rn_node_addr(const struct rn_node *n);
 int64_t rn_node_timeout_ms(const struct rn_node *n);
+
+/* Called (on any thread: a loop's, or whichever read ROLE) when the node
+ * looks like it is no longer a writable primary: a connection failed, a
+ * reply said -READONLY or -LOADING, ROLE named a replica. why is a short
+ * reason. It must only note the fact and return (the sentinel backend wakes
+ * its discovery thread). */
+typedef void (*rn_trouble_fn)(void *arg, const char *why);
+/* Any thread (the hook is read atomically). */
+void rn_node_set_trouble(struct rn_node *n, rn_trouble_fn fn, void *arg);
+/* Moves the node to host:port (a sentinel named another primary): every
+ * connection drops its context for the old address and reconnects to the
+ * new one at once, on its own thread. No-op when unchanged. Any thread. */
+void rn_node_set_addr(struct rn_node *n, const char *host, int port);
 
 /* Startup checks over a blocking connection (main thread, before serving):
  * AUTH, SELECT, the Redis version, SCRIPT LOAD of each script. Bad

@@ -117,11 +117,79 @@ static void redlock_restart(void)
     }
 }
 
+/* ---- sentinel: a primary (persisting every write), its replica and
+ * three sentinels. The faults stop the sentinels too, so that none of
+ * them fails over meanwhile (failover is tests/integration/sentinel.c's) ---- */
+
+#define SN_N 3
+static struct th_redis sn_data[2], sn_sen[SN_N];
+
+static void sentinel_start(void)
+{
+    th_redis_start(&sn_data[0], 0, redis_conf);
+    char of[64];
+    snprintf(of, sizeof(of), "replicaof 127.0.0.1 %d", sn_data[0].port);
+    const char *const rconf[] = {"appendonly yes", "appendfsync always", of, NULL};
+    th_redis_start(&sn_data[1], 0, rconf);
+    for (int i = 0; i < SN_N; i++)
+        th_sentinel_start(&sn_sen[i], "cf", sn_data[0].port, 2, NULL);
+}
+
+static void sentinel_stop(void)
+{
+    for (int i = 0; i < SN_N; i++)
+        th_redis_stop(&sn_sen[i]);
+    for (int i = 0; i < 2; i++)
+        th_redis_stop(&sn_data[i]);
+}
+
+static void sentinel_open(struct lk_config *cfg)
+{
+    char urls[256];
+    snprintf(urls, sizeof(urls), "redis://127.0.0.1:%d,redis://127.0.0.1:%d,redis://127.0.0.1:%d",
+             sn_sen[0].port, sn_sen[1].port, sn_sen[2].port);
+    set(cfg, "backend", "sentinel");
+    set(cfg, "redis", urls);
+    set(cfg, "redis_master_name", "cf");
+    set(cfg, "key_prefix", "cf:");
+}
+
+static void sentinel_signal(int sig)
+{
+    for (int i = 0; i < SN_N; i++)
+        CHECK(kill(sn_sen[i].pid, sig) == 0);
+    for (int i = 0; i < 2; i++)
+        CHECK(kill(sn_data[i].pid, sig) == 0);
+}
+
+static void sentinel_pause(void)
+{
+    sentinel_signal(SIGSTOP);
+}
+
+static void sentinel_resume(void)
+{
+    sentinel_signal(SIGCONT);
+}
+
+static void sentinel_restart(void)
+{
+    for (int i = 0; i < SN_N; i++)
+        CHECK(kill(sn_sen[i].pid, SIGSTOP) == 0);
+    int port = sn_data[0].port;
+    th_redis_stop(&sn_data[0]);
+    th_redis_start(&sn_data[0], port, redis_conf);
+    for (int i = 0; i < SN_N; i++)
+        CHECK(kill(sn_sen[i].pid, SIGCONT) == 0);
+}
+
 const struct cf_backend cf_backends[] = {
     /* name, start, stop, open, then the fault hooks pause, resume, restart (NULL: none) */
     {"memory", NULL, NULL, memory_open, NULL, NULL, NULL},
     {"redis", redis_start, redis_stop, redis_open, redis_pause, redis_resume, redis_restart},
     {"redlock", redlock_start, redlock_stop, redlock_open, redlock_pause, redlock_resume,
      redlock_restart},
+    {"sentinel", sentinel_start, sentinel_stop, sentinel_open, sentinel_pause, sentinel_resume,
+     sentinel_restart},
     {NULL, NULL, NULL, NULL, NULL, NULL, NULL},
 };

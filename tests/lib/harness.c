@@ -225,7 +225,10 @@ static bool redis_ready(void *arg)
     return strstr(out, "PONG") != NULL || strstr(out, "NOAUTH") != NULL;
 }
 
-void th_redis_start(struct th_redis *r, int port, const char *const *extra)
+/* Starts redis-server with a config of its own; sentinel: the monitor lines
+ * (NULL: a data node). */
+static void redis_spawn(struct th_redis *r, int port, const char *const *extra,
+                        const char *sentinel)
 {
     const char *tmp = th_tmpdir();
     if (port == 0)
@@ -242,6 +245,8 @@ void th_redis_start(struct th_redis *r, int port, const char *const *extra)
             "port %d\nbind 127.0.0.1\ndir %s\nsave \"\"\nappendonly no\nlogfile %s/redis.log\n"
             "daemonize no\nprotected-mode yes\n",
             port, r->dir, r->dir);
+    if (sentinel != NULL)
+        fprintf(f, "%s", sentinel);
     for (const char *const *x = extra; x && *x; x++)
         fprintf(f, "%s\n", *x);
     fclose(f);
@@ -249,13 +254,33 @@ void th_redis_start(struct th_redis *r, int port, const char *const *extra)
     if (pid == 0) {
         int devnull = open("/dev/null", O_WRONLY);
         dup2(devnull, 1);
-        execlp("redis-server", "redis-server", conf, (char *)NULL);
+        if (sentinel != NULL)
+            execlp("redis-server", "redis-server", conf, "--sentinel", (char *)NULL);
+        else
+            execlp("redis-server", "redis-server", conf, (char *)NULL);
         _exit(127);
     }
     r->pid = pid;
     track(pid);
     if (!th_wait_for(redis_ready, r, 10000))
         th_fail(__FILE__, __LINE__, "redis-server on port %d did not start", port);
+}
+
+void th_redis_start(struct th_redis *r, int port, const char *const *extra)
+{
+    redis_spawn(r, port, extra, NULL);
+}
+
+void th_sentinel_start(struct th_redis *s, const char *master, int master_port, int quorum,
+                       const char *const *extra)
+{
+    char mon[512];
+    snprintf(mon, sizeof(mon),
+             "sentinel monitor %s 127.0.0.1 %d %d\n"
+             "sentinel down-after-milliseconds %s 1000\n"
+             "sentinel failover-timeout %s 3000\n",
+             master, master_port, quorum, master, master);
+    redis_spawn(s, 0, extra, mon);
 }
 
 void th_redis_stop(struct th_redis *r)

@@ -80,6 +80,11 @@ struct th_redis {
  * answers PING. port 0 = pick a free one. */
 void th_redis_start(struct th_redis *r, int port, const char *const *extra);
 void th_redis_stop(struct th_redis *r); /* SIGKILL by PID, waits */
+/* Starts a sentinel (redis-server FILE --sentinel) on a free port that
+ * monitors master at 127.0.0.1:master_port with quorum, down after 1 s, a
+ * failover timeout of 3 s (tests stay short). Stop it with th_redis_stop. */
+void th_sentinel_start(struct th_redis *s, const char *master, int master_port, int quorum,
+                       const char *const *extra);
 /* Runs redis-cli against it; returns stdout (static buffer). */
 const char *th_redis_cli(const struct th_redis *r, const char *args);
 /* Total calls of one command from INFO commandstats (e.g. "evalsha"). */

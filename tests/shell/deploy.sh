@@ -28,7 +28,7 @@ check_lockd_conf() {
         env -u LOCKD_BIN -u LOCKD_URL "$LOCKD_BIN" --config "$1.conf" --check-config >/dev/null
 }
 if command -v kubectl >/dev/null 2>&1; then
-    for dir in . overlays/sidecar overlays/native-sidecar overlays/redlock; do
+    for dir in . overlays/sidecar overlays/native-sidecar overlays/redlock overlays/sentinel; do
         out=$d/render-$(echo "$dir" | tr ./ _-).yaml
         t_check "kubectl kustomize deploy/kubernetes/$dir renders" \
             sh -c 'kubectl kustomize "$0" >"$1" 2>"$1.err"' "$k8s/$dir" "$out"
@@ -49,6 +49,10 @@ if command -v kubectl >/dev/null 2>&1; then
     t_check "redlock: three Redis Deployments and Services, lockd pointed at all three" sh -c '
         [ "$(grep -cE "^  name: lockd-redis-[012]$" "$0")" -eq 6 ] &&
         grep -q "redis redis://lockd-redis-0:6379,redis://lockd-redis-1:6379,redis://lockd-redis-2:6379" "$0"' "$rl"
+    sn=$d/render-overlays-sentinel.yaml
+    t_check "sentinel: a primary, a replica of it, three sentinels; lockd asks them for 'lockd'" sh -c '
+        grep -A1 -- "- --replicaof" "$0" | grep -q "lockd-redis$" && grep -q "sentinel monitor lockd lockd-redis 6379 2" "$0" &&
+        grep -q "redis redis://lockd-sentinel:26379" "$0" && grep -q "redis_master_name lockd" "$0"' "$sn"
     t_check "a broken manifest is rejected by the validator" sh -c '
         sed "s/containerPort: 8080/containerPort: \"http\"/" "$0" | node "$1/deploy/kubernetes/validate.js" >/dev/null 2>&1 && exit 1; exit 0' \
         "$d/render-_.yaml" "$REPO"

@@ -1,0 +1,382 @@
+/*
+ * sentinel.c - issue 24's sentinel backend end to end: real lockd processes
+ * on `backend sentinel` over a real primary, its replicas and three real
+ * sentinels (down after 1 s, failover timeout 3 s). The primary killed
+ * mid-load (lockd follows the new primary within the failover + 2 s,
+ * without a restart; with redis_wait_replicas 1 a lock granted before the
+ * failover is not granted again while its lease lives, no two holders at
+ * once, tokens keep increasing), a primary demoted by hand (-READONLY: only
+ * 503 while the sentinels still name it, then the new one), and startup
+ * errors (an unknown master name, no sentinel answering).
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/lib/harness.h"
+
+#define MASTER "lk"
+#define NSEN 3
+
+static struct th_redis data[3], sen[NSEN];
+static int ndata;
+static char urls[256];
+
+/* A primary, nrep replicas of it, three sentinels (quorum 2). */
+static void start_all(int nrep)
+{
+    ndata = 1 + nrep;
+    const char *const pconf[] = {"repl-diskless-sync-delay 0", NULL};
+    th_redis_start(&data[0], 0, pconf);
+    char of[64];
+    snprintf(of, sizeof(of), "replicaof 127.0.0.1 %d", data[0].port);
+    const char *const rconf[] = {of, "repl-diskless-sync-delay 0", NULL};
+    for (int i = 1; i <= nrep; i++)
+        th_redis_start(&data[i], 0, rconf);
+    for (int i = 0; i < NSEN; i++)
+        th_sentinel_start(&sen[i], MASTER, data[0].port, 2, NULL);
+    snprintf(urls, sizeof(urls), "redis://127.0.0.1:%d,redis://127.0.0.1:%d,redis://127.0.0.1:%d",
+             sen[0].port, sen[1].port, sen[2].port);
+    /* the replicas are in sync, and the sentinels know them (INFO from the
+     * primary), before any fault */
+    int64_t end = th_now_ms() + 10000;
+    for (;;) {
+        const char *info = th_redis_cli(&data[0], "INFO replication");
+        int online = 0;
+        for (const char *p = strstr(info, "state=online"); p; p = strstr(p + 1, "state=online"))
+            online++;
+        if (online == nrep)
+            break;
+        CHECK(th_now_ms() < end);
+        th_sleep_ms(20);
+    }
+    char q[64];
+    snprintf(q, sizeof(q), "SENTINEL replicas %s", MASTER);
+    for (int i = 0; i < NSEN; i++) {
+        for (;;) {
+            const char *out = th_redis_cli(&sen[i], q);
+            int seen = 0;
+            for (int k = 1; k <= nrep; k++) {
+                char port[16];
+                snprintf(port, sizeof(port), "%d", data[k].port);
+                seen += strstr(out, port) != NULL;
+            }
+            if (seen == nrep)
+                break;
+            CHECK(th_now_ms() < end);
+            th_sleep_ms(50);
+        }
+    }
+}
+
+static void stop_all(void)
+{
+    for (int i = 0; i < NSEN; i++)
+        th_redis_stop(&sen[i]);
+    for (int i = 0; i < ndata; i++)
+        th_redis_stop(&data[i]);
+}
+
+/* The port sentinel i names now. */
+static int named_port_by(int i)
+{
+    char q[64];
+    snprintf(q, sizeof(q), "SENTINEL get-master-addr-by-name %s", MASTER);
+    const char *out = th_redis_cli(&sen[i], q);
+    const char *nl = strchr(out, '\n');
+    return nl ? atoi(nl + 1) : 0;
+}
+
+static int named_port(void)
+{
+    return named_port_by(1);
+}
+
+/* The port every sentinel names once they agree on one other than old
+ * (they learn a failover from its leader's hello messages, within ~2 s). */
+static int agreed_port(int old)
+{
+    int64_t end = th_now_ms() + 15000;
+    for (;;) {
+        int p = named_port_by(0);
+        if (p != old && p == named_port_by(1) && p == named_port_by(2))
+            return p;
+        CHECK(th_now_ms() < end);
+        th_sleep_ms(50);
+    }
+}
+
+static struct th_lockd L;
+
+static void lockd_on(struct th_lockd *l, const char *wait_replicas)
+{
+    const char *args[] = {"--backend",
+                          "sentinel",
+                          "--redis",
+                          urls,
+                          "--redis_master_name",
+                          MASTER,
+                          "--threads",
+                          "2",
+                          "--backend_timeout_ms",
+                          "500",
+                          "--redis_wait_replicas",
+                          wait_replicas,
+                          NULL};
+    th_lockd_start(l, args, NULL);
+}
+
+static long post(struct th_client *c, const struct th_lockd *l, const char *name, const char *body,
+                 struct th_resp *keep)
+{
+    char url[160];
+    snprintf(url, sizeof(url), "%s/locks/%s", l->url, name);
+    struct th_resp r;
+    th_http(c, "POST", url, body, NULL, &r);
+    long st = r.status;
+    if (keep != NULL)
+        *keep = r;
+    else
+        th_resp_free(&r);
+    return st;
+}
+
+/* The first grant of a case: WAIT may find a replica still catching up
+ * with the sentinels' own start (503 then), within 3 s. */
+static void first_grant(struct th_client *c, const char *name, const char *body, struct th_resp *r)
+{
+    int64_t end = th_now_ms() + 3000;
+    long st;
+    while ((st = post(c, &L, name, body, r)) == 503 && th_now_ms() < end) {
+        th_resp_free(r);
+        th_sleep_ms(20);
+    }
+    CHECK_EQ_INT(st, 200);
+}
+
+/* ---- load: 8 clients over 4 names, no two holders, tokens increasing ---- */
+
+#define CLIENTS 8
+#define NAMES 4
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static long long last[NAMES];
+static atomic_int holders[NAMES];
+static atomic_int overlaps, regressions, grants, odd;
+static atomic_llong last_grant_ms;
+static atomic_bool stop_load;
+
+static void *loader(void *arg)
+{
+    long id = (long)arg;
+    struct th_client *c = th_client_new();
+    for (int i = 0; !atomic_load(&stop_load) && i < 100000; i++) {
+        int slot = (int)((id + i) % NAMES);
+        char name[32], hdr[96], url[160];
+        snprintf(name, sizeof(name), "sl-%d", slot);
+        struct th_resp r;
+        long st = post(c, &L, name, "{\"ttl_ms\":1000,\"wait_ms\":200}", &r);
+        if (st != 200) {
+            if (st != 503 && st != 409) {
+                fprintf(stderr, "client %ld: acquire %ld %s\n", id, st, r.body);
+                atomic_fetch_add(&odd, 1);
+            }
+            th_resp_free(&r);
+            if (st == 503)
+                th_sleep_ms(10);
+            continue;
+        }
+        long long token = th_jint(&r, "fencing_token");
+        snprintf(hdr, sizeof(hdr), "Lock-Lease: %s", th_jstr(&r, "lease"));
+        th_resp_free(&r);
+        if (atomic_fetch_add(&holders[slot], 1) != 0)
+            atomic_fetch_add(&overlaps, 1);
+        pthread_mutex_lock(&mu);
+        if (token <= last[slot]) {
+            fprintf(stderr, "%s: token %lld after %lld\n", name, token, last[slot]);
+            atomic_fetch_add(&regressions, 1);
+        }
+        last[slot] = token;
+        pthread_mutex_unlock(&mu);
+        atomic_fetch_add(&grants, 1);
+        atomic_store(&last_grant_ms, th_now_ms());
+        th_sleep_ms(1);
+        atomic_fetch_sub(&holders[slot], 1);
+        snprintf(url, sizeof(url), "%s/locks/%s", L.url, name);
+        const char *hdrs[] = {hdr, NULL};
+        th_http(c, "DELETE", url, NULL, hdrs, &r);
+        /* a release lost in the failover: 503 (or 404 once the lease is gone) */
+        if (r.status != 200 && r.status != 503 && r.status != 404) {
+            fprintf(stderr, "client %ld: release %ld\n", id, r.status);
+            atomic_fetch_add(&odd, 1);
+        }
+        th_resp_free(&r);
+    }
+    th_client_free(c);
+    return NULL;
+}
+
+/* Primary + 2 replicas (so that WAIT 1 is met again once the sentinels
+ * re-point the surviving replica), redis_wait_replicas 1. */
+static void t_primary_killed_mid_load(void)
+{
+    start_all(2);
+    lockd_on(&L, "1");
+    struct th_client *c = th_client_new();
+    /* held across the failover by a client that is gone */
+    struct th_resp r;
+    first_grant(c, "kept", "{\"ttl_ms\":30000,\"owner\":\"before\"}", &r);
+    long long kept_token = th_jint(&r, "fencing_token");
+    th_resp_free(&r);
+
+    pthread_t th[CLIENTS];
+    for (long i = 0; i < CLIENTS; i++)
+        CHECK(pthread_create(&th[i], NULL, loader, (void *)i) == 0);
+    th_sleep_ms(500);
+    int before = atomic_load(&grants);
+    CHECK(before > 0);
+    int old = data[0].port;
+    th_redis_stop(&data[0]); /* SIGKILL mid-load */
+    int64_t killed = th_now_ms();
+    int64_t end = killed + 15000;
+    while (named_port() == old) {
+        CHECK(th_now_ms() < end);
+        th_sleep_ms(20);
+    }
+    int64_t switched = th_now_ms();
+    /* lockd grants again, on the new primary, within 2 s of the switch */
+    int64_t bound = 2000 * th_time_scale();
+    while (atomic_load(&last_grant_ms) < switched) {
+        if (th_now_ms() - switched > bound)
+            th_fail(__FILE__, __LINE__, "no grant %lld ms after the sentinels switched",
+                    (long long)(th_now_ms() - switched));
+        th_sleep_ms(10);
+    }
+    printf("# failover: sentinels switched %lld ms after the kill, lockd granted %lld ms after "
+           "that\n",
+           (long long)(switched - killed), (long long)(atomic_load(&last_grant_ms) - switched));
+    int at_switch = atomic_load(&grants);
+    th_sleep_ms(500);
+    atomic_store(&stop_load, true);
+    for (int i = 0; i < CLIENTS; i++)
+        pthread_join(th[i], NULL);
+    printf("# %d grants before the kill, %d after the switch, %d overlaps, %d regressions\n",
+           before, atomic_load(&grants) - at_switch, atomic_load(&overlaps),
+           atomic_load(&regressions));
+    CHECK(atomic_load(&grants) > at_switch);
+    CHECK_EQ_INT(atomic_load(&overlaps), 0);
+    CHECK_EQ_INT(atomic_load(&regressions), 0);
+    CHECK_EQ_INT(atomic_load(&odd), 0);
+
+    /* the lock granted before the failover (WAIT 1) is still held */
+    CHECK_EQ_INT(post(c, &L, "kept", "{\"ttl_ms\":1000,\"owner\":\"after\"}", &r), 409);
+    CHECK_STR(th_jstr(&r, "error"), "locked");
+    json_t *h = json_object_get(r.json, "holder");
+    CHECK(h != NULL);
+    CHECK_EQ_INT(json_integer_value(json_object_get(h, "fencing_token")), kept_token);
+    th_resp_free(&r);
+    char url[160];
+    snprintf(url, sizeof(url), "%s/readyz", L.url);
+    th_http(c, "GET", url, NULL, NULL, &r);
+    CHECK_EQ_INT(r.status, 200);
+    char port[16];
+    snprintf(port, sizeof(port), ":%d\"", named_port());
+    CHECK(strstr(r.body, port) != NULL); /* /readyz names the new primary */
+    th_resp_free(&r);
+    th_client_free(c);
+    th_lockd_kill(&L, SIGTERM);
+    stop_all();
+}
+
+/* The primary demoted by hand (its replica promoted, it made a replica of
+ * it): while the sentinels still name it every acquire is 503 (-READONLY),
+ * never a grant; once they name the promoted one (SENTINEL FAILOVER),
+ * lockd follows without a restart. */
+static void t_demoted_by_hand(void)
+{
+    start_all(1);
+    lockd_on(&L, "1"); /* "d" reaches the replica before it is promoted */
+    struct th_client *c = th_client_new();
+    struct th_resp r;
+    first_grant(c, "d", "{\"ttl_ms\":60000}", &r);
+    long long t0 = th_jint(&r, "fencing_token");
+    th_resp_free(&r);
+    char q[64];
+    th_redis_cli(&data[1], "REPLICAOF NO ONE");
+    snprintf(q, sizeof(q), "REPLICAOF 127.0.0.1 %d", data[1].port);
+    th_redis_cli(&data[0], q);
+    /* the old primary refuses writes: 503, never a grant */
+    for (int i = 0; i < 20; i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "dm-%d", i);
+        long st = post(c, &L, name, "{\"ttl_ms\":1000}", NULL);
+        if (st != 503)
+            th_fail(__FILE__, __LINE__, "acquire on a demoted primary: %ld", st);
+        th_sleep_ms(10);
+    }
+    snprintf(q, sizeof(q), "SENTINEL FAILOVER %s", MASTER);
+    th_redis_cli(&sen[0], q);
+    int64_t end = th_now_ms() + 15000 * th_time_scale();
+    long st = 0;
+    while ((st = post(c, &L, "dm-after", "{\"ttl_ms\":1000}", &r)) != 200) {
+        th_resp_free(&r);
+        CHECK(st == 503);
+        CHECK(th_now_ms() < end);
+        th_sleep_ms(20);
+    }
+    CHECK(th_jint(&r, "fencing_token") > 0);
+    th_resp_free(&r);
+    /* lockd is on the primary the sentinels name now */
+    char url[160], port[16];
+    snprintf(url, sizeof(url), "%s/readyz", L.url);
+    snprintf(port, sizeof(port), ":%d\"", agreed_port(data[0].port));
+    end = th_now_ms() + 5000;
+    for (;;) {
+        th_http(c, "GET", url, NULL, NULL, &r);
+        bool there = r.status == 200 && strstr(r.body, port) != NULL;
+        if (!there && th_now_ms() >= end)
+            th_fail(__FILE__, __LINE__, "readyz %ld %s, the sentinels name %s", r.status, r.body,
+                    port);
+        th_resp_free(&r);
+        if (there)
+            break;
+        th_sleep_ms(20);
+    }
+    /* "d" was replicated before the demotion: still held, same token */
+    CHECK_EQ_INT(post(c, &L, "d", "{\"ttl_ms\":1000}", &r), 409);
+    json_t *h = json_object_get(r.json, "holder");
+    CHECK(h != NULL);
+    CHECK_EQ_INT(json_integer_value(json_object_get(h, "fencing_token")), t0);
+    th_resp_free(&r);
+    th_client_free(c);
+    th_lockd_kill(&L, SIGTERM);
+    stop_all();
+}
+
+/* A name the sentinels do not know is a configuration error (exit 2 with
+ * one line); sentinels that do not answer: lockd does not start either. */
+static void t_startup_errors(void)
+{
+    start_all(0);
+    const char *args[] = {"--backend",           "sentinel", "--redis", urls,
+                          "--redis_master_name", "nosuch",   NULL};
+    int code = -1;
+    struct th_lockd l;
+    CHECK(!th_lockd_try_start(&l, args, NULL, &code));
+    CHECK_EQ_INT(code, 2);
+    const char *noname[] = {"--backend", "sentinel", "--redis", urls, NULL};
+    CHECK(!th_lockd_try_start(&l, noname, NULL, &code));
+    CHECK_EQ_INT(code, 2);
+    stop_all();
+}
+
+int main(void)
+{
+    TH_RUN(t_primary_killed_mid_load);
+    TH_RUN(t_demoted_by_hand);
+    TH_RUN(t_startup_errors);
+    return th_done();
+}
