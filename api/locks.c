@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/auth.h"
 #include "api/errors.h"
 #include "api/http.h"
 #include "api/json_in.h"
@@ -14,6 +15,7 @@
 #include "api/router.h"
 #include "config/config.h"
 #include "server/engine.h"
+#include "server/log.h"
 
 /* ---- shared pieces ---- */
 
@@ -248,13 +250,94 @@ static void release_cb(void *arg, const struct eng_result *res)
     http_respond_text(r, 200, "application/json", text, len);
 }
 
+/* ---- force-unlock (DESIGN.md §Operators) ---- */
+
+static void force_cb(void *arg, const struct eng_result *res)
+{
+    struct req *r = arg;
+    if (res->code != LK_OK) {
+        errors_respond_code(r, res->code, NULL);
+        return;
+    }
+    char peer[64];
+    http_peer(r, peer, sizeof(peer));
+    lk_log(LK_WARN, "force-unlocked '%s' token %lld (request %s from %s)", res->name,
+           (long long)res->fencing_token, r->req_id, peer);
+    r->token = res->fencing_token;
+    struct jout j;
+    jout_begin(&j);
+    jout_str(&j, "name", res->name);
+    jout_bool(&j, "released", true);
+    jout_bool(&j, "forced", true);
+    jout_int(&j, "fencing_token", res->fencing_token);
+    size_t len;
+    char *text = jout_end(&j, &len);
+    http_respond_text(r, 200, "application/json", text, len);
+}
+
+static bool force_query(void *arg, const char *k, const char *v)
+{
+    const char **force = arg;
+    if (strcmp(k, "force") == 0)
+        *force = v;
+    return true;
+}
+
+/* ?force=: NULL when absent; 1 true, 0 false, -1 anything else. */
+static int force_of(struct req *r)
+{
+    const char *v = NULL;
+    http_query_each(r, force_query, &v);
+    if (v == NULL)
+        return 0;
+    return strcmp(v, "true") == 0 ? 1 : strcmp(v, "false") == 0 ? 0 : -1;
+}
+
+static void locks_force(struct req *r)
+{
+    static const char *const qfields[] = {"force", NULL};
+    struct api_error e;
+    json_t *body = NULL;
+    const char *bl = NULL;
+    if (!json_in_name(r->param, &e) || !check_query(r, qfields, NULL, NULL, &e))
+        goto bad;
+    /* An empty body or {} (a lease is not needed and not allowed). */
+    body = parse_lease_body(r->body, r->body_len, false, &bl, &e);
+    if (body == NULL)
+        goto bad;
+    json_decref(body);
+    if (bl != NULL) {
+        api_error_set(&e, LK_INVALID, "a forced release takes no lease");
+        goto bad;
+    }
+    /* Authentication came first (http.c: 401); this is authorization. */
+    if (!auth_admin(http_header(r, "Authorization"))) {
+        errors_respond_code(r, LK_FORBIDDEN, NULL);
+        return;
+    }
+    enum lk_code c = engine_force_release(http_engine(r), http_loop(r), r->param, force_cb, r);
+    (void)c;
+    return;
+bad:
+    errors_respond_input(r, &e);
+}
+
 void locks_release(struct req *r)
 {
-    static const char *const qfields[] = {"lease", NULL};
+    static const char *const qfields[] = {"lease", "force", NULL};
     struct api_error e;
     json_t *body = NULL;
     const char *ql = NULL, *bl = NULL, *lease;
     bool qconf = false;
+    int force = force_of(r);
+    if (force == 1) {
+        locks_force(r);
+        return;
+    }
+    if (force < 0) {
+        api_error_set(&e, LK_INVALID, "force must be true or false");
+        goto bad;
+    }
     if (!json_in_name(r->param, &e) || !check_query(r, qfields, &ql, &qconf, &e))
         goto bad;
     body = parse_lease_body(r->body, r->body_len, false, &bl, &e);

@@ -37,6 +37,11 @@ enum bk_op {
     BK_LIST,       /* held names starting with prefix, a page from cursor */
     BK_RENEW_MANY, /* the watchdog: items[], a result per item */
     BK_PING,       /* LK_OK when the backend takes writes (Redlock: a quorum) */
+    /* An operator's force-unlock: drop every holder of name whatever its
+     * lease, with no lock-delay after it (BK_CAP_FORCE). LK_OK with
+     * fencing_token = the highest token released, or LK_NOT_HELD. Wakes
+     * waiters of other lockd processes as a release does. */
+    BK_FORCE_RELEASE,
     BK_OP_COUNT
 };
 
@@ -47,6 +52,7 @@ enum bk_mode { BK_EXCLUSIVE = 0, BK_SHARED = 1 };
 #define BK_CAP_SHARED 0x1u /* mode BK_SHARED */
 #define BK_CAP_LIMIT 0x2u  /* limit > 1 (semaphores) */
 #define BK_CAP_FLOOR 0x4u  /* fence_floor honoured */
+#define BK_CAP_FORCE 0x8u  /* BK_FORCE_RELEASE */
 
 struct bk_renew_item {
     const char *name;

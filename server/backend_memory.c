@@ -372,6 +372,27 @@ static void mem_release(struct mem *m, const struct bk_req *req, bk_done_fn done
     done(arg, &r);
 }
 
+/* Every holder goes, whatever its lease; no lock-delay follows (an
+ * operator's force-unlock, DESIGN.md §Operators). */
+static void mem_force_release(struct mem *m, const struct bk_req *req, bk_done_fn done, void *arg)
+{
+    struct bk_res r;
+    bk_res_init(&r, LK_NOT_HELD);
+    int64_t now = lk_now_ms();
+    pthread_mutex_lock(&m->mu);
+    struct mem_lock *l = find(m, req->name, now);
+    if (l != NULL && alive(l)) {
+        r.code = LK_OK;
+        for (uint32_t i = 0; i < l->n; i++)
+            if (l->h[i].token > r.fencing_token)
+                r.fencing_token = l->h[i].token;
+        HASH_DEL(m->locks, l);
+        lock_free(l);
+    }
+    pthread_mutex_unlock(&m->mu);
+    done(arg, &r);
+}
+
 static void mem_inspect(struct mem *m, const struct bk_req *req, bk_done_fn done, void *arg)
 {
     struct bk_res r;
@@ -526,7 +547,7 @@ static void mem_ping(struct mem *m, const struct bk_req *req, bk_done_fn done, v
 static const mem_op_fn mem_op[BK_OP_COUNT] = {
     [BK_ACQUIRE] = mem_acquire, [BK_RENEW] = mem_renew, [BK_RELEASE] = mem_release,
     [BK_INSPECT] = mem_inspect, [BK_LIST] = mem_list,   [BK_RENEW_MANY] = mem_renew_many,
-    [BK_PING] = mem_ping,
+    [BK_PING] = mem_ping,       [BK_FORCE_RELEASE] = mem_force_release,
 };
 
 static enum lk_code mem_submit(void *bk, struct lk_loop *lp, const struct bk_req *req,
@@ -568,7 +589,7 @@ static void mem_free(void *bk)
 
 static const struct backend_ops mem_ops = {
     .name = "memory",
-    .caps = BK_CAP_SHARED | BK_CAP_LIMIT | BK_CAP_FLOOR,
+    .caps = BK_CAP_SHARED | BK_CAP_LIMIT | BK_CAP_FLOOR | BK_CAP_FORCE,
     .attach = mem_attach,
     .detach = mem_detach,
     .submit = mem_submit,

@@ -326,6 +326,32 @@ enum lk_code engine_release(struct engine *e, struct lk_loop *lp, const char *na
     return engine_bk_submit(e, lp, &o->call, &req, release_done, o);
 }
 
+/* ---- force-unlock ---- */
+
+static void force_done(void *arg, const struct bk_res *br)
+{
+    struct op *o = arg;
+    struct eng_result r;
+    result_init(&r, br->code, o->name);
+    if (br->code == LK_OK) {
+        metrics_add(M_FORCED_RELEASES, 1);
+        r.fencing_token = br->fencing_token;
+        /* A session of this lockd that held it learns at its next watchdog
+         * renewal (not found: lost), as one of any other lockd does. */
+        waiters_kick(o->e, o->name);
+    }
+    o->done(o->arg, &r);
+    free(o);
+}
+
+enum lk_code engine_force_release(struct engine *e, struct lk_loop *lp, const char *name,
+                                  eng_done_fn done, void *arg)
+{
+    struct op *o = op_new(e, lp, name, done, arg);
+    struct bk_req req = {.op = BK_FORCE_RELEASE, .name = o->name};
+    return engine_bk_submit(e, lp, &o->call, &req, force_done, o);
+}
+
 /* ---- inspect, list, ping ---- */
 
 struct info_op {

@@ -101,6 +101,11 @@ enum lk_code engine_renew(struct engine *e, struct lk_loop *lp, const char *name
                           int64_t ttl_ms, eng_done_fn done, void *arg);
 enum lk_code engine_release(struct engine *e, struct lk_loop *lp, const char *name,
                             const char *lease, eng_done_fn done, void *arg);
+/* An operator's force-unlock: every holder of name goes, no lock-delay.
+ * LK_OK with fencing_token the highest released, LK_NOT_HELD, LK_UNSUPPORTED
+ * or LK_BACKEND_DOWN. Counted in lockd_forced_releases_total when released. */
+enum lk_code engine_force_release(struct engine *e, struct lk_loop *lp, const char *name,
+                                  eng_done_fn done, void *arg);
 /* Inspect: the backend's view of name plus this lockd's queue. */
 struct eng_info {
     enum lk_code code; /* LK_OK or LK_BACKEND_DOWN */
