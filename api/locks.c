@@ -373,10 +373,12 @@ static json_t *one_holder_json(const struct eng_holder *h)
  * alone); waiters is this lockd's queue for the name. */
 static json_t *inspect_json(const char *name, bool held, const struct eng_holder *h,
                             const struct eng_holder *holders, size_t nholders, size_t total,
-                            int64_t limit, int64_t waiters)
+                            int64_t limit, int64_t waiters, bool has_index, int64_t index)
 {
     json_t *o = json_object();
     json_object_set_new(o, "name", json_string(name));
+    if (has_index) /* watching: DESIGN.md §Watching */
+        json_object_set_new(o, "index", json_integer(index));
     json_object_set_new(o, "held", json_boolean(held));
     json_object_set_new(o, "mode", json_string(held && h->shared ? "shared" : "exclusive"));
     json_object_set_new(o, "limit", json_integer(held && limit > 1 ? limit : 1));
@@ -418,22 +420,91 @@ static void inspect_cb(void *arg, const struct eng_info *info)
         errors_respond_code(r, info->code, NULL);
         return;
     }
+    if (info->has_index) {
+        char idx[24];
+        lk_itoa(info->index, idx);
+        http_add_header(r, "Lock-Index", idx);
+    }
     http_respond_json(r, 200,
                       inspect_json(r->param, info->held, &info->holder, info->holders,
                                    info->nholders, info->total_holders, info->limit,
-                                   info->waiters));
+                                   info->waiters, info->has_index, info->index));
+}
+
+static void watch_cb(void *arg, const struct eng_info *info)
+{
+    struct req *r = arg;
+    r->waiting = false;
+    r->waiter = NULL;
+    inspect_cb(r, info);
+}
+
+struct watch_args {
+    const char *index, *wait_ms;
+    struct api_error *e;
+    bool ok;
+};
+
+static bool watch_query(void *arg, const char *k, const char *v)
+{
+    struct watch_args *wa = arg;
+    const char **slot = strcmp(k, "index") == 0     ? &wa->index
+                        : strcmp(k, "wait_ms") == 0 ? &wa->wait_ms
+                                                    : NULL;
+    if (slot == NULL) {
+        api_error_set(wa->e, LK_UNKNOWN_FIELD, "unknown query parameter '%.64s'", k);
+        wa->ok = false;
+        return false;
+    }
+    *slot = v;
+    return true;
+}
+
+/* A query integer in [0, max]: digits only. */
+static bool query_int(const char *what, const char *v, int64_t max, int64_t *out,
+                      struct api_error *e)
+{
+    size_t n = strspn(v, "0123456789");
+    if (n == 0 || v[n] != '\0' || n > 16 || (*out = strtoll(v, NULL, 10)) > max) {
+        api_error_set(e, LK_INVALID, "query '%s' must be an integer from 0 to %lld", what,
+                      (long long)max);
+        return false;
+    }
+    return true;
 }
 
 void locks_inspect(struct req *r)
 {
-    static const char *const qfields[] = {NULL};
     struct api_error e;
-    if (!json_in_name(r->param, &e) || !check_query(r, qfields, NULL, NULL, &e)) {
-        errors_respond_input(r, &e);
+    struct watch_args wa = {NULL, NULL, &e, true};
+    int64_t index = -1, wait_ms = 0;
+    if (!json_in_name(r->param, &e))
+        goto bad;
+    http_query_each(r, watch_query, &wa);
+    if (!wa.ok || (wa.index != NULL && !query_int("index", wa.index, 9007199254740991LL, &index, &e)) ||
+        (wa.wait_ms != NULL &&
+         !query_int("wait_ms", wa.wait_ms, http_config(r)->max_wait_ms, &wait_ms, &e)))
+        goto bad;
+    if (index >= 0 && wait_ms > 0) { /* a watch: DESIGN.md §Watching */
+        struct eng_waiter *w = NULL;
+        enum lk_code c = engine_watch(http_engine(r), http_loop(r), r->param, index, wait_ms,
+                                      watch_cb, r, &w);
+        if (c == LK_UNSUPPORTED) {
+            errors_respond_msg(r, LK_UNSUPPORTED, "this backend keeps no index: it cannot watch",
+                               NULL);
+            return;
+        }
+        if (c == LK_AGAIN && !r->ready && w != NULL) {
+            r->waiting = true;
+            r->waiter = w;
+        }
         return;
     }
     enum lk_code c = engine_inspect(http_engine(r), http_loop(r), r->param, inspect_cb, r);
     (void)c;
+    return;
+bad:
+    errors_respond_input(r, &e);
 }
 
 static void list_cb(void *arg, enum lk_code code, const struct eng_entry *ents, size_t n,
@@ -450,7 +521,8 @@ static void list_cb(void *arg, enum lk_code code, const struct eng_entry *ents, 
         int64_t waiters = engine_waiters(http_engine(r), ents[i].name);
         json_array_append_new(arr,
                               inspect_json(ents[i].name, true, &ents[i].holder, NULL, 0,
-                                           ents[i].nholders, ents[i].limit, waiters));
+                                           ents[i].nholders, ents[i].limit, waiters,
+                                           ents[i].has_index, ents[i].index));
     }
     json_object_set_new(o, "locks", arr);
     json_object_set_new(o, "next_cursor", next ? json_string(next) : json_null());

@@ -396,11 +396,16 @@ static void handle_renew_release(struct rcmd *cmd, const redisReply *r)
     }
 }
 
-static void handle_inspect(struct rcmd *cmd, const redisReply *r)
+static void handle_inspect(struct rcmd *cmd, const redisReply *reply)
 {
     struct bk_res out;
     struct bk_holder h;
     bk_res_init(&out, LK_OK);
+    /* {index, holders} (inspect.lua) */
+    if (!is_array(reply, 2))
+        return;
+    out.index = rint64(reply->element[0]);
+    const redisReply *r = reply->element[1];
     if (!is_array(r, 1))
         return;
     int64_t st = rint64(r->element[0]);
@@ -861,8 +866,10 @@ static enum lk_code rb_inspect(struct rb *bk, struct rn_conn *c, const struct bk
 {
     struct rcmd *cmd = op_new(bk, c, RK_INSPECT, SC_INSPECT, 0, done, arg);
     struct rargs b = {0};
-    rargs_str(&b, "1");
+    rargs_str(&b, "2");
     argb_key(&b, bk, req->name, "");
+    argb_key(&b, bk, req->name, ":fence");
+    rargs_str(&b, req->wait ? "1" : "0"); /* a watcher: the next change publishes */
     rn_cmd_take_args(&cmd->nc, &b);
     return cmd_submit(cmd, -1);
 }
@@ -1071,7 +1078,7 @@ static void rb_free(void *state)
 
 static const struct backend_ops rb_ops = {
     .name = "redis",
-    .caps = BK_CAP_SHARED | BK_CAP_LIMIT | BK_CAP_FLOOR | BK_CAP_FORCE, /* floor: exclusive acquires */
+    .caps = BK_CAP_SHARED | BK_CAP_LIMIT | BK_CAP_FLOOR | BK_CAP_FORCE | BK_CAP_INDEX, /* floor: exclusive */
     .attach = rb_attach,
     .detach = rb_detach,
     .submit = rb_submit,

@@ -24,6 +24,7 @@ if string.byte(v) == 115 then
     end
   end
   redis.call('DEL', lock, lock .. ':z', lock .. ':h')
+  sh_bump(lock) -- the index moves (_shared.lua)
 else
   top = tonumber(string.match(v, '^.%S* (%d+)')) or 0
   redis.call('DEL', lock)
