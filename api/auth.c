@@ -1,6 +1,9 @@
 /*
  * auth.c - the token set is an immutable array swapped under a rwlock; a
  * reload builds a new set and swaps it in, so requests keep their connections.
+ * Two sets: client tokens (auth_token_file) and admin tokens
+ * (admin_token_file, DESIGN.md §Operators); an admin token is accepted
+ * wherever a client token is.
  */
 #include "api/auth.h"
 
@@ -20,6 +23,7 @@ struct tokens {
 
 static pthread_rwlock_t lock = PTHREAD_RWLOCK_INITIALIZER;
 static struct tokens *current; /* NULL = authentication off */
+static struct tokens *admin;   /* NULL = no admin token: force is always refused */
 /* current != NULL, readable without the lock: most deployments have no
  * tokens, and then no request needs the lock or its Authorization header */
 static atomic_bool enabled;
@@ -34,13 +38,16 @@ static void tokens_free(struct tokens *t)
     free(t);
 }
 
-int auth_load(const char *path, char *err, size_t errlen)
+/* Reads a token file: 0 and *out (NULL for path ""), or -1 with err set. */
+static int tokens_read(const char *key, const char *path, struct tokens **out, char *err,
+                       size_t errlen)
 {
     struct tokens *t = NULL;
+    *out = NULL;
     if (path != NULL && path[0] != '\0') {
         FILE *f = fopen(path, "r");
         if (f == NULL) {
-            snprintf(err, errlen, "cannot open auth_token_file '%s': %s", path, strerror(errno));
+            snprintf(err, errlen, "cannot open %s '%s': %s", key, path, strerror(errno));
             return -1;
         }
         t = lk_calloc(1, sizeof(*t));
@@ -61,10 +68,19 @@ int auth_load(const char *path, char *err, size_t errlen)
         fclose(f);
         if (t->n == 0) {
             tokens_free(t);
-            snprintf(err, errlen, "auth_token_file '%s' holds no token", path);
+            snprintf(err, errlen, "%s '%s' holds no token", key, path);
             return -1;
         }
     }
+    *out = t;
+    return 0;
+}
+
+int auth_load(const char *path, char *err, size_t errlen)
+{
+    struct tokens *t;
+    if (tokens_read("auth_token_file", path, &t, err, errlen) != 0)
+        return -1;
     pthread_rwlock_wrlock(&lock);
     struct tokens *old = current;
     current = t;
@@ -72,6 +88,34 @@ int auth_load(const char *path, char *err, size_t errlen)
     pthread_rwlock_unlock(&lock);
     tokens_free(old);
     return 0;
+}
+
+int auth_load_admin(const char *path, char *err, size_t errlen)
+{
+    struct tokens *t;
+    if (tokens_read("admin_token_file", path, &t, err, errlen) != 0)
+        return -1;
+    pthread_rwlock_wrlock(&lock);
+    struct tokens *old = admin;
+    admin = t;
+    pthread_rwlock_unlock(&lock);
+    tokens_free(old);
+    return 0;
+}
+
+/* Whether authorization is "Bearer <one of t>": every token compared,
+ * whatever matched (constant time). Under lock. */
+static bool tokens_match(const struct tokens *t, const char *authorization)
+{
+    if (t == NULL || authorization == NULL || strncasecmp(authorization, "Bearer ", 7) != 0)
+        return false;
+    const char *given = authorization + 7;
+    while (*given == ' ')
+        given++;
+    bool any = false;
+    for (size_t i = 0; i < t->n; i++)
+        any |= lk_streq_ct(t->v[i], given);
+    return any;
 }
 
 bool auth_enabled(void)
@@ -82,18 +126,20 @@ bool auth_enabled(void)
 bool auth_check(const char *authorization)
 {
     pthread_rwlock_rdlock(&lock);
-    struct tokens *t = current;
-    bool ok = t == NULL;
-    if (!ok && authorization != NULL && strncasecmp(authorization, "Bearer ", 7) == 0) {
-        const char *given = authorization + 7;
-        while (*given == ' ')
-            given++;
-        /* Compare against every token, whatever matched: constant time. */
-        bool any = false;
-        for (size_t i = 0; i < t->n; i++)
-            any |= lk_streq_ct(t->v[i], given);
-        ok = any;
+    bool ok = current == NULL;
+    if (!ok) {
+        bool client = tokens_match(current, authorization);
+        bool adm = tokens_match(admin, authorization); /* both: constant time */
+        ok = client || adm;
     }
+    pthread_rwlock_unlock(&lock);
+    return ok;
+}
+
+bool auth_admin(const char *authorization)
+{
+    pthread_rwlock_rdlock(&lock);
+    bool ok = tokens_match(admin, authorization);
     pthread_rwlock_unlock(&lock);
     return ok;
 }
@@ -103,5 +149,7 @@ void auth_free(void)
     pthread_rwlock_wrlock(&lock);
     tokens_free(current);
     current = NULL;
+    tokens_free(admin);
+    admin = NULL;
     pthread_rwlock_unlock(&lock);
 }

@@ -91,6 +91,9 @@ void http_respond_text(struct req *r, int status, const char *content_type, char
 /* name must be a string literal (kept by pointer); value is copied. */
 void http_add_header(struct req *r, const char *name, const char *value);
 
+/* The client's address as "host:port" (for operator logs). */
+void http_peer(const struct req *r, char *out, size_t len);
+
 /* Request headers and query arguments. */
 const char *http_header(const struct req *r, const char *name);
 /* For a waiter just granted name/lease: when its client has already hung

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/auth.h"
 #include "api/errors.h"
 #include "api/http.h"
 #include "api/json_in.h"
@@ -14,6 +15,7 @@
 #include "api/router.h"
 #include "config/config.h"
 #include "server/engine.h"
+#include "server/log.h"
 
 /* ---- shared pieces ---- */
 
@@ -248,13 +250,94 @@ static void release_cb(void *arg, const struct eng_result *res)
     http_respond_text(r, 200, "application/json", text, len);
 }
 
+/* ---- force-unlock (DESIGN.md §Operators) ---- */
+
+static void force_cb(void *arg, const struct eng_result *res)
+{
+    struct req *r = arg;
+    if (res->code != LK_OK) {
+        errors_respond_code(r, res->code, NULL);
+        return;
+    }
+    char peer[64];
+    http_peer(r, peer, sizeof(peer));
+    lk_log(LK_WARN, "force-unlocked '%s' token %lld (request %s from %s)", res->name,
+           (long long)res->fencing_token, r->req_id, peer);
+    r->token = res->fencing_token;
+    struct jout j;
+    jout_begin(&j);
+    jout_str(&j, "name", res->name);
+    jout_bool(&j, "released", true);
+    jout_bool(&j, "forced", true);
+    jout_int(&j, "fencing_token", res->fencing_token);
+    size_t len;
+    char *text = jout_end(&j, &len);
+    http_respond_text(r, 200, "application/json", text, len);
+}
+
+static bool force_query(void *arg, const char *k, const char *v)
+{
+    const char **force = arg;
+    if (strcmp(k, "force") == 0)
+        *force = v;
+    return true;
+}
+
+/* ?force=: NULL when absent; 1 true, 0 false, -1 anything else. */
+static int force_of(struct req *r)
+{
+    const char *v = NULL;
+    http_query_each(r, force_query, &v);
+    if (v == NULL)
+        return 0;
+    return strcmp(v, "true") == 0 ? 1 : strcmp(v, "false") == 0 ? 0 : -1;
+}
+
+static void locks_force(struct req *r)
+{
+    static const char *const qfields[] = {"force", NULL};
+    struct api_error e;
+    json_t *body = NULL;
+    const char *bl = NULL;
+    if (!json_in_name(r->param, &e) || !check_query(r, qfields, NULL, NULL, &e))
+        goto bad;
+    /* An empty body or {} (a lease is not needed and not allowed). */
+    body = parse_lease_body(r->body, r->body_len, false, &bl, &e);
+    if (body == NULL)
+        goto bad;
+    json_decref(body);
+    if (bl != NULL) {
+        api_error_set(&e, LK_INVALID, "a forced release takes no lease");
+        goto bad;
+    }
+    /* Authentication came first (http.c: 401); this is authorization. */
+    if (!auth_admin(http_header(r, "Authorization"))) {
+        errors_respond_code(r, LK_FORBIDDEN, NULL);
+        return;
+    }
+    enum lk_code c = engine_force_release(http_engine(r), http_loop(r), r->param, force_cb, r);
+    (void)c;
+    return;
+bad:
+    errors_respond_input(r, &e);
+}
+
 void locks_release(struct req *r)
 {
-    static const char *const qfields[] = {"lease", NULL};
+    static const char *const qfields[] = {"lease", "force", NULL};
     struct api_error e;
     json_t *body = NULL;
     const char *ql = NULL, *bl = NULL, *lease;
     bool qconf = false;
+    int force = force_of(r);
+    if (force == 1) {
+        locks_force(r);
+        return;
+    }
+    if (force < 0) {
+        api_error_set(&e, LK_INVALID, "force must be true or false");
+        goto bad;
+    }
     if (!json_in_name(r->param, &e) || !check_query(r, qfields, &ql, &qconf, &e))
         goto bad;
     body = parse_lease_body(r->body, r->body_len, false, &bl, &e);
@@ -290,10 +373,12 @@ static json_t *one_holder_json(const struct eng_holder *h)
  * alone); waiters is this lockd's queue for the name. */
 static json_t *inspect_json(const char *name, bool held, const struct eng_holder *h,
                             const struct eng_holder *holders, size_t nholders, size_t total,
-                            int64_t limit, int64_t waiters)
+                            int64_t limit, int64_t waiters, bool has_index, int64_t index)
 {
     json_t *o = json_object();
     json_object_set_new(o, "name", json_string(name));
+    if (has_index) /* watching: DESIGN.md §Watching */
+        json_object_set_new(o, "index", json_integer(index));
     json_object_set_new(o, "held", json_boolean(held));
     json_object_set_new(o, "mode", json_string(held && h->shared ? "shared" : "exclusive"));
     json_object_set_new(o, "limit", json_integer(held && limit > 1 ? limit : 1));
@@ -335,22 +420,91 @@ static void inspect_cb(void *arg, const struct eng_info *info)
         errors_respond_code(r, info->code, NULL);
         return;
     }
+    if (info->has_index) {
+        char idx[24];
+        lk_itoa(info->index, idx);
+        http_add_header(r, "Lock-Index", idx);
+    }
     http_respond_json(r, 200,
                       inspect_json(r->param, info->held, &info->holder, info->holders,
                                    info->nholders, info->total_holders, info->limit,
-                                   info->waiters));
+                                   info->waiters, info->has_index, info->index));
+}
+
+static void watch_cb(void *arg, const struct eng_info *info)
+{
+    struct req *r = arg;
+    r->waiting = false;
+    r->waiter = NULL;
+    inspect_cb(r, info);
+}
+
+struct watch_args {
+    const char *index, *wait_ms;
+    struct api_error *e;
+    bool ok;
+};
+
+static bool watch_query(void *arg, const char *k, const char *v)
+{
+    struct watch_args *wa = arg;
+    const char **slot = strcmp(k, "index") == 0     ? &wa->index
+                        : strcmp(k, "wait_ms") == 0 ? &wa->wait_ms
+                                                    : NULL;
+    if (slot == NULL) {
+        api_error_set(wa->e, LK_UNKNOWN_FIELD, "unknown query parameter '%.64s'", k);
+        wa->ok = false;
+        return false;
+    }
+    *slot = v;
+    return true;
+}
+
+/* A query integer in [0, max]: digits only. */
+static bool query_int(const char *what, const char *v, int64_t max, int64_t *out,
+                      struct api_error *e)
+{
+    size_t n = strspn(v, "0123456789");
+    if (n == 0 || v[n] != '\0' || n > 16 || (*out = strtoll(v, NULL, 10)) > max) {
+        api_error_set(e, LK_INVALID, "query '%s' must be an integer from 0 to %lld", what,
+                      (long long)max);
+        return false;
+    }
+    return true;
 }
 
 void locks_inspect(struct req *r)
 {
-    static const char *const qfields[] = {NULL};
     struct api_error e;
-    if (!json_in_name(r->param, &e) || !check_query(r, qfields, NULL, NULL, &e)) {
-        errors_respond_input(r, &e);
+    struct watch_args wa = {NULL, NULL, &e, true};
+    int64_t index = -1, wait_ms = 0;
+    if (!json_in_name(r->param, &e))
+        goto bad;
+    http_query_each(r, watch_query, &wa);
+    if (!wa.ok || (wa.index != NULL && !query_int("index", wa.index, 9007199254740991LL, &index, &e)) ||
+        (wa.wait_ms != NULL &&
+         !query_int("wait_ms", wa.wait_ms, http_config(r)->max_wait_ms, &wait_ms, &e)))
+        goto bad;
+    if (index >= 0 && wait_ms > 0) { /* a watch: DESIGN.md §Watching */
+        struct eng_waiter *w = NULL;
+        enum lk_code c = engine_watch(http_engine(r), http_loop(r), r->param, index, wait_ms,
+                                      watch_cb, r, &w);
+        if (c == LK_UNSUPPORTED) {
+            errors_respond_msg(r, LK_UNSUPPORTED, "this backend keeps no index: it cannot watch",
+                               NULL);
+            return;
+        }
+        if (c == LK_AGAIN && !r->ready && w != NULL) {
+            r->waiting = true;
+            r->waiter = w;
+        }
         return;
     }
     enum lk_code c = engine_inspect(http_engine(r), http_loop(r), r->param, inspect_cb, r);
     (void)c;
+    return;
+bad:
+    errors_respond_input(r, &e);
 }
 
 static void list_cb(void *arg, enum lk_code code, const struct eng_entry *ents, size_t n,
@@ -367,7 +521,8 @@ static void list_cb(void *arg, enum lk_code code, const struct eng_entry *ents, 
         int64_t waiters = engine_waiters(http_engine(r), ents[i].name);
         json_array_append_new(arr,
                               inspect_json(ents[i].name, true, &ents[i].holder, NULL, 0,
-                                           ents[i].nholders, ents[i].limit, waiters));
+                                           ents[i].nholders, ents[i].limit, waiters,
+                                           ents[i].has_index, ents[i].index));
     }
     json_object_set_new(o, "locks", arr);
     json_object_set_new(o, "next_cursor", next ? json_string(next) : json_null());

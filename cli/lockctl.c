@@ -52,6 +52,7 @@ struct lc_opts {
     bool reentrant;
     bool ready;
     bool shared; /* --shared: --mode shared */
+    bool force;  /* release --force: an operator's force-unlock */
     const char *ttl;
     const char *wait;
     const char *session;
@@ -93,6 +94,7 @@ static const struct lc_optdef lc_optdefs[] = {
     LC_FLAG(reentrant),
     LC_FLAG(ready),
     LC_FLAG(shared),
+    LC_FLAG(force),
     LC_STR(ttl),
     LC_STR(wait),
     LC_STR(session),
@@ -116,6 +118,7 @@ static const char lc_usage[] =
     "               [--max-hold D]\n"
     "  renew NAME [--lease L] [--ttl D]        (lease also from $LOCKD_LEASE)\n"
     "  release NAME [--lease L]\n"
+    "  release --force NAME                     (operator: needs an admin token in --token-file)\n"
     "  status NAME\n"
     "  list [--prefix P] [--limit N]\n"
     "  session create [--ttl D] [--owner S] [--lock-delay D]\n"
@@ -140,7 +143,7 @@ static const char lc_usage[] =
     "\n"
     "exit codes: 0 ok, 1 lockd refused (lost lease, not found...), 64 usage or invalid\n"
     "request, 66 token file unreadable, 69 lockd unreachable or unavailable,\n"
-    "75 lock not obtained within --wait, 77 unauthorized.\n";
+    "75 lock not obtained within --wait, 77 unauthorized (or, for --force, forbidden).\n";
 
 static void lc_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
@@ -457,7 +460,7 @@ static int resp_fail(const struct lc_resp *r, const char *what, bool json_out)
         return EX_TEMPFAIL;
     if (r->status == 400 || r->status == 413 || r->status == 405)
         return EX_USAGE;
-    if (r->status == 401)
+    if (r->status == 401 || r->status == 403)
         return EX_NOPERM;
     if (r->status == 503 || r->status == 502 || r->status == 504)
         return EX_UNAVAILABLE;
@@ -763,6 +766,29 @@ static int cmd_release(struct lc_ctx *x)
     int rc = need_name(&x->o, "release");
     if (rc != 0)
         return rc;
+    if (x->o.force) {
+        if (x->o.lease != NULL)
+            return lc_usage_error("release --force takes no --lease");
+        /* DELETE /locks/NAME?force=true: no lease, the admin token decides */
+        char *eid = path_escape(x->h, x->o.pos[0]);
+        size_t plen = strlen(eid) + sizeof("/locks/?force=true");
+        char *path = malloc(plen);
+        if (path == NULL)
+            abort();
+        snprintf(path, plen, "/locks/%s?force=true", eid);
+        curl_free(eid);
+        struct lc_resp r;
+        if (client_call(&x->client, x->h, "DELETE", path, NULL, NULL, LOCKCTL_TIMEOUT_MS, false,
+                        &r) != LC_OK) {
+            rc = EX_UNAVAILABLE;
+        } else {
+            rc = r.status == 200 ? (print_answer(&r, x->o.json), 0)
+                                 : resp_fail(&r, "release --force", x->o.json);
+            resp_release(&r);
+        }
+        free(path);
+        return rc;
+    }
     const char *lease = lease_arg(&x->o);
     if (lease == NULL)
         return lc_usage_error("release needs --lease (or $LOCKD_LEASE)");
@@ -1433,7 +1459,7 @@ struct lc_command {
 static const struct lc_command lc_commands[] = {
     {"acquire", ",ttl,wait,session,owner,reentrant,shared,mode,limit,max-hold,", cmd_acquire},
     {"renew", ",lease,ttl,", cmd_renew},
-    {"release", ",lease,", cmd_release},
+    {"release", ",lease,force,", cmd_release},
     {"status", ",", cmd_status},
     {"list", ",prefix,limit,", cmd_list},
     {"session", ",ttl,owner,lock-delay,", cmd_session},

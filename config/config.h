@@ -35,6 +35,7 @@ struct lk_config {
     char *redis_master_user;     /* sentinel: data nodes' user ("" = the URLs') */
     char *redis_master_password; /* sentinel: data nodes' password ("" = the URLs') */
     char *auth_token_file;
+    char *admin_token_file;
     bool auth_metrics;
     char *tls_cert;
     char *tls_key;

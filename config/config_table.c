@@ -12,6 +12,8 @@
 const struct cfg_key cfg_keys[] = {
     {"access_log", CFG_BOOL, OFF(access_log), "true", 0, 1, NULL, 0,
      "log one line per HTTP request at info level"},
+    {"admin_token_file", CFG_STRING, OFF(admin_token_file), "", 0, 0, NULL, 0,
+     "file of operator bearer tokens (force-unlock), one per line; empty = none (SIGHUP reloads)"},
     {"auth_metrics", CFG_BOOL, OFF(auth_metrics), "false", 0, 1, NULL, 0,
      "also require the bearer token on /healthz, /readyz and /metrics"},
     {"auth_token_file", CFG_STRING, OFF(auth_token_file), "", 0, 0, NULL, 0,

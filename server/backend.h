@@ -37,6 +37,11 @@ enum bk_op {
     BK_LIST,       /* held names starting with prefix, a page from cursor */
     BK_RENEW_MANY, /* the watchdog: items[], a result per item */
     BK_PING,       /* LK_OK when the backend takes writes (Redlock: a quorum) */
+    /* An operator's force-unlock: drop every holder of name whatever its
+     * lease, with no lock-delay after it (BK_CAP_FORCE). LK_OK with
+     * fencing_token = the highest token released, or LK_NOT_HELD. Wakes
+     * waiters of other lockd processes as a release does. */
+    BK_FORCE_RELEASE,
     BK_OP_COUNT
 };
 
@@ -47,6 +52,8 @@ enum bk_mode { BK_EXCLUSIVE = 0, BK_SHARED = 1 };
 #define BK_CAP_SHARED 0x1u /* mode BK_SHARED */
 #define BK_CAP_LIMIT 0x2u  /* limit > 1 (semaphores) */
 #define BK_CAP_FLOOR 0x4u  /* fence_floor honoured */
+#define BK_CAP_FORCE 0x8u  /* BK_FORCE_RELEASE */
+#define BK_CAP_INDEX 0x10u /* bk_res.index and bk_entry.index (watching) */
 
 struct bk_renew_item {
     const char *name;
@@ -75,7 +82,10 @@ struct bk_req {
      * majority's highest counter); 0 = no floor. */
     int64_t fence_floor;
     bool session_bound; /* ACQUIRE: shown to inspectors */
-    bool wait;          /* ACQUIRE: a waiter asks; it (or lockd's queue) must hear of the release */
+    /* ACQUIRE: a waiter asks; it (or lockd's queue) must hear of the release.
+     * INSPECT: a watcher asks; lockd must hear (release hook) of the next
+     * change of the name's holders made through any lockd. */
+    bool wait;
     /* LIST */
     const char *prefix;
     const char *cursor; /* "" = from the start; opaque otherwise */
@@ -105,6 +115,7 @@ struct bk_entry {
     struct bk_holder holder; /* one of its holders (the newest, or the last to expire) */
     size_t nholders;         /* how many hold it */
     int64_t limit;           /* the limit in force */
+    int64_t index;           /* as bk_res.index */
 };
 
 struct bk_res {
@@ -127,6 +138,11 @@ struct bk_res {
     int64_t limit;
     /* INSPECT: every holder's count (nholders may list fewer, at most 100). */
     size_t total_holders;
+    /* INSPECT (BK_CAP_INDEX): below 2^53, greater after every change of the
+     * name's holders (grant, release, expiry, forced release), the same
+     * otherwise (renewals), the same for every lockd on this backend. A
+     * name the backend no longer remembers may answer a lower one (0). */
+    int64_t index;
     /* LIST */
     const struct bk_entry *entries;
     size_t nentries;

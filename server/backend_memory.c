@@ -38,6 +38,8 @@ struct mem_lock {
     int64_t delay_until_ms; /* lock-delay (Chubby) after a session expiry */
     int64_t limit;          /* the limit in force while held */
     int64_t writer_until_ms; /* an exclusive waiter was refused by readers: none join until then */
+    int64_t index;           /* bk_res.index: bumped on every change of the holders */
+    int64_t keep_until_ms;   /* a free entry stays this long, so its index lives on */
     struct mem_holder *h;   /* &one while cap is 1 */
     uint32_t n, cap;
     struct mem_holder one;
@@ -48,11 +50,16 @@ struct mem {
     pthread_mutex_t mu;
     struct mem_lock *locks;
     int64_t last_token;
+    int64_t last_index; /* the index last given to any name */
     char sweep_at[LK_NAME_MAX + 1]; /* where the janitor's sweep resumes */
 };
 
 #define SWEEP_STEP 2048 /* entries looked at per sweep call, under mu */
 #define INSPECT_MAX 100 /* holders an inspect lists (DESIGN.md §2) */
+/* A free name keeps its entry (and index) this long after its last change,
+ * so that a watcher of it sees the same index; after that it answers 0
+ * (lower: a watcher holding an older index is answered at once, once). */
+#define KEEP_FREE_MS 60000
 
 static char mem_no_owner[1] = "";
 
@@ -70,6 +77,16 @@ static int64_t next_token(struct mem *m, int64_t floor)
     return t;
 }
 
+/* The holders of l changed: a new index, above every one given before (and
+ * above the wall clock in microseconds, so across a restart too). */
+static void bump(struct mem *m, struct mem_lock *l, int64_t now)
+{
+    int64_t t = lk_wall_us();
+    m->last_index = t > m->last_index ? t : m->last_index + 1;
+    l->index = m->last_index;
+    l->keep_until_ms = now + KEEP_FREE_MS;
+}
+
 static void holder_drop(struct mem_holder *h)
 {
     if (h->owner != mem_no_owner)
@@ -85,9 +102,10 @@ static void holder_remove(struct mem_lock *l, uint32_t i)
     l->n--;
 }
 
-/* Drops every holder whose lease ran out. */
-static void trim(struct mem_lock *l, int64_t now)
+/* Drops every holder whose lease ran out; true when any did. */
+static bool trim(struct mem_lock *l, int64_t now)
 {
+    uint32_t before = l->n;
     uint32_t k = 0;
     for (uint32_t i = 0; i < l->n; i++) {
         if (l->h[i].expires_ms > now)
@@ -96,6 +114,7 @@ static void trim(struct mem_lock *l, int64_t now)
             holder_drop(&l->h[i]);
     }
     l->n = k;
+    return k != before;
 }
 
 static void lock_free(struct mem_lock *l)
@@ -112,11 +131,13 @@ static bool alive(const struct mem_lock *l)
     return l->n > 0;
 }
 
-/* Returns l if it is held or delayed, dropping it when neither. */
+/* Returns l if it is held, delayed or kept free (KEEP_FREE_MS), dropping it
+ * when none of these. An expiry seen here is a change of holders. */
 static struct mem_lock *prune(struct mem *m, struct mem_lock *l, int64_t now)
 {
-    trim(l, now);
-    if (l->n == 0 && l->delay_until_ms <= now) {
+    if (trim(l, now))
+        bump(m, l, now);
+    if (l->n == 0 && l->delay_until_ms <= now && l->keep_until_ms <= now) {
         HASH_DEL(m->locks, l);
         lock_free(l);
         return NULL;
@@ -124,7 +145,7 @@ static struct mem_lock *prune(struct mem *m, struct mem_lock *l, int64_t now)
     return l;
 }
 
-/* The entry of name if it is held or delayed (see prune). */
+/* The entry of name if it is held, delayed or kept (see prune). */
 static struct mem_lock *find(struct mem *m, const char *name, int64_t now)
 {
     struct mem_lock *l;
@@ -204,10 +225,15 @@ static void holder_set(struct mem *m, struct mem_holder *mh, const struct bk_req
 static bool admits(struct mem_lock *l, const struct bk_req *req, int64_t now,
                    struct bk_holder *h, struct bk_res *r)
 {
-    if (!alive(l)) { /* in its lock-delay */
+    if (!alive(l) && l->delay_until_ms > now) { /* in its lock-delay */
         r->code = LK_LOCKED;
         r->delay_ms = l->delay_until_ms - now;
         return false;
+    }
+    if (!alive(l)) { /* a free entry kept for its index: a fresh start */
+        l->limit = req->limit;
+        l->writer_until_ms = 0;
+        return true;
     }
     if (req->limit != l->limit) {
         r->code = LK_LIMIT_MISMATCH;
@@ -289,6 +315,7 @@ static void mem_acquire(struct mem *m, const struct bk_req *req, bk_done_fn done
     }
     if (mh != NULL) {
         holder_set(m, mh, req, now);
+        bump(m, l, now);
         r.fencing_token = mh->token;
         r.ttl_ms = mh->ttl_ms;
         r.validity_ms = mh->ttl_ms; /* one process, one clock: no drift to subtract */
@@ -358,15 +385,35 @@ static void mem_release(struct mem *m, const struct bk_req *req, bk_done_fn done
         r.holders = NULL; /* released: this lease holds nothing now */
         r.nholders = 0;
         holder_remove(l, (uint32_t)(mh - l->h));
-        if (l->n > 0) {
-            /* other holders keep the name: no lock-delay while they do */
-        } else if (req->delay_ms > 0) {
+        bump(m, l, now); /* a free entry stays a while (KEEP_FREE_MS): prune drops it */
+        if (l->n == 0 && req->delay_ms > 0) {
+            /* (other holders keep the name: no lock-delay while they do) */
             l->delay_until_ms = now + req->delay_ms;
             r.delay_ms = req->delay_ms;
-        } else {
-            HASH_DEL(m->locks, l);
-            lock_free(l);
         }
+    }
+    pthread_mutex_unlock(&m->mu);
+    done(arg, &r);
+}
+
+/* Every holder goes, whatever its lease; no lock-delay follows (an
+ * operator's force-unlock, DESIGN.md §Operators). */
+static void mem_force_release(struct mem *m, const struct bk_req *req, bk_done_fn done, void *arg)
+{
+    struct bk_res r;
+    bk_res_init(&r, LK_NOT_HELD);
+    int64_t now = lk_now_ms();
+    pthread_mutex_lock(&m->mu);
+    struct mem_lock *l = find(m, req->name, now);
+    if (l != NULL && alive(l)) {
+        r.code = LK_OK;
+        for (uint32_t i = 0; i < l->n; i++)
+            if (l->h[i].token > r.fencing_token)
+                r.fencing_token = l->h[i].token;
+        while (l->n > 0)
+            holder_remove(l, l->n - 1);
+        l->delay_until_ms = 0; /* no lock-delay after a forced release */
+        bump(m, l, now);
     }
     pthread_mutex_unlock(&m->mu);
     done(arg, &r);
@@ -389,9 +436,10 @@ static void mem_inspect(struct mem *m, const struct bk_req *req, bk_done_fn done
         r.nholders = n;
         r.total_holders = l->n;
         r.limit = l->limit;
-    } else if (l != NULL) {
+    } else if (l != NULL && l->delay_until_ms > now) {
         r.delay_ms = l->delay_until_ms - now;
     }
+    r.index = l != NULL ? l->index : 0;
     pthread_mutex_unlock(&m->mu);
     done(arg, &r);
     free(hs);
@@ -475,6 +523,7 @@ static void mem_list(struct mem *m, const struct bk_req *req, bk_done_fn done, v
         holder_of(&page[i]->h[page[i]->n - 1], now, &ents[i].holder);
         ents[i].nholders = page[i]->n;
         ents[i].limit = page[i]->limit;
+        ents[i].index = page[i]->index;
     }
     pthread_mutex_unlock(&m->mu);
     free(page);
@@ -526,7 +575,7 @@ static void mem_ping(struct mem *m, const struct bk_req *req, bk_done_fn done, v
 static const mem_op_fn mem_op[BK_OP_COUNT] = {
     [BK_ACQUIRE] = mem_acquire, [BK_RENEW] = mem_renew, [BK_RELEASE] = mem_release,
     [BK_INSPECT] = mem_inspect, [BK_LIST] = mem_list,   [BK_RENEW_MANY] = mem_renew_many,
-    [BK_PING] = mem_ping,
+    [BK_PING] = mem_ping,       [BK_FORCE_RELEASE] = mem_force_release,
 };
 
 static enum lk_code mem_submit(void *bk, struct lk_loop *lp, const struct bk_req *req,
@@ -568,7 +617,7 @@ static void mem_free(void *bk)
 
 static const struct backend_ops mem_ops = {
     .name = "memory",
-    .caps = BK_CAP_SHARED | BK_CAP_LIMIT | BK_CAP_FLOOR,
+    .caps = BK_CAP_SHARED | BK_CAP_LIMIT | BK_CAP_FLOOR | BK_CAP_FORCE | BK_CAP_INDEX,
     .attach = mem_attach,
     .detach = mem_detach,
     .submit = mem_submit,

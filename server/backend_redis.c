@@ -41,6 +41,7 @@ extern const char lk_lua_release_many[];
 extern const char lk_lua_fence_raise[];
 extern const char lk_lua_undo[];
 extern const char lk_lua_acquire_shared[];
+extern const char lk_lua_force_release[];
 
 #define RB_MAX_LOOPS 256 /* loop_index() values we accept */
 #define RB_BATCH 200     /* leases per renew_many EVALSHA */
@@ -57,6 +58,7 @@ enum {
     SC_FENCE_RAISE,
     SC_UNDO,
     SC_ACQUIRE_SHARED,
+    SC_FORCE_RELEASE,
     SC_COUNT
 };
 
@@ -394,11 +396,16 @@ static void handle_renew_release(struct rcmd *cmd, const redisReply *r)
     }
 }
 
-static void handle_inspect(struct rcmd *cmd, const redisReply *r)
+static void handle_inspect(struct rcmd *cmd, const redisReply *reply)
 {
     struct bk_res out;
     struct bk_holder h;
     bk_res_init(&out, LK_OK);
+    /* {index, holders} (inspect.lua) */
+    if (!is_array(reply, 2))
+        return;
+    out.index = rint64(reply->element[0]);
+    const redisReply *r = reply->element[1];
     if (!is_array(r, 1))
         return;
     int64_t st = rint64(r->element[0]);
@@ -839,13 +846,30 @@ static enum lk_code rb_release(struct rb *bk, struct rn_conn *c, const struct bk
     return cmd_submit(cmd, group_queue(cmd));
 }
 
+/* force_release.lua: every holder goes; never grouped, no lock-delay. */
+static enum lk_code rb_force_release(struct rb *bk, struct rn_conn *c, const struct bk_req *req,
+                                     bk_done_fn done, void *arg)
+{
+    struct rcmd *cmd = op_new(bk, c, RK_RELEASE, SC_FORCE_RELEASE, 0, done, arg);
+    struct rargs b = {0};
+    rargs_str(&b, "1");
+    argb_key(&b, bk, req->name, "");
+    argb_channel(&b, bk, req->name);
+    rargs_append(&b, " ", 1);
+    rargs_append(&b, bk->instance, strlen(bk->instance));
+    rn_cmd_take_args(&cmd->nc, &b);
+    return cmd_submit(cmd, -1);
+}
+
 static enum lk_code rb_inspect(struct rb *bk, struct rn_conn *c, const struct bk_req *req,
                                bk_done_fn done, void *arg)
 {
     struct rcmd *cmd = op_new(bk, c, RK_INSPECT, SC_INSPECT, 0, done, arg);
     struct rargs b = {0};
-    rargs_str(&b, "1");
+    rargs_str(&b, "2");
     argb_key(&b, bk, req->name, "");
+    argb_key(&b, bk, req->name, ":fence");
+    rargs_str(&b, req->wait ? "1" : "0"); /* a watcher: the next change publishes */
     rn_cmd_take_args(&cmd->nc, &b);
     return cmd_submit(cmd, -1);
 }
@@ -1003,6 +1027,7 @@ static enum lk_code rb_submit(void *state, struct lk_loop *lp, const struct bk_r
         }
         return rb_renew_many(bk, c, req, done, arg);
     case BK_PING: return rb_ping(bk, c, done, arg);
+    case BK_FORCE_RELEASE: return rb_force_release(bk, c, req, done, arg);
     case BK_OP_COUNT: break;
     }
     bk_res_init(&r, LK_UNSUPPORTED);
@@ -1053,7 +1078,7 @@ static void rb_free(void *state)
 
 static const struct backend_ops rb_ops = {
     .name = "redis",
-    .caps = BK_CAP_SHARED | BK_CAP_LIMIT | BK_CAP_FLOOR, /* the floor: exclusive acquires */
+    .caps = BK_CAP_SHARED | BK_CAP_LIMIT | BK_CAP_FLOOR | BK_CAP_FORCE | BK_CAP_INDEX, /* floor: exclusive */
     .attach = rb_attach,
     .detach = rb_detach,
     .submit = rb_submit,
@@ -1089,6 +1114,7 @@ enum lk_code redis_lock_open(const struct redis_url *url, const struct lk_config
         [SC_FENCE_RAISE] = {"fence_raise", lk_lua_fence_raise},
         [SC_UNDO] = {"undo", lk_lua_undo},
         [SC_ACQUIRE_SHARED] = {"acquire_shared", lk_lua_acquire_shared},
+        [SC_FORCE_RELEASE] = {"force_release", lk_lua_force_release},
     };
     for (int i = 0; i < SC_COUNT; i++)
         rn_script_init(&bk->scripts[i], src[i].name, src[i].body);

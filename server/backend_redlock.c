@@ -685,6 +685,7 @@ static void sub_done(void *arg, const struct bk_res *r)
     case BK_ACQUIRE: acq_eval(c, s); break;
     case BK_RENEW:
     case BK_RELEASE:
+    case BK_FORCE_RELEASE: /* every node drops the name; held when a majority held it */
     case BK_PING: agree_eval(c); break;
     case BK_INSPECT: inspect_eval(c); break;
     case BK_RENEW_MANY: batch_eval(c); break;
@@ -885,7 +886,7 @@ static const struct backend_ops rl_ops = {
      * independent nodes that each admit `limit` of their own, and a
      * majority of them can hold different sets: no count a majority
      * enforces. No BK_CAP_SHARED yet (read-write locks are another branch). */
-    .caps = BK_CAP_FLOOR,
+    .caps = BK_CAP_FLOOR | BK_CAP_FORCE,
     .attach = rl_attach,
     .detach = rl_detach,
     .submit = rl_submit,

@@ -153,6 +153,7 @@ static void acquire_done(void *arg, const struct bk_res *br)
         r.expires_at_ms = lk_wall_ms() + r.ttl_ms;
         r.session = o->has_session ? o->session : NULL;
         r.count = 1;
+        watchers_kick(o->e, o->name);
         lk_log(LK_DEBUG, "granted '%s' token %lld", o->name, (long long)br->fencing_token);
     } else if (r.code == LK_LOCKED) {
         metrics_add(M_ACQUIRE_LOCKED, 1);
@@ -326,6 +327,32 @@ enum lk_code engine_release(struct engine *e, struct lk_loop *lp, const char *na
     return engine_bk_submit(e, lp, &o->call, &req, release_done, o);
 }
 
+/* ---- force-unlock ---- */
+
+static void force_done(void *arg, const struct bk_res *br)
+{
+    struct op *o = arg;
+    struct eng_result r;
+    result_init(&r, br->code, o->name);
+    if (br->code == LK_OK) {
+        metrics_add(M_FORCED_RELEASES, 1);
+        r.fencing_token = br->fencing_token;
+        /* A session of this lockd that held it learns at its next watchdog
+         * renewal (not found: lost), as one of any other lockd does. */
+        waiters_kick(o->e, o->name);
+    }
+    o->done(o->arg, &r);
+    free(o);
+}
+
+enum lk_code engine_force_release(struct engine *e, struct lk_loop *lp, const char *name,
+                                  eng_done_fn done, void *arg)
+{
+    struct op *o = op_new(e, lp, name, done, arg);
+    struct bk_req req = {.op = BK_FORCE_RELEASE, .name = o->name};
+    return engine_bk_submit(e, lp, &o->call, &req, force_done, o);
+}
+
 /* ---- inspect, list, ping ---- */
 
 struct info_op {
@@ -356,10 +383,41 @@ static void inspect_done(void *arg, const struct bk_res *br)
         info.total_holders = br->total_holders > br->nholders ? br->total_holders : br->nholders;
         info.limit = br->limit;
         info.waiters = waiters_count(io->e, io->name);
+        info.has_index = engine_has_index(io->e);
+        info.index = br->index;
     }
     io->done(io->arg, &info);
     free(hs);
     free(io);
+}
+
+bool engine_has_index(const struct engine *e)
+{
+    return (e->bk.ops->caps & BK_CAP_INDEX) != 0;
+}
+
+void engine_info_of(struct engine *e, const char *name, const struct bk_res *br,
+                    struct eng_info *info, struct eng_holder **hs)
+{
+    memset(info, 0, sizeof(*info));
+    *hs = NULL;
+    info->code = br->code;
+    if (br->code != LK_OK)
+        return;
+    info->held = br->nholders > 0;
+    engine_holder_of(br, &info->holder);
+    if (br->nholders > 0) {
+        *hs = lk_malloc(br->nholders * sizeof(**hs));
+        for (size_t i = 0; i < br->nholders; i++)
+            engine_holder_conv(&(*hs)[i], &br->holders[i]);
+    }
+    info->holders = *hs;
+    info->nholders = br->nholders;
+    info->total_holders = br->total_holders > br->nholders ? br->total_holders : br->nholders;
+    info->limit = br->limit;
+    info->waiters = waiters_count(e, name);
+    info->has_index = engine_has_index(e);
+    info->index = br->index;
 }
 
 enum lk_code engine_inspect(struct engine *e, struct lk_loop *lp, const char *name,
@@ -378,6 +436,7 @@ struct list_op {
     struct bk_call call;
     eng_list_fn done;
     void *arg;
+    bool has_index;
 };
 
 static void list_done(void *arg, const struct bk_res *br)
@@ -392,6 +451,8 @@ static void list_done(void *arg, const struct bk_res *br)
             engine_holder_conv(&ents[i].holder, &br->entries[i].holder);
             ents[i].nholders = br->entries[i].nholders > 0 ? br->entries[i].nholders : 1;
             ents[i].limit = br->entries[i].limit > 0 ? br->entries[i].limit : 1;
+            ents[i].has_index = lo->has_index;
+            ents[i].index = br->entries[i].index;
         }
     }
     lo->done(lo->arg, br->code, ents, n, br->code == LK_OK ? br->next_cursor : NULL);
@@ -405,6 +466,7 @@ enum lk_code engine_list(struct engine *e, struct lk_loop *lp, const char *prefi
     struct list_op *lo = lk_malloc(sizeof(*lo));
     lo->done = done;
     lo->arg = arg;
+    lo->has_index = engine_has_index(e);
     /* The strings are the caller's and live until done ran. */
     struct bk_req req = {.op = BK_LIST, .prefix = prefix, .cursor = cursor, .count = limit};
     return engine_bk_submit(e, lp, &lo->call, &req, list_done, lo);

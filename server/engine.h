@@ -101,6 +101,11 @@ enum lk_code engine_renew(struct engine *e, struct lk_loop *lp, const char *name
                           int64_t ttl_ms, eng_done_fn done, void *arg);
 enum lk_code engine_release(struct engine *e, struct lk_loop *lp, const char *name,
                             const char *lease, eng_done_fn done, void *arg);
+/* An operator's force-unlock: every holder of name goes, no lock-delay.
+ * LK_OK with fencing_token the highest released, LK_NOT_HELD, LK_UNSUPPORTED
+ * or LK_BACKEND_DOWN. Counted in lockd_forced_releases_total when released. */
+enum lk_code engine_force_release(struct engine *e, struct lk_loop *lp, const char *name,
+                                  eng_done_fn done, void *arg);
 /* Inspect: the backend's view of name plus this lockd's queue. */
 struct eng_info {
     enum lk_code code; /* LK_OK or LK_BACKEND_DOWN */
@@ -111,16 +116,31 @@ struct eng_info {
     size_t total_holders; /* how many hold it */
     int64_t limit;        /* the limit in force when held */
     int64_t waiters; /* acquires queued for it in this lockd */
+    bool has_index;  /* the backend keeps an index (watching) */
+    int64_t index;   /* grows whenever the holders change (DESIGN.md §Watching) */
 };
 typedef void (*eng_info_fn)(void *arg, const struct eng_info *info);
 enum lk_code engine_inspect(struct engine *e, struct lk_loop *lp, const char *name,
                             eng_info_fn done, void *arg);
+
+/* Watch: answers (through done, like an inspect) once name's index differs
+ * from index, or after wait_ms with the current view (the same index). An
+ * index that differs already answers at once. LK_AGAIN: *waiter is a handle
+ * valid until done runs; engine_cancel() withdraws it (the client left).
+ * LK_UNSUPPORTED (done not called) when the backend keeps no index. On
+ * lp's thread; done runs there. */
+enum lk_code engine_watch(struct engine *e, struct lk_loop *lp, const char *name, int64_t index,
+                          int64_t wait_ms, eng_info_fn done, void *arg,
+                          struct eng_waiter **waiter);
+bool engine_has_index(const struct engine *e);
 
 struct eng_entry {
     const char *name;
     struct eng_holder holder;
     size_t nholders; /* how many hold it */
     int64_t limit;   /* the limit in force */
+    bool has_index;
+    int64_t index;
 };
 /* code LK_OK, LK_BAD_CURSOR or LK_BACKEND_DOWN; next_cursor NULL at the end. */
 typedef void (*eng_list_fn)(void *arg, enum lk_code code, const struct eng_entry *entries,

@@ -42,6 +42,8 @@ static void call_done(void *arg, const struct bk_res *r)
 static bool supported(const struct engine *e, const struct bk_req *req)
 {
     unsigned caps = e->bk.ops->caps;
+    if (req->op == BK_FORCE_RELEASE)
+        return (caps & BK_CAP_FORCE) != 0;
     if (req->op != BK_ACQUIRE)
         return true;
     if (req->mode == BK_SHARED && !(caps & BK_CAP_SHARED))

@@ -69,6 +69,7 @@ struct session {
 };
 
 struct wqueue;
+struct wlist;
 
 struct engine {
     const struct lk_config *cfg;
@@ -77,6 +78,8 @@ struct engine {
 
     pthread_mutex_t wmu;
     struct wqueue *queues;
+    struct wlist *watches; /* under wmu: watchers by name (waiters.c) */
+    atomic_int nwatched;   /* names in watches: 0 lets a grant skip wmu */
     int64_t nwaiters; /* under wmu: what max_waiters bounds */
 
     pthread_mutex_t smu;
@@ -132,7 +135,16 @@ static inline int64_t engine_limit_of(int64_t limit)
     return limit > 1 ? limit : 1;
 }
 
+/* An inspect's result as the engine reports it; *hs (freed by the caller
+ * after use) holds the converted holders. */
+void engine_info_of(struct engine *e, const char *name, const struct bk_res *br,
+                    struct eng_info *info, struct eng_holder **hs);
+
 /* ---- waiters.c ---- */
+
+/* The holders of name may have changed (a grant or release here, a
+ * message from another lockd): its watchers look again. Any thread. */
+void watchers_kick(struct engine *e, const char *name);
 
 /* Queues a blocking acquire: LK_AGAIN (done runs later), or LK_LOCKED
  * without calling done when max_waiters are parked already (the caller

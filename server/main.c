@@ -69,8 +69,10 @@ int main(int argc, char **argv)
     }
     lk_log_level = lk_log_parse_level(cfg.log_level);
     lk_log_json = strcmp(cfg.log_format, "json") == 0;
-    if (auth_load(cfg.auth_token_file, err, sizeof(err)) != 0) {
+    if (auth_load(cfg.auth_token_file, err, sizeof(err)) != 0 ||
+        auth_load_admin(cfg.admin_token_file, err, sizeof(err)) != 0) {
         fprintf(stderr, "lockd: %s\n", err);
+        auth_free();
         config_free(&cfg);
         return 2;
     }
@@ -125,7 +127,8 @@ int main(int argc, char **argv)
         struct timespec ts = {0, 50 * 1000 * 1000};
         int sig = sigtimedwait(&set, NULL, &ts);
         if (sig == SIGHUP) {
-            if (auth_load(cfg.auth_token_file, err, sizeof(err)) != 0)
+            if (auth_load(cfg.auth_token_file, err, sizeof(err)) != 0 ||
+                auth_load_admin(cfg.admin_token_file, err, sizeof(err)) != 0)
                 lk_log(LK_ERROR, "cannot reload tokens: %s", err);
             else
                 lk_log(LK_INFO, "reloaded auth tokens");

@@ -327,6 +327,8 @@ char *metrics_render(const char *extra, size_t *len)
          M_LEASES_LOST},
         {"lockd_sessions_expired_total", "Sessions expired by the reaper.", "counter",
          M_SESSIONS_EXPIRED},
+        {"lockd_forced_releases_total", "Locks an operator force-unlocked.", "counter",
+         M_FORCED_RELEASES},
         {"lockd_locks_held",
          "Session-bound leases held through this lockd (the watchdog keeps them).", "gauge",
          M_LOCKS_HELD},

@@ -28,6 +28,7 @@ enum metric_id {
     M_GRANT_SEMAPHORE,
     M_LEASES_LOST,
     M_SESSIONS_EXPIRED,
+    M_FORCED_RELEASES, /* an operator's force-unlocks that released something */
     M_BACKEND_ERRORS,
     M_LOCKS_HELD, /* gauge */
     M_SESSIONS,   /* gauge */

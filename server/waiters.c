@@ -9,6 +9,14 @@
  * own loop. Other threads touch queues under wmu and hand work to a waiter's
  * loop with loop_post(name): posts carry names, never waiter pointers, so a
  * waiter freed meanwhile cannot be reached.
+ *
+ * Watchers (GET /locks/{name}?index=N&wait_ms=M, DESIGN.md §Watching) are
+ * waiters too, in a list per name rather than a queue: a change of the
+ * name's holders (a grant or release here, a message from another lockd)
+ * makes each loop with watchers of it inspect the name once, with a mark so
+ * the next change through any lockd publishes, and answer the watchers whose
+ * index differs; the others wait on a timer at their deadline or the
+ * holder's expiry, whichever comes first. Idle watchers cost no CPU.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +57,22 @@ struct eng_waiter {
     enum lk_code fail_code;
     int64_t limit_in_force; /* LK_LIMIT_MISMATCH: the backend's */
     struct eng_waiter *prev, *next;
+    /* a watcher: in wl's list (prev, next), never in a queue */
+    bool is_watch;
+    int64_t index;    /* the index its client knows */
+    eng_info_fn wdone;
+    struct wlist *wl; /* under wmu */
+};
+
+/* The watchers of one name, on any loop. */
+struct wlist {
+    char name[LK_NAME_MAX + 1];
+    struct eng_waiter *list;
+    int nper[LOOP_MAX];              /* watchers per loop index */
+    struct lk_loop *lps[LOOP_MAX];   /* the loop of each index that has some */
+    uint64_t inflight[(LOOP_MAX + 63) / 64]; /* an inspect of it is in flight there */
+    uint64_t again[(LOOP_MAX + 63) / 64];    /* a change came meanwhile: look again */
+    UT_hash_handle hh;
 };
 
 struct wqueue {
@@ -201,6 +225,7 @@ static void attempt_done(void *arg, const struct bk_res *br)
         pthread_mutex_unlock(&e->wmu);
         if (kicked > 0)
             metrics_observe(H_HANDOFF, lk_now_us() - kicked);
+        watchers_kick(e, w->name); /* granted (or to be given back): a change */
         if (cancelled) {
             /* Granted in the instant its client left: nobody knows this
              * lease, so give the lock back at once. */
@@ -480,8 +505,14 @@ enum lk_code waiters_acquire(struct engine *e, struct lk_loop *lp, const struct 
     return LK_AGAIN;
 }
 
+static void watch_cancel(struct engine *e, struct eng_waiter *w);
+
 void engine_cancel(struct engine *e, struct eng_waiter *w)
 {
+    if (w->is_watch) { /* set once, before the handle was given out */
+        watch_cancel(e, w);
+        return;
+    }
     pthread_mutex_lock(&e->wmu);
     if (w->state == W_ATTEMPTING) {
         /* attempt_done frees it, releasing a grant nobody will receive. */
@@ -499,6 +530,7 @@ void engine_cancel(struct engine *e, struct eng_waiter *w)
 
 void waiters_kick(struct engine *e, const char *name)
 {
+    watchers_kick(e, name); /* a release is a change of holders */
     pthread_mutex_lock(&e->wmu);
     struct wqueue *q;
     HASH_FIND_STR(e->queues, name, q);
@@ -573,6 +605,16 @@ void waiters_fail(struct engine *e, const char *session)
 
 void waiters_free_all(struct engine *e)
 {
+    struct wlist *wl, *wlt;
+    HASH_ITER (hh, e->watches, wl, wlt) {
+        struct eng_waiter *w, *wt;
+        DL_FOREACH_SAFE (wl->list, w, wt) {
+            DL_DELETE(wl->list, w);
+            free(w);
+        }
+        HASH_DEL(e->watches, wl);
+        free(wl);
+    }
     struct wqueue *q, *qt;
     HASH_ITER (hh, e->queues, q, qt) {
         struct eng_waiter *w, *wt;
@@ -583,4 +625,231 @@ void waiters_free_all(struct engine *e)
         HASH_DEL(e->queues, q);
         free(q);
     }
+}
+
+/* ---------------------------------------------------------------- watchers */
+
+static bool bit_get(const uint64_t *m, int i)
+{
+    return (m[i / 64] >> (i % 64)) & 1u;
+}
+
+static void bit_put(uint64_t *m, int i, bool on)
+{
+    if (on)
+        m[i / 64] |= 1ULL << (i % 64);
+    else
+        m[i / 64] &= ~(1ULL << (i % 64));
+}
+
+static int watch_slot(const struct lk_loop *lp)
+{
+    int i = loop_index(lp);
+    return i >= 0 && i < LOOP_MAX ? i : LOOP_MAX - 1;
+}
+
+/* Takes w out of its list (under wmu); the list goes with its last one. */
+static void watch_unlink(struct engine *e, struct eng_waiter *w)
+{
+    struct wlist *wl = w->wl;
+    if (wl == NULL)
+        return;
+    DL_DELETE(wl->list, w);
+    wl->nper[watch_slot(w->lp)]--;
+    w->wl = NULL;
+    if (wl->list == NULL) {
+        engine_bk_watch(e, wl->name, false);
+        HASH_DEL(e->watches, wl);
+        free(wl);
+        atomic_fetch_sub(&e->nwatched, 1);
+    }
+}
+
+static void watch_cancel(struct engine *e, struct eng_waiter *w)
+{
+    pthread_mutex_lock(&e->wmu);
+    watch_unlink(e, w);
+    pthread_mutex_unlock(&e->wmu);
+    ev_timer_stop(loop_ev(w->lp), &w->timer);
+    free(w);
+}
+
+/* One inspect of a name for the watchers of one loop. */
+struct wcheck {
+    struct bk_call call;
+    struct engine *e;
+    struct lk_loop *lp;
+    char name[LK_NAME_MAX + 1];
+};
+
+static void watch_check(struct engine *e, struct lk_loop *lp, const char *name);
+
+/* Arms w's timer for its deadline, or the holder's expiry when sooner. */
+static void watch_arm(struct eng_waiter *w, int64_t now)
+{
+    int64_t at = w->deadline_ms;
+    if (w->retry_at_ms > 0 && w->retry_at_ms < at)
+        at = w->retry_at_ms;
+    double after = at > now ? (double)(at - now) / 1000.0 : 0.;
+    ev_timer_stop(loop_ev(w->lp), &w->timer);
+    ev_timer_set(&w->timer, after, 0.);
+    ev_timer_start(loop_ev(w->lp), &w->timer);
+}
+
+static void watch_check_done(void *arg, const struct bk_res *br)
+{
+    struct wcheck *c = arg;
+    struct engine *e = c->e;
+    int slot = watch_slot(c->lp);
+    struct eng_info info;
+    struct eng_holder *hs;
+    engine_info_of(e, c->name, br, &info, &hs);
+    int64_t now = lk_now_ms();
+    /* the first holder to expire changes the holders: look again then */
+    int64_t expiry_at = 0;
+    for (size_t i = 0; br->code == LK_OK && i < br->nholders; i++) {
+        int64_t at = now + br->holders[i].expires_in_ms + 1;
+        if (expiry_at == 0 || at < expiry_at)
+            expiry_at = at;
+    }
+    struct eng_waiter *answer = NULL, *w, *tmp;
+    bool again = false;
+    pthread_mutex_lock(&e->wmu);
+    struct wlist *wl;
+    HASH_FIND_STR(e->watches, c->name, wl);
+    if (wl != NULL) {
+        bit_put(wl->inflight, slot, false);
+        again = bit_get(wl->again, slot);
+        bit_put(wl->again, slot, false);
+        DL_FOREACH_SAFE (wl->list, w, tmp) {
+            if (w->lp != c->lp)
+                continue;
+            if (br->code != LK_OK || info.index != w->index || now >= w->deadline_ms) {
+                bool last = wl->list == w && w->next == NULL;
+                watch_unlink(e, w);
+                w->next = answer; /* unlinked: next is ours now */
+                answer = w;
+                if (last)
+                    break; /* wl is freed */
+            } else {
+                w->retry_at_ms = expiry_at;
+                watch_arm(w, now); /* this loop's own timer */
+            }
+        }
+        HASH_FIND_STR(e->watches, c->name, wl);
+        again = again && wl != NULL && wl->nper[slot] > 0;
+    }
+    pthread_mutex_unlock(&e->wmu);
+    while (answer != NULL) {
+        w = answer;
+        answer = w->next;
+        ev_timer_stop(loop_ev(w->lp), &w->timer);
+        w->wdone(w->arg, &info);
+        free(w);
+    }
+    free(hs);
+    if (again)
+        watch_check(e, c->lp, c->name);
+    free(c);
+}
+
+/* On lp: inspects name for its watchers on lp, once at a time (a change
+ * during the inspect asks for one more). */
+static void watch_check(struct engine *e, struct lk_loop *lp, const char *name)
+{
+    int slot = watch_slot(lp);
+    pthread_mutex_lock(&e->wmu);
+    struct wlist *wl;
+    HASH_FIND_STR(e->watches, name, wl);
+    bool go = wl != NULL && wl->nper[slot] > 0 && !bit_get(wl->inflight, slot);
+    if (go)
+        bit_put(wl->inflight, slot, true);
+    else if (wl != NULL)
+        bit_put(wl->again, slot, true);
+    pthread_mutex_unlock(&e->wmu);
+    if (!go)
+        return;
+    struct wcheck *c = lk_malloc(sizeof(*c));
+    c->e = e;
+    c->lp = lp;
+    lk_strlcpy(c->name, name, sizeof(c->name));
+    /* wait: marks the name, so the next change through any lockd publishes */
+    struct bk_req req = {.op = BK_INSPECT, .name = c->name, .wait = true};
+    enum lk_code rc = engine_bk_submit(e, lp, &c->call, &req, watch_check_done, c);
+    (void)rc; /* watch_check_done runs either way */
+}
+
+static void on_watch_poke(void *arg)
+{
+    struct poke *p = arg;
+    watch_check(p->e, p->lp, p->name);
+    free(p);
+}
+
+static void on_watch_timer(struct ev_loop *ev, ev_timer *t, int revents)
+{
+    (void)ev;
+    (void)revents;
+    struct eng_waiter *w = t->data;
+    watch_check(w->e, w->lp, w->name);
+}
+
+void watchers_kick(struct engine *e, const char *name)
+{
+    if (atomic_load_explicit(&e->nwatched, memory_order_relaxed) == 0)
+        return; /* nobody watches anything: a grant or release pays nothing */
+    struct lk_loop *lps[LOOP_MAX];
+    int n = 0;
+    pthread_mutex_lock(&e->wmu);
+    struct wlist *wl;
+    HASH_FIND_STR(e->watches, name, wl);
+    for (int i = 0; wl != NULL && i < LOOP_MAX; i++)
+        if (wl->nper[i] > 0)
+            lps[n++] = wl->lps[i];
+    pthread_mutex_unlock(&e->wmu);
+    for (int i = 0; i < n; i++)
+        post_to(e, lps[i], name, true, on_watch_poke);
+}
+
+enum lk_code engine_watch(struct engine *e, struct lk_loop *lp, const char *name, int64_t index,
+                          int64_t wait_ms, eng_info_fn done, void *arg,
+                          struct eng_waiter **out)
+{
+    *out = NULL;
+    if (!engine_has_index(e))
+        return LK_UNSUPPORTED;
+    struct eng_waiter *w = lk_calloc(1, sizeof(*w));
+    w->is_watch = true;
+    w->e = e;
+    w->lp = lp;
+    lk_strlcpy(w->name, name, sizeof(w->name));
+    w->index = index;
+    w->wdone = done;
+    w->arg = arg;
+    w->start_ms = lk_now_ms();
+    w->deadline_ms = w->start_ms + wait_ms;
+    ev_timer_init(&w->timer, on_watch_timer, 0., 0.);
+    w->timer.data = w;
+    int slot = watch_slot(lp);
+    pthread_mutex_lock(&e->wmu);
+    struct wlist *wl;
+    HASH_FIND_STR(e->watches, name, wl);
+    if (wl == NULL) {
+        wl = lk_calloc(1, sizeof(*wl));
+        lk_strlcpy(wl->name, name, sizeof(wl->name));
+        HASH_ADD_STR(e->watches, name, wl);
+        atomic_fetch_add(&e->nwatched, 1);
+        engine_bk_watch(e, name, true); /* subscribe before looking: no lost change */
+    }
+    DL_APPEND(wl->list, w);
+    wl->nper[slot]++;
+    wl->lps[slot] = lp;
+    w->wl = wl;
+    pthread_mutex_unlock(&e->wmu);
+    *out = w;
+    watch_arm(w, w->start_ms);
+    /* May answer (and free w) at once: callers use *out only while their
+     * callback has not run. */
+    watch_check(e, lp, name);
+    return LK_AGAIN;
 }

@@ -61,6 +61,11 @@ end
 local last = redis.pcall('SET', fence, now, 'PX', '2592000000', 'GET')
 if last then
   local n = tonumber(last) -- nil for an error reply (a table) or a foreign value
+  if not n and type(last) == 'string' and string.byte(last, -1) == 119 then
+    -- '<n>w': a watcher waits for the next grant (_shared.lua)
+    n = tonumber(string.sub(last, 1, -2)) or 0
+    sh_publish(lock, 'g')
+  end
   if not n then
     redis.call('DEL', lock)
     return type(last) == 'table' and last or {err = 'ERR fence counter is not a number'}

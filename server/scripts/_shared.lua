@@ -17,6 +17,30 @@
 -- The three keys expire with the last holder (sh_expire), share the {name}
 -- tag, and ':z', ':h' never match list.lua's pattern (it ends in '}').
 
+-- Watching (inspect.lua): a name's index is 2n+1 while it is free or held
+-- shared (n: its fence counter '<lock>:fence'), 2n while an exclusive
+-- holder holds it (its token is n). A grant raises n; an exclusive release
+-- or expiry turns 2n into 2n+1; a shared release or an expired shared
+-- holder trimmed raises n by one (sh_bump). A watcher's inspect marks the
+-- counter '<n>w' (the next grant publishes, _acquire.lua) and the lock's w
+-- flag (its release publishes).
+
+-- Publishes a change of lock on its release channel,
+-- '<prefix>released:{<name>}' (names hold no '{').
+local function sh_publish(lock, msg)
+  local p = string.find(lock, '{[^{]*$')
+  redis.call('PUBLISH', string.sub(lock, 1, p - 1) .. 'released:' .. string.sub(lock, p), msg)
+end
+
+-- A holder left without a grant: the fence counter (and so the index) moves
+-- on, keeping a watcher's mark.
+local function sh_bump(lock)
+  local f = lock .. ':fence'
+  local v = redis.call('GET', f) or '0'
+  local n, w = string.match(v, '^(%d*)(w?)$')
+  redis.call('SET', f, string.format('%d', (tonumber(n) or 0) + 1) .. (w or ''), 'PX', '2592000000')
+end
+
 -- Redis' own clock, so that every lockd counts expiries alike.
 local function sh_now()
   local t = redis.call('TIME')
@@ -34,6 +58,9 @@ local function sh_trim(lock, now)
     end
     redis.call('ZREM', z, unpack(part))
     redis.call('HDEL', lock .. ':h', unpack(part))
+  end
+  if #gone > 0 then
+    sh_bump(lock)
   end
   return redis.call('ZCARD', z)
 end
@@ -119,6 +146,7 @@ local function sh_release(lock, v, lease, delay, publish)
   local now = sh_now()
   redis.call('ZREM', lock .. ':z', lease)
   redis.call('HDEL', lock .. ':h', lease)
+  sh_bump(lock)
   if sh_trim(lock, now) == 0 then
     redis.call('DEL', lock .. ':z', lock .. ':h')
     local xu = tonumber(string.match(v, '^s%d1 %d+ (%d+)$') or 0)

@@ -66,9 +66,13 @@ end
 -- Granted: the token first (an error here leaves nothing granted).
 local tok = nowus
 local last = redis.call('SET', fence, nowus, 'PX', '2592000000', 'GET')
-if last and tonumber(last) and tonumber(last) >= tonumber(nowus) then
-  tok = string.format('%d', tonumber(last) + 1)
+local lastn = last and tonumber(string.match(last, '^(%d+)w?$'))
+if lastn and lastn >= tonumber(nowus) then
+  tok = string.format('%d', lastn + 1)
   redis.call('SET', fence, tok, 'PX', '2592000000')
+end
+if w == '1' or (last and string.byte(last, -1) == 119) then
+  sh_publish(lock, 'g') -- a watcher (or a waiter) hears of the grant
 end
 redis.call('SET', lock, 's' .. w .. x .. ' ' .. limit .. ' ' .. xu)
 redis.call('ZADD', lock .. ':z', now + tonumber(ttl), lease)

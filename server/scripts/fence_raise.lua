@@ -9,7 +9,7 @@
 -- Returns 1 when the lease still holds the lock here, else 0 (the counter
 -- is raised either way).
 local lock, fence, lease, token = KEYS[1], KEYS[2], ARGV[1], ARGV[2]
-local cur = tonumber(redis.call('GET', fence) or '0') or 0
+local cur = tonumber(string.match(redis.call('GET', fence) or '0', '^%d*')) or 0 -- '<n>w': _shared.lua
 if cur < tonumber(token) then
   redis.call('SET', fence, token, 'PX', '2592000000')
 end

@@ -1,26 +1,49 @@
--- inspect.lua - who holds a lock, never its lease.
--- KEYS: lock (its value is described in _acquire.lua and _shared.lua).
--- Returns {0} free; {1, owner, token, sb, pttl} held; {2, pttl} lock-delay
--- only; {4, limit, count, (owner, token, sb, pttl, mode)...} shared holders
--- or a semaphore's, newest token first, at most 100 of them.
+-- inspect.lua - who holds a lock, never its lease, and the name's index
+-- (watching, _shared.lua).
+-- KEYS: lock (its value is described in _acquire.lua and _shared.lua), its
+-- fence counter. ARGV: '1' when a watcher asks: then the next change
+-- publishes (the lock's w flag for a release, the counter's mark for a
+-- grant), else '0'.
+-- Returns {index, holders} where holders is {0} free; {1, owner, token, sb,
+-- pttl} held; {2, pttl} lock-delay only; {4, limit, count, (owner, token,
+-- sb, pttl, mode)...} shared holders or a semaphore's, newest token first,
+-- at most 100 of them.
 --#include _shared.lua
-local v = redis.call('GET', KEYS[1])
+local lock, fence, mark = KEYS[1], KEYS[2], ARGV[1] == '1'
+
+-- The counter's number (a watcher's mark, '<n>w', aside); marks it if asked.
+local function fence_n()
+  local f = redis.call('GET', fence)
+  if mark and not (f and string.byte(f, -1) == 119) then
+    if f then
+      redis.call('SET', fence, f .. 'w', 'KEEPTTL')
+    else
+      redis.call('SET', fence, '0w', 'PX', '2592000000')
+    end
+  end
+  return tonumber(string.match(f or '0', '^%d*')) or 0
+end
+
+local v = redis.call('GET', lock)
 if not v then
-  return {0}
+  return {2 * fence_n() + 1, {0}}
 end
 if v == 'd' then
-  local d = redis.call('PTTL', KEYS[1])
+  local d = redis.call('PTTL', lock)
   if d > 0 then
-    return {2, d}
+    return {2 * fence_n() + 1, {2, d}}
   end
-  return {0} -- the delay's last millisecond
+  return {2 * fence_n() + 1, {0}} -- the delay's last millisecond
 end
 if string.byte(v) == 115 then
-  local lock, now = KEYS[1], sh_now()
+  local now = sh_now()
   local n = sh_trim(lock, now)
   if n == 0 then
     redis.call('DEL', lock, lock .. ':z', lock .. ':h')
-    return {0}
+    return {2 * fence_n() + 1, {0}}
+  end
+  if mark and string.byte(v, 2) == 48 then
+    redis.call('SETRANGE', lock, 1, '1')
   end
   -- every holder, to order them by token: inspect alone pays O(N)
   local all = redis.call('ZRANGE', lock .. ':z', 0, -1, 'WITHSCORES')
@@ -38,7 +61,10 @@ if string.byte(v) == 115 then
       out[#out + 1] = hs[i][j]
     end
   end
-  return out
+  return {2 * fence_n() + 1, out}
+end
+if mark and string.byte(v) == 48 then
+  redis.call('SETRANGE', lock, 0, '1')
 end
 local _, tok, sb, _, owner = string.match(v, '^.(%S*) (%d+) (%d) (%d+) (.*)$')
-return {1, owner or '', tonumber(tok) or 0, sb or '0', redis.call('PTTL', KEYS[1])}
+return {2 * fence_n(), {1, owner or '', tonumber(tok) or 0, sb or '0', redis.call('PTTL', lock)}}

@@ -743,6 +743,44 @@ static void case_semaphore(struct cf *c)
     CHECK_EQ_INT(seen, 2);
 }
 
+/* An operator's force-unlock: every holder goes, whatever its lease, with
+ * no lock-delay; the highest token comes back; a free name is not held; the
+ * former holder's renew and release find it gone. */
+static void case_force_release(struct cf *c)
+{
+    static struct cf_res res;
+    struct bk_req q = {.op = BK_FORCE_RELEASE, .name = "force"};
+    cf_submit(c, &q, &res);
+    CHECK_EQ_INT(res.code, LK_NOT_HELD);
+    int64_t t = cf_grant(c, "force", LEASE_A, "stuck");
+    cf_submit(c, &q, &res);
+    CHECK_EQ_INT(res.code, LK_OK);
+    CHECK_EQ_INT(res.fencing_token, t);
+    CHECK_EQ_INT(res.delay_ms, 0);
+    CHECK_EQ_INT(cf_renew(c, "force", LEASE_A, 0)->code, LK_NOT_HELD);
+    CHECK_EQ_INT(cf_release(c, "force", LEASE_A, 0)->code, LK_NOT_HELD);
+    CHECK(cf_grant(c, "force", LEASE_B, "") > t); /* free at once, tokens go on */
+    cf_submit(c, &q, &res);
+    CHECK_EQ_INT(res.code, LK_OK);
+    cf_submit(c, &q, &res);
+    CHECK_EQ_INT(res.code, LK_NOT_HELD);
+    if (!(c->be.ops->caps & BK_CAP_LIMIT))
+        return;
+    int64_t top = 0;
+    const char *leases[3] = {LEASE_A, LEASE_B, LEASE_C};
+    for (int i = 0; i < 3; i++) {
+        const struct cf_res *r = cf_acquire_as(c, "force-sem", leases[i], "", 60000, BK_EXCLUSIVE,
+                                               3, false);
+        CHECK_EQ_INT(r->code, LK_OK);
+        top = r->fencing_token;
+    }
+    q.name = "force-sem";
+    cf_submit(c, &q, &res);
+    CHECK_EQ_INT(res.code, LK_OK);
+    CHECK_EQ_INT(res.fencing_token, top);
+    CHECK_EQ_INT(cf_inspect(c, "force-sem")->nholders, 0);
+}
+
 const struct cf_case cf_cases[] = {
     {"grant_and_refusal", case_grant_and_refusal, 0, 0},
     {"fencing_across_release", case_fencing_across_release, 0, 0},
@@ -760,6 +798,7 @@ const struct cf_case cf_cases[] = {
     {"shared_expiry_and_owner", case_shared_expiry_and_owner, 0, BK_CAP_SHARED},
     {"shared_writer_first", case_shared_writer_first, 0, BK_CAP_SHARED},
     {"semaphore", case_semaphore, 0, BK_CAP_LIMIT},
+    {"force_release", case_force_release, 0, BK_CAP_FORCE},
     {"backend_down", case_backend_down, CF_NEEDS_PAUSE, 0},
     {"restart", case_restart, CF_NEEDS_RESTART, 0},
     {NULL, NULL, 0, 0},

@@ -1,0 +1,430 @@
+/*
+ * operators.c - issue 26 through real lockd and redis-server processes:
+ * force-unlock (401 without a token, 403 with a client token or without
+ * admin_token_file, 200 with an admin token; every shared holder goes; the
+ * former holder's session, on another lockd of the same Redis, reports the
+ * name in `lost`; lockd_forced_releases_total moves) and watching (index,
+ * Lock-Index, long polls woken by a release through another lockd and by
+ * an expiry, an unchanged name answering after wait_ms).
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <unistd.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/lib/harness.h"
+
+static struct th_redis rd;
+static char redis_url[64];
+static struct th_lockd mem, ra, rb, noadm; /* memory; two lockd on one Redis; no admin file */
+static struct th_client *cl;
+static char client_hdr[64], admin_hdr[64];
+
+#define RUN TH_RUN
+
+static const char *url(const struct th_lockd *l, const char *path, const char *name)
+{
+    static char buf[4][512];
+    static int slot;
+    char *b = buf[slot++ % 4];
+    snprintf(b, 512, "%s%s%s", l->url, path, name);
+    return b;
+}
+
+/* A request with the client token; status out, body kept in *out. */
+static long call(const char *method, const char *u, const char *body, const char *auth,
+                 struct th_resp *out)
+{
+    const char *hdrs[] = {auth, NULL};
+    th_http(cl, method, u, body, auth != NULL ? hdrs : NULL, out);
+    return out->status;
+}
+
+static long long metric(const struct th_lockd *l, const char *name)
+{
+    struct th_resp r;
+    call("GET", url(l, "/metrics", ""), NULL, client_hdr, &r);
+    long long v = -1;
+    char line[128];
+    snprintf(line, sizeof(line), "\n%s ", name); /* the sample, not its # HELP */
+    const char *p = r.body != NULL ? strstr(r.body, line) : NULL;
+    if (p != NULL)
+        v = atoll(p + strlen(line));
+    th_resp_free(&r);
+    return v;
+}
+
+/* ---------------------------------------------------------------- force-unlock */
+
+static void force_on(const struct th_lockd *holder, const struct th_lockd *op, const char *name)
+{
+    struct th_resp r;
+    /* a session-bound holder whose lease the watchdog renews every 200 ms */
+    CHECK_EQ_INT(call("POST", url(holder, "/sessions", ""), "{\"ttl_ms\":5000}", client_hdr, &r),
+                 201);
+    char sess[40], lease[40], body[160];
+    snprintf(sess, sizeof(sess), "%s", th_jstr(&r, "session"));
+    th_resp_free(&r);
+    snprintf(body, sizeof(body), "{\"ttl_ms\":600,\"session\":\"%s\"}", sess);
+    CHECK_EQ_INT(call("POST", url(holder, "/locks/", name), body, client_hdr, &r), 200);
+    snprintf(lease, sizeof(lease), "%s", th_jstr(&r, "lease"));
+    long long token = th_jint(&r, "fencing_token");
+    th_resp_free(&r);
+
+    long long before = metric(op, "lockd_forced_releases_total");
+    char path[300];
+    snprintf(path, sizeof(path), "%s?force=true", name);
+    CHECK_EQ_INT(call("DELETE", url(op, "/locks/", path), NULL, NULL, &r), 401);
+    CHECK_STR(th_jerr(&r), "unauthorized");
+    th_resp_free(&r);
+    CHECK_EQ_INT(call("DELETE", url(op, "/locks/", path), NULL, client_hdr, &r), 403);
+    CHECK_STR(th_jerr(&r), "forbidden");
+    th_resp_free(&r);
+    snprintf(path, sizeof(path), "%s?force=maybe", name);
+    CHECK_EQ_INT(call("DELETE", url(op, "/locks/", path), NULL, admin_hdr, &r), 400);
+    th_resp_free(&r);
+    CHECK_EQ_INT(metric(op, "lockd_forced_releases_total"), before);
+
+    snprintf(path, sizeof(path), "%s?force=true", name);
+    CHECK_EQ_INT(call("DELETE", url(op, "/locks/", path), NULL, admin_hdr, &r), 200);
+    CHECK(json_is_true(json_object_get(r.json, "released")));
+    CHECK(json_is_true(json_object_get(r.json, "forced")));
+    CHECK_EQ_INT(th_jint(&r, "fencing_token"), token);
+    th_resp_free(&r);
+    CHECK_EQ_INT(metric(op, "lockd_forced_releases_total"), before + 1);
+    CHECK_EQ_INT(call("DELETE", url(op, "/locks/", path), NULL, admin_hdr, &r), 404);
+    CHECK_STR(th_jerr(&r), "not_held");
+    th_resp_free(&r);
+    CHECK_EQ_INT(metric(op, "lockd_forced_releases_total"), before + 1);
+
+    /* no lock-delay: free at once */
+    CHECK_EQ_INT(call("POST", url(op, "/locks/", name), "{\"ttl_ms\":5000}", client_hdr, &r), 200);
+    char other[40];
+    snprintf(other, sizeof(other), "%s", th_jstr(&r, "lease"));
+    th_resp_free(&r);
+
+    /* the former holder's session reports it lost at its next renewal */
+    bool lost = false;
+    for (int i = 0; i < 100 && !lost; i++) {
+        CHECK_EQ_INT(call("GET", url(holder, "/sessions/", sess), NULL, client_hdr, &r), 200);
+        json_t *l = json_object_get(r.json, "lost");
+        for (size_t k = 0; k < json_array_size(l); k++)
+            lost |= strcmp(json_string_value(json_array_get(l, k)), name) == 0;
+        th_resp_free(&r);
+        if (!lost)
+            th_sleep_ms(20);
+    }
+    CHECK(lost);
+    /* and its own renew fails */
+    char lh[80];
+    snprintf(lh, sizeof(lh), "Lock-Lease: %s", lease);
+    const char *hdrs[] = {client_hdr, lh, NULL};
+    th_http(cl, "PUT", url(holder, "/locks/", name), NULL, hdrs, &r);
+    CHECK_EQ_INT(r.status, 409);
+    th_resp_free(&r);
+    snprintf(lh, sizeof(lh), "Lock-Lease: %s", other);
+    th_http(cl, "DELETE", url(op, "/locks/", name), NULL, hdrs, &r);
+    CHECK_EQ_INT(r.status, 200);
+    th_resp_free(&r);
+    CHECK_EQ_INT(call("DELETE", url(holder, "/sessions/", sess), NULL, client_hdr, &r), 200);
+    th_resp_free(&r);
+}
+
+static void t_force_memory(void)
+{
+    force_on(&mem, &mem, "force-mem");
+}
+
+static void t_force_two_lockd(void)
+{
+    force_on(&ra, &rb, "force-redis");
+}
+
+/* Every holder of a semaphore goes; the token is the highest. */
+static void t_force_shared(void)
+{
+    const struct th_lockd *ls[] = {&mem, &ra};
+    for (int k = 0; k < 2; k++) {
+        struct th_resp r;
+        long long top = 0;
+        for (int i = 0; i < 3; i++) {
+            CHECK_EQ_INT(call("POST", url(ls[k], "/locks/", "force-sem"),
+                              "{\"ttl_ms\":5000,\"limit\":3}", client_hdr, &r),
+                         200);
+            top = th_jint(&r, "fencing_token");
+            th_resp_free(&r);
+        }
+        CHECK_EQ_INT(call("DELETE", url(ls[k], "/locks/", "force-sem?force=true"), NULL,
+                          admin_hdr, &r),
+                     200);
+        CHECK_EQ_INT(th_jint(&r, "fencing_token"), top);
+        th_resp_free(&r);
+        CHECK_EQ_INT(call("GET", url(ls[k], "/locks/", "force-sem"), NULL, client_hdr, &r), 200);
+        CHECK(json_is_false(json_object_get(r.json, "held")));
+        th_resp_free(&r);
+    }
+}
+
+/* Without admin_token_file force is refused, even with auth off. */
+static void t_force_no_admin_file(void)
+{
+    struct th_resp r;
+    CHECK_EQ_INT(call("POST", url(&noadm, "/locks/", "f"), NULL, NULL, &r), 200);
+    th_resp_free(&r);
+    CHECK_EQ_INT(call("DELETE", url(&noadm, "/locks/", "f?force=true"), NULL, admin_hdr, &r), 403);
+    CHECK_STR(th_jerr(&r), "forbidden");
+    th_resp_free(&r);
+}
+
+/* ---------------------------------------------------------------- watching */
+
+static long long index_of(const struct th_lockd *l, const char *name)
+{
+    struct th_resp r;
+    CHECK_EQ_INT(call("GET", url(l, "/locks/", name), NULL, client_hdr, &r), 200);
+    long long v = th_jint(&r, "index");
+    const char *h = th_header(&r, "Lock-Index");
+    CHECK(h != NULL && atoll(h) == v);
+    th_resp_free(&r);
+    return v;
+}
+
+struct watch_req {
+    const struct th_lockd *l;
+    const char *name;
+    long long index, wait_ms;
+    long status;
+    long long got_index;
+    bool held;
+    int64_t answered_ms;
+};
+
+static void *watch_thread(void *arg)
+{
+    struct watch_req *w = arg;
+    struct th_client *c = th_client_new();
+    char path[300];
+    snprintf(path, sizeof(path), "%s?index=%lld&wait_ms=%lld", w->name, w->index, w->wait_ms);
+    const char *hdrs[] = {client_hdr, NULL};
+    struct th_resp r;
+    th_http(c, "GET", url(w->l, "/locks/", path), NULL, hdrs, &r);
+    w->answered_ms = th_now_ms();
+    w->status = r.status;
+    w->got_index = th_jint(&r, "index");
+    w->held = json_is_true(json_object_get(r.json, "held"));
+    th_resp_free(&r);
+    th_client_free(c);
+    return NULL;
+}
+
+/* A watcher on `watcher` is answered within 100 ms of a release made
+ * through `releaser`, and of the next holder's expiry. */
+static void watch_on(const struct th_lockd *releaser, const struct th_lockd *watcher,
+                     const char *name)
+{
+    struct th_resp r;
+    CHECK_EQ_INT(call("POST", url(releaser, "/locks/", name), "{\"ttl_ms\":30000}", client_hdr, &r),
+                 200);
+    char lh[80];
+    snprintf(lh, sizeof(lh), "Lock-Lease: %s", th_jstr(&r, "lease"));
+    th_resp_free(&r);
+    long long i0 = index_of(watcher, name);
+    CHECK_EQ_INT(index_of(releaser, name), i0); /* the same on every lockd */
+    /* a renewal changes nothing */
+    const char *hdrs[] = {client_hdr, lh, NULL};
+    th_http(cl, "PUT", url(releaser, "/locks/", name), NULL, hdrs, &r);
+    CHECK_EQ_INT(r.status, 200);
+    th_resp_free(&r);
+    CHECK_EQ_INT(index_of(watcher, name), i0);
+
+    struct watch_req w = {watcher, name, i0, 5000, 0, 0, false, 0};
+    pthread_t t;
+    pthread_create(&t, NULL, watch_thread, &w);
+    th_sleep_ms(200); /* parked */
+    int64_t t0 = th_now_ms();
+    th_http(cl, "DELETE", url(releaser, "/locks/", name), NULL, hdrs, &r);
+    CHECK_EQ_INT(r.status, 200);
+    th_resp_free(&r);
+    pthread_join(t, NULL);
+    CHECK_EQ_INT(w.status, 200);
+    CHECK(!w.held);
+    CHECK(w.got_index > i0);
+    printf("    release -> watcher: %lld ms\n", (long long)(w.answered_ms - t0));
+    CHECK(w.answered_ms - t0 < 100 * th_time_scale());
+
+    /* an expiry, with no request at all */
+    CHECK_EQ_INT(call("POST", url(releaser, "/locks/", name), "{\"ttl_ms\":400}", client_hdr, &r),
+                 200);
+    th_resp_free(&r);
+    int64_t granted = th_now_ms();
+    struct watch_req x = {watcher, name, index_of(watcher, name), 5000, 0, 0, false, 0};
+    watch_thread(&x);
+    CHECK_EQ_INT(x.status, 200);
+    CHECK(!x.held);
+    CHECK(x.got_index > x.index);
+    printf("    expiry -> watcher: %lld ms after the ttl\n",
+           (long long)(x.answered_ms - granted - 400));
+    CHECK(x.answered_ms - granted >= 390);
+    CHECK(x.answered_ms - granted < 400 + 100 * th_time_scale());
+
+    /* unchanged: answered after wait_ms with the same index */
+    struct watch_req u = {watcher, name, x.got_index, 300, 0, 0, false, 0};
+    int64_t s0 = th_now_ms();
+    watch_thread(&u);
+    CHECK_EQ_INT(u.status, 200);
+    CHECK_EQ_INT(u.got_index, x.got_index);
+    CHECK(u.answered_ms - s0 >= 290);
+    /* a different index answers at once; a grant through the other lockd wakes it too */
+    struct watch_req d = {watcher, name, x.got_index + 7, 5000, 0, 0, false, 0};
+    s0 = th_now_ms();
+    watch_thread(&d);
+    CHECK(d.answered_ms - s0 < 1000);
+    CHECK_EQ_INT(d.got_index, x.got_index);
+    struct watch_req g = {watcher, name, x.got_index, 5000, 0, 0, false, 0};
+    pthread_create(&t, NULL, watch_thread, &g);
+    th_sleep_ms(200);
+    t0 = th_now_ms();
+    CHECK_EQ_INT(call("POST", url(releaser, "/locks/", name), "{\"ttl_ms\":30000}", client_hdr, &r),
+                 200);
+    snprintf(lh, sizeof(lh), "Lock-Lease: %s", th_jstr(&r, "lease"));
+    th_resp_free(&r);
+    pthread_join(t, NULL);
+    CHECK(g.held);
+    CHECK(g.got_index > x.got_index);
+    CHECK(g.answered_ms - t0 < 100 * th_time_scale());
+    th_http(cl, "DELETE", url(releaser, "/locks/", name), NULL, hdrs, &r);
+    th_resp_free(&r);
+}
+
+static void t_watch_memory(void)
+{
+    watch_on(&mem, &mem, "watch-mem");
+}
+
+static void t_watch_two_lockd(void)
+{
+    watch_on(&ra, &rb, "watch-redis");
+}
+
+static void t_watch_bad_input(void)
+{
+    struct th_resp r;
+    const char *bad[] = {"w?index=x&wait_ms=10", "w?index=1&wait_ms=-1",
+                         "w?index=1&wait_ms=300001", "w?index=9007199254740992&wait_ms=1",
+                         "w?indx=1", NULL};
+    for (int i = 0; bad[i] != NULL; i++) {
+        call("GET", url(&mem, "/locks/", bad[i]), NULL, client_hdr, &r);
+        CHECK_EQ_INT(r.status, 400);
+        th_resp_free(&r);
+    }
+}
+
+static long long cpu_ticks(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    CHECK(f != NULL);
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')');
+    CHECK(p != NULL);
+    long long ut = 0, st = 0;
+    /* fields after the name: state(3) ... utime(14) stime(15) */
+    CHECK(sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lld %lld", &ut, &st) == 2);
+    return ut + st;
+}
+
+/* 1,000 watchers of one name (on one Redis lockd): no CPU while idle, all
+ * woken by one release made through the other lockd. */
+static void t_watch_thousand(void)
+{
+    enum { N = 1000 };
+    struct th_resp r;
+    CHECK_EQ_INT(call("POST", url(&ra, "/locks/", "watch-many"), "{\"ttl_ms\":60000}", client_hdr,
+                      &r),
+                 200);
+    char lh[80];
+    snprintf(lh, sizeof(lh), "Lock-Lease: %s", th_jstr(&r, "lease"));
+    th_resp_free(&r);
+    long long idx = index_of(&rb, "watch-many");
+    static int fds[N];
+    char req[512];
+    snprintf(req, sizeof(req),
+             "GET /locks/watch-many?index=%lld&wait_ms=60000 HTTP/1.1\r\nHost: x\r\n%s\r\n\r\n", idx,
+             client_hdr);
+    for (int i = 0; i < N; i++) {
+        fds[i] = th_connect(rb.port);
+        CHECK(write(fds[i], req, strlen(req)) == (ssize_t)strlen(req));
+    }
+    th_sleep_ms(500); /* all parked */
+    long long c0 = cpu_ticks(rb.pid);
+    th_sleep_ms(5000);
+    long long used = cpu_ticks(rb.pid) - c0;
+    long hz = sysconf(_SC_CLK_TCK);
+    printf("    lockd CPU over 5 s idle with %d watchers: %lld ms\n", N, used * 1000 / hz);
+    CHECK(used * 1000 / hz <= 50); /* 1 % of one core at most */
+    const char *hdrs[] = {client_hdr, lh, NULL};
+    int64_t t0 = th_now_ms();
+    th_http(cl, "DELETE", url(&ra, "/locks/", "watch-many"), NULL, hdrs, &r);
+    CHECK_EQ_INT(r.status, 200);
+    th_resp_free(&r);
+    static char body[4096];
+    for (int i = 0; i < N; i++) {
+        CHECK_EQ_INT(th_raw_response(fds[i], body, sizeof(body)), 200);
+        CHECK(strstr(body, "\"held\":false") != NULL || strstr(body, "\"held\": false") != NULL);
+        close(fds[i]);
+    }
+    printf("    1000 watchers answered %lld ms after the release\n",
+           (long long)(th_now_ms() - t0));
+    CHECK(th_now_ms() - t0 < 2000 * th_time_scale());
+}
+
+int main(void)
+{
+    th_redis_start(&rd, 0, NULL);
+    snprintf(redis_url, sizeof(redis_url), "redis://127.0.0.1:%d", rd.port);
+    char ctok[300], atok[300];
+    snprintf(ctok, sizeof(ctok), "%s/client.tok", th_tmpdir());
+    snprintf(atok, sizeof(atok), "%s/admin.tok", th_tmpdir());
+    FILE *f = fopen(ctok, "w");
+    CHECK(f != NULL);
+    fputs("client-secret\n", f);
+    fclose(f);
+    f = fopen(atok, "w");
+    CHECK(f != NULL);
+    fputs("# operators\nadmin-secret\n", f);
+    fclose(f);
+    snprintf(client_hdr, sizeof(client_hdr), "Authorization: Bearer client-secret");
+    snprintf(admin_hdr, sizeof(admin_hdr), "Authorization: Bearer admin-secret");
+    const char *margs[] = {"--backend", "memory", "--auth_token_file", ctok,
+                           "--admin_token_file", atok, NULL};
+    const char *rargs[] = {"--backend", "redis", "--redis", redis_url, "--auth_token_file", ctok,
+                           "--admin_token_file", atok, NULL};
+    const char *nargs[] = {"--backend", "memory", NULL};
+    th_lockd_start(&mem, margs, NULL);
+    th_lockd_start(&ra, rargs, NULL);
+    th_lockd_start(&rb, rargs, NULL);
+    th_lockd_start(&noadm, nargs, NULL);
+    cl = th_client_new();
+
+    RUN(t_force_memory);
+    RUN(t_force_two_lockd);
+    RUN(t_force_shared);
+    RUN(t_force_no_admin_file);
+    RUN(t_watch_memory);
+    RUN(t_watch_two_lockd);
+    RUN(t_watch_bad_input);
+    RUN(t_watch_thousand);
+
+    th_client_free(cl);
+    th_lockd_kill(&mem, SIGKILL);
+    th_lockd_kill(&ra, SIGKILL);
+    th_lockd_kill(&rb, SIGKILL);
+    th_lockd_kill(&noadm, SIGKILL);
+    th_redis_stop(&rd);
+    return th_done();
+}
