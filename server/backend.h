@@ -70,8 +70,8 @@ struct bk_req {
      * refused while an exclusive waiter is known to the backend (writers are
      * not starved). */
     int64_t limit;
-    int64_t ttl_ms;    /* ACQUIRE; RENEW: 0 = the ttl the lease was last given */
-    int64_t delay_ms;  /* RELEASE: lock-delay (Chubby) after it, 0 = none */
+    int64_t ttl_ms;   /* ACQUIRE; RENEW: 0 = the ttl the lease was last given */
+    int64_t delay_ms; /* RELEASE: lock-delay (Chubby) after it, 0 = none */
     /* ACQUIRE: the token granted must exceed it (Redlock's write-back of the
      * majority's highest counter); 0 = no floor. */
     int64_t fence_floor;

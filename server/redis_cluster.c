@@ -40,11 +40,11 @@
 #include "server/util.h"
 
 #define RC_MAX_SEEDS 16
-#define RC_MAX_SHARDS 64  /* primaries (and former ones) known, never forgotten */
-#define RC_POLL_MS 1000   /* ask for the map this often even when nothing happened */
-#define RC_ASK_GAP_MS 50  /* after a redirection or trouble, at most this often */
-#define RC_TRIES 8        /* redirections and retries of one operation before 503 */
-#define RC_RETRY_MS 25    /* pause before the k-th retry: k * RC_RETRY_MS */
+#define RC_MAX_SHARDS 64 /* primaries (and former ones) known, never forgotten */
+#define RC_POLL_MS 1000  /* ask for the map this often even when nothing happened */
+#define RC_ASK_GAP_MS 50 /* after a redirection or trouble, at most this often */
+#define RC_TRIES 8       /* redirections and retries of one operation before 503 */
+#define RC_RETRY_MS 25   /* pause before the k-th retry: k * RC_RETRY_MS */
 #define RC_ADDR 64
 
 struct rc_shard {
@@ -735,7 +735,7 @@ static enum lk_code rc_renew_many(struct rc *rc, struct lk_loop *lp, const struc
     m->n = n;
     m->done = done;
     m->arg = arg;
-    m->parts_left = 1; /* ours, while parts are submitted */
+    m->parts_left = 1;                                        /* ours, while parts are submitted */
     int *order = lk_malloc(2 * (n ? n : 1) * sizeof(*order)); /* (slot, index) pairs */
     for (size_t i = 0; i < n; i++) {
         order[2 * i] = name_slot(rc, req->items[i].name);
@@ -974,8 +974,7 @@ static size_t rc_nodes(void *state, struct bk_node *out, size_t max)
     if (uncovered > 0 && k < max) {
         memset(&out[k], 0, sizeof(out[k]));
         snprintf(out[k].addr, sizeof(out[k].addr), "slots");
-        snprintf(out[k].reason, sizeof(out[k].reason), "%d slots have no primary known",
-                 uncovered);
+        snprintf(out[k].reason, sizeof(out[k].reason), "%d slots have no primary known", uncovered);
         k++;
     }
     return k;

@@ -79,13 +79,22 @@ static void lockd_on(struct th_lockd *l)
     char seeds[128];
     snprintf(seeds, sizeof(seeds), "redis://127.0.0.1:%d,redis://127.0.0.1:%d", node[0].port,
              node[2].port);
-    const char *args[] = {"--backend",    "cluster", "--redis", seeds, "--key_prefix", PREFIX,
-                          "--threads",    "2",       "--backend_timeout_ms", "1000", NULL};
+    const char *args[] = {"--backend",
+                          "cluster",
+                          "--redis",
+                          seeds,
+                          "--key_prefix",
+                          PREFIX,
+                          "--threads",
+                          "2",
+                          "--backend_timeout_ms",
+                          "1000",
+                          NULL};
     th_lockd_start(l, args, NULL);
 }
 
-static long req(struct th_client *c, const struct th_lockd *l, const char *method,
-                const char *name, const char *body, const char *lease, struct th_resp *keep)
+static long req(struct th_client *c, const struct th_lockd *l, const char *method, const char *name,
+                const char *body, const char *lease, struct th_resp *keep)
 {
     char url[160], hdr[96];
     snprintf(url, sizeof(url), "%s/locks/%s", l->url, name);
@@ -324,8 +333,7 @@ static void check_log(const struct th_lockd *l)
     }
     fclose(f);
     /* (logged at most once a second per connection) */
-    printf("# %s: redirections logged: %d MOVED, %d ASK, %d TRYAGAIN\n", l->url, moved, ask,
-           again);
+    printf("# %s: redirections logged: %d MOVED, %d ASK, %d TRYAGAIN\n", l->url, moved, ask, again);
     CHECK_EQ_INT(bad, 0);
 }
 
@@ -389,15 +397,14 @@ static void t_reshard_held(void)
         CHECK(strstr(th_redis_cli(&node[i], cmd), "OK") != NULL);
     th_sleep_ms(500); /* and after the move: MOVED, then the new map */
     load_stop();
-    printf("# slot %d: %d keys migrated from primary %d to %d under load\n", slot, moved, src,
-           dst);
+    printf("# slot %d: %d keys migrated from primary %d to %d under load\n", slot, moved, src, dst);
     /* what the source answered meanwhile: ASK while the slot migrated
      * (then ASKING on the destination), MOVED once it had moved */
     const char *es = th_redis_cli(&node[src], "INFO errorstats");
     const char *a = strstr(es, "errorstat_ASK:count="), *m = strstr(es, "errorstat_MOVED:count=");
     const char *t = strstr(es, "errorstat_TRYAGAIN:count=");
-    printf("# source answered ASK %lld, MOVED %lld, TRYAGAIN %lld times\n",
-           a ? atoll(a + 20) : 0LL, m ? atoll(m + 22) : 0LL, t ? atoll(t + 25) : 0LL);
+    printf("# source answered ASK %lld, MOVED %lld, TRYAGAIN %lld times\n", a ? atoll(a + 20) : 0LL,
+           m ? atoll(m + 22) : 0LL, t ? atoll(t + 25) : 0LL);
     CHECK(a != NULL);
     CHECK(moved > 0);
     CHECK_EQ_INT(owner_node(slot), dst);

@@ -330,8 +330,8 @@ void th_cluster_start(struct th_redis *nodes, int n, const char *const *extra)
         redis_spawn(&nodes[i], cluster_port(), conf, NULL);
         off += (size_t)snprintf(cmd + off, sizeof(cmd) - off, " 127.0.0.1:%d", nodes[i].port);
     }
-    snprintf(cmd + off, sizeof(cmd) - off, " --cluster-replicas 0 --cluster-yes >%s/cluster.log 2>&1",
-             th_tmpdir());
+    snprintf(cmd + off, sizeof(cmd) - off,
+             " --cluster-replicas 0 --cluster-yes >%s/cluster.log 2>&1", th_tmpdir());
     if (system(cmd) != 0)
         th_fail(__FILE__, __LINE__, "redis-cli --cluster create failed (see %s/cluster.log)",
                 th_tmpdir());
