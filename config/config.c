@@ -361,6 +361,11 @@ static int finish(struct lk_config *cfg, char *err, size_t errlen)
                "invalid value for 'redis': backend redlock needs an odd number of URLs, 3 to 15");
         return -1;
     }
+    if (strcmp(cfg->backend, "cluster") == 0 && urls == 0) {
+        seterr(err, errlen,
+               "invalid value for 'redis': backend cluster needs one or more seed nodes' URLs");
+        return -1;
+    }
     bool sentinel = strcmp(cfg->backend, "sentinel") == 0;
     if (sentinel && (urls == 0 || cfg->redis_master_name[0] == '\0')) {
         seterr(err, errlen,

@@ -18,9 +18,9 @@ const struct cfg_key cfg_keys[] = {
      "also require the bearer token on /healthz, /readyz and /metrics"},
     {"auth_token_file", CFG_STRING, OFF(auth_token_file), "", 0, 0, NULL, 0,
      "file of bearer tokens, one per line; empty = no authentication (SIGHUP reloads)"},
-    {"backend", CFG_ENUM, OFF(backend), "", 0, 0, "|memory|redis|redlock|sentinel", 0,
-     "memory, redis, redlock or sentinel; empty = memory without redis, redis for one URL, "
-     "redlock for 3+"},
+    {"backend", CFG_ENUM, OFF(backend), "", 0, 0, "|memory|redis|redlock|sentinel|cluster", 0,
+     "memory, redis, redlock, sentinel or cluster; empty = memory without redis, redis for one "
+     "URL, redlock for 3+"},
     {"backend_timeout_ms", CFG_MS, OFF(backend_timeout_ms), "2000", 10, 60000, NULL, 0,
      "deadline of each backend connect and command; past it the request gets 503"},
     {"connection_timeout_ms", CFG_MS, OFF(connection_timeout_ms), "30000", 1000, 3600000, NULL, 0,

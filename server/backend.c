@@ -16,6 +16,8 @@ enum lk_code backend_open(const struct lk_config *cfg, struct backend *out, char
         return backend_redis_new(cfg, out, err, errlen);
     if (strcmp(cfg->backend, "sentinel") == 0)
         return backend_sentinel_new(cfg, out, err, errlen);
+    if (strcmp(cfg->backend, "cluster") == 0)
+        return backend_cluster_new(cfg, out, err, errlen);
     if (strcmp(cfg->backend, "redlock") == 0)
         return backend_redlock_new(cfg, out, err, errlen);
     snprintf(err, errlen, "invalid value '%s' for 'backend': not built yet", cfg->backend);

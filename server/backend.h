@@ -3,7 +3,8 @@
  * result type and a table of operations plus an opaque state pointer (like
  * hiredis adapters). Implementations: backend_memory.c, backend_redis.c,
  * backend_redlock.c (a quorum over N Redis lock layers), redis_sentinel.c (a
- * discovery step in front of one node); planned: cluster (a slot router).
+ * discovery step in front of one node), redis_cluster.c (a slot router in
+ * front of one lock layer per primary).
  * docs/architecture.md.
  *
  * Completion contract of submit():
@@ -76,8 +77,8 @@ struct bk_req {
      * refused while an exclusive waiter is known to the backend (writers are
      * not starved). */
     int64_t limit;
-    int64_t ttl_ms;    /* ACQUIRE; RENEW: 0 = the ttl the lease was last given */
-    int64_t delay_ms;  /* RELEASE: lock-delay (Chubby) after it, 0 = none */
+    int64_t ttl_ms;   /* ACQUIRE; RENEW: 0 = the ttl the lease was last given */
+    int64_t delay_ms; /* RELEASE: lock-delay (Chubby) after it, 0 = none */
     /* ACQUIRE: the token granted must exceed it (Redlock's write-back of the
      * majority's highest counter); 0 = no floor. */
     int64_t fence_floor;
@@ -152,6 +153,9 @@ struct bk_res {
     size_t nitems;
     const struct bk_node_result *nodes;
     size_t nnodes;
+    /* LK_BACKEND_DOWN because Redis answered an error: its text, else NULL
+     * (the cluster router follows MOVED, ASK, TRYAGAIN and CLUSTERDOWN). */
+    const char *refusal;
 };
 
 typedef void (*bk_done_fn)(void *arg, const struct bk_res *r);
@@ -216,6 +220,11 @@ enum lk_code backend_redlock_new(const struct lk_config *cfg, struct backend *ou
  * through failover (redis_sentinel.c); the redis lock layer on it. */
 enum lk_code backend_sentinel_new(const struct lk_config *cfg, struct backend *out, char *err,
                                   size_t errlen) LK_WUR;
+
+/* A Redis Cluster (redis_cluster.c): the seed nodes in `redis`, one redis
+ * lock layer per primary, each name routed to the primary of its slot. */
+enum lk_code backend_cluster_new(const struct lk_config *cfg, struct backend *out, char *err,
+                                 size_t errlen) LK_WUR;
 
 /* A result with every field empty and code set (backends start from it). */
 void bk_res_init(struct bk_res *r, enum lk_code code);

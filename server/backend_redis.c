@@ -26,6 +26,7 @@
 #include "server/redis_lock.h"
 #include "server/redis_node.h"
 #include "server/redis_pubsub.h"
+#include "server/redis_slot.h"
 #include "server/redis_url.h"
 #include "server/util.h"
 
@@ -74,7 +75,8 @@ enum rk {
     RK_PING,
     RK_UNDO,
     RK_GROUP,
-    RK_FENCE /* fence_raise.lua, undo.lua: an integer, 1 = done on the lease's lock */
+    RK_FENCE, /* fence_raise.lua, undo.lua: an integer, 1 = done on the lease's lock */
+    RK_ASKING /* Redis Cluster's ASKING before a command sent after an ASK redirection */
 };
 
 struct rb {
@@ -89,6 +91,10 @@ struct rb {
      * operations); the node keeps its own list for status. */
     struct rn_conn *conns[RB_MAX_LOOPS];
     struct rps *ps;
+    /* A Redis Cluster primary (redis_cluster.c): groups hold one slot each,
+     * scripts publish with SPUBLISH, list.lua may read keys of many slots. */
+    bool cluster;
+    char *bodies[SC_COUNT]; /* the scripts as rewritten for a cluster (NULL: as built) */
 };
 
 struct rbatch {
@@ -97,6 +103,7 @@ struct rbatch {
     int parts_left;
     bk_done_fn done;
     void *arg;
+    char *refusal; /* the first part's Redis error, if any (bk_res.refusal) */
 };
 
 /* One lock operation (or a group of them, or an undo). The node layer's
@@ -123,6 +130,7 @@ struct rcmd {
     int64_t token;    /* acquire with WAIT: the grant's token, answered after WAIT */
     /* acquire: what an undo needs, "<name>\0<lease>\0" (lk_pair_put) */
     const char *undo_name, *undo_lease;
+    char *refusal; /* the Redis error that answered it (bk_res.refusal), or NULL */
     char undo[];
 };
 
@@ -179,7 +187,9 @@ static void batch_part_done(struct rbatch *b)
     bk_res_init(&r, LK_OK); /* each item says how it went */
     r.items = b->items;
     r.nitems = b->n;
+    r.refusal = b->refusal;
     b->done(b->arg, &r);
+    free(b->refusal);
     free(b);
 }
 
@@ -209,12 +219,34 @@ static void cmd_answer_down(struct rcmd *cmd)
         cmd_mark_answered(cmd);
         for (size_t i = 0; i < cmd->count; i++)
             cmd->batch->items[cmd->first + i].result = LK_BACKEND_DOWN;
+        if (cmd->refusal != NULL && cmd->batch->refusal == NULL)
+            cmd->batch->refusal = lk_strdup(cmd->refusal);
         batch_part_done(cmd->batch);
         return;
     }
     struct bk_res r;
     bk_res_init(&r, LK_BACKEND_DOWN);
+    r.refusal = cmd->refusal;
     cmd_answer(cmd, &r);
+}
+
+/* Set by redis_lock_submit_asking around one submit, on the submitting
+ * loop's thread: each command it makes goes alone, right behind an ASKING
+ * on the same connection (Redis Cluster's ASK redirection: ASKING holds for
+ * the connection's next command only, and nothing runs on this thread in
+ * between). Never set on the single-Redis path. */
+static _Thread_local bool rb_asking;
+
+static enum lk_code cmd_submit(struct rcmd *cmd, int q);
+
+static void cmd_asking(struct rb *bk, struct rn_conn *c)
+{
+    struct rcmd *a = cmd_new(bk, c, RK_ASKING, -1, 0);
+    a->answered = true; /* nobody waits: an error shows in the command behind it */
+    struct rargs b = {0};
+    rargs_str(&b, "ASKING");
+    rn_cmd_take_args(&a->nc, &b);
+    (void)cmd_submit(a, -1);
 }
 
 /* Sends the command, or queues it for its group; the node layer makes it
@@ -222,6 +254,10 @@ static void cmd_answer_down(struct rcmd *cmd)
  * caller was answered already. */
 static enum lk_code cmd_submit(struct rcmd *cmd, int q)
 {
+    if (rb_asking && cmd->kind != RK_ASKING) {
+        q = -1;
+        cmd_asking(cmd->bk, cmd->nc.conn);
+    }
     int rc = q >= 0 ? rn_queue(&cmd->nc, q) : rn_send(&cmd->nc);
     if (rc != 0) {
         cmd_answer_down(cmd);
@@ -513,6 +549,7 @@ static void cmd_handle(struct rcmd *cmd, const redisReply *r)
     case RK_PING: handle_ping(cmd, r); break;
     case RK_FENCE: handle_fence(cmd, r); break;
     case RK_UNDO:
+    case RK_ASKING:
     case RK_GROUP: break; /* group_done() */
     }
 }
@@ -522,6 +559,14 @@ static void cmd_handle(struct rcmd *cmd, const redisReply *r)
  * or an error, or its own element is an error. When Redis did answer, such
  * an acquire is also undone, compare-and-delete with its own lease: what
  * ran of the script may have granted it. */
+/* Keeps the first Redis error that answered cmd, for bk_res.refusal (the
+ * cluster router follows MOVED and ASK from it). */
+static void cmd_keep_refusal(struct rcmd *cmd, const redisReply *e)
+{
+    if (cmd->refusal == NULL && e != NULL && e->type == REDIS_REPLY_ERROR && e->str != NULL)
+        cmd->refusal = lk_strdup(e->str);
+}
+
 static void group_done(struct rcmd *g, const redisReply *r)
 {
     bool ok = is_array(r, (size_t)g->nmembers);
@@ -530,6 +575,7 @@ static void group_done(struct rcmd *g, const redisReply *r)
     for (int i = 0; i < n; i++) {
         struct rcmd *m = g->members[i];
         const redisReply *e = ok ? r->element[i] : NULL;
+        cmd_keep_refusal(m, ok ? e : r);
         if (e != NULL && e->type == REDIS_REPLY_ERROR) {
             rn_conn_log_refusal(m->nc.conn, e);
             e = NULL;
@@ -545,8 +591,10 @@ static void group_done(struct rcmd *g, const redisReply *r)
 static void rcmd_reply(struct rn_cmd *nc, redisReply *r)
 {
     struct rcmd *cmd = (struct rcmd *)nc;
-    if (r != NULL && r->type == REDIS_REPLY_ERROR && cmd->kind != RK_PING)
+    if (r != NULL && r->type == REDIS_REPLY_ERROR && cmd->kind != RK_PING) {
         rn_conn_log_refusal(nc->conn, r);
+        cmd_keep_refusal(cmd, r);
+    }
     if (cmd->kind == RK_GROUP) {
         group_done(cmd, r);
         return;
@@ -591,6 +639,7 @@ static void rcmd_settle(struct rn_cmd *nc)
         cmd_answer_down(cmd);
     rn_cmd_fini(nc);
     free(cmd->members);
+    free(cmd->refusal);
     free(cmd);
 }
 
@@ -649,11 +698,47 @@ static int group_queue(const struct rcmd *cmd)
     return -1;
 }
 
+static void group_send_slot(struct rb *bk, struct rn_conn *c, int q, struct rn_cmd **nm, int n);
+
 /* hooks.group: n >= 2 live members of queue q, with the queue's reference
- * on each, which the group command takes over. */
+ * on each, which the group command takes over. On a Redis Cluster primary
+ * a script may touch keys of one slot only (else CROSSSLOT): the members
+ * go as one group per slot, a member alone in its slot as itself. */
 static void group_send(void *arg, struct rn_conn *c, int q, struct rn_cmd **nm, int n)
 {
     struct rb *bk = arg;
+    if (!bk->cluster) {
+        group_send_slot(bk, c, q, nm, n);
+        return;
+    }
+    int slot[RN_GROUP_MAX];
+    bool taken[RN_GROUP_MAX] = {false};
+    struct rn_cmd *part[RN_GROUP_MAX];
+    for (int i = 0; i < n && i < RN_GROUP_MAX; i++)
+        slot[i] = redis_key_slot(nm[i]->argv[ARG_LOCK], nm[i]->argvlen[ARG_LOCK]);
+    for (int i = 0; i < n && i < RN_GROUP_MAX; i++) {
+        if (taken[i])
+            continue;
+        int k = 0;
+        for (int j = i; j < n && j < RN_GROUP_MAX; j++) {
+            if (!taken[j] && slot[j] == slot[i]) {
+                taken[j] = true;
+                part[k++] = nm[j];
+            }
+        }
+        if (k > 1) {
+            group_send_slot(bk, c, q, part, k);
+            continue;
+        }
+        if (rn_send(part[0]) != 0) /* as the node layer sends a group of one */
+            part[0]->type->reply(part[0], NULL);
+        rn_cmd_unref(part[0]); /* the queue's */
+    }
+}
+
+/* One group call (acquire_many.lua or release_many.lua) for nm[0..n). */
+static void group_send_slot(struct rb *bk, struct rn_conn *c, int q, struct rn_cmd **nm, int n)
+{
     bool acq = q == GQ_ACQUIRE;
     struct rcmd *g = cmd_new(bk, c, RK_GROUP, acq ? SC_ACQUIRE_MANY : SC_RELEASE_MANY, 0);
     g->answered = true; /* nobody waits on the group itself */
@@ -1073,6 +1158,8 @@ static void rb_free(void *state)
             lk_log(LK_ERROR, "redis backend freed with loop %d still attached", i);
     rn_node_free(bk->node);
     free(bk->prefix);
+    for (int i = 0; i < SC_COUNT; i++)
+        free(bk->bodies[i]);
     free(bk);
 }
 
@@ -1088,12 +1175,52 @@ static const struct backend_ops rb_ops = {
     .free = rb_free,
 };
 
+/* A script as a Redis Cluster primary runs it (new string): release
+ * wake-ups go out with SPUBLISH, so a message stays on its shard (the
+ * channel has the lock's hash tag: the script's own slot); list.lua reads
+ * the keys SCAN finds, of any slot of the node, which Redis 7 allows a
+ * script that says so. */
+static char *cluster_body(int script, const char *body)
+{
+    static const char from[] = "redis.call('PUBLISH'", to[] = "redis.call('SPUBLISH'";
+    static const char shebang[] = "#!lua flags=allow-cross-slot-keys\n";
+    size_t n = 0, len = strlen(body);
+    for (const char *p = strstr(body, from); p != NULL; p = strstr(p + 1, from))
+        n++;
+    char *out = lk_malloc(len + n * (sizeof(to) - sizeof(from)) + sizeof(shebang));
+    char *o = out;
+    if (script == SC_LIST) {
+        memcpy(o, shebang, sizeof(shebang) - 1);
+        o += sizeof(shebang) - 1;
+    }
+    for (const char *p = body;;) {
+        const char *hit = strstr(p, from);
+        size_t k = hit != NULL ? (size_t)(hit - p) : strlen(p);
+        memcpy(o, p, k);
+        o += k;
+        if (hit == NULL)
+            break;
+        memcpy(o, to, sizeof(to) - 1);
+        o += sizeof(to) - 1;
+        p = hit + sizeof(from) - 1;
+    }
+    *o = '\0';
+    return out;
+}
+
 /* Opens one lock layer on url (redis_lock.h); backend_redis_new checks the
  * `redis` key and parses its one URL, redlock opens one per URL. */
 enum lk_code redis_lock_open(const struct redis_url *url, const struct lk_config *cfg,
                              struct backend *out, char *err, size_t errlen)
 {
+    return redis_lock_open_cluster(url, cfg, false, out, err, errlen);
+}
+
+enum lk_code redis_lock_open_cluster(const struct redis_url *url, const struct lk_config *cfg,
+                                     bool cluster, struct backend *out, char *err, size_t errlen)
+{
     struct rb *bk = lk_calloc(1, sizeof(*bk));
+    bk->cluster = cluster;
     lk_random_hex(bk->instance, (sizeof(bk->instance) - 1) / 2);
     bk->prefix = lk_strdup(cfg->key_prefix ? cfg->key_prefix : "");
     bk->prefix_len = strlen(bk->prefix);
@@ -1116,13 +1243,16 @@ enum lk_code redis_lock_open(const struct redis_url *url, const struct lk_config
         [SC_ACQUIRE_SHARED] = {"acquire_shared", lk_lua_acquire_shared},
         [SC_FORCE_RELEASE] = {"force_release", lk_lua_force_release},
     };
-    for (int i = 0; i < SC_COUNT; i++)
-        rn_script_init(&bk->scripts[i], src[i].name, src[i].body);
+    for (int i = 0; i < SC_COUNT; i++) {
+        if (cluster)
+            bk->bodies[i] = cluster_body(i, src[i].body);
+        rn_script_init(&bk->scripts[i], src[i].name, cluster ? bk->bodies[i] : src[i].body);
+    }
     bk->node = rn_node_new(url, cfg->backend_timeout_ms);
     enum lk_code rc = rn_node_probe(bk->node, bk->scripts, SC_COUNT, err, errlen);
     if (rc != LK_OK)
         goto fail;
-    bk->ps = rps_new(bk->node, bk->prefix, bk->instance);
+    bk->ps = rps_new_sharded(bk->node, bk->prefix, bk->instance, cluster);
     if (bk->ps == NULL) {
         snprintf(err, errlen, "cannot start the redis subscriber thread");
         rc = LK_INTERNAL;
@@ -1153,6 +1283,15 @@ enum lk_code redis_lock_acquire(void *state, struct lk_loop *lp, const struct bk
         return LK_OK;
     }
     return rb_acquire(bk, conn_of(bk, lp), req, now_us, done, arg);
+}
+
+enum lk_code redis_lock_submit_asking(void *state, struct lk_loop *lp, const struct bk_req *req,
+                                      bk_done_fn done, void *arg)
+{
+    rb_asking = true;
+    enum lk_code rc = rb_submit(state, lp, req, done, arg);
+    rb_asking = false;
+    return rc;
 }
 
 enum lk_code redis_lock_fence_raise(void *state, struct lk_loop *lp, const char *name,

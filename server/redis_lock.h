@@ -9,6 +9,7 @@
 #ifndef LOCKD_SERVER_REDIS_LOCK_H
 #define LOCKD_SERVER_REDIS_LOCK_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -26,6 +27,21 @@ struct rn_node;
  * one line in err and LK_INVALID, LK_INTERNAL or LK_BACKEND_DOWN. Main thread. */
 enum lk_code redis_lock_open(const struct redis_url *url, const struct lk_config *cfg,
                              struct backend *out, char *err, size_t errlen) LK_WUR;
+
+/* redis_lock_open for one primary of a Redis Cluster when cluster is true
+ * (redis_cluster.c): its scripts publish release wake-ups with SPUBLISH and
+ * its subscriber uses SSUBSCRIBE; grouped acquires and releases go as one
+ * call per slot; a Redis error that answers an operation LK_BACKEND_DOWN
+ * is in bk_res.refusal (MOVED, ASK, TRYAGAIN, CLUSTERDOWN). */
+enum lk_code redis_lock_open_cluster(const struct redis_url *url, const struct lk_config *cfg,
+                                     bool cluster, struct backend *out, char *err,
+                                     size_t errlen) LK_WUR;
+
+/* The ops' submit, with every command it makes sent alone right behind an
+ * ASKING on the same connection (Redis Cluster's ASK redirection). As
+ * submit: the completion contract of backend.h, on lp's thread. */
+enum lk_code redis_lock_submit_asking(void *state, struct lk_loop *lp, const struct bk_req *req,
+                                      bk_done_fn done, void *arg);
 
 /* The node the lock layer runs on (the sentinel backend moves it to the
  * primary the sentinels name). state is what redis_lock_open put in

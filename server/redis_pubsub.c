@@ -38,6 +38,12 @@ struct rps {
     bk_release_fn hook;
     void *hook_arg;
 
+    /* Redis Cluster: the channels are shard channels (SSUBSCRIBE) on the
+     * primary that owns their slot. hiredis 0.14 knows SUBSCRIBE alone, so
+     * each channel is also SUBSCRIBEd plainly (nothing publishes there): that
+     * is what makes hiredis route the channel's smessage, ssubscribe and
+     * sunsubscribe pushes to on_message. Set before the thread starts. */
+    bool sharded;
     struct lk_loop *lp; /* the subscriber thread's loop */
     pthread_t th;
     bool running;
@@ -94,6 +100,14 @@ static void on_message(redisAsyncContext *ac, void *r, void *priv)
         return;
     const char *type = reply->element[0]->str;
     char name[LK_NAME_MAX + 1];
+    if (ps->sharded && type[0] == 's') {
+        /* smessage/ssubscribe as message/subscribe; a sunsubscribe (ours,
+         * or the slot moved away) changes nothing here: the plain
+         * subscription tracks the watch, the router moves it */
+        if (strcmp(type, "sunsubscribe") == 0)
+            return;
+        type++;
+    }
     if (strcmp(type, "subscribe") == 0) {
         if (channel_name(ps, reply->element[1], name))
             call_hook(ps, name);
@@ -125,10 +139,28 @@ static void on_message(redisAsyncContext *ac, void *r, void *priv)
     call_hook(ps, name);
 }
 
+/* Redis Cluster: SSUBSCRIBE or SUNSUBSCRIBE for each name, one command
+ * each (the channels of one command must share a slot). Their replies come
+ * through the plain subscription's callback (see struct rps). */
+static void sub_send_sharded(struct rps *ps, bool subscribe, const char *const *names, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        struct rargs b = {0};
+        rargs_str(&b, subscribe ? "SSUBSCRIBE" : "SUNSUBSCRIBE");
+        rargs_tagged(&b, ps->prefix, ps->prefix_len, RPS_CHANNEL_INFIX, names[i], "");
+        const char *argv[2] = {b.buf + b.off[0], b.buf + b.off[1]};
+        if (rn_conn_raw(ps->conn, NULL, NULL, 2, argv, b.lens) != 0)
+            lk_log(LK_WARN, "cannot %s on redis '%s'", argv[0], rn_node_addr(ps->node));
+        rargs_free(&b);
+    }
+}
+
 static void sub_send(struct rps *ps, bool subscribe, const char *const *names, size_t n)
 {
     if (n == 0 || !rn_conn_ready(ps->conn))
         return;
+    if (ps->sharded && !subscribe)
+        sub_send_sharded(ps, false, names, n); /* before the plain one drops the callback */
     struct rargs b = {0};
     rargs_str(&b, subscribe ? "SUBSCRIBE" : "UNSUBSCRIBE");
     for (size_t i = 0; i < n; i++)
@@ -144,6 +176,8 @@ static void sub_send(struct rps *ps, bool subscribe, const char *const *names, s
                rn_node_addr(ps->node));
     free(argv);
     rargs_free(&b);
+    if (ps->sharded && subscribe && rc == 0)
+        sub_send_sharded(ps, true, names, n); /* after: its pushes need the callback */
 }
 
 /* A new subscriber connection has none of the old subscriptions: subscribe
@@ -256,7 +290,14 @@ static void *sub_main(void *p)
 
 struct rps *rps_new(struct rn_node *node, const char *prefix, const char *instance)
 {
+    return rps_new_sharded(node, prefix, instance, false);
+}
+
+struct rps *rps_new_sharded(struct rn_node *node, const char *prefix, const char *instance,
+                            bool sharded)
+{
     struct rps *ps = lk_calloc(1, sizeof(*ps));
+    ps->sharded = sharded;
     ps->node = node;
     ps->prefix = lk_strdup(prefix);
     ps->prefix_len = strlen(prefix);

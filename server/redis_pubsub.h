@@ -25,6 +25,11 @@ struct rps;
  * instance are copied; messages from instance are our own and ignored.
  * NULL if the thread cannot start. Main thread. */
 struct rps *rps_new(struct rn_node *node, const char *prefix, const char *instance);
+/* rps_new, and with sharded true for a Redis Cluster primary: shard
+ * channels (SSUBSCRIBE, one command per channel), whose SPUBLISHed
+ * messages stay on their shard. */
+struct rps *rps_new_sharded(struct rn_node *node, const char *prefix, const char *instance,
+                            bool sharded);
 /* Stops the thread and frees. Main thread. */
 void rps_free(struct rps *ps);
 /* Counts a watcher of name up (on) or down; subscribed while above 0. Any thread. */

@@ -183,6 +183,69 @@ static void sentinel_restart(void)
         CHECK(kill(sn_sen[i].pid, SIGCONT) == 0);
 }
 
+/* ---- cluster: three primaries (no replicas) of a Redis Cluster made by
+ * redis-cli --cluster create, each persisting every write; the faults hit
+ * all three, so no slot changes hands (resharding and a lost primary are
+ * tests/integration/cluster.c's) ---- */
+
+#define CL_N 3
+static struct th_redis cl[CL_N];
+static const char *const cl_conf[] = {"appendonly yes",
+                                      "appendfsync always",
+                                      "cluster-enabled yes",
+                                      "cluster-config-file nodes.conf",
+                                      "cluster-node-timeout 1000",
+                                      "cluster-require-full-coverage no",
+                                      NULL};
+
+static void cluster_start(void)
+{
+    th_cluster_start(cl, CL_N, redis_conf);
+}
+
+static void cluster_stop(void)
+{
+    for (int i = 0; i < CL_N; i++)
+        th_redis_stop(&cl[i]);
+}
+
+static void cluster_open(struct lk_config *cfg)
+{
+    char url[64];
+    snprintf(url, sizeof(url), "redis://127.0.0.1:%d", cl[1].port); /* one seed is enough */
+    set(cfg, "backend", "cluster");
+    set(cfg, "redis", url);
+    set(cfg, "key_prefix", "cf:");
+}
+
+static void cluster_pause(void)
+{
+    for (int i = 0; i < CL_N; i++)
+        CHECK(kill(cl[i].pid, SIGSTOP) == 0);
+}
+
+static void cluster_resume(void)
+{
+    for (int i = 0; i < CL_N; i++)
+        CHECK(kill(cl[i].pid, SIGCONT) == 0);
+}
+
+static bool cluster_ok(void *arg)
+{
+    return strstr(th_redis_cli(arg, "CLUSTER INFO"), "cluster_state:ok") != NULL;
+}
+
+static void cluster_restart(void)
+{
+    for (int i = 0; i < CL_N; i++) {
+        int port = cl[i].port;
+        th_redis_stop(&cl[i]);
+        th_redis_start(&cl[i], port, cl_conf); /* nodes.conf and the AOF are read back */
+    }
+    for (int i = 0; i < CL_N; i++)
+        CHECK(th_wait_for(cluster_ok, &cl[i], 15000));
+}
+
 const struct cf_backend cf_backends[] = {
     /* name, start, stop, open, then the fault hooks pause, resume, restart (NULL: none) */
     {"memory", NULL, NULL, memory_open, NULL, NULL, NULL},
@@ -191,5 +254,7 @@ const struct cf_backend cf_backends[] = {
      redlock_restart},
     {"sentinel", sentinel_start, sentinel_stop, sentinel_open, sentinel_pause, sentinel_resume,
      sentinel_restart},
+    {"cluster", cluster_start, cluster_stop, cluster_open, cluster_pause, cluster_resume,
+     cluster_restart},
     {NULL, NULL, NULL, NULL, NULL, NULL, NULL},
 };

@@ -283,6 +283,64 @@ void th_sentinel_start(struct th_redis *s, const char *master, int master_port, 
     redis_spawn(s, 0, extra, mon);
 }
 
+static bool port_free(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof(a));
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bool ok = bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+    close(fd);
+    return ok;
+}
+
+/* A free port whose cluster bus port (+10000) exists and is free too. */
+static int cluster_port(void)
+{
+    for (int i = 0; i < 500; i++) {
+        int p = free_port();
+        if (p + 10000 <= 65535 && port_free(p + 10000))
+            return p;
+    }
+    th_fail(__FILE__, __LINE__, "no free port with a free cluster bus port");
+}
+
+static bool cluster_ok(void *arg)
+{
+    struct th_redis *r = arg;
+    return strstr(th_redis_cli(r, "CLUSTER INFO"), "cluster_state:ok") != NULL;
+}
+
+void th_cluster_start(struct th_redis *nodes, int n, const char *const *extra)
+{
+    const char *conf[24];
+    int k = 0;
+    conf[k++] = "cluster-enabled yes";
+    conf[k++] = "cluster-config-file nodes.conf";
+    conf[k++] = "cluster-node-timeout 1000";
+    conf[k++] = "cluster-require-full-coverage no";
+    for (const char *const *x = extra; x && *x && k < 23; x++)
+        conf[k++] = *x;
+    conf[k] = NULL;
+    char cmd[2048];
+    size_t off = (size_t)snprintf(cmd, sizeof(cmd), "redis-cli --cluster create");
+    for (int i = 0; i < n; i++) {
+        redis_spawn(&nodes[i], cluster_port(), conf, NULL);
+        off += (size_t)snprintf(cmd + off, sizeof(cmd) - off, " 127.0.0.1:%d", nodes[i].port);
+    }
+    snprintf(cmd + off, sizeof(cmd) - off,
+             " --cluster-replicas 0 --cluster-yes >%s/cluster.log 2>&1", th_tmpdir());
+    if (system(cmd) != 0)
+        th_fail(__FILE__, __LINE__, "redis-cli --cluster create failed (see %s/cluster.log)",
+                th_tmpdir());
+    for (int i = 0; i < n; i++)
+        if (!th_wait_for(cluster_ok, &nodes[i], 15000))
+            th_fail(__FILE__, __LINE__, "cluster node on port %d never said cluster_state:ok",
+                    nodes[i].port);
+}
+
 void th_redis_stop(struct th_redis *r)
 {
     if (r->pid <= 0)

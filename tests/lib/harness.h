@@ -85,6 +85,12 @@ void th_redis_stop(struct th_redis *r); /* SIGKILL by PID, waits */
  * failover timeout of 3 s (tests stay short). Stop it with th_redis_stop. */
 void th_sentinel_start(struct th_redis *s, const char *master, int master_port, int quorum,
                        const char *const *extra);
+/* Starts n (>= 3) cluster-enabled redis-servers on free ports
+ * (cluster-node-timeout 1000, cluster-require-full-coverage no, plus extra)
+ * and makes them one cluster of n primaries (redis-cli --cluster create,
+ * no replicas); returns once every node says cluster_state:ok. Stop each
+ * with th_redis_stop. */
+void th_cluster_start(struct th_redis *nodes, int n, const char *const *extra);
 /* Runs redis-cli against it; returns stdout (static buffer). */
 const char *th_redis_cli(const struct th_redis *r, const char *args);
 /* Total calls of one command from INFO commandstats (e.g. "evalsha"). */

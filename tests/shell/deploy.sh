@@ -28,7 +28,7 @@ check_lockd_conf() {
         env -u LOCKD_BIN -u LOCKD_URL "$LOCKD_BIN" --config "$1.conf" --check-config >/dev/null
 }
 if command -v kubectl >/dev/null 2>&1; then
-    for dir in . overlays/sidecar overlays/native-sidecar overlays/redlock overlays/sentinel; do
+    for dir in . overlays/sidecar overlays/native-sidecar overlays/redlock overlays/sentinel overlays/cluster; do
         out=$d/render-$(echo "$dir" | tr ./ _-).yaml
         t_check "kubectl kustomize deploy/kubernetes/$dir renders" \
             sh -c 'kubectl kustomize "$0" >"$1" 2>"$1.err"' "$k8s/$dir" "$out"
@@ -53,6 +53,11 @@ if command -v kubectl >/dev/null 2>&1; then
     t_check "sentinel: a primary, a replica of it, three sentinels; lockd asks them for 'lockd'" sh -c '
         grep -A1 -- "- --replicaof" "$0" | grep -q "lockd-redis$" && grep -q "sentinel monitor lockd lockd-redis 6379 2" "$0" &&
         grep -q "redis redis://lockd-sentinel:26379" "$0" && grep -q "redis_master_name lockd" "$0"' "$sn"
+    cl=$d/render-overlays-cluster.yaml
+    t_check "cluster: three cluster-enabled primaries without full coverage, a create Job, lockd on backend cluster" sh -c '
+        grep -q "replicas: 3" "$0" && grep -q -- "--cluster-require-full-coverage" "$0" &&
+        grep -q "redis-cli --cluster create" "$0" && grep -q "backend cluster" "$0" &&
+        grep -q "redis redis://lockd-redis-cluster-0.lockd-redis-cluster:6379" "$0"' "$cl"
     t_check "a broken manifest is rejected by the validator" sh -c '
         sed "s/containerPort: 8080/containerPort: \"http\"/" "$0" | node "$1/deploy/kubernetes/validate.js" >/dev/null 2>&1 && exit 1; exit 0' \
         "$d/render-_.yaml" "$REPO"

@@ -1,0 +1,1160 @@
+/*
+ * redis_cluster.c - the `cluster` backend: a slot router in front of one
+ * `redis` lock layer (backend_redis.c, redis_lock.h) per primary of a Redis
+ * Cluster. A name goes to the primary that owns the slot of its key
+ * (<prefix>{name}, redis_slot.c); the lock layer and its scripts are the
+ * single-Redis ones, opened in cluster mode (groups of one slot, SPUBLISH,
+ * SSUBSCRIBE). The slot map comes from CLUSTER SHARDS (CLUSTER SLOTS when
+ * that is unknown), once at startup (blocking, like the single-Redis probe)
+ * and then on a thread of its own: every RC_POLL_MS, and at once after a
+ * redirection or trouble on a node. Requests never wait for it: MOVED is
+ * followed to the node it names (its map entry is updated on the spot),
+ * ASK with ASKING, TRYAGAIN/CLUSTERDOWN (and a slot no known node serves)
+ * are retried after a pause, RC_TRIES at most, then 503. Every redirected
+ * or retried command did not run (Redis refused it before the script), so
+ * a retry never grants twice. Threads: operations on their loop; nodes(),
+ * watch() and set_release_hook() any thread; the map is read lock-free.
+ * DESIGN.md §3, docs/architecture.md.
+ */
+#include <hiredis/hiredis.h>
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "config/config.h"
+#include "server/backend.h"
+#include "server/hash.h"
+#include "server/log.h"
+#include "server/loop.h"
+#include "server/redis_lock.h"
+#include "server/redis_node.h"
+#include "server/redis_slot.h"
+#include "server/redis_url.h"
+#include "server/util.h"
+
+#define RC_MAX_SEEDS 16
+#define RC_MAX_SHARDS 64 /* primaries (and former ones) known, never forgotten */
+#define RC_POLL_MS 1000  /* ask for the map this often even when nothing happened */
+#define RC_ASK_GAP_MS 50 /* after a redirection or trouble, at most this often */
+#define RC_TRIES 8       /* redirections and retries of one operation before 503 */
+#define RC_RETRY_MS 25   /* pause before the k-th retry: k * RC_RETRY_MS */
+#define RC_ADDR 64
+
+struct rc_shard {
+    char addr[RC_ADDR]; /* host:port, as the cluster names it */
+    struct backend lb;  /* the redis lock layer on it */
+    int nslots;         /* atomic: slots it owns in the map */
+};
+
+struct rc_watch {
+    UT_hash_handle hh;
+    int refs;
+    int shard; /* whose subscriber watches it; -1: no primary known for its slot */
+    char name[LK_NAME_MAX + 1];
+};
+
+struct rc {
+    struct redis_url seeds[RC_MAX_SEEDS];
+    size_t nseeds;
+    struct lk_config lcfg; /* what redis_lock_open_cluster reads: prefix, timeout, WAIT */
+    char *prefix;
+    size_t prefix_len;
+    int64_t timeout_ms;
+    /* shards[0..nshards) are published with a release store of nshards and
+     * never change after; only the discovery thread (or startup) adds. */
+    struct rc_shard *shards[RC_MAX_SHARDS];
+    int nshards;
+    short owner[REDIS_SLOTS]; /* atomic: shard index, -1 = no primary known */
+
+    pthread_mutex_t mu; /* guards hook and watched (a leaf: watch() calls only post) */
+    bk_release_fn hook;
+    void *hook_arg;
+    struct rc_watch *watched;
+
+    int efd; /* eventfd: refresh now, or stop */
+    int ask; /* atomic: a refresh is asked for */
+    int stop;
+    pthread_t th;
+    bool running;
+    redisContext *query; /* discovery thread only: the node that answered last */
+    char query_addr[RC_ADDR];
+};
+
+/* ---------------------------------------------------------------- the map */
+
+static int nshards(const struct rc *rc)
+{
+    return __atomic_load_n(&rc->nshards, __ATOMIC_ACQUIRE);
+}
+
+static int owner_of(const struct rc *rc, int slot)
+{
+    return __atomic_load_n(&rc->owner[slot], __ATOMIC_RELAXED);
+}
+
+/* The slot of name's keys: <prefix>{name} (and its :fence, its channel). */
+static int name_slot(const struct rc *rc, const char *name)
+{
+    size_t nl = strlen(name);
+    char tmp[512];
+    size_t len = rc->prefix_len + nl + 2;
+    char *k = len <= sizeof(tmp) ? tmp : lk_malloc(len);
+    memcpy(k, rc->prefix, rc->prefix_len);
+    k[rc->prefix_len] = '{';
+    memcpy(k + rc->prefix_len + 1, name, nl);
+    k[len - 1] = '}';
+    int slot = redis_key_slot(k, len);
+    if (k != tmp)
+        free(k);
+    return slot;
+}
+
+static int shard_find(const struct rc *rc, const char *addr)
+{
+    int n = nshards(rc);
+    for (int i = 0; i < n; i++)
+        if (strcmp(rc->shards[i]->addr, addr) == 0)
+            return i;
+    return -1;
+}
+
+/* Index of shard i among the rows nodes() lists (shards that own slots). */
+static int node_row(const struct rc *rc, int i)
+{
+    int row = 0;
+    for (int j = 0; j < i; j++)
+        row += __atomic_load_n(&rc->shards[j]->nslots, __ATOMIC_RELAXED) > 0;
+    return row;
+}
+
+/* Wakes the discovery thread: once per burst. Any thread. */
+static void refresh_soon(struct rc *rc)
+{
+    if (__atomic_exchange_n(&rc->ask, 1, __ATOMIC_ACQ_REL) != 0)
+        return;
+    uint64_t one = 1;
+    if (write(rc->efd, &one, sizeof(one)) < 0) {
+        /* the counter is full: a wake-up is pending anyway */
+    }
+}
+
+static void on_trouble(void *arg, const char *why)
+{
+    (void)why;
+    refresh_soon(arg);
+}
+
+/* ---------------------------------------------------------------- discovery */
+
+/* A map as one node told it: owner[] indexes addrs[]. */
+struct rc_map {
+    short owner[REDIS_SLOTS];
+    char addrs[RC_MAX_SHARDS][RC_ADDR];
+    int n;
+};
+
+static int map_addr(struct rc_map *m, const char *host, long long port)
+{
+    char a[RC_ADDR];
+    if (port <= 0 || port > 65535 || host == NULL || host[0] == '\0' || strcmp(host, "?") == 0)
+        return -1;
+    snprintf(a, sizeof(a), "%.50s:%lld", host, port);
+    for (int i = 0; i < m->n; i++)
+        if (strcmp(m->addrs[i], a) == 0)
+            return i;
+    if (m->n == RC_MAX_SHARDS)
+        return -1;
+    lk_strlcpy(m->addrs[m->n], a, RC_ADDR);
+    return m->n++;
+}
+
+static void map_range(struct rc_map *m, long long lo, long long hi, int who)
+{
+    for (long long s = lo; s <= hi && s < REDIS_SLOTS; s++)
+        if (s >= 0)
+            m->owner[s] = (short)who;
+}
+
+static const redisReply *field(const redisReply *map, const char *key)
+{
+    if (map == NULL || map->type != REDIS_REPLY_ARRAY)
+        return NULL;
+    for (size_t i = 0; i + 1 < map->elements; i += 2)
+        if (map->element[i]->type == REDIS_REPLY_STRING && strcmp(map->element[i]->str, key) == 0)
+            return map->element[i + 1];
+    return NULL;
+}
+
+static bool is_str(const redisReply *r, const char *s)
+{
+    return r != NULL && (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS) &&
+           strcmp(r->str, s) == 0;
+}
+
+static long long rnum(const redisReply *r)
+{
+    if (r == NULL)
+        return -1;
+    if (r->type == REDIS_REPLY_INTEGER)
+        return r->integer;
+    if (r->type == REDIS_REPLY_STRING)
+        return atoll(r->str);
+    return -1;
+}
+
+/* CLUSTER SHARDS (Redis 7): [{slots: [lo, hi, ...], nodes: [{ip, port,
+ * role, health, ...}, ...]}, ...]; the primary that is not failed wins, a
+ * failed one is still its slots' owner (its names answer 503). */
+static bool parse_shards(const redisReply *r, struct rc_map *m)
+{
+    if (r->type != REDIS_REPLY_ARRAY)
+        return false;
+    for (size_t i = 0; i < r->elements; i++) {
+        const redisReply *slots = field(r->element[i], "slots");
+        const redisReply *nodes = field(r->element[i], "nodes");
+        if (slots == NULL || nodes == NULL || slots->type != REDIS_REPLY_ARRAY ||
+            nodes->type != REDIS_REPLY_ARRAY || slots->elements == 0)
+            continue;
+        const redisReply *best = NULL;
+        for (size_t j = 0; j < nodes->elements; j++) {
+            const redisReply *nd = nodes->element[j];
+            if (!is_str(field(nd, "role"), "master"))
+                continue;
+            if (best == NULL || !is_str(field(nd, "health"), "fail"))
+                best = nd;
+        }
+        if (best == NULL)
+            continue;
+        const redisReply *ip = field(best, "ip");
+        int who = map_addr(m, ip && ip->type == REDIS_REPLY_STRING ? ip->str : NULL,
+                           rnum(field(best, "port")));
+        if (who < 0)
+            continue;
+        for (size_t k = 0; k + 1 < slots->elements; k += 2)
+            map_range(m, rnum(slots->element[k]), rnum(slots->element[k + 1]), who);
+    }
+    return true;
+}
+
+/* CLUSTER SLOTS: [[lo, hi, [ip, port, id], replicas...], ...] */
+static bool parse_slots(const redisReply *r, struct rc_map *m)
+{
+    if (r->type != REDIS_REPLY_ARRAY)
+        return false;
+    for (size_t i = 0; i < r->elements; i++) {
+        const redisReply *e = r->element[i];
+        if (e->type != REDIS_REPLY_ARRAY || e->elements < 3 ||
+            e->element[2]->type != REDIS_REPLY_ARRAY || e->element[2]->elements < 2 ||
+            e->element[2]->element[0]->type != REDIS_REPLY_STRING)
+            continue;
+        int who = map_addr(m, e->element[2]->element[0]->str, rnum(e->element[2]->element[1]));
+        if (who >= 0)
+            map_range(m, rnum(e->element[0]), rnum(e->element[1]), who);
+    }
+    return true;
+}
+
+static redisContext *node_connect(const struct rc *rc, const char *host, int port)
+{
+    struct timeval tv = {(time_t)(rc->timeout_ms / 1000),
+                         (suseconds_t)(rc->timeout_ms % 1000) * 1000};
+    redisContext *c = redisConnectWithTimeout(host, port, tv);
+    if (c == NULL || c->err) {
+        if (c != NULL)
+            redisFree(c);
+        return NULL;
+    }
+    (void)redisSetTimeout(c, tv);
+    const struct redis_url *u = &rc->seeds[0];
+    if (u->password[0] != '\0') {
+        redisReply *r = u->user[0] != '\0' ? redisCommand(c, "AUTH %s %s", u->user, u->password)
+                                           : redisCommand(c, "AUTH %s", u->password);
+        bool ok = r != NULL && r->type != REDIS_REPLY_ERROR;
+        if (r != NULL)
+            freeReplyObject(r);
+        if (!ok) {
+            redisFree(c);
+            return NULL;
+        }
+    }
+    return c;
+}
+
+/* Asks c for the map: 1 (m filled), 0 (it answered, but is no cluster
+ * node: err says so), -1 (c failed; the caller frees it). */
+static int map_ask(redisContext *c, struct rc_map *m, char *err, size_t errlen)
+{
+    memset(m->owner, 0xff, sizeof(m->owner)); /* -1 */
+    m->n = 0;
+    redisReply *r = redisCommand(c, "CLUSTER SHARDS");
+    if (r == NULL)
+        return -1;
+    bool ok = r->type != REDIS_REPLY_ERROR && parse_shards(r, m);
+    if (!ok && r->type == REDIS_REPLY_ERROR && strstr(r->str, "cluster support disabled")) {
+        snprintf(err, errlen, "%s", r->str);
+        freeReplyObject(r);
+        return 0;
+    }
+    freeReplyObject(r);
+    if (ok)
+        return 1;
+    r = redisCommand(c, "CLUSTER SLOTS"); /* before Redis 7 */
+    if (r == NULL)
+        return -1;
+    ok = r->type != REDIS_REPLY_ERROR && parse_slots(r, m);
+    if (!ok)
+        snprintf(err, errlen, "%s", r->type == REDIS_REPLY_ERROR ? r->str : "no slot map");
+    freeReplyObject(r);
+    return ok ? 1 : 0;
+}
+
+/* Asks the node that answered last, then the primaries known, then the
+ * seeds. 1, 0 (only non-cluster answers), -1 (nobody answered). */
+static int discover(struct rc *rc, struct rc_map *m, char *err, size_t errlen)
+{
+    int best = -1;
+    if (rc->query != NULL) {
+        int got = map_ask(rc->query, m, err, errlen);
+        if (got == 1)
+            return 1;
+        redisFree(rc->query);
+        rc->query = NULL;
+    }
+    int n = nshards(rc);
+    for (int i = 0; i < n + (int)rc->nseeds; i++) {
+        char host[RC_ADDR];
+        int port;
+        if (i < n) {
+            lk_strlcpy(host, rc->shards[i]->addr, sizeof(host));
+            char *colon = strrchr(host, ':');
+            if (colon == NULL)
+                continue;
+            *colon = '\0';
+            port = atoi(colon + 1);
+        } else {
+            lk_strlcpy(host, rc->seeds[i - n].host, sizeof(host));
+            port = rc->seeds[i - n].port;
+        }
+        redisContext *c = node_connect(rc, host, port);
+        if (c == NULL)
+            continue;
+        int got = map_ask(c, m, err, errlen);
+        if (got == 1) {
+            rc->query = c;
+            snprintf(rc->query_addr, sizeof(rc->query_addr), "%.50s:%d", host, port);
+            return 1;
+        }
+        if (got == 0)
+            best = 0;
+        redisFree(c);
+    }
+    return best;
+}
+
+/* Opens the lock layer on a primary the map names (blocking probe: startup
+ * or the discovery thread). -1 when it cannot (logged) or the table is full. */
+static int shard_open(struct rc *rc, const char *addr, char *err, size_t errlen)
+{
+    int n = nshards(rc);
+    if (n == RC_MAX_SHARDS) {
+        snprintf(err, errlen, "more than %d cluster nodes", RC_MAX_SHARDS);
+        return -1;
+    }
+    struct redis_url u = rc->seeds[0]; /* its credentials */
+    lk_strlcpy(u.host, addr, sizeof(u.host));
+    char *colon = strrchr(u.host, ':');
+    if (colon == NULL)
+        return -1;
+    *colon = '\0';
+    u.port = atoi(colon + 1);
+    u.db = 0;
+    struct rc_shard *s = lk_calloc(1, sizeof(*s));
+    lk_strlcpy(s->addr, addr, sizeof(s->addr));
+    enum lk_code code = redis_lock_open_cluster(&u, &rc->lcfg, true, &s->lb, err, errlen);
+    memset(&u, 0, sizeof(u));
+    if (code != LK_OK) {
+        free(s);
+        return code == LK_BACKEND_DOWN ? -2 : -1;
+    }
+    rn_node_set_trouble(redis_lock_node(s->lb.state), on_trouble, rc);
+    pthread_mutex_lock(&rc->mu);
+    if (rc->hook != NULL)
+        s->lb.ops->set_release_hook(s->lb.state, rc->hook, rc->hook_arg);
+    rc->shards[n] = s;
+    __atomic_store_n(&rc->nshards, n + 1, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&rc->mu);
+    lk_log(LK_INFO, "cluster primary '%s' added", addr);
+    return n;
+}
+
+/* Watches follow their slot's primary (a slot moved, or its first primary
+ * became known): the new one's subscriber confirms, which wakes the name's
+ * waiters (a release may have gone out meanwhile). */
+static void rewatch(struct rc *rc)
+{
+    pthread_mutex_lock(&rc->mu);
+    struct rc_watch *w, *tmp;
+    HASH_ITER (hh, rc->watched, w, tmp) {
+        int s = owner_of(rc, name_slot(rc, w->name));
+        if (s == w->shard)
+            continue;
+        if (w->shard >= 0)
+            rc->shards[w->shard]->lb.ops->watch(rc->shards[w->shard]->lb.state, w->name, false);
+        if (s >= 0)
+            rc->shards[s]->lb.ops->watch(rc->shards[s]->lb.state, w->name, true);
+        w->shard = s;
+    }
+    pthread_mutex_unlock(&rc->mu);
+}
+
+/* Makes m the map: opens primaries not known yet, then stores each slot's
+ * owner. A primary that cannot be opened leaves its slots as they were. */
+static enum lk_code map_apply(struct rc *rc, const struct rc_map *m, char *err, size_t errlen)
+{
+    int idx[RC_MAX_SHARDS];
+    for (int i = 0; i < m->n; i++) {
+        idx[i] = shard_find(rc, m->addrs[i]);
+        if (idx[i] < 0) {
+            idx[i] = shard_open(rc, m->addrs[i], err, errlen);
+            if (idx[i] == -1 && !rc->running)
+                return LK_INVALID; /* startup: bad credentials, a script refused */
+        }
+    }
+    int counts[RC_MAX_SHARDS] = {0};
+    bool changed = false;
+    for (int s = 0; s < REDIS_SLOTS; s++) {
+        int who = m->owner[s] >= 0 ? idx[m->owner[s]] : -1;
+        if (who < 0 && m->owner[s] >= 0)
+            who = owner_of(rc, s); /* its primary could not be opened: keep the old one */
+        if (who >= 0)
+            counts[who]++;
+        if (owner_of(rc, s) != who) {
+            __atomic_store_n(&rc->owner[s], (short)who, __ATOMIC_RELAXED);
+            changed = true;
+        }
+    }
+    int n = nshards(rc);
+    for (int i = 0; i < n; i++)
+        __atomic_store_n(&rc->shards[i]->nslots, counts[i], __ATOMIC_RELAXED);
+    if (changed)
+        rewatch(rc);
+    return LK_OK;
+}
+
+static void *rc_main(void *arg)
+{
+    struct rc *rc = arg;
+    int64_t last = lk_now_ms();
+    struct rc_map *m = lk_malloc(sizeof(*m));
+    while (!__atomic_load_n(&rc->stop, __ATOMIC_ACQUIRE)) {
+        int64_t now = lk_now_ms();
+        bool asked = __atomic_load_n(&rc->ask, __ATOMIC_ACQUIRE) != 0;
+        if ((asked && now - last >= RC_ASK_GAP_MS) || now - last >= RC_POLL_MS) {
+            __atomic_store_n(&rc->ask, 0, __ATOMIC_RELEASE);
+            char err[256] = "";
+            if (discover(rc, m, err, sizeof(err)) == 1)
+                (void)map_apply(rc, m, err, sizeof(err));
+            last = lk_now_ms();
+            now = last;
+        }
+        int64_t wait = (__atomic_load_n(&rc->ask, __ATOMIC_ACQUIRE) ? RC_ASK_GAP_MS : RC_POLL_MS) -
+                       (now - last);
+        if (wait < 1)
+            wait = 1;
+        struct pollfd p = {.fd = rc->efd, .events = POLLIN};
+        if (poll(&p, 1, (int)wait) < 0 && errno != EINTR)
+            break;
+        if (p.revents & POLLIN) {
+            uint64_t v;
+            if (read(rc->efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+                break;
+        }
+    }
+    free(m);
+    if (rc->query != NULL)
+        redisFree(rc->query);
+    rc->query = NULL;
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- routed calls */
+
+struct rc_call;
+typedef void (*rc_finish_fn)(struct rc_call *k, const struct bk_res *r);
+
+/* One operation on the primary of one slot, followed through redirections.
+ * Lives on its loop; freed once finished and out of its submit. */
+struct rc_call {
+    struct rc *rc;
+    struct lk_loop *lp;
+    struct bk_req req; /* the caller's strings */
+    int slot;          /* -1: req names the shard itself (list) */
+    int shard;         /* list: the shard; else the one it last went to */
+    int ask_shard;     /* >= 0: the next try goes there behind ASKING */
+    int tries;
+    bool submitting; /* inside rc_submit: finishing now answers synchronously */
+    bool finished;
+    bool timing;
+    ev_timer retry;
+    rc_finish_fn finish;
+    bk_done_fn done;
+    void *arg;
+    /* renew-many: this part's items, and where they are in the caller's */
+    struct rc_many *many;
+    size_t *idx;
+    /* list */
+    size_t list_k; /* the walk's position: the k-th primary by lowest slot */
+    char cursor[600];
+};
+
+static void call_send(struct rc_call *k);
+
+static void call_free(struct rc_call *k)
+{
+    if (k->many != NULL) {
+        free(k->req.items);
+        free(k->idx);
+    }
+    free(k);
+}
+
+static void call_end(struct rc_call *k, const struct bk_res *r)
+{
+    k->finish(k, r);
+    k->finished = true;
+    if (!k->submitting)
+        call_free(k);
+}
+
+static void on_retry(struct ev_loop *ev, ev_timer *t, int revents)
+{
+    (void)ev;
+    (void)revents;
+    struct rc_call *k = t->data;
+    k->timing = false;
+    call_send(k);
+}
+
+/* Another try after a pause, or 503 when the tries are spent. */
+static void call_later(struct rc_call *k)
+{
+    refresh_soon(k->rc);
+    if (++k->tries > RC_TRIES) {
+        struct bk_res r;
+        bk_res_init(&r, LK_BACKEND_DOWN);
+        if (k->req.op == BK_RENEW_MANY) {
+            r.code = LK_OK;
+            for (size_t i = 0; i < k->req.nitems; i++)
+                k->req.items[i].result = LK_BACKEND_DOWN;
+            r.items = k->req.items;
+            r.nitems = k->req.nitems;
+        }
+        call_end(k, &r);
+        return;
+    }
+    ev_timer_init(&k->retry, on_retry, (double)(k->tries * RC_RETRY_MS) / 1000.0, 0.);
+    k->retry.data = k;
+    k->timing = true;
+    ev_timer_start(loop_ev(k->lp), &k->retry);
+}
+
+/* "MOVED <slot> <host>:<port>" / "ASK <slot> <host>:<port>": the shard it
+ * names (-1 when unknown: the discovery thread opens it), the slot in *slot. */
+static int redirect_target(struct rc *rc, const char *refusal, int *slot)
+{
+    const char *sp = strchr(refusal, ' ');
+    if (sp == NULL)
+        return -1;
+    *slot = atoi(sp + 1);
+    const char *addr = strchr(sp + 1, ' ');
+    if (addr == NULL || *slot < 0 || *slot >= REDIS_SLOTS)
+        return -1;
+    return shard_find(rc, addr + 1);
+}
+
+static void call_done(void *arg, const struct bk_res *r)
+{
+    struct rc_call *k = arg;
+    struct rc *rc = k->rc;
+    const char *why = r->refusal;
+    bool down = r->code == LK_BACKEND_DOWN || (k->req.op == BK_RENEW_MANY && why != NULL);
+    if (down && why != NULL) {
+        int slot = -1;
+        if (strncmp(why, "MOVED ", 6) == 0) {
+            /* the slot is elsewhere now: there at once, and a new map soon */
+            refresh_soon(rc);
+            int to = redirect_target(rc, why, &slot);
+            if (to >= 0 && k->slot == slot && ++k->tries <= RC_TRIES) {
+                __atomic_store_n(&rc->owner[slot], (short)to, __ATOMIC_RELAXED);
+                call_send(k);
+            } else if (k->slot >= 0) {
+                call_later(k);
+            } else {
+                call_end(k, r);
+            }
+            return;
+        }
+        if (strncmp(why, "ASK ", 4) == 0) {
+            /* the slot is migrating and this key already went: ask the
+             * importing node, this once, behind ASKING */
+            int to = redirect_target(rc, why, &slot);
+            if (to >= 0 && ++k->tries <= RC_TRIES) {
+                k->ask_shard = to;
+                call_send(k);
+            } else {
+                call_later(k);
+            }
+            return;
+        }
+        if (strncmp(why, "TRYAGAIN", 8) == 0 || strncmp(why, "CLUSTERDOWN", 11) == 0) {
+            call_later(k); /* a migration's multi-key moment, or the cluster settling */
+            return;
+        }
+    }
+    if (r->code == LK_BACKEND_DOWN)
+        refresh_soon(rc); /* a node went: maybe a failover */
+    if (r->nnodes == 0 && k->shard >= 0) {
+        struct bk_node_result nr = {.node = node_row(rc, k->shard), .code = r->code};
+        struct bk_res out = *r;
+        out.nodes = &nr;
+        out.nnodes = 1;
+        call_end(k, &out);
+        return;
+    }
+    call_end(k, r);
+}
+
+static void call_send(struct rc_call *k)
+{
+    struct rc *rc = k->rc;
+    int ask = k->ask_shard;
+    k->ask_shard = -1;
+    int s = ask >= 0 ? ask : k->slot >= 0 ? owner_of(rc, k->slot) : k->shard;
+    if (s < 0) { /* no primary known for the slot (yet) */
+        call_later(k);
+        return;
+    }
+    k->shard = s;
+    struct backend *lb = &rc->shards[s]->lb;
+    if (lb->ops->attach(lb->state, k->lp) != LK_OK) { /* at once if already */
+        struct bk_res r;
+        bk_res_init(&r, LK_BACKEND_DOWN);
+        call_end(k, &r);
+        return;
+    }
+    if (ask >= 0)
+        (void)redis_lock_submit_asking(lb->state, k->lp, &k->req, call_done, k);
+    else
+        (void)lb->ops->submit(lb->state, k->lp, &k->req, call_done, k);
+}
+
+static struct rc_call *call_new(struct rc *rc, struct lk_loop *lp, const struct bk_req *req,
+                                rc_finish_fn finish, bk_done_fn done, void *arg)
+{
+    struct rc_call *k = lk_calloc(1, sizeof(*k));
+    k->rc = rc;
+    k->lp = lp;
+    k->req = *req;
+    k->slot = -1;
+    k->shard = -1;
+    k->ask_shard = -1;
+    k->finish = finish;
+    k->done = done;
+    k->arg = arg;
+    return k;
+}
+
+/* Sends k; LK_OK when it finished meanwhile (and is freed), else LK_AGAIN. */
+static enum lk_code call_start(struct rc_call *k)
+{
+    k->submitting = true;
+    call_send(k);
+    k->submitting = false;
+    if (!k->finished)
+        return LK_AGAIN;
+    call_free(k);
+    return LK_OK;
+}
+
+static void finish_plain(struct rc_call *k, const struct bk_res *r)
+{
+    k->done(k->arg, r);
+}
+
+/* ---------------------------------------------------------------- renew-many */
+
+/* The watchdog's renewals: one renew_many.lua call per slot (a script
+ * touches one slot's keys), answered together. */
+struct rc_many {
+    struct bk_renew_item *items;
+    size_t n;
+    int parts_left;
+    bk_done_fn done;
+    void *arg;
+};
+
+static void many_part_done(struct rc_many *m)
+{
+    if (--m->parts_left > 0)
+        return;
+    struct bk_res r;
+    bk_res_init(&r, LK_OK);
+    r.items = m->items;
+    r.nitems = m->n;
+    m->done(m->arg, &r);
+    free(m);
+}
+
+static void finish_many(struct rc_call *k, const struct bk_res *r)
+{
+    (void)r; /* each item says how it went */
+    for (size_t i = 0; i < k->req.nitems; i++)
+        k->many->items[k->idx[i]].result = k->req.items[i].result;
+    many_part_done(k->many);
+}
+
+static int slot_cmp(const void *a, const void *b)
+{
+    const int *x = a, *y = b;
+    return x[0] != y[0] ? (x[0] < y[0] ? -1 : 1) : (x[1] < y[1] ? -1 : x[1] > y[1]);
+}
+
+static enum lk_code rc_renew_many(struct rc *rc, struct lk_loop *lp, const struct bk_req *req,
+                                  bk_done_fn done, void *arg)
+{
+    size_t n = req->nitems;
+    struct rc_many *m = lk_calloc(1, sizeof(*m));
+    m->items = req->items;
+    m->n = n;
+    m->done = done;
+    m->arg = arg;
+    m->parts_left = 1;                                        /* ours, while parts are submitted */
+    int *order = lk_malloc(2 * (n ? n : 1) * sizeof(*order)); /* (slot, index) pairs */
+    for (size_t i = 0; i < n; i++) {
+        order[2 * i] = name_slot(rc, req->items[i].name);
+        order[2 * i + 1] = (int)i;
+    }
+    qsort(order, n, 2 * sizeof(*order), slot_cmp);
+    for (size_t i = 0; i < n;) {
+        size_t j = i;
+        while (j < n && order[2 * j] == order[2 * i])
+            j++;
+        struct bk_req part = {.op = BK_RENEW_MANY, .nitems = j - i};
+        part.items = lk_calloc(j - i, sizeof(*part.items));
+        struct rc_call *k = call_new(rc, lp, &part, finish_many, NULL, NULL);
+        k->many = m;
+        k->idx = lk_malloc((j - i) * sizeof(*k->idx));
+        k->slot = order[2 * i];
+        for (size_t x = i; x < j; x++) {
+            size_t at = (size_t)order[2 * x + 1];
+            k->idx[x - i] = at;
+            part.items[x - i] = req->items[at];
+            part.items[x - i].result = LK_BACKEND_DOWN;
+        }
+        m->parts_left++;
+        (void)call_start(k);
+        i = j;
+    }
+    free(order);
+    bool at_once = m->parts_left == 1;
+    many_part_done(m);
+    return at_once ? LK_OK : LK_AGAIN;
+}
+
+/* ---------------------------------------------------------------- list */
+
+/* The primaries in the order of the lowest slot each owns: what a listing
+ * cursor's first number counts. n <= RC_MAX_SHARDS. */
+static size_t walk_order(const struct rc *rc, int *out)
+{
+    size_t n = 0;
+    bool seen[RC_MAX_SHARDS] = {false};
+    for (int s = 0; s < REDIS_SLOTS; s++) {
+        int who = owner_of(rc, s);
+        if (who >= 0 && !seen[who]) {
+            seen[who] = true;
+            out[n++] = who;
+        }
+    }
+    return n;
+}
+
+static void finish_list(struct rc_call *k, const struct bk_res *r)
+{
+    if (r->code != LK_OK) {
+        k->done(k->arg, r);
+        return;
+    }
+    int order[RC_MAX_SHARDS];
+    size_t n = walk_order(k->rc, order);
+    struct bk_res out = *r;
+    char next[700];
+    /* '<k>.<the primary's own cursor>': where the walk is */
+    if (r->next_cursor != NULL) {
+        snprintf(next, sizeof(next), "%zu.%s", k->list_k, r->next_cursor);
+        out.next_cursor = next;
+    } else if (k->list_k + 1 < n) {
+        snprintf(next, sizeof(next), "%zu.", k->list_k + 1);
+        out.next_cursor = next;
+    }
+    k->done(k->arg, &out);
+}
+
+static enum lk_code rc_list(struct rc *rc, struct lk_loop *lp, const struct bk_req *req,
+                            bk_done_fn done, void *arg)
+{
+    const char *cur = req->cursor ? req->cursor : "";
+    size_t kth = 0;
+    const char *inner = "";
+    if (cur[0] != '\0') {
+        size_t d = strspn(cur, "0123456789");
+        if (d == 0 || d > 2 || cur[d] != '.' || strlen(cur + d + 1) >= 600) {
+            struct bk_res r;
+            bk_res_init(&r, LK_BAD_CURSOR);
+            done(arg, &r);
+            return LK_OK;
+        }
+        kth = (size_t)atoi(cur);
+        inner = cur + d + 1;
+    }
+    int order[RC_MAX_SHARDS];
+    size_t n = walk_order(rc, order);
+    if (kth >= n && !(kth == 0 && n == 0)) {
+        struct bk_res r;
+        bk_res_init(&r, LK_BAD_CURSOR);
+        done(arg, &r);
+        return LK_OK;
+    }
+    struct rc_call *k = call_new(rc, lp, req, finish_list, done, arg);
+    k->list_k = kth;
+    lk_strlcpy(k->cursor, inner, sizeof(k->cursor));
+    k->req.cursor = k->cursor;
+    k->shard = n > 0 ? order[kth] : -1;
+    if (n == 0)
+        k->tries = RC_TRIES; /* no map: 503 at once */
+    return call_start(k);
+}
+
+/* ---------------------------------------------------------------- ping */
+
+/* /readyz: every slot has a primary, and every primary takes writes. */
+struct rc_ping {
+    int left;
+    bool ok;
+    bool submitting;
+    bk_done_fn done;
+    void *arg;
+};
+
+static void ping_end(struct rc_ping *p)
+{
+    struct bk_res r;
+    bk_res_init(&r, p->ok ? LK_OK : LK_BACKEND_DOWN);
+    p->done(p->arg, &r);
+    free(p);
+}
+
+static void ping_part(void *arg, const struct bk_res *r)
+{
+    struct rc_ping *p = arg;
+    if (r->code != LK_OK)
+        p->ok = false;
+    if (--p->left == 0 && !p->submitting)
+        ping_end(p);
+}
+
+static enum lk_code rc_ping(struct rc *rc, struct lk_loop *lp, bk_done_fn done, void *arg)
+{
+    int order[RC_MAX_SHARDS];
+    size_t n = walk_order(rc, order);
+    bool covered = n > 0;
+    for (int s = 0; s < REDIS_SLOTS && covered; s++)
+        covered = owner_of(rc, s) >= 0;
+    struct rc_ping *p = lk_calloc(1, sizeof(*p));
+    p->ok = covered;
+    p->done = done;
+    p->arg = arg;
+    p->left = 1;
+    p->submitting = true;
+    struct bk_req req = {.op = BK_PING};
+    for (size_t i = 0; i < n && covered; i++) {
+        struct backend *lb = &rc->shards[order[i]]->lb;
+        p->left++;
+        if (lb->ops->attach(lb->state, lp) != LK_OK) {
+            p->ok = false;
+            p->left--;
+            continue;
+        }
+        (void)lb->ops->submit(lb->state, lp, &req, ping_part, p);
+    }
+    p->submitting = false;
+    if (--p->left == 0) {
+        ping_end(p);
+        return LK_OK;
+    }
+    return LK_AGAIN;
+}
+
+/* ---------------------------------------------------------------- ops */
+
+static enum lk_code rc_submit(void *state, struct lk_loop *lp, const struct bk_req *req,
+                              bk_done_fn done, void *arg)
+{
+    struct rc *rc = state;
+    struct bk_res r;
+    switch (req->op) {
+    case BK_PING: return rc_ping(rc, lp, done, arg);
+    case BK_LIST: return rc_list(rc, lp, req, done, arg);
+    case BK_RENEW_MANY:
+        if (req->nitems == 0) {
+            bk_res_init(&r, LK_OK);
+            r.items = req->items;
+            done(arg, &r);
+            return LK_OK;
+        }
+        return rc_renew_many(rc, lp, req, done, arg);
+    case BK_ACQUIRE:
+    case BK_RENEW:
+    case BK_RELEASE:
+    case BK_INSPECT: {
+        struct rc_call *k = call_new(rc, lp, req, finish_plain, done, arg);
+        k->slot = name_slot(rc, req->name);
+        return call_start(k);
+    }
+    case BK_OP_COUNT: break;
+    }
+    bk_res_init(&r, LK_UNSUPPORTED);
+    done(arg, &r);
+    return LK_OK;
+}
+
+static enum lk_code rc_attach(void *state, struct lk_loop *lp)
+{
+    struct rc *rc = state;
+    int n = nshards(rc);
+    for (int i = 0; i < n; i++) {
+        enum lk_code code = rc->shards[i]->lb.ops->attach(rc->shards[i]->lb.state, lp);
+        if (code != LK_OK)
+            return code;
+    }
+    return LK_OK; /* primaries found later attach on first use (call_send) */
+}
+
+static void rc_detach(void *state, struct lk_loop *lp)
+{
+    struct rc *rc = state;
+    int n = nshards(rc);
+    for (int i = 0; i < n; i++)
+        rc->shards[i]->lb.ops->detach(rc->shards[i]->lb.state, lp);
+}
+
+/* One row per primary that owns slots (lockd_backend_up{node}), and a row
+ * "slots" while some slot has no primary known. */
+static size_t rc_nodes(void *state, struct bk_node *out, size_t max)
+{
+    struct rc *rc = state;
+    size_t k = 0;
+    int n = nshards(rc);
+    for (int i = 0; i < n && k < max; i++) {
+        if (__atomic_load_n(&rc->shards[i]->nslots, __ATOMIC_RELAXED) <= 0)
+            continue;
+        struct backend *lb = &rc->shards[i]->lb;
+        k += lb->ops->nodes(lb->state, out + k, max - k);
+    }
+    int uncovered = 0;
+    for (int s = 0; s < REDIS_SLOTS; s++)
+        uncovered += owner_of(rc, s) < 0;
+    if (uncovered > 0 && k < max) {
+        memset(&out[k], 0, sizeof(out[k]));
+        snprintf(out[k].addr, sizeof(out[k].addr), "slots");
+        snprintf(out[k].reason, sizeof(out[k].reason), "%d slots have no primary known", uncovered);
+        k++;
+    }
+    return k;
+}
+
+static void rc_set_release_hook(void *state, bk_release_fn fn, void *arg)
+{
+    struct rc *rc = state;
+    pthread_mutex_lock(&rc->mu);
+    rc->hook = fn;
+    rc->hook_arg = arg;
+    int n = nshards(rc);
+    for (int i = 0; i < n; i++)
+        rc->shards[i]->lb.ops->set_release_hook(rc->shards[i]->lb.state, fn, arg);
+    pthread_mutex_unlock(&rc->mu);
+}
+
+/* A name is watched on the subscriber of its slot's primary (SSUBSCRIBE
+ * there); rewatch() moves it when the slot moves. */
+static void rc_watch(void *state, const char *name, bool on)
+{
+    struct rc *rc = state;
+    if (strlen(name) > LK_NAME_MAX)
+        return;
+    pthread_mutex_lock(&rc->mu);
+    struct rc_watch *w = NULL;
+    HASH_FIND_STR(rc->watched, name, w);
+    if (on) {
+        if (w == NULL) {
+            w = lk_calloc(1, sizeof(*w));
+            lk_strlcpy(w->name, name, sizeof(w->name));
+            w->shard = -1;
+            HASH_ADD_STR(rc->watched, name, w);
+        }
+        if (w->refs++ == 0) {
+            w->shard = owner_of(rc, name_slot(rc, name));
+            if (w->shard >= 0)
+                rc->shards[w->shard]->lb.ops->watch(rc->shards[w->shard]->lb.state, name, true);
+        }
+    } else if (w != NULL && --w->refs <= 0) {
+        if (w->shard >= 0)
+            rc->shards[w->shard]->lb.ops->watch(rc->shards[w->shard]->lb.state, name, false);
+        HASH_DEL(rc->watched, w);
+        free(w);
+    }
+    pthread_mutex_unlock(&rc->mu);
+}
+
+/* The discovery thread first (it adds shards and moves watches), then the
+ * lock layers, then us. */
+static void rc_free(void *state)
+{
+    struct rc *rc = state;
+    if (rc == NULL)
+        return;
+    if (rc->running) {
+        __atomic_store_n(&rc->stop, 1, __ATOMIC_RELEASE);
+        uint64_t one = 1;
+        if (write(rc->efd, &one, sizeof(one)) < 0) {
+            /* full: the thread wakes anyway */
+        }
+        pthread_join(rc->th, NULL);
+    }
+    if (rc->query != NULL)
+        redisFree(rc->query);
+    int n = nshards(rc);
+    for (int i = 0; i < n; i++) {
+        rc->shards[i]->lb.ops->free(rc->shards[i]->lb.state);
+        free(rc->shards[i]);
+    }
+    struct rc_watch *w, *tmp;
+    HASH_ITER (hh, rc->watched, w, tmp) {
+        HASH_DEL(rc->watched, w);
+        free(w);
+    }
+    if (rc->efd >= 0)
+        close(rc->efd);
+    pthread_mutex_destroy(&rc->mu);
+    memset(rc->seeds, 0, sizeof(rc->seeds)); /* passwords */
+    free(rc->prefix);
+    free(rc);
+}
+
+static const struct backend_ops rc_ops = {
+    .name = "cluster",
+    .caps = BK_CAP_SHARED | BK_CAP_LIMIT | BK_CAP_FLOOR, /* the redis lock layer's */
+    .attach = rc_attach,
+    .detach = rc_detach,
+    .submit = rc_submit,
+    .nodes = rc_nodes,
+    .set_release_hook = rc_set_release_hook,
+    .watch = rc_watch,
+    .free = rc_free,
+};
+
+/* ---------------------------------------------------------------- open */
+
+static enum lk_code parse_seeds(struct rc *rc, const char *urls, char *err, size_t errlen)
+{
+    const char *p = urls;
+    while (*p != '\0') {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        char one[1024];
+        if (rc->nseeds == RC_MAX_SEEDS || len >= sizeof(one)) {
+            snprintf(err, errlen, "invalid value for 'redis': at most %d cluster seed URLs",
+                     RC_MAX_SEEDS);
+            return LK_INVALID;
+        }
+        memcpy(one, p, len);
+        one[len] = '\0';
+        enum lk_code code = redis_url_parse(one, &rc->seeds[rc->nseeds], err, errlen);
+        memset(one, 0, sizeof(one)); /* the password */
+        if (code != LK_OK)
+            return code;
+        if (rc->seeds[rc->nseeds].db != 0) {
+            snprintf(err, errlen, "invalid value for 'redis': a Redis Cluster has database 0 only");
+            return LK_INVALID;
+        }
+        rc->nseeds++;
+        p += len;
+        if (*p == ',')
+            p++;
+    }
+    if (rc->nseeds == 0) {
+        snprintf(err, errlen, "backend 'cluster' needs one or more seed nodes in 'redis'");
+        return LK_INVALID;
+    }
+    return LK_OK;
+}
+
+enum lk_code backend_cluster_new(const struct lk_config *cfg, struct backend *out, char *err,
+                                 size_t errlen)
+{
+    struct rc *rc = lk_calloc(1, sizeof(*rc));
+    rc->efd = -1;
+    pthread_mutex_init(&rc->mu, NULL);
+    memset(rc->owner, 0xff, sizeof(rc->owner)); /* -1: nobody */
+    struct rc_map *m = NULL;
+    enum lk_code code = parse_seeds(rc, cfg->redis ? cfg->redis : "", err, errlen);
+    if (code != LK_OK)
+        goto fail;
+    rc->prefix = lk_strdup(cfg->key_prefix ? cfg->key_prefix : "");
+    rc->prefix_len = strlen(rc->prefix);
+    rc->lcfg.key_prefix = rc->prefix;
+    rc->lcfg.backend_timeout_ms = cfg->backend_timeout_ms;
+    rc->lcfg.redis_wait_replicas = cfg->redis_wait_replicas;
+    rc->timeout_ms = cfg->backend_timeout_ms > 0 ? cfg->backend_timeout_ms : 2000;
+    /* Once, at startup, like the single-Redis probe: nothing serves yet. A
+     * cluster nobody answers for is not an error: its names are 503 until
+     * the discovery thread gets a map. */
+    m = lk_malloc(sizeof(*m));
+    char why[256] = "";
+    int got = discover(rc, m, why, sizeof(why));
+    if (got == 0) {
+        snprintf(err, errlen, "the seed nodes in 'redis' are not a Redis Cluster: %s", why);
+        code = LK_INVALID;
+        goto fail;
+    }
+    if (got == 1) {
+        code = map_apply(rc, m, err, errlen);
+        if (code != LK_OK)
+            goto fail;
+        lk_log(LK_INFO, "cluster map from '%s': %d primaries", rc->query_addr, nshards(rc));
+    } else {
+        lk_log(LK_WARN, "cannot get the cluster map: no seed node answered; retrying");
+    }
+    rc->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (rc->efd < 0 || pthread_create(&rc->th, NULL, rc_main, rc) != 0) {
+        snprintf(err, errlen, "cannot start the cluster discovery thread");
+        code = LK_INTERNAL;
+        goto fail;
+    }
+    rc->running = true;
+    free(m);
+    out->ops = &rc_ops;
+    out->state = rc;
+    return LK_OK;
+fail:
+    free(m);
+    rc_free(rc);
+    return code;
+}

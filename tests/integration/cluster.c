@@ -1,0 +1,486 @@
+/*
+ * cluster.c - issue 24's cluster backend end to end: two real lockd
+ * processes on `backend cluster` over a real Redis Cluster of three
+ * primaries (redis-cli --cluster create, cluster-require-full-coverage no)
+ * on loopback. Locks spread over every primary; mutual exclusion and
+ * increasing tokens with 2 lockd x 16 clients; a waiter on one lockd woken
+ * by a release through the other within 100 ms (sharded pub/sub, on every
+ * primary); a slot resharded by hand (IMPORTING/MIGRATING, MIGRATE, SETSLOT
+ * NODE) while one of its names is held and others are under load: no lock
+ * lost, no second holder, tokens increasing, then MOVED followed; one
+ * primary killed: its names 503, the others served, /readyz 503.
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/redis_slot.h"
+#include "tests/lib/harness.h"
+
+#define N 3
+#define PREFIX "t:"
+
+static struct th_redis node[N];
+static struct th_lockd L[2];
+
+static int slot_of(const char *name)
+{
+    char key[128];
+    int n = snprintf(key, sizeof(key), PREFIX "{%s}", name);
+    return redis_key_slot(key, (size_t)n);
+}
+
+/* The node (index) that owns slot, as CLUSTER NODES on node 0 says. */
+static int owner_node(int slot)
+{
+    const char *out = th_redis_cli(&node[0], "CLUSTER NODES");
+    for (const char *line = out; line && *line;) {
+        const char *nl = strchr(line, '\n');
+        char buf[1024];
+        size_t len = nl ? (size_t)(nl - line) : strlen(line);
+        snprintf(buf, sizeof(buf), "%.*s", (int)(len < 1023 ? len : 1023), line);
+        line = nl ? nl + 1 : NULL;
+        if (strstr(buf, "master") == NULL)
+            continue;
+        int port = 0;
+        char *colon = strchr(buf, ':');
+        if (colon != NULL)
+            port = atoi(colon + 1);
+        /* slot ranges are the fields after the 8th */
+        char *save = NULL;
+        int f = 0;
+        for (char *tok = strtok_r(buf, " ", &save); tok; tok = strtok_r(NULL, " ", &save), f++) {
+            if (f < 8 || tok[0] == '[')
+                continue;
+            int lo = atoi(tok), hi = lo;
+            char *dash = strchr(tok, '-');
+            if (dash != NULL)
+                hi = atoi(dash + 1);
+            if (slot >= lo && slot <= hi)
+                for (int i = 0; i < N; i++)
+                    if (node[i].port == port)
+                        return i;
+        }
+    }
+    return -1;
+}
+
+static void node_id(int i, char *out, size_t cap)
+{
+    const char *id = th_redis_cli(&node[i], "CLUSTER MYID");
+    snprintf(out, cap, "%.40s", id);
+}
+
+static void lockd_on(struct th_lockd *l)
+{
+    char seeds[128];
+    snprintf(seeds, sizeof(seeds), "redis://127.0.0.1:%d,redis://127.0.0.1:%d", node[0].port,
+             node[2].port);
+    const char *args[] = {"--backend",
+                          "cluster",
+                          "--redis",
+                          seeds,
+                          "--key_prefix",
+                          PREFIX,
+                          "--threads",
+                          "2",
+                          "--backend_timeout_ms",
+                          "1000",
+                          NULL};
+    th_lockd_start(l, args, NULL);
+}
+
+static long req(struct th_client *c, const struct th_lockd *l, const char *method, const char *name,
+                const char *body, const char *lease, struct th_resp *keep)
+{
+    char url[160], hdr[96];
+    snprintf(url, sizeof(url), "%s/locks/%s", l->url, name);
+    snprintf(hdr, sizeof(hdr), "Lock-Lease: %s", lease ? lease : "");
+    const char *hdrs[] = {hdr, NULL};
+    struct th_resp r;
+    th_http(c, method, url, body, lease ? hdrs : NULL, &r);
+    long st = r.status;
+    if (keep != NULL)
+        *keep = r;
+    else
+        th_resp_free(&r);
+    return st;
+}
+
+/* ---- locks spread over every primary ---- */
+
+static void t_spread(void)
+{
+    struct th_client *c = th_client_new();
+    int per[N] = {0};
+    for (int i = 0; i < 60; i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "spread-%d", i);
+        CHECK_EQ_INT(req(c, &L[i % 2], "POST", name, "{\"ttl_ms\":20000}", NULL, NULL), 200);
+        int o = owner_node(slot_of(name));
+        CHECK(o >= 0);
+        per[o]++;
+    }
+    for (int i = 0; i < N; i++) {
+        /* the keys are where the slot map says: on that primary */
+        long long keys = atoll(th_redis_cli(&node[i], "EVAL \"return #redis.call('KEYS', "
+                                                      "'t:{spread-*}')\" 0"));
+        printf("# primary %d: %d names, %lld lock keys\n", i, per[i], keys);
+        CHECK(per[i] > 0);
+        CHECK_EQ_INT(keys, per[i]);
+    }
+    /* one listing walks all three */
+    char url[160];
+    snprintf(url, sizeof(url), "%s/locks?prefix=spread-&limit=7", L[0].url);
+    int listed = 0;
+    char cursor[512] = "";
+    for (int page = 0; page < 100; page++) {
+        char u[700];
+        snprintf(u, sizeof(u), "%s%s%s", url, cursor[0] ? "&cursor=" : "", cursor);
+        struct th_resp r;
+        th_http(c, "GET", u, NULL, NULL, &r);
+        CHECK_EQ_INT(r.status, 200);
+        listed += (int)json_array_size(json_object_get(r.json, "locks"));
+        const char *next = th_jstr(&r, "next_cursor");
+        snprintf(cursor, sizeof(cursor), "%s", next ? next : "");
+        th_resp_free(&r);
+        if (cursor[0] == '\0')
+            break;
+    }
+    CHECK_EQ_INT(listed, 60);
+    th_client_free(c);
+}
+
+/* ---- 2 lockd x 16 clients: no two holders, tokens increasing ---- */
+
+#define CLIENTS 16
+#define NAMES 6
+
+static char load_names[NAMES][32];
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static long long last[NAMES];
+static atomic_int holders[NAMES];
+static atomic_int overlaps, regressions, grants, odd, unavailable;
+static atomic_bool stop_load;
+
+static void *loader(void *arg)
+{
+    long id = (long)arg;
+    struct th_client *c = th_client_new();
+    const struct th_lockd *l = &L[id % 2];
+    for (int i = 0; !atomic_load(&stop_load) && i < 100000; i++) {
+        int k = (int)((id + i) % NAMES);
+        struct th_resp r;
+        long st = req(c, l, "POST", load_names[k], "{\"ttl_ms\":5000,\"wait_ms\":300}", NULL, &r);
+        if (st != 200) {
+            if (st == 503)
+                atomic_fetch_add(&unavailable, 1);
+            else if (st != 409) {
+                fprintf(stderr, "client %ld: acquire %ld %s\n", id, st, r.body);
+                atomic_fetch_add(&odd, 1);
+            }
+            th_resp_free(&r);
+            continue;
+        }
+        long long token = th_jint(&r, "fencing_token");
+        char lease[64];
+        snprintf(lease, sizeof(lease), "%s", th_jstr(&r, "lease"));
+        th_resp_free(&r);
+        if (atomic_fetch_add(&holders[k], 1) != 0)
+            atomic_fetch_add(&overlaps, 1);
+        pthread_mutex_lock(&mu);
+        if (token <= last[k]) {
+            fprintf(stderr, "%s: token %lld after %lld\n", load_names[k], token, last[k]);
+            atomic_fetch_add(&regressions, 1);
+        }
+        last[k] = token;
+        pthread_mutex_unlock(&mu);
+        atomic_fetch_add(&grants, 1);
+        th_sleep_ms(1);
+        atomic_fetch_sub(&holders[k], 1);
+        st = req(c, l, "DELETE", load_names[k], NULL, lease, NULL);
+        if (st != 200) {
+            fprintf(stderr, "client %ld: release %ld\n", id, st);
+            atomic_fetch_add(&odd, 1);
+        }
+    }
+    th_client_free(c);
+    return NULL;
+}
+
+static pthread_t load_th[CLIENTS];
+
+static void load_start(void)
+{
+    memset(last, 0, sizeof(last));
+    atomic_store(&stop_load, false);
+    atomic_store(&grants, 0);
+    for (long i = 0; i < CLIENTS; i++)
+        CHECK(pthread_create(&load_th[i], NULL, loader, (void *)i) == 0);
+}
+
+static void load_stop(void)
+{
+    atomic_store(&stop_load, true);
+    for (int i = 0; i < CLIENTS; i++)
+        pthread_join(load_th[i], NULL);
+    printf("# %d grants, %d overlaps, %d regressions, %d answered 503\n", atomic_load(&grants),
+           atomic_load(&overlaps), atomic_load(&regressions), atomic_load(&unavailable));
+    CHECK(atomic_load(&grants) > 0);
+    CHECK_EQ_INT(atomic_load(&overlaps), 0);
+    CHECK_EQ_INT(atomic_load(&regressions), 0);
+    CHECK_EQ_INT(atomic_load(&odd), 0);
+}
+
+static void t_two_lockd_16_clients(void)
+{
+    /* two names per primary */
+    int per[N] = {0}, k = 0;
+    for (int i = 0; k < NAMES && i < 1000; i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "load-%d", i);
+        int o = owner_node(slot_of(name));
+        if (o < 0 || per[o] == NAMES / N)
+            continue;
+        per[o]++;
+        snprintf(load_names[k++], sizeof(load_names[0]), "%s", name);
+    }
+    CHECK_EQ_INT(k, NAMES);
+    load_start();
+    th_sleep_ms(2000);
+    load_stop();
+    CHECK_EQ_INT(atomic_load(&unavailable), 0);
+}
+
+/* ---- a waiter on one lockd, woken by a release through the other ---- */
+
+struct waiter {
+    const char *name;
+    long status;
+    int64_t done_ms;
+};
+
+static void *wait_one(void *arg)
+{
+    struct waiter *w = arg;
+    struct th_client *c = th_client_new();
+    w->status = req(c, &L[1], "POST", w->name, "{\"ttl_ms\":5000,\"wait_ms\":10000}", NULL, NULL);
+    w->done_ms = th_now_ms();
+    th_client_free(c);
+    return NULL;
+}
+
+static void t_waiter_woken_across_lockd(void)
+{
+    struct th_client *c = th_client_new();
+    int seen[N] = {0};
+    int done = 0;
+    for (int i = 0; done < N && i < 200; i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "wake-%d", i);
+        int o = owner_node(slot_of(name));
+        if (o < 0 || seen[o])
+            continue;
+        seen[o] = 1;
+        done++;
+        struct th_resp r;
+        /* a long lease: only the release can let the waiter in */
+        CHECK_EQ_INT(req(c, &L[0], "POST", name, "{\"ttl_ms\":30000}", NULL, &r), 200);
+        char lease[64];
+        snprintf(lease, sizeof(lease), "%s", th_jstr(&r, "lease"));
+        th_resp_free(&r);
+        struct waiter w = {.name = name};
+        pthread_t th;
+        CHECK(pthread_create(&th, NULL, wait_one, &w) == 0);
+        th_sleep_ms(300); /* parked and subscribed on the slot's primary */
+        CHECK_EQ_INT(req(c, &L[0], "DELETE", name, NULL, lease, NULL), 200);
+        int64_t released = th_now_ms();
+        pthread_join(th, NULL);
+        printf("# primary %d: waiter on the other lockd granted %lld ms after the release\n", o,
+               (long long)(w.done_ms - released));
+        CHECK_EQ_INT(w.status, 200);
+        CHECK(w.done_ms - released <= 100 * th_time_scale());
+    }
+    CHECK_EQ_INT(done, N);
+    /* the wake-ups went out on their shards (SPUBLISH from the scripts),
+     * never broadcast over the cluster bus (PUBLISH) */
+    for (int i = 0; i < N; i++) {
+        CHECK(th_redis_calls(&node[i], "spublish") > 0);
+        CHECK_EQ_INT(th_redis_calls(&node[i], "publish"), 0);
+    }
+    th_client_free(c);
+}
+
+/* No script ever touched keys of two slots, or of another node's slot. */
+static void check_log(const struct th_lockd *l)
+{
+    FILE *f = fopen(l->log, "r");
+    CHECK(f != NULL);
+    char line[4096];
+    int bad = 0, moved = 0, ask = 0, again = 0;
+    while (fgets(line, sizeof(line), f) != NULL) {
+        moved += strstr(line, "command: MOVED") != NULL;
+        ask += strstr(line, "command: ASK") != NULL;
+        again += strstr(line, "command: TRYAGAIN") != NULL;
+        if (strstr(line, "CROSSSLOT") || strstr(line, "same slot") || strstr(line, "non local") ||
+            strstr(line, "Sanitizer") || strstr(line, "runtime error")) {
+            fprintf(stderr, "%s", line);
+            bad++;
+        }
+    }
+    fclose(f);
+    /* (logged at most once a second per connection) */
+    printf("# %s: redirections logged: %d MOVED, %d ASK, %d TRYAGAIN\n", l->url, moved, ask, again);
+    CHECK_EQ_INT(bad, 0);
+}
+
+/* ---- resharding a slot while one of its names is held ---- */
+
+static void t_reshard_held(void)
+{
+    struct th_client *c = th_client_new();
+    const char *held = "rs-held";
+    int slot = slot_of(held);
+    int src = owner_node(slot);
+    CHECK(src >= 0);
+    int dst = (src + 1) % N;
+    /* more names of the same slot, under load through both lockd */
+    int k = 0;
+    for (int i = 0; k < NAMES && i < 2000000; i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "rs-%d", i);
+        if (slot_of(name) == slot)
+            snprintf(load_names[k++], sizeof(load_names[0]), "%s", name);
+    }
+    CHECK_EQ_INT(k, NAMES);
+    struct th_resp r;
+    CHECK_EQ_INT(req(c, &L[0], "POST", held, "{\"ttl_ms\":60000,\"owner\":\"keeper\"}", NULL, &r),
+                 200);
+    long long token = th_jint(&r, "fencing_token");
+    th_resp_free(&r);
+    load_start();
+    th_sleep_ms(300);
+
+    char sid[64], did[64], cmd[256];
+    node_id(src, sid, sizeof(sid));
+    node_id(dst, did, sizeof(did));
+    snprintf(cmd, sizeof(cmd), "CLUSTER SETSLOT %d IMPORTING %s", slot, sid);
+    CHECK(strstr(th_redis_cli(&node[dst], cmd), "OK") != NULL);
+    snprintf(cmd, sizeof(cmd), "CLUSTER SETSLOT %d MIGRATING %s", slot, did);
+    CHECK(strstr(th_redis_cli(&node[src], cmd), "OK") != NULL);
+    th_sleep_ms(200); /* load runs against a migrating slot */
+    int moved = 0;
+    for (int round = 0; round < 100; round++) {
+        snprintf(cmd, sizeof(cmd), "CLUSTER GETKEYSINSLOT %d 100", slot);
+        char keys[8192];
+        snprintf(keys, sizeof(keys), "%s", th_redis_cli(&node[src], cmd));
+        if (strspn(keys, " \r\n") == strlen(keys))
+            break;
+        /* keys are printed one per line */
+        char mig[9000];
+        size_t off = (size_t)snprintf(mig, sizeof(mig), "MIGRATE 127.0.0.1 %d \"\" 0 5000 KEYS",
+                                      node[dst].port);
+        char *save = NULL;
+        for (char *key = strtok_r(keys, "\n", &save); key; key = strtok_r(NULL, "\n", &save)) {
+            off += (size_t)snprintf(mig + off, sizeof(mig) - off, " '%s'", key);
+            moved++;
+        }
+        th_redis_cli(&node[src], mig);
+        th_sleep_ms(50);
+    }
+    th_sleep_ms(200); /* load runs against a slot whose keys are all on dst (ASK) */
+    snprintf(cmd, sizeof(cmd), "CLUSTER SETSLOT %d NODE %s", slot, did);
+    for (int i = 0; i < N; i++)
+        CHECK(strstr(th_redis_cli(&node[i], cmd), "OK") != NULL);
+    th_sleep_ms(500); /* and after the move: MOVED, then the new map */
+    load_stop();
+    printf("# slot %d: %d keys migrated from primary %d to %d under load\n", slot, moved, src, dst);
+    /* what the source answered meanwhile: ASK while the slot migrated
+     * (then ASKING on the destination), MOVED once it had moved */
+    const char *es = th_redis_cli(&node[src], "INFO errorstats");
+    const char *a = strstr(es, "errorstat_ASK:count="), *m = strstr(es, "errorstat_MOVED:count=");
+    const char *t = strstr(es, "errorstat_TRYAGAIN:count=");
+    printf("# source answered ASK %lld, MOVED %lld, TRYAGAIN %lld times\n", a ? atoll(a + 20) : 0LL,
+           m ? atoll(m + 22) : 0LL, t ? atoll(t + 25) : 0LL);
+    CHECK(a != NULL);
+    CHECK(moved > 0);
+    CHECK_EQ_INT(owner_node(slot), dst);
+    /* the held lock moved with its slot: same holder, same token */
+    CHECK_EQ_INT(req(c, &L[1], "POST", held, "{\"ttl_ms\":1000}", NULL, &r), 409);
+    json_t *h = json_object_get(r.json, "holder");
+    CHECK(h != NULL);
+    CHECK_EQ_INT(json_integer_value(json_object_get(h, "fencing_token")), token);
+    th_resp_free(&r);
+    /* and the names keep going on the new primary, tokens still increasing */
+    for (int i = 0; i < NAMES; i++) {
+        CHECK_EQ_INT(req(c, &L[i % 2], "POST", load_names[i], "{\"ttl_ms\":1000}", NULL, &r), 200);
+        CHECK(th_jint(&r, "fencing_token") > last[i]);
+        th_resp_free(&r);
+    }
+    th_client_free(c);
+}
+
+/* ---- one primary killed ---- */
+
+static void t_primary_killed(void)
+{
+    struct th_client *c = th_client_new();
+    int victim = 2;
+    th_redis_stop(&node[victim]);
+    int ok = 0, down = 0;
+    for (int i = 0; i < 60; i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "kill-%d", i);
+        int o = owner_node(slot_of(name));
+        int64_t t0 = th_now_ms();
+        long st = req(c, &L[i % 2], "POST", name, "{\"ttl_ms\":5000}", NULL, NULL);
+        if (o == victim) {
+            CHECK_EQ_INT(st, 503);
+            CHECK(th_now_ms() - t0 < 3000);
+            down++;
+        } else {
+            CHECK_EQ_INT(st, 200);
+            ok++;
+        }
+    }
+    printf("# %d names served by the live primaries, %d answered 503\n", ok, down);
+    CHECK(ok > 0 && down > 0);
+    char url[160];
+    snprintf(url, sizeof(url), "%s/readyz", L[0].url);
+    struct th_resp r;
+    th_http(c, "GET", url, NULL, NULL, &r);
+    CHECK_EQ_INT(r.status, 503);
+    th_resp_free(&r);
+    snprintf(url, sizeof(url), "%s/metrics", L[0].url);
+    th_http(c, "GET", url, NULL, NULL, &r);
+    int up = 0;
+    for (const char *p = strstr(r.body, "lockd_backend_up{"); p;
+         p = strstr(p + 1, "lockd_backend_up{"))
+        up += strstr(p, "} 1") == strchr(p, '}');
+    CHECK_EQ_INT(up, N - 1);
+    th_resp_free(&r);
+    th_client_free(c);
+}
+
+int main(void)
+{
+    th_cluster_start(node, N, NULL);
+    lockd_on(&L[0]);
+    lockd_on(&L[1]);
+    TH_RUN(t_spread);
+    TH_RUN(t_two_lockd_16_clients);
+    TH_RUN(t_waiter_woken_across_lockd);
+    TH_RUN(t_reshard_held);
+    TH_RUN(t_primary_killed);
+    /* a clean exit: drained, every connection and thread freed (ASan) */
+    CHECK_EQ_INT(th_lockd_signal_wait(&L[0], SIGTERM, 30000 * th_time_scale()), 0);
+    CHECK_EQ_INT(th_lockd_signal_wait(&L[1], SIGTERM, 30000 * th_time_scale()), 0);
+    check_log(&L[0]);
+    check_log(&L[1]);
+    for (int i = 0; i < N; i++)
+        th_redis_stop(&node[i]);
+    return th_done();
+}
