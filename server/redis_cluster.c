@@ -923,6 +923,7 @@ static enum lk_code rc_submit(void *state, struct lk_loop *lp, const struct bk_r
     case BK_ACQUIRE:
     case BK_RENEW:
     case BK_RELEASE:
+    case BK_FORCE_RELEASE:
     case BK_INSPECT: {
         struct rc_call *k = call_new(rc, lp, req, finish_plain, done, arg);
         k->slot = name_slot(rc, req->name);
@@ -1060,7 +1061,8 @@ static void rc_free(void *state)
 
 static const struct backend_ops rc_ops = {
     .name = "cluster",
-    .caps = BK_CAP_SHARED | BK_CAP_LIMIT | BK_CAP_FLOOR, /* the redis lock layer's */
+    .caps = BK_CAP_SHARED | BK_CAP_LIMIT | BK_CAP_FLOOR | BK_CAP_FORCE |
+            BK_CAP_INDEX, /* the lock layer's */
     .attach = rc_attach,
     .detach = rc_detach,
     .submit = rc_submit,
