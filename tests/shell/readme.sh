@@ -24,7 +24,7 @@ check acquire 200 '^\{"name":"nightly-report","lease":"[0-9a-f]{32}","fencing_to
     -X POST "$u/locks/nightly-report" -d '{"ttl_ms":30000,"owner":"host-a"}'
 lease=$(printf '%s' "$last" | sed 's/.*"lease":"\([0-9a-f]*\)".*/\1/')
 token=$(printf '%s' "$last" | sed 's/.*"fencing_token":\([0-9]*\).*/\1/')
-check inspect 200 "^\{\"name\":\"nightly-report\",\"held\":true,.*\"owner\":\"host-a\",\"fencing_token\":$token,.*\"waiters\":0\}$" -- "$u/locks/nightly-report"
+check inspect 200 "^\{\"name\":\"nightly-report\",\"index\":[0-9]+,\"held\":true,.*\"owner\":\"host-a\",\"fencing_token\":$token,.*\"waiters\":0\}$" -- "$u/locks/nightly-report"
 printf '%s' "$last" | grep -q "$lease" && { echo "FAIL inspect shows the lease"; exit 1; }
 check locked 409 '^\{"error":"locked","message":"[^"]+","holder":\{"owner":"host-a","fencing_token":'"$token"',"session_bound":false,"mode":"exclusive","expires_in_ms":[0-9]+\},"waited_ms":0\}$' -- \
     -X POST "$u/locks/nightly-report"
