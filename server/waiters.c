@@ -146,6 +146,9 @@ static void fail(struct eng_waiter *w, enum lk_code code, const struct eng_holde
         r.holder = *holder;
         r.has_holder = true;
     }
+    /* Not under wmu here: session_holds takes smu, which comes first. */
+    if (code == LK_LOCKED && w->has_session)
+        r.holder_is_self = session_holds(w->e, w->session, w->name);
     if (code == LK_LIMIT_MISMATCH)
         r.limit = w->limit_in_force;
     if (code == LK_LOCKED || code == LK_LIMIT_MISMATCH)

@@ -203,7 +203,7 @@ static void test_list_pages(void **state)
     const size_t limits[] = {1, 7, 499, 500, 1000};
     for (size_t k = 0; k < sizeof(limits) / sizeof(limits[0]); k++) {
         static struct page pg;
-        char cursor[32] = "";
+        char cursor[64] = "";
         int seen = 0, pages = 0;
         do {
             list(m, "p-", cursor, limits[k], &pg);
@@ -212,8 +212,12 @@ static void test_list_pages(void **state)
                 snprintf(name, sizeof(name), "p-%03d", seen++);
                 assert_string_equal(pg.names[i], name);
             }
-            if (pg.next[0] != '\0')
-                assert_string_equal(pg.next, pg.names[pg.n - 1]);
+            if (pg.next[0] != '\0') { /* the last name, signed: "<name>~<16 hex>" */
+                size_t nl = strlen(pg.names[pg.n - 1]);
+                assert_memory_equal(pg.next, pg.names[pg.n - 1], nl);
+                assert_int_equal(pg.next[nl], '~');
+                assert_int_equal(strlen(pg.next + nl + 1), 16);
+            }
             strcpy(cursor, pg.next);
         } while (cursor[0] != '\0' && ++pages < 1000);
         assert_int_equal(seen, 500);
@@ -351,10 +355,10 @@ static void test_contract_extras(void **state)
     cursor[LK_NAME_MAX + 1] = '\0';
     struct bk_req ls = {.op = BK_LIST, .prefix = "", .cursor = cursor, .count = 10};
     assert_int_equal(submit(m, &ls).r.code, LK_BAD_CURSOR);
-    cursor[LK_NAME_MAX] = '\0'; /* as long as a name: pages on from where it sorts */
-    r = submit(m, &ls);
-    assert_int_equal(r.r.code, LK_OK);
-    assert_int_equal(r.r.nentries, 0);
+    cursor[LK_NAME_MAX] = '\0'; /* a name, but not a cursor lockd gave out (issue 27) */
+    assert_int_equal(submit(m, &ls).r.code, LK_BAD_CURSOR);
+    strcpy(cursor, "sh~0000000000000000"); /* a forged signature */
+    assert_int_equal(submit(m, &ls).r.code, LK_BAD_CURSOR);
     cursor[0] = '\0';
     r = submit(m, &ls);
     assert_int_equal(r.r.code, LK_OK);
