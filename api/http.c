@@ -299,6 +299,9 @@ static void set_ready(struct req *r)
     struct http_worker *wk = r->wk;
     r->ready = true;
     if (r->park == REQ_SUSPENDED) {
+        /* lockd_http_request_duration_seconds is lockd's time, not the
+         * long poll's wait (lockd_acquire_wait_seconds has that). */
+        r->start_us += lk_now_us() - r->suspended_us;
         r->park = REQ_LIVE;
         DL_DELETE2(wk->parked, r, sprev, snext);
         stop_eof_watch(r);
@@ -724,6 +727,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     DL_APPEND2(wk->parked, r, sprev, snext);
     if (r->waiting) {
         r->park = REQ_SUSPENDED;
+        r->suspended_us = lk_now_us();
         MHD_suspend_connection(conn);
         watch_eof(r);
     } else {
@@ -761,7 +765,10 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     }
     stop_eof_watch(r);
     switch ((enum req_park)r->park) {
-    case REQ_SUSPENDED: DL_DELETE2(wk->parked, r, sprev, snext); break;
+    case REQ_SUSPENDED:
+        r->start_us += now_us - r->suspended_us; /* as set_ready does */
+        DL_DELETE2(wk->parked, r, sprev, snext);
+        break;
     case REQ_HELD:
         /* The engine still has it: done when its answer comes. MHD frees
          * the connection's memory now, method and path with it: keep the

@@ -125,6 +125,8 @@ static void finish(struct eng_waiter *w, struct eng_result *r)
     ev_timer_stop(loop_ev(w->lp), &w->timer);
     w->state = W_DONE;
     r->waited_ms = lk_now_ms() - w->start_ms;
+    if (r->code == LK_OK)
+        metrics_observe(H_ACQUIRE_WAIT, r->waited_ms * 1000);
     w->done(w->arg, r);
     free(w);
 }

@@ -189,6 +189,43 @@ static void test_owner_and_self_block(void)
     th_resp_free(&r);
 }
 
+/* The value of one exposition line that starts with prefix, or -1. */
+static double metric(const char *text, const char *prefix)
+{
+    for (const char *p = text; p != NULL && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+        if (strncmp(p, prefix, strlen(prefix)) == 0)
+            return atof(p + strlen(prefix));
+    return -1;
+}
+
+/* A granted blocking acquire's wait is lockd_acquire_wait_seconds', not
+ * lockd_http_request_duration_seconds' (a 300 s long poll once landed in
+ * its top bucket). Its own lockd: the counts start at zero. */
+static void test_wait_is_not_request_time(void)
+{
+    struct th_lockd w;
+    th_lockd_start(&w, NULL, NULL);
+    char url[160];
+    snprintf(url, sizeof(url), "%s/locks/fh.wait", w.url);
+    struct th_resp r;
+    th_http(cl, "POST", url, "{\"ttl_ms\":400}", NULL, &r); /* expires in 400 ms */
+    CHECK_EQ_INT(r.status, 200);
+    th_resp_free(&r);
+    th_http(cl, "POST", url, "{\"wait_ms\":5000}", NULL, &r);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK(th_jint(&r, "fencing_token") > 0);
+    th_resp_free(&r);
+    snprintf(url, sizeof(url), "%s/metrics", w.url);
+    th_http(cl, "GET", url, NULL, NULL, &r);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK(metric(r.body, "lockd_acquire_wait_seconds_count ") == 1);
+    CHECK(metric(r.body, "lockd_acquire_wait_seconds_sum ") >= 0.2);
+    CHECK(metric(r.body, "lockd_http_request_duration_seconds_count{route=\"/locks/{name}\"} ") == 2);
+    CHECK(metric(r.body, "lockd_http_request_duration_seconds_sum{route=\"/locks/{name}\"} ") < 0.2);
+    th_resp_free(&r);
+    th_lockd_kill(&w, SIGTERM);
+}
+
 int main(void)
 {
     th_lockd_start(&ld, NULL, NULL);
@@ -199,6 +236,7 @@ int main(void)
     TH_RUN(test_retry_after_on_503);
     TH_RUN(test_messages_users_can_act_on);
     TH_RUN(test_owner_and_self_block);
+    TH_RUN(test_wait_is_not_request_time);
     th_client_free(cl);
     th_lockd_kill(&ld, SIGTERM);
     return th_done();
