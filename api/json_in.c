@@ -70,7 +70,8 @@ static bool form_hint(const char *body, size_t len, struct api_error *e)
             if (c < '0' || c > '9')
                 num = false;
         }
-        word = word && (memcmp(body + v, "true", vlen) == 0 || memcmp(body + v, "false", vlen) == 0);
+        word =
+            word && (memcmp(body + v, "true", vlen) == 0 || memcmp(body + v, "false", vlen) == 0);
         int n = snprintf(json + o, sizeof(json) - o, "%s\"%.*s\":%s%.*s%s", o > 1 ? "," : "",
                          (int)klen, body + k, num || word ? "" : "\"", (int)vlen, body + v,
                          num || word ? "" : "\"");

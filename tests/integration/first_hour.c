@@ -220,8 +220,10 @@ static void test_wait_is_not_request_time(void)
     CHECK_EQ_INT(r.status, 200);
     CHECK(metric(r.body, "lockd_acquire_wait_seconds_count ") == 1);
     CHECK(metric(r.body, "lockd_acquire_wait_seconds_sum ") >= 0.2);
-    CHECK(metric(r.body, "lockd_http_request_duration_seconds_count{route=\"/locks/{name}\"} ") == 2);
-    CHECK(metric(r.body, "lockd_http_request_duration_seconds_sum{route=\"/locks/{name}\"} ") < 0.2);
+    CHECK(metric(r.body, "lockd_http_request_duration_seconds_count{route=\"/locks/{name}\"} ") ==
+          2);
+    CHECK(metric(r.body, "lockd_http_request_duration_seconds_sum{route=\"/locks/{name}\"} ") <
+          0.2);
     th_resp_free(&r);
     th_lockd_kill(&w, SIGTERM);
 }
