@@ -45,6 +45,11 @@ static const struct errors_row table[] = {
     [LK_BACKEND_DOWN] = {503, "backend_unavailable",
                          "the lock backend did not answer; nothing was granted"},
     [LK_SHUTTING_DOWN] = {503, "shutting_down", "lockd is shutting down"},
+    /* libmicrohttpd picks the status of these three (api/http_own.c). */
+    [LK_BAD_REQUEST] = {400, "bad_request", "the request is not well-formed HTTP/1.1"},
+    [LK_HEADERS_TOO_LARGE] = {431, "headers_too_large",
+                              "the request line and headers are over 8 KiB"},
+    [LK_HTTP_VERSION] = {505, "http_version_not_supported", "lockd speaks HTTP/1.0 and HTTP/1.1"},
 };
 
 _Static_assert(sizeof(table) / sizeof(table[0]) == LK_CODE_COUNT,
@@ -87,6 +92,10 @@ void errors_respond_msg(struct req *r, enum lk_code c, const char *message, json
         json_object_update(o, extra);
         json_decref(extra);
     }
+    /* Every 503 says when to come back: the backend may return, another
+     * lockd may take over a draining one's clients, a session may end. */
+    if (row->status == 503)
+        http_add_header(r, "Retry-After", "1");
     http_respond_json(r, row->status, o);
 }
 

@@ -20,11 +20,13 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 #include <utlist.h>
 
 #include "api/auth.h"
 #include "api/errors.h"
+#include "api/http_own.h"
 #include "api/parse.h"
 #include "api/router.h"
 #include "config/config.h"
@@ -37,6 +39,14 @@
  * by any byte, so a client trickling a request a byte at a time would keep a
  * connection forever. Each request must instead arrive whole within
  * connection_timeout_ms of the connection opening or the previous answer. */
+
+/* A request line and headers over HEADERS_MAX bytes get 431 headers_too_large
+ * from the handler (the spec's limit). MHD keeps them in its per-connection
+ * pool, which must hold them and still have room for the answer; past the
+ * pool, MHD answers 431 itself (as JSON: http_own.c), and a request between
+ * the two would get no answer at all (MHD has no room left to write one). */
+#define HEADERS_MAX 8192
+#define POOL_KIB 12
 struct conn_track {
     struct conn_track *prev, *next;
     int fd;
@@ -289,6 +299,9 @@ static void set_ready(struct req *r)
     struct http_worker *wk = r->wk;
     r->ready = true;
     if (r->park == REQ_SUSPENDED) {
+        /* lockd_http_request_duration_seconds is lockd's time, not the
+         * long poll's wait (lockd_acquire_wait_seconds has that). */
+        r->start_us += lk_now_us() - r->suspended_us;
         r->park = REQ_LIVE;
         DL_DELETE2(wk->parked, r, sprev, snext);
         stop_eof_watch(r);
@@ -546,9 +559,30 @@ static void req_start(struct http_worker *wk, struct req *r, struct MHD_Connecti
     }
 }
 
+static enum MHD_Result header_bytes_cb(void *cls, enum MHD_ValueKind kind, const char *key,
+                                       const char *value)
+{
+    (void)kind;
+    *(size_t *)cls += strlen(key) + (value != NULL ? strlen(value) : 0) + 4; /* ": " CRLF */
+    return MHD_YES;
+}
+
+/* The request line and headers as they came, near enough (MHD keeps no total). */
+static size_t header_bytes(const struct req *r)
+{
+    size_t n = strlen(r->method) + strlen(r->url) + 12;
+    MHD_get_connection_values(r->conn, MHD_HEADER_KIND, header_bytes_cb, &n);
+    return n;
+}
+
 static void route_request(struct req *r)
 {
-    char allow[64];
+    if (header_bytes(r) > HEADERS_MAX) {
+        http_add_header(r, "Connection", "close");
+        errors_respond_code(r, LK_HEADERS_TOO_LARGE, NULL);
+        return;
+    }
+    char allow[72];
     enum lk_code why = LK_NO_ROUTE;
     const char *param = NULL, *label;
     r->route = router_match(r->method, r->url, &param, &why, allow, sizeof(allow), &label);
@@ -562,9 +596,12 @@ static void route_request(struct req *r)
         return;
     }
     if (r->route == NULL) {
-        if (why == LK_METHOD_NOT_ALLOWED) {
+        if (why == LK_OK) { /* OPTIONS on a known path */
             http_add_header(r, "Allow", allow);
-            char msg[128];
+            http_respond_text(r, 204, NULL, NULL, 0);
+        } else if (why == LK_METHOD_NOT_ALLOWED) {
+            http_add_header(r, "Allow", allow);
+            char msg[160];
             snprintf(msg, sizeof(msg), "method %.16s is not allowed here; use %s", r->method,
                      allow);
             errors_respond_msg(r, LK_METHOD_NOT_ALLOWED, msg, NULL);
@@ -585,6 +622,28 @@ static void route_request(struct req *r)
             r->param = r->param_buf;
         }
     }
+}
+
+/* Headers that nearly fill MHD's pool leave it no room to write any answer
+ * ("failed to create response header": the client would get nothing). The
+ * 431 is small and the connection closes after it: on plain HTTP it is
+ * written straight to the socket, and MHD is told to close. */
+static enum MHD_Result answer_431_direct(struct req *r)
+{
+    char head[256];
+    int n = snprintf(head, sizeof(head),
+                     "HTTP/1.1 431 Request Header Fields Too Large\r\nConnection: close\r\n"
+                     "Content-Type: application/json\r\nX-Request-Id: %s\r\n"
+                     "Content-Length: %zu\r\n\r\n",
+                     r->req_id, r->resp_len);
+    int fd = ((struct conn_track *)r->track)->fd;
+    if (n > 0 && (size_t)n < sizeof(head) && fd >= 0) {
+        struct iovec iov[2] = {{head, (size_t)n}, {r->resp, r->resp_len}};
+        ssize_t sent = writev(fd, iov, 2); /* ~300 bytes into an empty socket buffer */
+        (void)sent;
+        shutdown(fd, SHUT_WR);
+    }
+    return MHD_NO; /* MHD closes the connection; req_done logs the 431 */
 }
 
 static void body_free(struct req *r)
@@ -610,6 +669,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         r->track = track_of(conn);
         req_start(wk, r, conn, url, method);
         route_request(r);
+        if (r->status == 431 && r->wk->srv->tls_cert == NULL && r->track != NULL)
+            return answer_431_direct(r);
         const char *cl =
             MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (cl != NULL &&
@@ -685,6 +746,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     DL_APPEND2(wk->parked, r, sprev, snext);
     if (r->waiting) {
         r->park = REQ_SUSPENDED;
+        r->suspended_us = lk_now_us();
         MHD_suspend_connection(conn);
         watch_eof(r);
     } else {
@@ -722,7 +784,10 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     }
     stop_eof_watch(r);
     switch ((enum req_park)r->park) {
-    case REQ_SUSPENDED: DL_DELETE2(wk->parked, r, sprev, snext); break;
+    case REQ_SUSPENDED:
+        r->start_us += now_us - r->suspended_us; /* as set_ready does */
+        DL_DELETE2(wk->parked, r, sprev, snext);
+        break;
     case REQ_HELD:
         /* The engine still has it: done when its answer comes. MHD frees
          * the connection's memory now, method and path with it: keep the
@@ -889,7 +954,8 @@ static int start_daemon(struct http_worker *wk, char *err, size_t errlen)
     /* 8 KiB: headers and the read/write buffers only (bodies are copied out
      * chunk by chunk). MHD zeroes the pool for every request on a keep-alive
      * connection, so a larger pool costs a large memset per request. */
-    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_MEMORY_LIMIT, 8 * 1024, NULL};
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_MEMORY_LIMIT, POOL_KIB * 1024, NULL};
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_MEMORY_INCREMENT, 2048, NULL};
     opts[n++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, NULL};
     opts[n++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, wk};
     opts[n++] = (struct MHD_OptionItem){MHD_OPTION_UNESCAPE_CALLBACK, (intptr_t)unescape, NULL};
@@ -937,6 +1003,7 @@ struct http_server *http_start(const struct lk_config *cfg, struct engine *e, ch
         return NULL;
     }
     router_declare_metrics();
+    http_own_init();
     struct http_server *s = lk_calloc(1, sizeof(*s));
     lk_random_hex(s->run_id, 3);
     s->cfg = cfg;

@@ -37,7 +37,8 @@ struct req {
     char *body;         /* body_small, or malloc'd when larger */
     size_t body_len;
     bool body_too_large;
-    int64_t start_us;
+    int64_t start_us; /* moved on by the time it spent suspended (a long poll) */
+    int64_t suspended_us;
     void *track; /* the connection's struct conn_track (http.c) */
     char req_id[40];
 

@@ -44,6 +44,49 @@ static bool number_field(const char *body, size_t pos, char *key, size_t keylen)
     return true;
 }
 
+/* A form-encoded body (curl -d ttl_ms=5000): key=value pairs joined by '&',
+ * keys of lowercase letters and '_'. Answers invalid_json with the same
+ * fields written as JSON, so the fix is in the message. */
+static bool form_hint(const char *body, size_t len, struct api_error *e)
+{
+    char json[160];
+    size_t o = 0, i = 0;
+    json[o++] = '{';
+    while (i < len) {
+        size_t k = i;
+        while (i < len && ((body[i] >= 'a' && body[i] <= 'z') || body[i] == '_'))
+            i++;
+        if (i == k || i >= len || body[i] != '=')
+            return false;
+        size_t klen = i - k, v = ++i;
+        while (i < len && body[i] != '&')
+            i++;
+        size_t vlen = i - v;
+        bool num = vlen > 0 && vlen < 19, word = vlen == 4 || vlen == 5;
+        for (size_t j = v; j < i; j++) {
+            unsigned char c = (unsigned char)body[j];
+            if (c < 0x20 || c == '"' || c == '\\' || c > 0x7e)
+                return false;
+            if (c < '0' || c > '9')
+                num = false;
+        }
+        word =
+            word && (memcmp(body + v, "true", vlen) == 0 || memcmp(body + v, "false", vlen) == 0);
+        int n = snprintf(json + o, sizeof(json) - o, "%s\"%.*s\":%s%.*s%s", o > 1 ? "," : "",
+                         (int)klen, body + k, num || word ? "" : "\"", (int)vlen, body + v,
+                         num || word ? "" : "\"");
+        if (n < 0 || (size_t)n >= sizeof(json) - o - 1)
+            return false;
+        o += (size_t)n;
+        if (i < len)
+            i++; /* '&' */
+    }
+    json[o++] = '}';
+    json[o] = '\0';
+    api_error_set(e, LK_INVALID_JSON, "body must be JSON, not a form: send %s", json);
+    return true;
+}
+
 json_t *json_in_parse(const char *body, size_t len, struct api_error *e)
 {
     size_t i = 0;
@@ -60,6 +103,14 @@ json_t *json_in_parse(const char *body, size_t len, struct api_error *e)
             jerr.position > 0 && (size_t)jerr.position <= len &&
             number_field(body, (size_t)jerr.position, key, sizeof(key))) {
             api_error_set(e, LK_INVALID, "field '%s' is out of range", key);
+            return NULL;
+        }
+        if (form_hint(body, len, e))
+            return NULL;
+        /* jansson's own words for a \u0000 name its flag: say what it means. */
+        if (strstr(jerr.text, "\\u0000") != NULL || strstr(jerr.text, "NUL") != NULL) {
+            api_error_set(e, LK_INVALID_JSON, "strings must not contain \\u0000 (at byte %d)",
+                          jerr.position);
             return NULL;
         }
         api_error_set(e, LK_INVALID_JSON, "body is not valid JSON: %s (at byte %d)", jerr.text,

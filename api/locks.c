@@ -71,13 +71,20 @@ static bool find_lease(struct req *r, const char *body_lease, const char *query_
                             e);
 }
 
+/* An owner nobody gave is null, wherever a lock's owner is shown. */
+static json_t *owner_json(const char *owner)
+{
+    return owner != NULL && owner[0] != '\0' ? json_string(owner) : json_null();
+}
+
 static json_t *holder_json(const struct eng_holder *h)
 {
     json_t *o = json_object();
     if (h->lock_delay) {
+        json_object_set_new(o, "owner", json_null());
         json_object_set_new(o, "lock_delay", json_true());
     } else {
-        json_object_set_new(o, "owner", json_string(h->owner));
+        json_object_set_new(o, "owner", owner_json(h->owner));
         json_object_set_new(o, "fencing_token", json_integer(h->fencing_token));
         json_object_set_new(o, "session_bound", json_boolean(h->session_bound));
         json_object_set_new(o, "mode", json_string(h->shared ? "shared" : "exclusive"));
@@ -108,7 +115,7 @@ static void grant_json(struct req *r, const struct eng_result *res)
     jout_int(&j, "ttl_ms", res->ttl_ms);
     jout_str(&j, "expires_at", expires);
     jout_str(&j, "session", res->session);
-    jout_str(&j, "owner", res->owner ? res->owner : "");
+    jout_str(&j, "owner", res->owner != NULL && res->owner[0] != '\0' ? res->owner : NULL);
     jout_int(&j, "count", res->count);
     jout_str(&j, "mode", res->shared ? "shared" : "exclusive");
     size_t len;
@@ -130,8 +137,18 @@ static void not_granted(struct req *r, const struct eng_result *res, bool waited
     }
     if (waited)
         json_object_set_new(extra, "waited_ms", json_integer(res->waited_ms));
-    char msg[96];
+    char msg[128];
     const char *message = NULL;
+    if (res->code == LK_LOCKED && res->holder_is_self) {
+        /* A session blocking on its own hold waits for itself. */
+        json_t *holder = json_object_get(extra, "holder");
+        if (holder != NULL)
+            json_object_set_new(holder, "same_session", json_true());
+        snprintf(msg, sizeof(msg),
+                 "this session already holds the lock; acquire with \"reentrant\":true to "
+                 "hold it again");
+        message = msg;
+    }
     if (res->code == LK_LIMIT_MISMATCH) { /* naming the limit in force */
         json_object_set_new(extra, "limit", json_integer(res->limit));
         snprintf(msg, sizeof(msg), "holders of this lock use limit %lld", (long long)res->limit);
@@ -360,7 +377,7 @@ bad:
 static json_t *one_holder_json(const struct eng_holder *h)
 {
     json_t *one = json_object();
-    json_object_set_new(one, "owner", json_string(h->owner));
+    json_object_set_new(one, "owner", owner_json(h->owner));
     json_object_set_new(one, "fencing_token", json_integer(h->fencing_token));
     json_object_set_new(one, "expires_in_ms", json_integer(h->expires_in_ms));
     json_object_set_new(one, "session_bound", json_boolean(h->session_bound));
@@ -390,9 +407,12 @@ static json_t *inspect_json(const char *name, bool held, const struct eng_holder
         }
         if (total < nholders)
             total = nholders;
-        json_object_set_new(o, "owner", json_string(h->owner));
+        char expires[32];
+        lk_rfc3339(lk_wall_ms() + h->expires_in_ms, expires);
+        json_object_set_new(o, "owner", owner_json(h->owner));
         json_object_set_new(o, "fencing_token", json_integer(h->fencing_token));
         json_object_set_new(o, "expires_in_ms", json_integer(h->expires_in_ms));
+        json_object_set_new(o, "expires_at", json_string(expires));
         json_object_set_new(o, "session_bound", json_boolean(h->session_bound));
         json_object_set_new(o, "holders", json_integer((json_int_t)total));
         for (size_t i = 0; i < nholders && i < 100; i++) /* openapi: at most 100 */
@@ -401,6 +421,7 @@ static json_t *inspect_json(const char *name, bool held, const struct eng_holder
         json_object_set_new(o, "owner", json_null());
         json_object_set_new(o, "fencing_token", json_null());
         json_object_set_new(o, "expires_in_ms", json_null());
+        json_object_set_new(o, "expires_at", json_null());
         json_object_set_new(o, "session_bound", json_false());
         json_object_set_new(o, "holders", json_integer(0));
         if (h->lock_delay) {

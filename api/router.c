@@ -75,13 +75,19 @@ const struct route *router_match(const char *method, const char *path, const cha
         }
     }
     *why = any ? LK_METHOD_NOT_ALLOWED : LK_NO_ROUTE;
-    /* Only a 405 needs the Allow list: built here, off the hot path. */
+    /* Only a 405 or OPTIONS needs the Allow list: built here, off the hot
+     * path. HEAD goes wherever GET does; OPTIONS is answered everywhere. */
     size_t used = 0;
     for (size_t i = 0; any && i < NROUTES && used < allowlen; i++) {
         const char *p;
         if (path_matches(&routes[i], path, &p))
-            used += (size_t)snprintf(allow + used, allowlen - used, "%s%s", used ? ", " : "",
-                                     routes[i].method);
+            used += (size_t)snprintf(allow + used, allowlen - used, "%s%s%s", used ? ", " : "",
+                                     routes[i].method,
+                                     strcmp(routes[i].method, "GET") == 0 ? ", HEAD" : "");
     }
+    if (any && used < allowlen)
+        snprintf(allow + used, allowlen - used, ", OPTIONS");
+    if (any && strcmp(method, "OPTIONS") == 0)
+        *why = LK_OK; /* 204 with Allow */
     return NULL;
 }

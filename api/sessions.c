@@ -40,6 +40,9 @@ static void created_cb(void *arg, const struct eng_session_view *v)
         errors_respond_code(r, v->code, NULL);
         return;
     }
+    char where[64];
+    snprintf(where, sizeof(where), "/sessions/%s", v->session);
+    http_add_header(r, "Location", where);
     http_respond_json(r, 201, session_json(v));
 }
 

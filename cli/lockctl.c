@@ -27,6 +27,8 @@
 #include <curl/curl.h>
 #include <jansson.h>
 
+#include "version.h" /* build/gen: LOCKD_VERSION */
+
 #define LOCKCTL_DEFAULT_URL "http://127.0.0.1:8080"
 #define LOCKCTL_MAX_RESPONSE (8 * 1024 * 1024)
 #define LOCKCTL_TIMEOUT_MS 15000L
@@ -129,10 +131,12 @@ static const char lc_usage[] =
     "\n"
     "global options:\n"
     "  --url URL          lockd's address (default $LOCKD_URL, else " LOCKCTL_DEFAULT_URL ")\n"
-    "  --token-file FILE  bearer token file (default $LOCKD_TOKEN_FILE)\n"
+    "  --token-file FILE  bearer token file (default: the token in $LOCKD_TOKEN, else\n"
+    "                     the file $LOCKD_TOKEN_FILE)\n"
     "  --cacert FILE      CA certificate(s) to verify lockd's TLS certificate\n"
     "  --json             print lockd's JSON answer instead of key=value lines\n"
     "  --help             this text\n"
+    "  --version          lockctl's version\n"
     "\n"
     "Durations: 500ms, 30s, 5m, 1h, or plain milliseconds.\n"
     "run sets LOCKD_LOCK, LOCKD_LEASE and LOCKD_FENCING_TOKEN for COMMAND, heartbeats its\n"
@@ -547,8 +551,15 @@ static int ctx_init(struct lc_ctx *x)
     size_t n = strlen(x->client.base_url);
     while (n > 0 && x->client.base_url[n - 1] == '/')
         x->client.base_url[--n] = '\0';
+    /* --token-file, else $LOCKD_TOKEN (the token itself, as examples/ use
+     * it), else $LOCKD_TOKEN_FILE. */
+    const char *env_token = getenv("LOCKD_TOKEN");
+    if (x->o.token_file == NULL && env_token != NULL && *env_token != '\0') {
+        if (asprintf(&x->client.auth_header, "Authorization: Bearer %s", env_token) < 0)
+            abort();
+    }
     const char *tf = x->o.token_file != NULL ? x->o.token_file : getenv("LOCKD_TOKEN_FILE");
-    if (tf != NULL && *tf != '\0') {
+    if (x->client.auth_header == NULL && tf != NULL && *tf != '\0') {
         int rc = client_load_token(&x->client, tf);
         if (rc != 0)
             return rc;
@@ -1475,6 +1486,10 @@ int main(int argc, char **argv)
     int i = 1;
     const struct lc_command *cmd = NULL;
     for (; i < argc; i++) {
+        if (strcmp(argv[i], "--version") == 0) {
+            printf("lockctl %s\n", LOCKD_VERSION);
+            return 0;
+        }
         if (strncmp(argv[i], "--", 2) != 0 || strcmp(argv[i], "--") == 0)
             break;
         /* a global option: parse it alone */

@@ -7,6 +7,8 @@
  * clock in microseconds, so they keep increasing across a lockd restart.
  */
 #include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +16,7 @@
 #include "config/config.h"
 #include "server/backend.h"
 #include "server/hash.h"
+#include "server/sha1.h"
 #include "server/util.h"
 
 /* One holder of a name: a lease with its own token and expiry. */
@@ -52,6 +55,8 @@ struct mem {
     int64_t last_token;
     int64_t last_index; /* the index last given to any name */
     char sweep_at[LK_NAME_MAX + 1]; /* where the janitor's sweep resumes */
+    char cursor_key[33];            /* random per process: signs list cursors */
+    int64_t keep_free_ms;           /* KEEP_FREE_MS (tests shorten it) */
 };
 
 #define SWEEP_STEP 2048 /* entries looked at per sweep call, under mu */
@@ -84,7 +89,7 @@ static void bump(struct mem *m, struct mem_lock *l, int64_t now)
     int64_t t = lk_wall_us();
     m->last_index = t > m->last_index ? t : m->last_index + 1;
     l->index = m->last_index;
-    l->keep_until_ms = now + KEEP_FREE_MS;
+    l->keep_until_ms = now + m->keep_free_ms;
 }
 
 static void holder_drop(struct mem_holder *h)
@@ -479,9 +484,38 @@ static void page_down(struct mem_lock **h, size_t n, size_t i)
     }
 }
 
-/* The cursor is the last name of the previous page; names sort bytewise, so
- * any text up to a name's length pages on from where it sorts. One longer
- * than any name was not given out here: LK_BAD_CURSOR. One pass over the
+/* A cursor is "<name>~<mac>": the last name of the previous page and 16 hex
+ * digits of SHA-1(key, name), so a cursor this lockd did not give out is
+ * LK_BAD_CURSOR rather than a page from wherever it sorts. '~' is in no name. */
+#define CURSOR_MAC 16
+static void cursor_mac(const struct mem *m, const char *name, size_t len, char out[41])
+{
+    char buf[sizeof(m->cursor_key) + LK_NAME_MAX + 1];
+    size_t kl = strlen(m->cursor_key);
+    memcpy(buf, m->cursor_key, kl);
+    memcpy(buf + kl, name, len);
+    sha1_hex(buf, kl + len, out);
+}
+
+/* Takes the name out of a cursor we signed into name; false if it is not one. */
+static bool cursor_open(const struct mem *m, const char *cursor, char name[LK_NAME_MAX + 1])
+{
+    size_t len = strnlen(cursor, LK_NAME_MAX + CURSOR_MAC + 2);
+    const char *sep = memchr(cursor, '~', len);
+    if (sep == NULL || len - (size_t)(sep - cursor) != CURSOR_MAC + 1 || sep == cursor ||
+        (size_t)(sep - cursor) > LK_NAME_MAX)
+        return false;
+    size_t nl = (size_t)(sep - cursor);
+    char mac[41];
+    cursor_mac(m, cursor, nl, mac);
+    if (memcmp(mac, sep + 1, CURSOR_MAC) != 0)
+        return false;
+    memcpy(name, cursor, nl);
+    name[nl] = '\0';
+    return true;
+}
+
+/* Pages on from the cursor's name; names sort bytewise. One pass over the
  * table keeps the `count` smallest names after the cursor (no copy of every
  * match), so the mutex is held for a walk of the table and not for copying
  * and sorting all of it. */
@@ -490,8 +524,8 @@ static void mem_list(struct mem *m, const struct bk_req *req, bk_done_fn done, v
     struct bk_res r;
     bk_res_init(&r, LK_OK);
     const char *prefix = req->prefix ? req->prefix : "";
-    const char *cursor = req->cursor ? req->cursor : "";
-    if (strnlen(cursor, LK_NAME_MAX + 1) > LK_NAME_MAX) {
+    char cursor[LK_NAME_MAX + 1] = "";
+    if (req->cursor != NULL && req->cursor[0] != '\0' && !cursor_open(m, req->cursor, cursor)) {
         r.code = LK_BAD_CURSOR;
         done(arg, &r);
         return;
@@ -530,7 +564,14 @@ static void mem_list(struct mem *m, const struct bk_req *req, bk_done_fn done, v
     qsort(ents, n, sizeof(*ents), cmp_entry); /* the copies: outside the mutex */
     r.entries = ents;
     r.nentries = n;
-    r.next_cursor = matched > n && n > 0 ? ents[n - 1].name : NULL;
+    char next[LK_NAME_MAX + CURSOR_MAC + 2];
+    if (matched > n && n > 0) {
+        size_t nl = strlen(ents[n - 1].name);
+        char mac[41];
+        cursor_mac(m, ents[n - 1].name, nl, mac);
+        snprintf(next, sizeof(next), "%s~%.*s", ents[n - 1].name, CURSOR_MAC, mac);
+        r.next_cursor = next;
+    }
     done(arg, &r);
     for (size_t i = 0; i < n; i++)
         free((char *)ents[i].name);
@@ -633,6 +674,8 @@ enum lk_code backend_memory_new(const struct lk_config *cfg, struct backend *out
     (void)cfg;
     struct mem *m = lk_calloc(1, sizeof(*m));
     pthread_mutex_init(&m->mu, NULL);
+    lk_random_hex(m->cursor_key, 16);
+    m->keep_free_ms = KEEP_FREE_MS;
     out->ops = &mem_ops;
     out->state = m;
     return LK_OK;

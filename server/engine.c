@@ -159,6 +159,7 @@ static void acquire_done(void *arg, const struct bk_res *br)
         metrics_add(M_ACQUIRE_LOCKED, 1);
         engine_holder_of(br, &r.holder);
         r.has_holder = true;
+        r.holder_is_self = o->has_session && session_holds(o->e, o->session, o->name);
     } else if (r.code == LK_LIMIT_MISMATCH) {
         metrics_add(M_ACQUIRE_LOCKED, 1);
         r.limit = br->limit;
@@ -173,6 +174,8 @@ enum lk_code engine_acquire(struct engine *e, struct lk_loop *lp, const struct e
                             eng_done_fn done, void *arg, struct eng_waiter **waiter)
 {
     struct eng_result r;
+    struct eng_acquire inherit;
+    char sowner[LK_OWNER_MAX + 1];
     *waiter = NULL;
     if (atomic_load(&e->draining)) {
         result_init(&r, LK_SHUTTING_DOWN, a->name);
@@ -188,10 +191,17 @@ enum lk_code engine_acquire(struct engine *e, struct lk_loop *lp, const struct e
             done(arg, &r);
             return LK_OK;
         }
-        if (!session_alive(e, a->session)) {
+        if (!session_owner(e, a->session, sowner)) {
             result_init(&r, LK_SESSION_NOT_FOUND, a->name);
             done(arg, &r);
             return LK_OK;
+        }
+        /* A lock taken under a session without an owner of its own is
+         * shown with the session's (its pod, its host). */
+        if ((a->owner == NULL || a->owner[0] == '\0') && sowner[0] != '\0') {
+            inherit = *a;
+            inherit.owner = sowner;
+            a = &inherit;
         }
     }
     char lease[LK_LEASE_LEN + 1];
@@ -209,6 +219,7 @@ enum lk_code engine_acquire(struct engine *e, struct lk_loop *lp, const struct e
     result_init(&r, LK_LOCKED, a->name);
     if (waiters_queued(e, a->name, &r.holder)) {
         r.has_holder = true;
+        r.holder_is_self = a->session != NULL && session_holds(e, a->session, a->name);
         metrics_add(M_ACQUIRE_LOCKED, 1);
         done(arg, &r);
         return LK_OK;

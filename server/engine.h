@@ -59,6 +59,7 @@ struct eng_result {
     int64_t waited_ms;
     bool shared;   /* OK acquire: the mode granted */
     int64_t limit; /* LK_LIMIT_MISMATCH: the limit in force */
+    bool holder_is_self; /* LK_LOCKED: the asking session holds the name itself */
 };
 
 typedef void (*eng_done_fn)(void *arg, const struct eng_result *r);

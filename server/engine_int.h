@@ -172,6 +172,11 @@ void waiters_release_bg(struct engine *e, struct lk_loop *lp, const char *name, 
 /* ---- session.c: the session table (no backend, no waiters) ---- */
 
 bool session_alive(struct engine *e, const char *id);
+/* Like session_alive; also copies the session's owner into owner. */
+bool session_owner(struct engine *e, const char *id, char owner[LK_OWNER_MAX + 1]);
+/* True when session id holds name (a live hold, not one being released).
+ * Takes smu: never call it under wmu. */
+bool session_holds(struct engine *e, const char *id, const char *name);
 /* Records a grant under session id; LK_SESSION_NOT_FOUND if it died. */
 enum lk_code session_add_lock(struct engine *e, const char *id, const char *name, const char *lease,
                               const char *owner, int64_t token, int64_t ttl_ms,

@@ -341,6 +341,8 @@ char *metrics_render(const char *extra, size_t *len)
     }
     render_hist(&b, H_BACKEND_DURATION, "lockd_backend_request_duration_seconds",
                 "Backend operation latency.");
+    render_hist(&b, H_ACQUIRE_WAIT, "lockd_acquire_wait_seconds",
+                "How long granted blocking acquires waited for their lock.");
     render_hist(&b, H_HANDOFF, "lockd_handoff_seconds",
                 "Time from a release to the next waiter's grant in this lockd.");
     if (extra != NULL)

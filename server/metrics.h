@@ -36,7 +36,7 @@ enum metric_id {
     M__COUNT
 };
 
-enum hist_id { H_BACKEND_DURATION, H_HANDOFF, H__COUNT };
+enum hist_id { H_BACKEND_DURATION, H_HANDOFF, H_ACQUIRE_WAIT, H__COUNT };
 
 void metrics_add(enum metric_id id, int64_t delta);
 int64_t metrics_get(enum metric_id id);

@@ -36,6 +36,34 @@ bool session_alive(struct engine *e, const char *id)
     return ok;
 }
 
+bool session_owner(struct engine *e, const char *id, char owner[LK_OWNER_MAX + 1])
+{
+    pthread_mutex_lock(&e->smu);
+    struct session *s = find_live(e, id);
+    if (s != NULL)
+        memcpy(owner, s->owner, LK_OWNER_MAX + 1);
+    pthread_mutex_unlock(&e->smu);
+    return s != NULL;
+}
+
+bool session_holds(struct engine *e, const char *id, const char *name)
+{
+    bool held = false;
+    pthread_mutex_lock(&e->smu);
+    struct session *s = find_live(e, id);
+    struct sess_lock *it, *tmp;
+    if (s != NULL) {
+        HASH_ITER (sh, s->locks, it, tmp) {
+            if (strcmp(it->name, name) == 0 && !it->dead && !it->releasing) {
+                held = true;
+                break;
+            }
+        }
+    }
+    pthread_mutex_unlock(&e->smu);
+    return held;
+}
+
 size_t session_count(struct engine *e)
 {
     pthread_mutex_lock(&e->smu);

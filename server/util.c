@@ -42,6 +42,9 @@ const char *lk_code_name(enum lk_code code)
     case LK_UNSUPPORTED: return "unsupported_by_backend";
     case LK_BACKEND_DOWN: return "backend_unavailable";
     case LK_SHUTTING_DOWN: return "shutting_down";
+    case LK_BAD_REQUEST: return "bad_request";
+    case LK_HEADERS_TOO_LARGE: return "headers_too_large";
+    case LK_HTTP_VERSION: return "http_version_not_supported";
     case LK_CODE_COUNT: break;
     }
     return "unknown";

@@ -149,6 +149,8 @@ static void finish(struct eng_waiter *w, struct eng_result *r)
     ev_timer_stop(loop_ev(w->lp), &w->timer);
     w->state = W_DONE;
     r->waited_ms = lk_now_ms() - w->start_ms;
+    if (r->code == LK_OK)
+        metrics_observe(H_ACQUIRE_WAIT, r->waited_ms * 1000);
     w->done(w->arg, r);
     free(w);
 }
@@ -170,6 +172,9 @@ static void fail(struct eng_waiter *w, enum lk_code code, const struct eng_holde
         r.holder = *holder;
         r.has_holder = true;
     }
+    /* Not under wmu here: session_holds takes smu, which comes first. */
+    if (code == LK_LOCKED && w->has_session)
+        r.holder_is_self = session_holds(w->e, w->session, w->name);
     if (code == LK_LIMIT_MISMATCH)
         r.limit = w->limit_in_force;
     if (code == LK_LOCKED || code == LK_LIMIT_MISMATCH)

@@ -176,6 +176,13 @@ t_check "LOCKD_TOKEN_FILE is used" \
 t_check "run sends the token for every request (session, acquire, heartbeat, release)" \
     sh -c 'LOCKD_TOKEN_FILE="$2" "$0" --url "$1" run sh.auth --session-ttl 1500ms -- sleep 2 &&
         LOCKD_TOKEN_FILE="$2" "$0" --url "$1" status sh.auth | grep -qx held=false' "$L" "$auth_url" "$d/token.right"
+t_check "LOCKD_TOKEN (the token itself, as examples/ use it) is used" \
+    sh -c 'LOCKD_TOKEN=secret-one "$0" --url "$1" status sh.auth | grep -qx held=false' "$L" "$auth_url"
+t_status 77 "a wrong LOCKD_TOKEN exits 77" env LOCKD_TOKEN=nope "$L" --url "$auth_url" status sh.auth
+t_check "--token-file wins over LOCKD_TOKEN" \
+    sh -c 'LOCKD_TOKEN=nope "$0" --url "$1" --token-file "$2" status sh.auth | grep -qx held=false' "$L" "$auth_url" "$d/token.right"
+t_check "lockctl --version and lockd --version name their version" \
+    sh -c '"$0" --version | grep -q "^lockctl ." && "$1" --version | grep -q "^lockd ."' "$L" "${LOCKD_BIN:-$REPO/build/lockd}"
 t_status 77 "no token against an authenticating lockd exits 77" "$L" --url "$auth_url" status sh.auth
 t_status 77 "a wrong token exits 77" "$L" --url "$auth_url" --token-file "$d/token.wrong" status sh.auth
 t_status 77 "run with a wrong token exits 77 without running COMMAND" \

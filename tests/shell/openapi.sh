@@ -117,6 +117,8 @@ else
 fi
 u=$mem_url
 
+t_check "every example in openapi.yaml conforms to its schema, and every error example's message is one lockd sends" \
+    sh -c 'node "$0/tests/shell/lib/openapi_examples.js" "$0" >"$1.examples"; rc=$?; grep -v "^example ok" "$1.examples"; exit $rc' "$REPO" "$cases"
 t_check "every answer conforms to openapi.yaml" \
     sh -c 'node "$0/tests/shell/lib/openapi_check.js" "$0" <"$1" >"$1.out"; rc=$?; cat "$1.out"; exit $rc' "$REPO" "$cases"
 t_check "all $(wc -l <"$cases") requests were checked" test "$(grep -c '^conforms' "$cases.out")" -eq "$(wc -l <"$cases")"

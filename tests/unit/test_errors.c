@@ -47,6 +47,9 @@ static const struct {
     {LK_UNSUPPORTED, 400, "unsupported_by_backend"},
     {LK_BACKEND_DOWN, 503, "backend_unavailable"},
     {LK_SHUTTING_DOWN, 503, "shutting_down"},
+    {LK_BAD_REQUEST, 400, "bad_request"},
+    {LK_HEADERS_TOO_LARGE, 431, "headers_too_large"},
+    {LK_HTTP_VERSION, 505, "http_version_not_supported"},
 };
 #define NWANT (sizeof(want) / sizeof(want[0]))
 

@@ -1,0 +1,105 @@
+/*
+ * http_own.c - the answers libmicrohttpd makes on its own, before any handler
+ * runs (request line and headers over its memory pool: 431; a malformed
+ * request line, no Host, a bad Content-Length or chunk: 400 or 413; an
+ * unknown HTTP version: 505; ...), sent as lockd's {"error","message"} JSON.
+ *
+ * libmicrohttpd 0.9.75 has no hook for them: it builds each from a static
+ * HTML page with MHD_create_response_from_buffer, which it calls through its
+ * PLT. lockd defines that function too (ELF symbol interposition, as a
+ * malloc replacement does), so it sees every one; it swaps MHD's page for
+ * the JSON answer of the same meaning and passes everything else, untouched,
+ * to libmicrohttpd's own (dlsym RTLD_NEXT). MHD still picks the status and
+ * closes the connection after. tests/integration/http_errors.c sends each
+ * kind of request, so a libmicrohttpd that stops calling through the PLT is
+ * caught. Any thread: read-only after http_own_init().
+ */
+#include "api/http_own.h"
+
+#include <dlfcn.h>
+#include <microhttpd.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/errors.h"
+
+typedef struct MHD_Response *(*create_fn)(size_t size, void *buffer,
+                                          enum MHD_ResponseMemoryMode mode);
+
+static _Atomic(create_fn) real_create;
+
+/* MHD's page (a phrase of it) -> lockd's code and sentence (NULL: the
+ * table's). First match wins: the specific phrases come first. */
+static struct {
+    const char *phrase;
+    enum lk_code code;
+    const char *message;
+    char json[192]; /* built by http_own_init */
+} own[] = {
+    {"Request too big", LK_HEADERS_TOO_LARGE, NULL, ""},
+    {"HTTP version", LK_HTTP_VERSION, NULL, ""},
+    {"Host:", LK_BAD_REQUEST, "an HTTP/1.1 request needs a Host header", ""},
+    {"too large value for <b>Content-Length", LK_BODY_TOO_LARGE, "the Content-Length is too large",
+     ""},
+    {"wrong value for <b>Content-Length", LK_BAD_REQUEST, "the Content-Length is not a number", ""},
+    {"chunk size used", LK_BODY_TOO_LARGE, "a chunk of the body is too large", ""},
+    {"chunked encoding", LK_BAD_REQUEST, "the chunked encoding of the body is malformed", ""},
+    {"Internal server error", LK_INTERNAL, NULL, ""},
+    {"", LK_BAD_REQUEST, NULL, ""}, /* any other page of MHD's */
+};
+#define NOWN (sizeof(own) / sizeof(own[0]))
+
+const char *http_own_json(enum lk_code code, const char *message, char *buf, size_t len)
+{
+    const struct errors_row *row = errors_row(code);
+    json_t *o = json_object();
+    json_object_set_new(o, "error", json_string(row->error));
+    json_object_set_new(o, "message", json_string(message != NULL ? message : row->message));
+    char *s = json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII);
+    json_decref(o);
+    if (s == NULL)
+        abort(); /* out of memory */
+    snprintf(buf, len, "%s\n", s);
+    free(s);
+    return buf;
+}
+
+void http_own_init(void)
+{
+    if (atomic_load(&real_create) != NULL)
+        return;
+    for (size_t i = 0; i < NOWN; i++)
+        http_own_json(own[i].code, own[i].message, own[i].json, sizeof(own[i].json));
+    create_fn f;
+    *(void **)&f = dlsym(RTLD_NEXT, "MHD_create_response_from_buffer");
+    if (f == NULL)
+        abort(); /* libmicrohttpd is linked: it cannot be missing */
+    atomic_store(&real_create, f);
+}
+
+/* The interposed function: lockd's own answers pass straight through (their
+ * first byte is '{', or they are empty). */
+struct MHD_Response *MHD_create_response_from_buffer(size_t size, void *buffer,
+                                                     enum MHD_ResponseMemoryMode mode)
+{
+    create_fn real = atomic_load_explicit(&real_create, memory_order_relaxed);
+    if (real == NULL) { /* a call before http_start: none in lockd */
+        http_own_init();
+        real = atomic_load(&real_create);
+    }
+    static const char page[] = "<html><head><title>";
+    if (size < sizeof(page) - 1 || buffer == NULL || memcmp(buffer, page, sizeof(page) - 1) != 0)
+        return real(size, buffer, mode);
+    size_t i = 0;
+    while (i < NOWN - 1 && memmem(buffer, size, own[i].phrase, strlen(own[i].phrase)) == NULL)
+        i++;
+    if (mode == MHD_RESPMEM_MUST_FREE)
+        free(buffer);
+    struct MHD_Response *resp =
+        real(strlen(own[i].json), (void *)own[i].json, MHD_RESPMEM_PERSISTENT);
+    if (resp != NULL)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    return resp;
+}

@@ -1,0 +1,20 @@
+/*
+ * http_own.h - libmicrohttpd's own answers (431, 400, 505, ...) as lockd's
+ * {"error","message"} JSON (see http_own.c for how).
+ */
+#ifndef LOCKD_API_HTTP_OWN_H
+#define LOCKD_API_HTTP_OWN_H
+
+#include <stddef.h>
+
+#include "server/util.h"
+
+/* Finds libmicrohttpd's response builder and renders the JSON bodies. Call
+ * once before any daemon starts (http_start does); idempotent. */
+void http_own_init(void);
+
+/* Writes {"error","message"}\n for code (message NULL: the table's) into
+ * buf; returns buf. */
+const char *http_own_json(enum lk_code code, const char *message, char *buf, size_t len);
+
+#endif
