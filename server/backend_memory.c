@@ -396,6 +396,7 @@ static void mem_release(struct mem *m, const struct bk_req *req, bk_done_fn done
             l->delay_until_ms = now + req->delay_ms;
             r.delay_ms = req->delay_ms;
         }
+        (void)prune(m, l, now); /* free, undelayed and not kept: gone now */
     }
     pthread_mutex_unlock(&m->mu);
     done(arg, &r);
