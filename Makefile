@@ -156,7 +156,7 @@ run:
 # concurrency tests against a ThreadSanitizer lockd, and each fuzz target for
 # FUZZ_TEST_SECS. Added CI time on 2 cores: valgrind ~1 min, tsan build + run
 # ~1 min, fuzz build ~1 min + 3 x 60 s.
-test: lint check-deps model
+test: lint check-deps model model-mutants
 	$(MAKE) build/tests
 	tests/run.sh build
 	$(MAKE) build/san/tests
