@@ -27,7 +27,7 @@ TSANFLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=thread
 DEB_PKGS := build-essential pkg-config libmicrohttpd-dev libjansson-dev libhiredis-dev libev-dev \
             libcmocka-dev libcurl4-openssl-dev uthash-dev libgnutls28-dev libsodium-dev redis-server \
             redis-tools curl clang valgrind nginx etcd-server etcd-client \
-            man-db openssl strace systemd
+            man-db openssl strace systemd spin
 
 LIB_SRC  := $(filter-out server/main.c,$(wildcard server/*.c)) $(wildcard api/*.c) $(wildcard config/*.c)
 LUA      := $(wildcard server/scripts/*.lua)
@@ -38,7 +38,7 @@ UNIT     := $(patsubst tests/unit/%.c,%,$(wildcard tests/unit/*.c))
 INTEG    := $(patsubst tests/integration/%.c,%,$(wildcard tests/integration/*.c))
 BENCH    := $(patsubst bench/%.c,%,$(wildcard bench/*.c))
 
-.PHONY: all deps run test test-fast test-san lint unit-% clean bench bench-floors check-deps fuzz fuzz-build test-fuzz test-valgrind test-tsan format
+.PHONY: model model-mutants all deps run test test-fast test-san lint unit-% clean bench bench-floors check-deps fuzz fuzz-build test-fuzz test-valgrind test-tsan format
 all: build/lockd build/lockctl
 
 # --- code generation: Lua scripts become C strings (server/scripts is the only copy)
@@ -156,7 +156,7 @@ run:
 # concurrency tests against a ThreadSanitizer lockd, and each fuzz target for
 # FUZZ_TEST_SECS. Added CI time on 2 cores: valgrind ~1 min, tsan build + run
 # ~1 min, fuzz build ~1 min + 3 x 60 s.
-test: lint check-deps
+test: lint check-deps model model-mutants
 	$(MAKE) build/tests
 	tests/run.sh build
 	$(MAKE) build/san/tests
@@ -165,6 +165,15 @@ test: lint check-deps
 	$(MAKE) test-tsan
 	$(MAKE) test-fuzz
 	@echo "make test: lint, native, ASan/UBSan, valgrind, TSan and fuzz stages all passed"
+
+# The Promela model of the lease, watchdog, reaper and fencing protocol
+# (model/README.md): spin must find no violation (~25 s, bitstate, depth-bounded);
+# model-mutants: each deliberately broken variant must yield a counterexample.
+model:
+	model/check.sh safety
+
+model-mutants:
+	model/check.sh mutants
 
 # lockd under memcheck for the integration programs tests/valgrind.sh names.
 test-valgrind: build/tests

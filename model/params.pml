@@ -1,0 +1,88 @@
+/*
+ * params.pml - bounds, constants and the mutant switches of the lockd model.
+ * Time is discrete: one tick stands for ttl/3 of a lock lease (the watchdog's
+ * cadence). Every bound can be raised on the command line, e.g.
+ *   spin -a -DNC=3 lockd.pml
+ */
+#ifndef NC
+#define NC 2            /* clients: 0 and 2 use sessions, 1 a plain lease */
+#endif
+#ifndef NN
+#define NN 1            /* lock names */
+#endif
+#ifndef K
+#define K 1             /* acquires per client, each under a fresh lease */
+#endif
+#define NLEASE (NC*K+1) /* lease ids 1..NC*K (0 = none): c*K + a + 1 */
+#define NTOK (NC*K*NN+2)/* tokens 1.. (each lease is granted at most once) */
+
+#ifndef TTL
+#define TTL 3
+#endif
+/* TTL: lock lease ttl in ticks */
+#define WD_EVERY 1      /* the watchdog renews every ttl/3 */
+#ifndef STTL
+#define STTL 2
+#endif
+/* STTL: session ttl */
+#ifndef LDELAY
+#define LDELAY 2
+#endif
+/* LDELAY: the sessions' lock_delay_ms */
+#ifndef MAXHOLD
+#define MAXHOLD 2
+#endif
+/* MAXHOLD: the session locks' max_hold_ms */
+#ifndef DRIFT
+#define DRIFT 1         /* |lockd clock - backend clock| stays within DRIFT ticks */
+#endif
+#ifndef FAULTS
+#define FAULTS 1        /* lost requests or replies between lockd and Redis */
+#endif
+#define RENEWS 1        /* renewals / heartbeats a healthy holder makes per hold */
+
+/* Mutants, one at a time (make model-mutants):
+ *   MUT_RENEW_NO_OWNER   renew.lua / renew_many.lua without the lease compare
+ *   MUT_RELEASE_NO_CAD   _release.lua deletes without comparing the lease
+ *   MUT_NO_MAX_HOLD      session_watchdog_due ignores hold_until_ms
+ *   MUT_NO_LOCK_DELAY    reap() releases an expired session's locks with delay 0
+ * Redlock's "token without write-back" joins when backend_redlock.c lands.
+ */
+
+/* lk_code */
+#define OK 0
+#define LOCKED 1
+#define NOT_HELD 2
+#define HELD_BY_OTHER 3
+#define BACKEND_DOWN 4
+#define SESSION_NOT_FOUND 5
+#define SHUTTING_DOWN 6
+
+/* the Redis key of a lock */
+#define KFREE 0
+#define KHELD 1
+#define KDELAY 2        /* 'd' while a lock-delay runs */
+
+/* a backend call between lockd and Redis */
+#define S_IDLE 0
+#define S_SENT 1        /* in flight (delayed as long as the scheduler likes) */
+#define S_DONE 2        /* the reply arrived */
+#define S_LOST 3        /* request or reply lost: lockd's deadline answers BACKEND_DOWN */
+
+#define OP_ACQUIRE 1
+#define OP_RENEW 2
+#define OP_RELEASE 3
+
+/* what a client believes */
+#define C_IDLE 0
+#define C_WAITING 1     /* an acquire is in lockd (queued, attempting or in flight) */
+#define C_HOLD 2
+#define C_DONE 3
+
+/* a waiter (waiters.c enum wstate) */
+#define W_NONE 0
+#define W_QUEUED 1
+#define W_ATTEMPTING 2
+
+#define SESS(c) ((c) != 1)
+#define LEASE(c, a) ((c)*K + (a) + 1)
