@@ -902,39 +902,18 @@ enum lk_code backend_redlock_new(const struct lk_config *cfg, struct backend *ou
     const char *urls = cfg->redis ? cfg->redis : "";
     struct rl *rl = lk_calloc(1, sizeof(*rl));
     enum lk_code rc = LK_OK;
-    const char *p = urls;
-    while (*p != '\0') {
-        const char *comma = strchr(p, ',');
-        size_t len = comma ? (size_t)(comma - p) : strlen(p);
-        if (rl->n == RL_MAX_NODES) {
-            snprintf(err, errlen,
-                     "invalid value for 'redis': backend redlock takes at most %d URLs",
-                     RL_MAX_NODES);
-            rc = LK_INVALID;
-            goto fail;
-        }
-        char one[1024];
-        if (len >= sizeof(one)) {
-            snprintf(err, errlen, "invalid value for 'redis': a URL is too long");
-            rc = LK_INVALID;
-            goto fail;
-        }
-        memcpy(one, p, len);
-        one[len] = '\0';
-        struct redis_url url;
-        rc = redis_url_parse(one, &url, err, errlen);
-        memset(one, 0, sizeof(one)); /* the password */
-        if (rc != LK_OK)
-            goto fail;
-        rc = redis_lock_open(&url, cfg, &rl->node[rl->n], err, errlen);
-        memset(&url, 0, sizeof(url));
-        if (rc != LK_OK)
-            goto fail;
-        rl->n++;
-        p += len;
-        if (*p == ',')
-            p++;
+    struct redis_url *urlv = lk_calloc(RL_MAX_NODES, sizeof(*urlv));
+    size_t nurl = 0;
+    rc = redis_url_parse_list(urls, urlv, RL_MAX_NODES, &nurl, "backend redlock", err, errlen);
+    for (size_t i = 0; i < nurl && rc == LK_OK; i++) {
+        rc = redis_lock_open(&urlv[i], cfg, &rl->node[rl->n], err, errlen);
+        if (rc == LK_OK)
+            rl->n++;
     }
+    memset(urlv, 0, RL_MAX_NODES * sizeof(*urlv)); /* passwords */
+    free(urlv);
+    if (rc != LK_OK)
+        goto fail;
     if (rl->n < 3 || rl->n % 2 == 0) {
         snprintf(err, errlen,
                  "invalid value for 'redis': backend redlock needs an odd number (3 or more) of "

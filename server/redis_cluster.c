@@ -1076,34 +1076,19 @@ static const struct backend_ops rc_ops = {
 
 static enum lk_code parse_seeds(struct rc *rc, const char *urls, char *err, size_t errlen)
 {
-    const char *p = urls;
-    while (*p != '\0') {
-        const char *comma = strchr(p, ',');
-        size_t len = comma ? (size_t)(comma - p) : strlen(p);
-        char one[1024];
-        if (rc->nseeds == RC_MAX_SEEDS || len >= sizeof(one)) {
-            snprintf(err, errlen, "invalid value for 'redis': at most %d cluster seed URLs",
-                     RC_MAX_SEEDS);
-            return LK_INVALID;
-        }
-        memcpy(one, p, len);
-        one[len] = '\0';
-        enum lk_code code = redis_url_parse(one, &rc->seeds[rc->nseeds], err, errlen);
-        memset(one, 0, sizeof(one)); /* the password */
-        if (code != LK_OK)
-            return code;
-        if (rc->seeds[rc->nseeds].db != 0) {
-            snprintf(err, errlen, "invalid value for 'redis': a Redis Cluster has database 0 only");
-            return LK_INVALID;
-        }
-        rc->nseeds++;
-        p += len;
-        if (*p == ',')
-            p++;
-    }
+    enum lk_code code = redis_url_parse_list(urls, rc->seeds, RC_MAX_SEEDS, &rc->nseeds,
+                                             "backend cluster", err, errlen);
+    if (code != LK_OK)
+        return code;
     if (rc->nseeds == 0) {
         snprintf(err, errlen, "backend 'cluster' needs one or more seed nodes in 'redis'");
         return LK_INVALID;
+    }
+    for (size_t i = 0; i < rc->nseeds; i++) {
+        if (rc->seeds[i].db != 0) {
+            snprintf(err, errlen, "invalid value for 'redis': a Redis Cluster has database 0 only");
+            return LK_INVALID;
+        }
     }
     return LK_OK;
 }

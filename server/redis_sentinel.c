@@ -333,7 +333,8 @@ static void rs_free(void *state)
 
 static const struct backend_ops rs_ops = {
     .name = "sentinel",
-    .caps = BK_CAP_SHARED | BK_CAP_LIMIT | BK_CAP_FLOOR | BK_CAP_FORCE | BK_CAP_INDEX, /* the lock layer's */
+    .caps = BK_CAP_SHARED | BK_CAP_LIMIT | BK_CAP_FLOOR | BK_CAP_FORCE |
+            BK_CAP_INDEX, /* the lock layer's */
     .attach = rs_attach,
     .detach = rs_detach,
     .submit = rs_submit,
@@ -347,27 +348,10 @@ static const struct backend_ops rs_ops = {
 
 static enum lk_code parse_sentinels(struct rs *s, const char *urls, char *err, size_t errlen)
 {
-    const char *p = urls;
-    while (*p != '\0') {
-        const char *comma = strchr(p, ',');
-        size_t len = comma ? (size_t)(comma - p) : strlen(p);
-        char one[1024];
-        if (s->n == RS_MAX_SENTINELS || len >= sizeof(one)) {
-            snprintf(err, errlen, "invalid value for 'redis': at most %d sentinel URLs",
-                     RS_MAX_SENTINELS);
-            return LK_INVALID;
-        }
-        memcpy(one, p, len);
-        one[len] = '\0';
-        enum lk_code rc = redis_url_parse(one, &s->sentinels[s->n], err, errlen);
-        memset(one, 0, sizeof(one)); /* the password */
-        if (rc != LK_OK)
-            return rc;
-        s->n++;
-        p += len;
-        if (*p == ',')
-            p++;
-    }
+    enum lk_code rc = redis_url_parse_list(urls, s->sentinels, RS_MAX_SENTINELS, &s->n,
+                                           "backend sentinel", err, errlen);
+    if (rc != LK_OK)
+        return rc;
     if (s->n == 0) {
         snprintf(err, errlen, "backend 'sentinel' needs the sentinels' URLs in 'redis'");
         return LK_INVALID;

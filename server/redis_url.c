@@ -134,3 +134,34 @@ enum lk_code redis_url_parse(const char *s, struct redis_url *u, char *err, size
     }
     return LK_OK;
 }
+
+enum lk_code redis_url_parse_list(const char *urls, struct redis_url *out, size_t max, size_t *n,
+                                  const char *what, char *err, size_t errlen)
+{
+    *n = 0;
+    for (const char *p = urls; *p != '\0';) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        char one[1024];
+        if (*n == max) {
+            snprintf(err, errlen, "invalid value for 'redis': %s takes at most %zu URLs", what,
+                     max);
+            return LK_INVALID;
+        }
+        if (len >= sizeof(one)) {
+            snprintf(err, errlen, "invalid value for 'redis': a URL is too long");
+            return LK_INVALID;
+        }
+        memcpy(one, p, len);
+        one[len] = '\0';
+        enum lk_code rc = redis_url_parse(one, &out[*n], err, errlen);
+        memset(one, 0, sizeof(one)); /* the password */
+        if (rc != LK_OK)
+            return rc;
+        (*n)++;
+        p += len;
+        if (*p == ',')
+            p++;
+    }
+    return LK_OK;
+}
