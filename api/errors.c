@@ -45,6 +45,11 @@ static const struct errors_row table[] = {
     [LK_BACKEND_DOWN] = {503, "backend_unavailable",
                          "the lock backend did not answer; nothing was granted"},
     [LK_SHUTTING_DOWN] = {503, "shutting_down", "lockd is shutting down"},
+    [LK_BACKEND_RECOVERING] = {503, "backend_recovering",
+                               "the lock backend restarted; lockd is re-asserting the leases it "
+                               "granted, nothing new is granted until then; retry"},
+    [LK_TOO_MANY_LOCKS] = {503, "too_many_locks",
+                           "this lockd holds max_locks leases already; nothing was granted"},
 };
 
 _Static_assert(sizeof(table) / sizeof(table[0]) == LK_CODE_COUNT,

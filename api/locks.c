@@ -128,6 +128,8 @@ static void not_granted(struct req *r, const struct eng_result *res, bool waited
     }
     if (waited)
         json_object_set_new(extra, "waited_ms", json_integer(res->waited_ms));
+    if (res->code == LK_BACKEND_RECOVERING)
+        retry_after(r, res->retry_ms); /* the restart grace left (at least 1 s) */
     char msg[96];
     const char *message = NULL;
     if (res->code == LK_LIMIT_MISMATCH) { /* naming the limit in force */

@@ -42,6 +42,8 @@ const char *lk_code_name(enum lk_code code)
     case LK_UNSUPPORTED: return "unsupported_by_backend";
     case LK_BACKEND_DOWN: return "backend_unavailable";
     case LK_SHUTTING_DOWN: return "shutting_down";
+    case LK_BACKEND_RECOVERING: return "backend_recovering";
+    case LK_TOO_MANY_LOCKS: return "too_many_locks";
     case LK_CODE_COUNT: break;
     }
     return "unknown";

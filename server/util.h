@@ -41,6 +41,8 @@ enum lk_code {
     LK_UNSUPPORTED,       /* the backend cannot do this (a mode, a limit) */
     LK_BACKEND_DOWN,      /* never a grant on doubt: answered 503 */
     LK_SHUTTING_DOWN,
+    LK_BACKEND_RECOVERING, /* a Redis lost its data: no new grant until re-asserted + grace */
+    LK_TOO_MANY_LOCKS,     /* max_locks leases recorded for re-assertion already */
     LK_CODE_COUNT
 };
 

@@ -65,10 +65,10 @@ if v then
 end
 -- Granted: the token first (an error here leaves nothing granted).
 local tok = nowus
-local last = redis.call('SET', fence, nowus, 'PX', '2592000000', 'GET')
+local last = redis.call('SET', fence, nowus, 'PX', 'FENCE_RETENTION_MS', 'GET')
 if last and tonumber(last) and tonumber(last) >= tonumber(nowus) then
   tok = string.format('%d', tonumber(last) + 1)
-  redis.call('SET', fence, tok, 'PX', '2592000000')
+  redis.call('SET', fence, tok, 'PX', 'FENCE_RETENTION_MS')
 end
 redis.call('SET', lock, 's' .. w .. x .. ' ' .. limit .. ' ' .. xu)
 redis.call('ZADD', lock .. ':z', now + tonumber(ttl), lease)

@@ -11,7 +11,7 @@
 local lock, fence, lease, token = KEYS[1], KEYS[2], ARGV[1], ARGV[2]
 local cur = tonumber(redis.call('GET', fence) or '0') or 0
 if cur < tonumber(token) then
-  redis.call('SET', fence, token, 'PX', '2592000000')
+  redis.call('SET', fence, token, 'PX', 'FENCE_RETENTION_MS')
 end
 local v = redis.call('GET', lock)
 if not v or v == 'd' then
