@@ -47,6 +47,8 @@ static const struct {
     {LK_UNSUPPORTED, 400, "unsupported_by_backend"},
     {LK_BACKEND_DOWN, 503, "backend_unavailable"},
     {LK_SHUTTING_DOWN, 503, "shutting_down"},
+    {LK_BACKEND_RECOVERING, 503, "backend_recovering"},
+    {LK_TOO_MANY_LOCKS, 503, "too_many_locks"},
 };
 #define NWANT (sizeof(want) / sizeof(want[0]))
 
@@ -177,7 +179,9 @@ static void test_code_names(void **state)
                                    LK_LIMIT_MISMATCH,
                                    LK_UNSUPPORTED,
                                    LK_BACKEND_DOWN,
-                                   LK_SHUTTING_DOWN};
+                                   LK_SHUTTING_DOWN,
+                                   LK_BACKEND_RECOVERING,
+                                   LK_TOO_MANY_LOCKS};
     for (size_t i = 0; i < sizeof(domain) / sizeof(domain[0]); i++)
         assert_string_equal(lk_code_name(domain[i]), errors_row(domain[i])->error);
 }
