@@ -577,6 +577,8 @@ static void t_noscript_fallback(void)
     struct fx f;
     url_of(&R, NULL, url, sizeof(url));
     fx_open(&f, url, NULL);
+    /* connected first: its startup check (reassert.lua, issue 25) is done */
+    CHECK_EQ_INT(inspect(&f, "ns").code, LK_OK);
     th_redis_cli(&R, "SCRIPT FLUSH");
     long long v0 = th_redis_calls(&R, "eval");
     CHECK_EQ_INT(acquire(&f, "ns", LEASE_A, 5000, "").code, LK_OK);
