@@ -62,8 +62,7 @@ void glog_free(struct glog *g)
         return;
     for (int i = 0; i < GL_STRIPES; i++) {
         struct gl_rec *r, *tmp;
-        HASH_ITER(hh, g->st[i].tab, r, tmp)
-        {
+        HASH_ITER (hh, g->st[i].tab, r, tmp) {
             HASH_DEL(g->st[i].tab, r);
             free(r);
         }
@@ -166,8 +165,7 @@ struct gl_item *glog_snapshot(struct glog *g, int64_t now, size_t *n)
         struct gl_stripe *s = &g->st[i];
         pthread_mutex_lock(&s->mu);
         struct gl_rec *r, *tmp;
-        HASH_ITER(hh, s->tab, r, tmp)
-        {
+        HASH_ITER (hh, s->tab, r, tmp) {
             if (r->expires_ms <= now) {
                 del(g, s, r);
                 continue;
@@ -205,8 +203,7 @@ void glog_sweep(struct glog *g, int64_t now)
     struct gl_stripe *s = &g->st[g->next_sweep++ % GL_STRIPES];
     pthread_mutex_lock(&s->mu);
     struct gl_rec *r, *tmp;
-    HASH_ITER(hh, s->tab, r, tmp)
-    {
+    HASH_ITER (hh, s->tab, r, tmp) {
         if (r->expires_ms <= now)
             del(g, s, r);
     }

@@ -26,7 +26,7 @@
 #include "server/redis_args.h"
 #include "server/redis_node.h"
 
-#define RA_BATCH 200       /* leases per reassert.lua call, as the watchdog's batches */
+#define RA_BATCH 200        /* leases per reassert.lua call, as the watchdog's batches */
 #define RA_BUSY_RETRY_MS 50 /* what a waiter is told while re-asserting */
 
 struct reassert {
@@ -37,7 +37,7 @@ struct reassert {
     size_t prefix_len;
     char *marker, *grace_key;
     int64_t grace_ms, keep_ms;
-    bool force_on_move; /* no redis_wait_replicas: a promoted replica may lack any grant */
+    bool force_on_move;       /* no redis_wait_replicas: a promoted replica may lack any grant */
     atomic_bool busy;         /* re-asserting: lock operations held back */
     atomic_llong grace_until; /* monotonic ms; 0 = no grace */
     pthread_mutex_t mu;       /* a leaf: what follows */
@@ -91,8 +91,10 @@ static void run_finish(struct ra_run *run)
     pthread_mutex_unlock(&ra->mu);
     const char *addr = rn_node_addr(ra->node);
     if (again)
-        lk_log(LK_WARN, "cannot re-assert leases on redis '%s': a batch got no answer; again on "
-                        "reconnect", addr);
+        lk_log(LK_WARN,
+               "cannot re-assert leases on redis '%s': a batch got no answer; again on "
+               "reconnect",
+               addr);
     else if (current && run->mode != '2')
         lk_log(run->other > 0 ? LK_ERROR : LK_WARN,
                "re-asserted leases on redis '%s' in %lld ms: %zu put back, %zu still held, %zu "
@@ -133,8 +135,9 @@ static void run_part(struct ra_run *run, struct ra_cmd *cmd, const redisReply *r
                  * session) gets held_by_other and the session reports it lost. */
                 run->other++;
                 glog_drop(run->ra->log, it->lease);
-                lk_log(LK_WARN, "lease of '%s' (token %lld) is held by another holder after the "
-                                "restart of redis '%s': lost",
+                lk_log(LK_WARN,
+                       "lease of '%s' (token %lld) is held by another holder after the "
+                       "restart of redis '%s': lost",
                        it->name, (long long)it->token, rn_node_addr(run->ra->node));
             }
         }

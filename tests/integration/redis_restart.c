@@ -37,8 +37,8 @@ static void lockd_on(struct th_lockd *l, const char *grace_ms)
     th_lockd_start(l, args, NULL);
 }
 
-static long req(struct th_client *c, const char *method, const struct th_lockd *l,
-                const char *path, const char *body, const char *lease, struct th_resp *keep)
+static long req(struct th_client *c, const char *method, const struct th_lockd *l, const char *path,
+                const char *body, const char *lease, struct th_resp *keep)
 {
     char url[512], hdr[80];
     snprintf(url, sizeof(url), "%s%s", l->url, path);
@@ -158,9 +158,9 @@ static void t_hundred_leases(void)
         }
         rounds++;
     }
-    printf("# %d rounds of 100 try-acquires after the restart: %d x 503, %d x 409\n", rounds,
-           n503, n409);
-    CHECK(n503 > 0 && n409 > 0); /* the grace, then the leases put back */
+    printf("# %d rounds of 100 try-acquires after the restart: %d x 503, %d x 409\n", rounds, n503,
+           n409);
+    CHECK(n503 > 0 && n409 > 0);             /* the grace, then the leases put back */
     CHECK(th_now_ms() - granted_ms < 12000); /* all the plain leases were live throughout */
     CHECK_EQ_INT(restarts_of(c, &L1), 1);
     CHECK_EQ_INT(restarts_of(c, &L2), 1);
@@ -354,9 +354,8 @@ static void t_exclusion_across_restart(void)
     atomic_store(&stop_load, true);
     for (int i = 0; i < CLIENTS; i++)
         pthread_join(th[i], NULL);
-    printf("# %d grants before the restart, %d after; %d overlaps, %d token regressions\n",
-           before, atomic_load(&grants_after), atomic_load(&overlaps),
-           atomic_load(&regressions));
+    printf("# %d grants before the restart, %d after; %d overlaps, %d token regressions\n", before,
+           atomic_load(&grants_after), atomic_load(&overlaps), atomic_load(&regressions));
     CHECK(before > 0);
     CHECK(atomic_load(&grants_after) > 0);
     CHECK_EQ_INT(atomic_load(&overlaps), 0);
