@@ -50,6 +50,11 @@ static const struct errors_row table[] = {
     [LK_HEADERS_TOO_LARGE] = {431, "headers_too_large",
                               "the request line and headers are over 8 KiB"},
     [LK_HTTP_VERSION] = {505, "http_version_not_supported", "lockd speaks HTTP/1.0 and HTTP/1.1"},
+    [LK_BACKEND_RECOVERING] = {503, "backend_recovering",
+                               "the lock backend restarted; lockd is re-asserting the leases it "
+                               "granted, nothing new is granted until then; retry"},
+    [LK_TOO_MANY_LOCKS] = {503, "too_many_locks",
+                           "this lockd holds max_locks leases already; nothing was granted"},
 };
 
 _Static_assert(sizeof(table) / sizeof(table[0]) == LK_CODE_COUNT,
@@ -94,7 +99,7 @@ void errors_respond_msg(struct req *r, enum lk_code c, const char *message, json
     }
     /* Every 503 says when to come back: the backend may return, another
      * lockd may take over a draining one's clients, a session may end. */
-    if (row->status == 503)
+    if (row->status == 503 && !http_answer_has_header(r, "Retry-After"))
         http_add_header(r, "Retry-After", "1");
     http_respond_json(r, row->status, o);
 }

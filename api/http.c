@@ -285,6 +285,14 @@ void http_add_header(struct req *r, const char *name, const char *value)
     r->nhdrs++;
 }
 
+bool http_answer_has_header(const struct req *r, const char *name)
+{
+    for (int i = 0; i < r->nhdrs; i++)
+        if (strcasecmp(r->hdr_name[i], name) == 0)
+            return true;
+    return false;
+}
+
 static void stop_eof_watch(struct req *r)
 {
     if (r->eof_watch != NULL) {

@@ -91,6 +91,9 @@ void http_respond_json(struct req *r, int status, json_t *json);
 void http_respond_text(struct req *r, int status, const char *content_type, char *text, size_t len);
 /* name must be a string literal (kept by pointer); value is copied. */
 void http_add_header(struct req *r, const char *name, const char *value);
+/* True when the answer already carries a header called name (set by
+ * http_add_header). */
+bool http_answer_has_header(const struct req *r, const char *name);
 
 /* The client's address as "host:port" (for operator logs). */
 void http_peer(const struct req *r, char *out, size_t len);

@@ -137,6 +137,8 @@ static void not_granted(struct req *r, const struct eng_result *res, bool waited
     }
     if (waited)
         json_object_set_new(extra, "waited_ms", json_integer(res->waited_ms));
+    if (res->code == LK_BACKEND_RECOVERING)
+        retry_after(r, res->retry_ms); /* the restart grace left (at least 1 s) */
     char msg[128];
     const char *message = NULL;
     if (res->code == LK_LOCKED && res->holder_is_self) {
@@ -448,8 +450,8 @@ static void inspect_cb(void *arg, const struct eng_info *info)
     }
     http_respond_json(r, 200,
                       inspect_json(r->param, info->held, &info->holder, info->holders,
-                                   info->nholders, info->total_holders, info->limit,
-                                   info->waiters, info->has_index, info->index));
+                                   info->nholders, info->total_holders, info->limit, info->waiters,
+                                   info->has_index, info->index));
 }
 
 static void watch_cb(void *arg, const struct eng_info *info)
@@ -502,14 +504,15 @@ void locks_inspect(struct req *r)
     if (!json_in_name(r->param, &e))
         goto bad;
     http_query_each(r, watch_query, &wa);
-    if (!wa.ok || (wa.index != NULL && !query_int("index", wa.index, 9007199254740991LL, &index, &e)) ||
+    if (!wa.ok ||
+        (wa.index != NULL && !query_int("index", wa.index, 9007199254740991LL, &index, &e)) ||
         (wa.wait_ms != NULL &&
          !query_int("wait_ms", wa.wait_ms, http_config(r)->max_wait_ms, &wait_ms, &e)))
         goto bad;
     if (index >= 0 && wait_ms > 0) { /* a watch: DESIGN.md §Watching */
         struct eng_waiter *w = NULL;
-        enum lk_code c = engine_watch(http_engine(r), http_loop(r), r->param, index, wait_ms,
-                                      watch_cb, r, &w);
+        enum lk_code c =
+            engine_watch(http_engine(r), http_loop(r), r->param, index, wait_ms, watch_cb, r, &w);
         if (c == LK_UNSUPPORTED) {
             errors_respond_msg(r, LK_UNSUPPORTED, "this backend keeps no index: it cannot watch",
                                NULL);
@@ -540,10 +543,9 @@ static void list_cb(void *arg, enum lk_code code, const struct eng_entry *ents, 
     json_t *arr = json_array();
     for (size_t i = 0; i < n; i++) {
         int64_t waiters = engine_waiters(http_engine(r), ents[i].name);
-        json_array_append_new(arr,
-                              inspect_json(ents[i].name, true, &ents[i].holder, NULL, 0,
-                                           ents[i].nholders, ents[i].limit, waiters,
-                                           ents[i].has_index, ents[i].index));
+        json_array_append_new(arr, inspect_json(ents[i].name, true, &ents[i].holder, NULL, 0,
+                                                ents[i].nholders, ents[i].limit, waiters,
+                                                ents[i].has_index, ents[i].index));
     }
     json_object_set_new(o, "locks", arr);
     json_object_set_new(o, "next_cursor", next ? json_string(next) : json_null());

@@ -32,6 +32,8 @@ static json_t *nodes_json(struct engine *e)
         json_object_set_new(o, "up", json_boolean(nodes[i].up));
         if (!nodes[i].up)
             json_object_set_new(o, "reason", json_string(nodes[i].reason));
+        if (nodes[i].recovering)
+            json_object_set_new(o, "recovering", json_true());
         json_array_append_new(a, o);
     }
     return a;
@@ -46,6 +48,11 @@ static void ping_cb(void *arg, enum lk_code code)
     json_object_set_new(extra, "nodes", nodes_json(e));
     if (engine_draining(e)) {
         errors_respond_code(r, LK_SHUTTING_DOWN, extra);
+        return;
+    }
+    if (code == LK_BACKEND_RECOVERING) {
+        json_object_set_new(extra, "status", json_string("recovering"));
+        errors_respond_code(r, LK_BACKEND_RECOVERING, extra);
         return;
     }
     if (code != LK_OK) {
@@ -86,6 +93,16 @@ void ops_metrics(struct req *r)
         off += (size_t)snprintf(extra + off, sizeof(extra) - off,
                                 "lockd_backend_errors_total{node=\"%s\"} %lld\n", nodes[i].addr,
                                 (long long)nodes[i].errors);
+    if (off < sizeof(extra))
+        off += (size_t)snprintf(
+            extra + off, sizeof(extra) - off,
+            "# HELP lockd_backend_restarts_total Times a node turned out to be a new Redis process "
+            "(a restart or a failover), by node.\n"
+            "# TYPE lockd_backend_restarts_total counter\n");
+    for (size_t i = 0; i < n && off < sizeof(extra); i++)
+        off += (size_t)snprintf(extra + off, sizeof(extra) - off,
+                                "lockd_backend_restarts_total{node=\"%s\"} %lld\n", nodes[i].addr,
+                                (long long)nodes[i].restarts);
     if (off < sizeof(extra))
         off += (size_t)snprintf(extra + off, sizeof(extra) - off,
                                 "# HELP lockd_build_info Build information.\n"

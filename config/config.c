@@ -383,6 +383,10 @@ static int finish(struct lk_config *cfg, char *err, size_t errlen)
         seterr(err, errlen, "invalid value for 'default_ttl_ms': larger than max_ttl_ms");
         return -1;
     }
+    if (cfg->fence_retention_ms < cfg->max_ttl_ms) {
+        seterr(err, errlen, "invalid value for 'fence_retention_ms': smaller than max_ttl_ms");
+        return -1;
+    }
     if (cfg->session_ttl_ms > cfg->max_session_ttl_ms) {
         seterr(err, errlen, "invalid value for 'session_ttl_ms': larger than max_session_ttl_ms");
         return -1;

@@ -28,6 +28,9 @@ const struct cfg_key cfg_keys[] = {
      "may take to arrive (slow clients are dropped)"},
     {"default_ttl_ms", CFG_MS, OFF(default_ttl_ms), "30000", 100, DAY_MS, NULL, 0,
      "lease ttl when an acquire gives none"},
+    {"fence_retention_ms", CFG_MS, OFF(fence_retention_ms), "86400000", 100, 30 * DAY_MS, NULL, 0,
+     "how long a name's fence counter outlives its last grant in Redis (never below max_ttl_ms); "
+     "past it the wall-clock floor keeps tokens increasing"},
     {"key_prefix", CFG_STRING, OFF(key_prefix), "lockd:", 0, 0, NULL, 0,
      "prefix of every Redis key lockd writes"},
     {"listen", CFG_STRING, OFF(listen), "127.0.0.1:8080", 0, 0, NULL, 0,
@@ -42,6 +45,9 @@ const struct cfg_key cfg_keys[] = {
      "most HTTP connections served at once (waiters included)"},
     {"max_hold_ms", CFG_MS, OFF(max_hold_ms), "0", 0, 30 * DAY_MS, NULL, 0,
      "default cap on how long the watchdog renews a session lock; 0 = unbounded"},
+    {"max_locks", CFG_INT, OFF(max_locks), "1000000", 1, 100000000, NULL, 0,
+     "most live leases this lockd records per Redis node to re-assert after a restart; past it "
+     "acquires get 503 too_many_locks"},
     {"max_session_ttl_ms", CFG_MS, OFF(max_session_ttl_ms), "3600000", 1000, DAY_MS, NULL, 0,
      "largest session ttl a client may ask for"},
     {"max_sessions", CFG_INT, OFF(max_sessions), "100000", 1, 10000000, NULL, 0,
@@ -66,6 +72,9 @@ const struct cfg_key cfg_keys[] = {
      "replicas each grant must reach (WAIT) before it is answered; 0 = none"},
     {"release_on_shutdown", CFG_BOOL, OFF(release_on_shutdown), "false", 0, 1, NULL, 0,
      "release session locks still held when lockd exits (default: let them expire)"},
+    {"restart_grace_ms", CFG_MS, OFF(restart_grace_ms), "2000", 0, 600000, NULL, 0,
+     "after a Redis lost its data: no new grants on it until this lockd re-asserted its leases "
+     "and this long after (every lockd on that Redis must reconnect and re-assert within it)"},
     {"session_ttl_ms", CFG_MS, OFF(session_ttl_ms), "10000", 1000, DAY_MS, NULL, 0,
      "session ttl when POST /sessions gives none"},
     {"shutdown_timeout_ms", CFG_MS, OFF(shutdown_timeout_ms), "25000", 0, 600000, NULL, 0,

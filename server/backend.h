@@ -164,6 +164,8 @@ struct bk_node {
     char addr[128];
     bool up;
     char reason[128];
+    int64_t restarts; /* times it turned out to be a new Redis process (issue 25) */
+    bool recovering;  /* its leases are being re-asserted, or its restart grace runs */
 };
 
 /* Release notifications from other lockd processes (Redis pub/sub). fn runs on

@@ -22,6 +22,8 @@
 #include "server/backend.h"
 #include "server/log.h"
 #include "server/loop.h"
+#include "server/grant_log.h"
+#include "server/reassert.h"
 #include "server/redis_args.h"
 #include "server/redis_lock.h"
 #include "server/redis_node.h"
@@ -43,6 +45,7 @@ extern const char lk_lua_fence_raise[];
 extern const char lk_lua_undo[];
 extern const char lk_lua_acquire_shared[];
 extern const char lk_lua_force_release[];
+extern const char lk_lua_reassert[];
 
 #define RB_MAX_LOOPS 256 /* loop_index() values we accept */
 #define RB_BATCH 200     /* leases per renew_many EVALSHA */
@@ -60,6 +63,7 @@ enum {
     SC_UNDO,
     SC_ACQUIRE_SHARED,
     SC_FORCE_RELEASE,
+    SC_REASSERT,
     SC_COUNT
 };
 
@@ -94,7 +98,13 @@ struct rb {
     /* A Redis Cluster primary (redis_cluster.c): groups hold one slot each,
      * scripts publish with SPUBLISH, list.lua may read keys of many slots. */
     bool cluster;
-    char *bodies[SC_COUNT]; /* the scripts as rewritten for a cluster (NULL: as built) */
+    /* Restarts of the node (issue 25): the grants it holds, re-asserted on
+     * a new Redis process, and the grace (reassert.c). */
+    struct reassert *ra;
+    struct glog *log;
+    /* the scripts as run: fence_retention_ms filled in, rewritten for a
+     * cluster primary */
+    char *bodies[SC_COUNT];
 };
 
 struct rbatch {
@@ -125,9 +135,11 @@ struct rcmd {
     size_t first, count;
     struct rcmd **members; /* RK_GROUP: the operations it carries, a ref on each */
     int nmembers;
-    int64_t ttl_ms;   /* acquire: granted ttl */
-    int64_t delay_ms; /* release: the lock-delay asked */
-    int64_t token;    /* acquire with WAIT: the grant's token, answered after WAIT */
+    int64_t ttl_ms;        /* acquire: granted ttl */
+    int64_t delay_ms;      /* release: the lock-delay asked */
+    int64_t token;         /* acquire with WAIT: the grant's token, answered after WAIT */
+    int64_t start_ms;      /* when it was asked: a lease recorded expires no later than Redis' */
+    const char *lease_ref; /* renew, release: the request's lease (valid until answered) */
     /* acquire: what an undo needs, "<name>\0<lease>\0" (lk_pair_put) */
     const char *undo_name, *undo_lease;
     char *refusal; /* the Redis error that answered it (bk_res.refusal), or NULL */
@@ -227,6 +239,14 @@ static void cmd_answer_down(struct rcmd *cmd)
     struct bk_res r;
     bk_res_init(&r, LK_BACKEND_DOWN);
     r.refusal = cmd->refusal;
+    /* Held back (or lost) while the node is re-asserted after a restart:
+     * the client is told to come back, not that Redis is down. */
+    int64_t retry = 0;
+    bool grant = cmd->kind == RK_ACQUIRE || cmd->kind == RK_PING;
+    if (ra_gate(cmd->bk->ra, grant, &retry) != LK_OK) {
+        r.code = LK_BACKEND_RECOVERING;
+        r.delay_ms = retry;
+    }
     cmd_answer(cmd, &r);
 }
 
@@ -361,6 +381,27 @@ static void grant_res(struct rcmd *cmd, int64_t token, struct bk_res *out)
     out->validity_ms = cmd->ttl_ms; /* one node, no drift: known to hold its whole ttl */
 }
 
+/* The grants table (grant_log.c): what a restarted Redis gets back. Shared
+ * holds and semaphore slots are not recorded (not re-asserted yet). */
+static void note_grant(struct rcmd *cmd, int64_t token)
+{
+    if (cmd->shared || cmd->undo_name == NULL)
+        return;
+    glog_put(cmd->bk->log, cmd->undo_name, cmd->undo_lease, token, cmd->nc.argv[ACQ_ARG_WL + 1],
+             cmd->nc.argvlen[ACQ_ARG_WL + 1], cmd->start_ms + cmd->ttl_ms);
+}
+
+/* A renewal or release answered: the lease lives on, or is gone. */
+static void note_owner_result(struct rcmd *cmd, const struct bk_res *out)
+{
+    if (cmd->lease_ref == NULL)
+        return;
+    if (out->code == LK_OK && cmd->kind == RK_RENEW)
+        glog_renew(cmd->bk->log, cmd->lease_ref, out->ttl_ms, cmd->start_ms);
+    else if (out->code == LK_OK || out->code == LK_NOT_HELD || out->code == LK_HELD_BY_OTHER)
+        glog_drop(cmd->bk->log, cmd->lease_ref);
+}
+
 static void handle_acquire(struct rcmd *cmd, const redisReply *r)
 {
     struct bk_res out;
@@ -383,6 +424,7 @@ static void handle_acquire(struct rcmd *cmd, const redisReply *r)
             return;
         }
         grant_res(cmd, token, &out);
+        note_grant(cmd, token);
         cmd_answer(cmd, &out);
         return;
     }
@@ -414,6 +456,7 @@ static void handle_renew_release(struct rcmd *cmd, const redisReply *r)
     if (cmd->kind == RK_RELEASE && r->type == REDIS_REPLY_STRING) {
         if (rtoken(r, &out.fencing_token)) {
             out.delay_ms = cmd->delay_ms; /* released: the token alone, as a string */
+            note_owner_result(cmd, &out);
             cmd_answer(cmd, &out);
         }
         return;
@@ -426,8 +469,10 @@ static void handle_renew_release(struct rcmd *cmd, const redisReply *r)
             out.ttl_ms = rint64(r->element[2]);
             out.validity_ms = out.ttl_ms;
         }
+        note_owner_result(cmd, &out);
         cmd_answer(cmd, &out);
     } else if (owner_result(r, &out, &h)) {
+        note_owner_result(cmd, &out);
         cmd_answer(cmd, &out);
     }
 }
@@ -502,9 +547,12 @@ static void handle_batch(struct rcmd *cmd, const redisReply *r)
         return;
     for (size_t i = 0; i < cmd->count; i++) {
         int64_t v = rint64(r->element[i]);
-        cmd->batch->items[cmd->first + i].result = v == 1   ? LK_OK
-                                                   : v == 2 ? LK_HELD_BY_OTHER
-                                                            : LK_NOT_HELD;
+        struct bk_renew_item *it = &cmd->batch->items[cmd->first + i];
+        it->result = v == 1 ? LK_OK : v == 2 ? LK_HELD_BY_OTHER : LK_NOT_HELD;
+        if (v == 1)
+            glog_renew(cmd->bk->log, it->lease, it->ttl_ms, cmd->start_ms);
+        else
+            glog_drop(cmd->bk->log, it->lease);
     }
     cmd_mark_answered(cmd);
     batch_part_done(cmd->batch);
@@ -613,6 +661,7 @@ static void rcmd_wait_reply(struct rn_cmd *nc, redisReply *r)
     if (r != NULL && r->type == REDIS_REPLY_INTEGER && r->integer >= bk->wait_replicas) {
         struct bk_res out;
         grant_res(cmd, cmd->token, &out);
+        note_grant(cmd, cmd->token);
         cmd_answer(cmd, &out);
         return;
     }
@@ -643,8 +692,35 @@ static void rcmd_settle(struct rn_cmd *nc)
     free(cmd);
 }
 
+/* Commands queued before a restart was seen (while the connection was down)
+ * go out only if the node's re-assertion allows them (reassert.c): grants
+ * not before it is done and its grace is over, renewals and releases not
+ * before it is done. Reads and undos (compare-and-delete of our own) go. */
+static bool rcmd_may_send(struct rn_cmd *nc)
+{
+    struct rcmd *cmd = (struct rcmd *)nc;
+    int64_t retry;
+    switch (cmd->kind) {
+    case RK_ACQUIRE: return ra_gate(cmd->bk->ra, true, &retry) == LK_OK;
+    case RK_GROUP:
+        return ra_gate(cmd->bk->ra, nc->script == &cmd->bk->scripts[SC_ACQUIRE_MANY], &retry) ==
+               LK_OK;
+    case RK_RENEW:
+    case RK_RELEASE:
+    case RK_BATCH:
+    case RK_FENCE: return ra_gate(cmd->bk->ra, false, &retry) == LK_OK;
+    case RK_INSPECT:
+    case RK_LIST:
+    case RK_PING:
+    case RK_ASKING: /* goes right before the command it is for, which is gated itself */
+    case RK_UNDO: break;
+    }
+    return true;
+}
+
 static const struct rn_cmd_type rcmd_type = {
     .reply = rcmd_reply,
+    .may_send = rcmd_may_send,
     .wait_reply = rcmd_wait_reply,
     .expire = rcmd_expire,
     .settle = rcmd_settle,
@@ -795,6 +871,13 @@ static void group_send_slot(struct rb *bk, struct rn_conn *c, int q, struct rn_c
 
 /* ---------------------------------------------------------------- operations */
 
+/* hooks.ready: a re-assertion a restart asked for goes first (reassert.c). */
+static void rb_ready(void *arg, struct rn_conn *c)
+{
+    struct rb *bk = arg;
+    ra_ready(bk->ra, c);
+}
+
 static enum lk_code rb_attach(void *state, struct lk_loop *lp)
 {
     struct rb *bk = state;
@@ -805,7 +888,7 @@ static enum lk_code rb_attach(void *state, struct lk_loop *lp)
     }
     if (bk->conns[i] != NULL)
         return LK_OK;
-    static const struct rn_conn_hooks hooks = {.group = group_send};
+    static const struct rn_conn_hooks hooks = {.group = group_send, .ready = rb_ready};
     bk->conns[i] = rn_conn_new(bk->node, loop_ev(lp), &hooks, bk);
     return LK_OK;
 }
@@ -828,6 +911,7 @@ static struct rcmd *op_new(struct rb *bk, struct rn_conn *c, enum rk kind, int s
     struct rcmd *cmd = cmd_new(bk, c, kind, script, extra);
     cmd->done = done;
     cmd->arg = arg;
+    cmd->start_ms = lk_now_ms();
     return cmd;
 }
 
@@ -901,6 +985,7 @@ static enum lk_code rb_renew(struct rb *bk, struct rn_conn *c, const struct bk_r
                              bk_done_fn done, void *arg)
 {
     struct rcmd *cmd = op_new(bk, c, RK_RENEW, SC_RENEW, 0, done, arg);
+    cmd->lease_ref = req->lease;
     struct rargs b = {0};
     rargs_str(&b, "1");
     argb_key(&b, bk, req->name, "");
@@ -914,6 +999,7 @@ static enum lk_code rb_release(struct rb *bk, struct rn_conn *c, const struct bk
                                bk_done_fn done, void *arg)
 {
     struct rcmd *cmd = op_new(bk, c, RK_RELEASE, SC_RELEASE, 0, done, arg);
+    cmd->lease_ref = req->lease;
     cmd->delayed = req->delay_ms > 0;
     cmd->delay_ms = req->delay_ms > 0 ? req->delay_ms : 0;
     struct rargs b = {0};
@@ -1048,6 +1134,7 @@ static enum lk_code rb_renew_many(struct rb *bk, struct rn_conn *c, const struct
     for (size_t first = 0; first < n; first += RB_BATCH) {
         size_t count = n - first < RB_BATCH ? n - first : RB_BATCH;
         struct rcmd *cmd = cmd_new(bk, c, RK_BATCH, SC_RENEW_MANY, 0);
+        cmd->start_ms = lk_now_ms();
         cmd->batch = batch;
         cmd->first = first;
         cmd->count = count;
@@ -1086,12 +1173,42 @@ static bool unsupported(const struct bk_req *req)
     return req->op == BK_ACQUIRE && (req->limit < 1 || (many && req->fence_floor > 0));
 }
 
+/* What a restart of the node holds back (reassert.c), and the bound on the
+ * grants table: answered at once, nothing sent. */
+static bool refused(struct rb *bk, const struct bk_req *req, bk_done_fn done, void *arg)
+{
+    if (req->op == BK_INSPECT || req->op == BK_LIST)
+        return false;
+    struct bk_res r;
+    int64_t retry = 0;
+    bool grant = req->op == BK_ACQUIRE || req->op == BK_PING;
+    if (ra_gate(bk->ra, grant, &retry) != LK_OK) {
+        bk_res_init(&r, LK_BACKEND_RECOVERING);
+        r.delay_ms = retry;
+    } else if (req->op == BK_ACQUIRE && glog_full(bk->log)) {
+        static int64_t said_ms; /* one line a minute: a rough guard, any thread */
+        int64_t now = lk_now_ms();
+        if (now - __atomic_load_n(&said_ms, __ATOMIC_RELAXED) > 60000) {
+            __atomic_store_n(&said_ms, now, __ATOMIC_RELAXED);
+            lk_log(LK_WARN, "cannot grant more leases through redis '%s': max_locks (%zu) are live",
+                   rn_node_addr(bk->node), glog_count(bk->log));
+        }
+        bk_res_init(&r, LK_TOO_MANY_LOCKS);
+    } else {
+        return false;
+    }
+    done(arg, &r);
+    return true;
+}
+
 static enum lk_code rb_submit(void *state, struct lk_loop *lp, const struct bk_req *req,
                               bk_done_fn done, void *arg)
 {
     struct rb *bk = state;
     struct rn_conn *c = conn_of(bk, lp);
     struct bk_res r;
+    if (refused(bk, req, done, arg))
+        return LK_OK;
     switch (req->op) {
     case BK_ACQUIRE:
         if (unsupported(req))
@@ -1129,7 +1246,15 @@ static size_t rb_nodes(void *state, struct bk_node *out, size_t max)
     memset(out, 0, sizeof(*out));
     snprintf(out->addr, sizeof(out->addr), "%.127s", rn_node_addr(bk->node));
     out->up = rn_node_status(bk->node, out->reason, sizeof(out->reason));
+    out->restarts = rn_node_restarts(bk->node);
+    out->recovering = ra_recovering(bk->ra);
     return 1;
+}
+
+static void rb_sweep(void *state)
+{
+    struct rb *bk = state;
+    glog_sweep(bk->log, lk_now_ms());
 }
 
 static void rb_watch(void *state, const char *name, bool on)
@@ -1156,19 +1281,22 @@ static void rb_free(void *state)
     for (int i = 0; i < RB_MAX_LOOPS; i++)
         if (bk->conns[i] != NULL)
             lk_log(LK_ERROR, "redis backend freed with loop %d still attached", i);
+    ra_free(bk->ra);
     rn_node_free(bk->node);
-    free(bk->prefix);
     for (int i = 0; i < SC_COUNT; i++)
         free(bk->bodies[i]);
+    free(bk->prefix);
     free(bk);
 }
 
 static const struct backend_ops rb_ops = {
     .name = "redis",
-    .caps = BK_CAP_SHARED | BK_CAP_LIMIT | BK_CAP_FLOOR | BK_CAP_FORCE | BK_CAP_INDEX, /* floor: exclusive */
+    .caps = BK_CAP_SHARED | BK_CAP_LIMIT | BK_CAP_FLOOR | BK_CAP_FORCE |
+            BK_CAP_INDEX, /* floor: exclusive */
     .attach = rb_attach,
     .detach = rb_detach,
     .submit = rb_submit,
+    .sweep = rb_sweep,
     .nodes = rb_nodes,
     .set_release_hook = rb_set_release_hook,
     .watch = rb_watch,
@@ -1208,6 +1336,31 @@ static char *cluster_body(int script, const char *body)
     return out;
 }
 
+/* A script's body with every FENCE_RETENTION_MS replaced by ms: how long a
+ * fence counter outlives its name's last grant (fence_retention_ms). A new
+ * string. */
+static char *fill_retention(const char *body, int64_t ms)
+{
+    static const char mark[] = "FENCE_RETENTION_MS";
+    char num[24];
+    size_t nl = lk_itoa(ms, num), ml = sizeof(mark) - 1;
+    size_t cap = strlen(body) + 1, n = 0;
+    for (const char *p = body; (p = strstr(p, mark)) != NULL; p += ml)
+        n++;
+    char *out = lk_malloc(cap + n * nl);
+    char *o = out;
+    const char *p = body, *q;
+    while ((q = strstr(p, mark)) != NULL) {
+        memcpy(o, p, (size_t)(q - p));
+        o += q - p;
+        memcpy(o, num, nl);
+        o += nl;
+        p = q + ml;
+    }
+    memcpy(o, p, strlen(p) + 1);
+    return out;
+}
+
 /* Opens one lock layer on url (redis_lock.h); backend_redis_new checks the
  * `redis` key and parses its one URL, redlock opens one per URL. */
 enum lk_code redis_lock_open(const struct redis_url *url, const struct lk_config *cfg,
@@ -1242,16 +1395,27 @@ enum lk_code redis_lock_open_cluster(const struct redis_url *url, const struct l
         [SC_UNDO] = {"undo", lk_lua_undo},
         [SC_ACQUIRE_SHARED] = {"acquire_shared", lk_lua_acquire_shared},
         [SC_FORCE_RELEASE] = {"force_release", lk_lua_force_release},
+        [SC_REASSERT] = {"reassert", lk_lua_reassert},
     };
     for (int i = 0; i < SC_COUNT; i++) {
-        if (cluster)
-            bk->bodies[i] = cluster_body(i, src[i].body);
-        rn_script_init(&bk->scripts[i], src[i].name, cluster ? bk->bodies[i] : src[i].body);
+        char *body = fill_retention(src[i].body, cfg->fence_retention_ms);
+        if (cluster) {
+            char *c = cluster_body(i, body);
+            free(body);
+            body = c;
+        }
+        bk->bodies[i] = body;
+        rn_script_init(&bk->scripts[i], src[i].name, bk->bodies[i]);
     }
     bk->node = rn_node_new(url, cfg->backend_timeout_ms);
     enum lk_code rc = rn_node_probe(bk->node, bk->scripts, SC_COUNT, err, errlen);
     if (rc != LK_OK)
         goto fail;
+    /* A cluster primary re-asserts nothing yet: reassert.lua's marker and
+     * grace keys and its batches would have to be per slot (NULL: every
+     * ra_* and glog_* call does nothing). */
+    bk->ra = cluster ? NULL : ra_new(bk->node, cfg, bk->prefix, &bk->scripts[SC_REASSERT]);
+    bk->log = ra_log(bk->ra);
     bk->ps = rps_new_sharded(bk->node, bk->prefix, bk->instance, cluster);
     if (bk->ps == NULL) {
         snprintf(err, errlen, "cannot start the redis subscriber thread");
@@ -1282,6 +1446,8 @@ enum lk_code redis_lock_acquire(void *state, struct lk_loop *lp, const struct bk
         done(arg, &r);
         return LK_OK;
     }
+    if (refused(bk, req, done, arg))
+        return LK_OK;
     return rb_acquire(bk, conn_of(bk, lp), req, now_us, done, arg);
 }
 
@@ -1298,6 +1464,7 @@ enum lk_code redis_lock_fence_raise(void *state, struct lk_loop *lp, const char 
                                     const char *lease, int64_t token, bk_done_fn done, void *arg)
 {
     struct rb *bk = state;
+    glog_token(bk->log, lease, token); /* what a restart re-asserts */
     struct rcmd *cmd = op_new(bk, conn_of(bk, lp), RK_FENCE, SC_FENCE_RAISE, 0, done, arg);
     struct rargs b = {0};
     rargs_str(&b, "2");
@@ -1313,6 +1480,7 @@ enum lk_code redis_lock_undo(void *state, struct lk_loop *lp, const char *name, 
                              bk_done_fn done, void *arg)
 {
     struct rb *bk = state;
+    glog_drop(bk->log, lease); /* given back: never re-asserted */
     struct rcmd *cmd = op_new(bk, conn_of(bk, lp), RK_FENCE, SC_UNDO, 0, done, arg);
     struct rargs b = {0};
     rargs_str(&b, "1");

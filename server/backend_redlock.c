@@ -141,8 +141,8 @@ static struct tally tally_of(const struct rl_call *c)
             t.pending++;
             continue;
         }
-        if (s->code == LK_BACKEND_DOWN) {
-            t.down++;
+        if (s->code == LK_BACKEND_DOWN || s->code == LK_BACKEND_RECOVERING) {
+            t.down++; /* a node re-asserting after a restart gives no vote */
             continue;
         }
         t.answered++;
@@ -844,6 +844,15 @@ static void rl_detach(void *state, struct lk_loop *lp)
         rl->node[i].ops->detach(rl->node[i].state, lp);
 }
 
+/* Each node's grants table (the lock layers' sweep). Janitor thread. */
+static void rl_sweep(void *state)
+{
+    struct rl *rl = state;
+    for (int i = 0; i < rl->n; i++)
+        if (rl->node[i].ops->sweep != NULL)
+            rl->node[i].ops->sweep(rl->node[i].state);
+}
+
 /* One row per node, in the order of the `redis` URLs. */
 static size_t rl_nodes(void *state, struct bk_node *out, size_t max)
 {
@@ -890,6 +899,7 @@ static const struct backend_ops rl_ops = {
     .attach = rl_attach,
     .detach = rl_detach,
     .submit = rl_submit,
+    .sweep = rl_sweep,
     .nodes = rl_nodes,
     .set_release_hook = rl_set_release_hook,
     .watch = rl_watch,

@@ -122,6 +122,8 @@ size_t engine_nodes(struct engine *e, struct eng_node *out, size_t max)
         memcpy(out[i].reason, nodes[i].reason, sizeof(out[i].reason));
         out[i].up = nodes[i].up;
         out[i].errors = metrics_backend_errors(i);
+        out[i].restarts = nodes[i].restarts;
+        out[i].recovering = nodes[i].recovering;
     }
     return n;
 }
@@ -165,6 +167,7 @@ static void acquire_done(void *arg, const struct bk_res *br)
         r.limit = br->limit;
     } else {
         metrics_add(M_ACQUIRE_ERROR, 1);
+        r.retry_ms = br->delay_ms; /* LK_BACKEND_RECOVERING: the grace left */
     }
     o->done(o->arg, &r);
     free(o);
@@ -272,6 +275,7 @@ static void renew_done(void *arg, const struct bk_res *br)
         r.has_holder = br->code == LK_HELD_BY_OTHER;
     } else {
         metrics_add(M_RENEW_ERROR, 1);
+        r.retry_ms = br->delay_ms;
     }
     o->done(o->arg, &r);
     free(o);
@@ -311,6 +315,7 @@ static void release_done(void *arg, const struct bk_res *br)
         r.has_holder = br->code == LK_HELD_BY_OTHER;
     } else {
         metrics_add(M_RELEASE_ERROR, 1);
+        r.retry_ms = br->delay_ms;
     }
     o->done(o->arg, &r);
     free(o);

@@ -60,6 +60,7 @@ struct eng_result {
     bool shared;   /* OK acquire: the mode granted */
     int64_t limit; /* LK_LIMIT_MISMATCH: the limit in force */
     bool holder_is_self; /* LK_LOCKED: the asking session holds the name itself */
+    int64_t retry_ms; /* LK_BACKEND_RECOVERING: when to ask again (Retry-After) */
 };
 
 typedef void (*eng_done_fn)(void *arg, const struct eng_result *r);
@@ -159,6 +160,8 @@ struct eng_node {
     bool up;
     char reason[128];
     int64_t errors; /* backend calls that failed on it (lockd_backend_errors_total) */
+    int64_t restarts; /* lockd_backend_restarts_total: a new Redis process found there */
+    bool recovering;  /* re-asserting leases after a restart, or in its grace */
 };
 size_t engine_nodes(struct engine *e, struct eng_node *out, size_t max);
 const char *engine_backend_name(const struct engine *e);

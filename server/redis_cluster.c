@@ -63,7 +63,9 @@ struct rc_watch {
 struct rc {
     struct redis_url seeds[RC_MAX_SEEDS];
     size_t nseeds;
-    struct lk_config lcfg; /* what redis_lock_open_cluster reads: prefix, timeout, WAIT */
+    /* what redis_lock_open_cluster reads: prefix, timeout, WAIT, the fence
+     * counter's retention */
+    struct lk_config lcfg;
     char *prefix;
     size_t prefix_len;
     int64_t timeout_ms;
@@ -1109,6 +1111,9 @@ enum lk_code backend_cluster_new(const struct lk_config *cfg, struct backend *ou
     rc->lcfg.key_prefix = rc->prefix;
     rc->lcfg.backend_timeout_ms = cfg->backend_timeout_ms;
     rc->lcfg.redis_wait_replicas = cfg->redis_wait_replicas;
+    rc->lcfg.fence_retention_ms = cfg->fence_retention_ms;
+    rc->lcfg.max_locks = cfg->max_locks;
+    rc->lcfg.restart_grace_ms = cfg->restart_grace_ms;
     rc->timeout_ms = cfg->backend_timeout_ms > 0 ? cfg->backend_timeout_ms : 2000;
     /* Once, at startup, like the single-Redis probe: nothing serves yet. A
      * cluster nobody answers for is not an error: its names are 503 until

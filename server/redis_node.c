@@ -53,6 +53,13 @@ struct rn_node {
     char role_reason[64]; /* "" or why ROLE says it takes no writes (a replica) */
     bool logged_up;       /* the node state last logged */
     char logged_reason[128];
+    /* Restart detection (rn_node_set_restart): the run_id last seen, and the
+     * address generation it was seen at; under mu. */
+    rn_restart_fn restart; /* set before any connection exists */
+    void *restart_arg;
+    char run_id[48];
+    unsigned run_id_gen;
+    int64_t restarts;
 };
 
 static const char *node_addr(const struct rn_node *n)
@@ -99,6 +106,8 @@ static void node_trouble(struct rn_node *n, const char *why);
 static bool refuses_writes(const redisReply *r);
 static void cmd_on_reply(redisAsyncContext *ac, void *r, void *priv);
 static void cmd_on_wait(redisAsyncContext *ac, void *r, void *priv);
+static bool conn_checks(const struct rn_conn *c);
+static void on_info(redisAsyncContext *ac, void *r, void *priv);
 
 void rn_script_init(struct rn_script *s, const char *name, const char *body)
 {
@@ -416,6 +425,9 @@ enum lk_code rn_node_probe(struct rn_node *n, const struct rn_script *scripts, s
             rc = LK_INVALID;
             goto out;
         }
+        /* the process lockd starts with: a later connection to another is a restart */
+        (void)redis_info_field(r->str, "run_id", n->run_id, sizeof(n->run_id));
+        n->run_id_gen = n->gen;
     }
     freeReplyObject(r);
     r = NULL;
@@ -600,6 +612,8 @@ static void conn_ready(struct rn_conn *c)
     set_status(c, true, "");
     if (c->hooks.ready != NULL)
         c->hooks.ready(c->arg, c);
+    if (conn_checks(c))
+        wait_send(c); /* after the ready hook: a re-assertion goes first */
 }
 
 static void on_connect(const redisAsyncContext *cac, int status)
@@ -724,14 +738,89 @@ static void conn_start(struct rn_conn *c)
     }
     /* Ready means Redis answered, not that the kernel accepted the TCP
      * connection (a hung Redis still completes handshakes). */
+    if (conn_checks(c)) {
+        /* also proves Redis answers, as PING would */
+        if (redisAsyncCommand(ac, on_info, NULL, "INFO server") == REDIS_OK)
+            c->hello_left++;
+    }
     if (c->hello_left == 0 && redisAsyncCommand(ac, on_hello, NULL, "PING") == REDIS_OK)
         c->hello_left++;
     ev_timer_set(&c->deadline, (double)n->timeout_ms / 1000.0, 0.);
     ev_timer_start(c->ev, &c->deadline);
-    wait_send(c);
+    if (!conn_checks(c))
+        wait_send(c); /* else once the hello said which Redis this is (conn_ready) */
 }
 
 static void on_flush(struct ev_loop *ev, ev_prepare *p, int revents);
+
+/* Whether this connection checks the run_id in its hello: it then holds every
+ * command until the hello is answered (so none reaches a restarted Redis
+ * before the lock layer knows). */
+static bool conn_checks(const struct rn_conn *c)
+{
+    return c->node->restart != NULL && !c->hooks.pubsub;
+}
+
+/* Compares the run_id Redis gave with the one last seen. Under n->mu; the
+ * hook runs under it too (it only notes the fact). Returns whether it changed. */
+static bool note_run_id(struct rn_node *n, const char *id, unsigned gen, bool *moved)
+{
+    bool changed = n->run_id[0] != '\0' && strcmp(n->run_id, id) != 0;
+    *moved = gen != n->run_id_gen;
+    lk_strlcpy(n->run_id, id, sizeof(n->run_id));
+    n->run_id_gen = gen;
+    if (changed) {
+        n->restarts++;
+        n->restart(n->restart_arg, *moved);
+    }
+    return changed;
+}
+
+/* The hello's INFO server: a Redis process other than the last one means
+ * what it held may be gone (no persistence, a replica that lacked grants). */
+static void on_info(redisAsyncContext *ac, void *r, void *priv)
+{
+    redisReply *reply = r;
+    struct rn_conn *c = ac->data;
+    if (c != NULL && reply != NULL && reply->type == REDIS_REPLY_STRING) {
+        char id[48];
+        if (redis_info_field(reply->str, "run_id", id, sizeof(id)) && id[0] != '\0') {
+            bool moved;
+            char old[48];
+            pthread_mutex_lock(&c->node->mu);
+            lk_strlcpy(old, c->node->run_id, sizeof(old));
+            bool changed = note_run_id(c->node, id, c->gen, &moved);
+            pthread_mutex_unlock(&c->node->mu);
+            if (changed)
+                lk_log(LK_ERROR,
+                       "redis '%s' is a new process (%s; run_id %.8s... was %.8s...): the locks it "
+                       "held may be lost",
+                       node_addr(c->node), moved ? "another server: a failover" : "restarted", id,
+                       old);
+        }
+    }
+    /* an error reply (an ACL without +info) is not judged: on_hello goes on */
+    if (reply != NULL && reply->type == REDIS_REPLY_ERROR) {
+        if (c != NULL && --c->hello_left == 0 && c->state == RC_CONNECTING && rcompat_connected(ac))
+            conn_ready(c);
+        return;
+    }
+    on_hello(ac, r, priv);
+}
+
+void rn_node_set_restart(struct rn_node *n, rn_restart_fn fn, void *arg)
+{
+    n->restart_arg = arg;
+    n->restart = fn;
+}
+
+int64_t rn_node_restarts(struct rn_node *n)
+{
+    pthread_mutex_lock(&n->mu);
+    int64_t v = n->restarts;
+    pthread_mutex_unlock(&n->mu);
+    return v;
+}
 
 /* The node moved (a sentinel named another primary): a context made for the
  * old address is dropped (what it had in flight is answered 503: the old
@@ -979,6 +1068,8 @@ static int cmd_write(struct rn_cmd *cmd)
     struct rn_conn *c = cmd->conn;
     if (c == NULL || c->ac == NULL)
         return -1;
+    if (cmd->type->may_send != NULL && !cmd->type->may_send(cmd))
+        return -2; /* held back by its owner: not a connection problem */
     size_t len;
     bool heap;
     char *resp = rargs_resp(cmd->argc, cmd->argv, cmd->argvlen, &len, &heap);
@@ -1007,8 +1098,14 @@ int rn_send(struct rn_cmd *cmd)
     struct rn_conn *c = cmd->conn;
     if (c == NULL || c->closing)
         return -1;
-    if (c->ac != NULL && cmd_write(cmd) == 0)
+    /* A connection that checks which Redis it reached sends nothing before
+     * its hello is answered: the command waits for conn_ready. */
+    bool hold = c->state != RC_READY && conn_checks(c);
+    int wr = c->ac != NULL && !hold ? cmd_write(cmd) : -1;
+    if (wr == 0)
         return 0;
+    if (wr == -2)
+        return -1;
     /* Down between attempts (or a context hiredis is tearing down): wait
      * for the next attempt, within the command's own deadline. */
     wait_push(c, cmd);

@@ -80,6 +80,20 @@ int64_t rn_node_timeout_ms(const struct rn_node *n);
 typedef void (*rn_trouble_fn)(void *arg, const char *why);
 /* Any thread (the hook is read atomically). */
 void rn_node_set_trouble(struct rn_node *n, rn_trouble_fn fn, void *arg);
+/* Called when a connection finds the node is another Redis process than the
+ * one lockd last talked to: its run_id (INFO server) changed since the last
+ * connection (a restart, or, moved true, another server at a new address: a
+ * promoted replica). Runs on the connection's loop thread under the node's
+ * mutex, before that connection (or any other to the node) sends a command
+ * to the new process: it must only note the fact (never call into the node
+ * layer). The restart is counted (rn_node_restarts) and logged at error. */
+typedef void (*rn_restart_fn)(void *arg, bool moved);
+/* Turns the check on: every connection then asks INFO server in its hello and
+ * sends no command before the answer. Main thread, before any connection. */
+void rn_node_set_restart(struct rn_node *n, rn_restart_fn fn, void *arg);
+/* Restarts seen (a run_id that changed). Any thread. */
+int64_t rn_node_restarts(struct rn_node *n);
+
 /* Moves the node to host:port (a sentinel named another primary): every
  * connection drops its context for the old address and reconnects to the
  * new one at once, on its own thread. No-op when unchanged. Any thread. */
@@ -149,6 +163,10 @@ struct rn_cmd_type {
      * the connection if the command had gone out on it (a reply that late
      * is suspect, and so are those behind it). May be NULL. */
     void (*expire)(struct rn_cmd *cmd);
+    /* Asked right before the command is written (may be NULL): false keeps it
+     * from Redis, as if it could not be sent (reply(NULL) follows). The lock
+     * layer holds back grants while a restarted Redis is being re-asserted. */
+    bool (*may_send)(struct rn_cmd *cmd);
     /* Nothing holds the command any more (last rn_cmd_unref): the owner
      * answers its caller if it did not yet, calls rn_cmd_fini and frees it. */
     void (*settle)(struct rn_cmd *cmd);

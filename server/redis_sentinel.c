@@ -290,6 +290,14 @@ static enum lk_code rs_submit(void *state, struct lk_loop *lp, const struct bk_r
     return s->inner.ops->submit(s->inner.state, lp, req, done, arg);
 }
 
+/* The lock layer's grants table. Janitor thread. */
+static void rs_sweep(void *state)
+{
+    struct rs *s = state;
+    if (s->inner.ops->sweep != NULL)
+        s->inner.ops->sweep(s->inner.state);
+}
+
 static size_t rs_nodes(void *state, struct bk_node *out, size_t max)
 {
     struct rs *s = state;
@@ -338,6 +346,7 @@ static const struct backend_ops rs_ops = {
     .attach = rs_attach,
     .detach = rs_detach,
     .submit = rs_submit,
+    .sweep = rs_sweep,
     .nodes = rs_nodes,
     .set_release_hook = rs_set_release_hook,
     .watch = rs_watch,

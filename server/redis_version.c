@@ -8,22 +8,29 @@
 #include <stdlib.h>
 #include <string.h>
 
-bool redis_version_ok(const char *info, char *version, size_t cap)
+bool redis_info_field(const char *info, const char *key, char *out, size_t cap)
 {
-    version[0] = '\0';
-    static const char key[] = "redis_version:";
+    out[0] = '\0';
+    size_t kl = strlen(key);
     const char *p = info;
-    /* the field starts a line */
-    while ((p = strstr(p, key)) != NULL && p != info && p[-1] != '\n')
-        p += sizeof(key) - 1;
-    if (p == NULL)
-        return true;
-    p += sizeof(key) - 1;
+    /* the field starts a line and is followed by ':' */
+    while ((p = strstr(p, key)) != NULL && ((p != info && p[-1] != '\n') || p[kl] != ':'))
+        p += kl;
+    if (p == NULL || cap == 0)
+        return false;
+    p += kl + 1;
     size_t n = strcspn(p, "\r\n");
     if (n >= cap)
         n = cap - 1;
-    memcpy(version, p, n);
-    version[n] = '\0';
+    memcpy(out, p, n);
+    out[n] = '\0';
+    return true;
+}
+
+bool redis_version_ok(const char *info, char *version, size_t cap)
+{
+    if (!redis_info_field(info, "redis_version", version, cap))
+        return true;
     char *end;
     long major = strtol(version, &end, 10);
     if (end == version)

@@ -18,4 +18,8 @@
  * without one (another server, a trimmed INFO) is not refused. */
 bool redis_version_ok(const char *info, char *version, size_t cap);
 
+/* Copies the value of field key (e.g. "run_id") of an INFO answer into out
+ * (at most cap - 1 bytes). Returns false, out "", when the field is missing. */
+bool redis_info_field(const char *info, const char *key, char *out, size_t cap);
+
 #endif

@@ -45,6 +45,8 @@ const char *lk_code_name(enum lk_code code)
     case LK_BAD_REQUEST: return "bad_request";
     case LK_HEADERS_TOO_LARGE: return "headers_too_large";
     case LK_HTTP_VERSION: return "http_version_not_supported";
+    case LK_BACKEND_RECOVERING: return "backend_recovering";
+    case LK_TOO_MANY_LOCKS: return "too_many_locks";
     case LK_CODE_COUNT: break;
     }
     return "unknown";

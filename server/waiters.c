@@ -259,6 +259,18 @@ static void attempt_done(void *arg, const struct bk_res *br)
         finish(w, &r);
         return;
     }
+    if (br->code == LK_BACKEND_RECOVERING && !w->cancelled && !w->failed &&
+        now < w->deadline_ms) {
+        /* A Redis that restarted is being re-asserted, or its grace runs: a
+         * waiter keeps its place and asks again when it is over. */
+        if (w->kick_pending)
+            w->kick_pending = false;
+        w->state = W_QUEUED;
+        w->retry_at_ms = now + (br->delay_ms > 20 ? br->delay_ms : 20);
+        pthread_mutex_unlock(&e->wmu);
+        arm(w);
+        return;
+    }
     if (br->code == LK_LOCKED && !w->cancelled && !w->failed && now < w->deadline_ms) {
         engine_holder_of(br, &q->holder);
         q->has_holder = true;

@@ -31,7 +31,9 @@
 -- 'now' (another lockd's clock runs ahead, or two grants fell in one
 -- microsecond), the token is the counter + 1, and the lock's value is
 -- rewritten with it before the script returns: nobody sees the first one, a
--- script being atomic. The counter outlives the lock by 30 days after its
+-- script being atomic. The counter outlives the lock by fence_retention_ms
+-- (lockd fills FENCE_RETENTION_MS in when it loads the script; 24 h by
+-- default) after its
 -- last grant. 1.8e15 today is far below 2^53.
 local v = redis.call('SET', lock, wl .. ' ' .. now .. ' ' .. rest, 'NX', 'PX', ttl, 'GET')
 if v == 'd' then
@@ -58,7 +60,7 @@ if v then
 end
 -- Granted. A counter that cannot be read or written undoes the grant: an
 -- acquire that answers an error holds nothing.
-local last = redis.pcall('SET', fence, now, 'PX', '2592000000', 'GET')
+local last = redis.pcall('SET', fence, now, 'PX', 'FENCE_RETENTION_MS', 'GET')
 if last then
   local n = tonumber(last) -- nil for an error reply (a table) or a foreign value
   if not n and type(last) == 'string' and string.byte(last, -1) == 119 then
@@ -72,7 +74,7 @@ if last then
   end
   if n >= tonumber(now) then
     local ts = string.format('%d', n + 1)
-    redis.call('SET', fence, ts, 'PX', '2592000000')
+    redis.call('SET', fence, ts, 'PX', 'FENCE_RETENTION_MS')
     redis.call('SET', lock, wl .. ' ' .. ts .. ' ' .. rest, 'XX', 'KEEPTTL')
     return ts
   end

@@ -38,7 +38,7 @@ local function sh_bump(lock)
   local f = lock .. ':fence'
   local v = redis.call('GET', f) or '0'
   local n, w = string.match(v, '^(%d*)(w?)$')
-  redis.call('SET', f, string.format('%d', (tonumber(n) or 0) + 1) .. (w or ''), 'PX', '2592000000')
+  redis.call('SET', f, string.format('%d', (tonumber(n) or 0) + 1) .. (w or ''), 'PX', 'FENCE_RETENTION_MS')
 end
 
 -- Redis' own clock, so that every lockd counts expiries alike.

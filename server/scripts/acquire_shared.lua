@@ -65,11 +65,11 @@ if v then
 end
 -- Granted: the token first (an error here leaves nothing granted).
 local tok = nowus
-local last = redis.call('SET', fence, nowus, 'PX', '2592000000', 'GET')
+local last = redis.call('SET', fence, nowus, 'PX', 'FENCE_RETENTION_MS', 'GET')
 local lastn = last and tonumber(string.match(last, '^(%d+)w?$'))
 if lastn and lastn >= tonumber(nowus) then
   tok = string.format('%d', lastn + 1)
-  redis.call('SET', fence, tok, 'PX', '2592000000')
+  redis.call('SET', fence, tok, 'PX', 'FENCE_RETENTION_MS')
 end
 if w == '1' or (last and string.byte(last, -1) == 119) then
   sh_publish(lock, 'g') -- a watcher (or a waiter) hears of the grant

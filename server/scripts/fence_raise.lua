@@ -11,7 +11,7 @@
 local lock, fence, lease, token = KEYS[1], KEYS[2], ARGV[1], ARGV[2]
 local cur = tonumber(string.match(redis.call('GET', fence) or '0', '^%d*')) or 0 -- '<n>w': _shared.lua
 if cur < tonumber(token) then
-  redis.call('SET', fence, token, 'PX', '2592000000')
+  redis.call('SET', fence, token, 'PX', 'FENCE_RETENTION_MS')
 end
 local v = redis.call('GET', lock)
 if not v or v == 'd' then

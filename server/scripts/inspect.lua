@@ -18,7 +18,7 @@ local function fence_n()
     if f then
       redis.call('SET', fence, f .. 'w', 'KEEPTTL')
     else
-      redis.call('SET', fence, '0w', 'PX', '2592000000')
+      redis.call('SET', fence, '0w', 'PX', 'FENCE_RETENTION_MS')
     end
   end
   return tonumber(string.match(f or '0', '^%d*')) or 0

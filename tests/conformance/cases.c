@@ -551,8 +551,10 @@ static void case_backend_down(struct cf *c)
 }
 
 /* The backend's process dies (kill -9) and comes back on the same address
- * with the same persistence: meanwhile nothing is granted; afterwards it
- * answers again, what was held is still held, and tokens still increase. */
+ * with the same persistence: meanwhile nothing is granted (a Redis-based
+ * backend says LK_BACKEND_RECOVERING while it re-asserts and through its
+ * grace, issue 25); afterwards it answers again, what was held is still
+ * held, and tokens still increase. */
 static void case_restart(struct cf *c)
 {
     int64_t last = 0;

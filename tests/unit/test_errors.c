@@ -50,6 +50,8 @@ static const struct {
     {LK_BAD_REQUEST, 400, "bad_request"},
     {LK_HEADERS_TOO_LARGE, 431, "headers_too_large"},
     {LK_HTTP_VERSION, 505, "http_version_not_supported"},
+    {LK_BACKEND_RECOVERING, 503, "backend_recovering"},
+    {LK_TOO_MANY_LOCKS, 503, "too_many_locks"},
 };
 #define NWANT (sizeof(want) / sizeof(want[0]))
 
@@ -180,7 +182,9 @@ static void test_code_names(void **state)
                                    LK_LIMIT_MISMATCH,
                                    LK_UNSUPPORTED,
                                    LK_BACKEND_DOWN,
-                                   LK_SHUTTING_DOWN};
+                                   LK_SHUTTING_DOWN,
+                                   LK_BACKEND_RECOVERING,
+                                   LK_TOO_MANY_LOCKS};
     for (size_t i = 0; i < sizeof(domain) / sizeof(domain[0]); i++)
         assert_string_equal(lk_code_name(domain[i]), errors_row(domain[i])->error);
 }
