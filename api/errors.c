@@ -101,6 +101,7 @@ void errors_respond_msg(struct req *r, enum lk_code c, const char *message, json
      * lockd may take over a draining one's clients, a session may end. */
     if (row->status == 503 && !http_answer_has_header(r, "Retry-After"))
         http_add_header(r, "Retry-After", "1");
+    r->error = row->error;
     http_respond_json(r, row->status, o);
 }
 

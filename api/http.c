@@ -535,6 +535,36 @@ static size_t put_hex(char *out, uint64_t v)
     return o;
 }
 
+/* The trace id of a W3C traceparent ("00-<32 hex>-<16 hex>-<2 hex>"; a later
+ * version may add fields after a '-') into out[33], or "" when the header
+ * is absent or not one: an invalid traceparent is ignored, as the
+ * Trace Context spec says, and what a client sent never reaches the log
+ * unless it is 32 lowercase hex digits. */
+static void trace_id_of(const char *tp, char *out)
+{
+    out[0] = '\0';
+    if (tp == NULL)
+        return;
+    size_t n = strlen(tp);
+    if (n < 55 || (n > 55 && (tp[55] != '-' || strncmp(tp, "00", 2) == 0)) || tp[2] != '-' ||
+        tp[35] != '-' || tp[52] != '-' || strncmp(tp, "ff", 2) == 0)
+        return;
+    static const char hex[] = "0123456789abcdef";
+    bool nonzero = false;
+    for (size_t i = 0; i < 55; i++) {
+        if (i == 2 || i == 35 || i == 52)
+            continue;
+        if (tp[i] == '\0' || strchr(hex, tp[i]) == NULL)
+            return;
+        if (i >= 3 && i < 35)
+            nonzero = nonzero || tp[i] != '0';
+    }
+    if (!nonzero)
+        return;
+    memcpy(out, tp + 3, 32);
+    out[32] = '\0';
+}
+
 static void req_start(struct http_worker *wk, struct req *r, struct MHD_Connection *conn,
                       const char *url, const char *method)
 {
@@ -544,6 +574,9 @@ static void req_start(struct http_worker *wk, struct req *r, struct MHD_Connecti
     r->method = method;
     r->start_us = lk_now_us();
     r->sock = -1;
+    r->trace_id[0] = '\0';
+    if (wk->srv->cfg->access_log && lk_log_level <= LK_INFO)
+        trace_id_of(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "traceparent"), r->trace_id);
     const char *rid = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Request-Id");
     if (rid != NULL && strlen(rid) < sizeof(r->req_id) && rid[0] != '\0') {
         bool clean = true;
@@ -847,11 +880,33 @@ static void req_done(struct req *r, bool delivered, int64_t now_us)
             snprintf(path, sizeof(path), "/sessions/%.6s...", r->param);
             shown_path = path;
         }
+        /* A new session's id, cut by the logger like any session id: the
+         * Location of POST /sessions' 201. */
+        const char *created = NULL;
+        if (r->status == 201 && r->route != NULL && strcmp(r->route->label, "/sessions") == 0)
+            for (int i = 0; i < r->nhdrs; i++)
+                if (strcmp(r->hdr_name[i], "Location") == 0 &&
+                    strncmp(r->hdr_value[i], "/sessions/", 10) == 0)
+                    created = r->hdr_value[i] + 10;
+        /* An error's client address: who to ask about a 401 or a flood of
+         * 409s. Only then, and only while MHD still has the connection. */
+        char client[INET6_ADDRSTRLEN + 8];
+        client[0] = '\0';
+        if (r->status >= 400 && r->conn != NULL)
+            http_peer(r, client, sizeof(client));
         /* Short fields first: a line too long for the logger loses its last
          * fields (the client-chosen path and name), never status or ms.
          * Optional ones are packed, as the list ends at the first NULL key. */
-        const char *kv[10] = {NULL};
+        const char *kv[18] = {NULL};
         int n = 0;
+        if (r->error != NULL && r->status >= 400) {
+            kv[n++] = "error";
+            kv[n++] = r->error;
+        }
+        if (client[0] != '\0') {
+            kv[n++] = "client";
+            kv[n++] = client;
+        }
         if (r->token > 0) {
             kv[n++] = "fencing_token";
             kv[n++] = token;
@@ -860,6 +915,14 @@ static void req_done(struct req *r, bool delivered, int64_t now_us)
             kv[n++] = "lease";
             kv[n++] = r->grant_lease;
         }
+        if (created != NULL) {
+            kv[n++] = "session";
+            kv[n++] = created;
+        }
+        if (r->trace_id[0] != '\0') {
+            kv[n++] = "trace_id";
+            kv[n++] = r->trace_id;
+        }
         kv[n++] = "path";
         kv[n++] = shown_path;
         if (r->param) {
@@ -867,7 +930,8 @@ static void req_done(struct req *r, bool delivered, int64_t now_us)
             kv[n++] = r->param;
         }
         lk_log_kv(LK_INFO, "request", "req_id", r->req_id, "method", r->method, "status", status,
-                  "ms", dur, kv[0], kv[1], kv[2], kv[3], kv[4], kv[5], kv[6], kv[7], NULL);
+                  "ms", dur, kv[0], kv[1], kv[2], kv[3], kv[4], kv[5], kv[6], kv[7], kv[8], kv[9],
+                  kv[10], kv[11], kv[12], kv[13], kv[14], kv[15], NULL);
     }
     free(r->param_buf);
     body_free(r);

@@ -62,7 +62,8 @@ struct req {
     int sock;        /* its socket while parked: EOF watch, hang-up peek */
     void *eof_watch; /* ev_io *, malloc'd */
     bool grant_pending;
-    int64_t token; /* fencing token the answer carried, for the access log; 0 = none */
+    int64_t token;     /* fencing token the answer carried, for the access log; 0 = none */
+    const char *error; /* an error answer's "error" (errors.c's table, static), for the log */
 
     /* Buffers from here on are not zeroed when the request starts (that was
      * a 1.5 KiB memset per request); each is written before it is read. */
@@ -70,6 +71,7 @@ struct req {
     /* a grant that must be released if the client never receives it: the
      * lock is the request's own name (param) */
     char grant_lease[33]; /* "" until a grant */
+    char trace_id[33];    /* a W3C traceparent header's trace id, for the log; "" if none */
     char param_small[64];
     char body_small[128];
 };

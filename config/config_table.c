@@ -36,7 +36,7 @@ const struct cfg_key cfg_keys[] = {
     {"listen", CFG_STRING, OFF(listen), "127.0.0.1:8080", 0, 0, NULL, 0,
      "HOST:PORT to serve HTTP on ([::1]:8080 for IPv6; port 0 picks a free port)"},
     {"log_format", CFG_ENUM, OFF(log_format), "json", 0, 0, "json|text", 0,
-     "json (one object per line) or text"},
+     "json (one object per line) or text; every log line, the startup one too, goes to stderr"},
     {"log_level", CFG_ENUM, OFF(log_level), "info", 0, 0, "debug|info|warn|error", 0,
      "least severe level that is logged"},
     {"max_body_bytes", CFG_INT, OFF(max_body_bytes), "16384", 64, 1048576, NULL, 0,

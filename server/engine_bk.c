@@ -1,7 +1,7 @@
 /*
  * engine_bk.c - the engine's one way to its backend. Requests, waiters, the
  * watchdog, the reaper and shutdown all submit here, so every call is timed
- * (lockd_backend_request_duration_seconds), every failure is charged to the
+ * (lockd_backend_request_duration_seconds{op}), every failure is charged to the
  * node that failed (lockd_backend_errors_total{node}), and what a backend
  * cannot do is refused before it is sent. Runs on the submitting loop's
  * thread; completions come back on it.
@@ -34,7 +34,7 @@ static void call_done(void *arg, const struct bk_res *r)
     /* done may free the record c lives in: read it first. */
     bk_done_fn done = c->done;
     void *darg = c->arg;
-    metrics_observe(H_BACKEND_DURATION, lk_now_us() - c->start_us);
+    metrics_backend_observe(c->op, lk_now_us() - c->start_us);
     count_errors(r);
     done(darg, r);
 }
@@ -66,6 +66,7 @@ enum lk_code engine_bk_submit(struct engine *e, struct lk_loop *lp, struct bk_ca
     call->done = done;
     call->arg = arg;
     call->start_us = lk_now_us();
+    call->op = (unsigned)req->op;
     return e->bk.ops->submit(e->bk.state, lp, req, call_done, call);
 }
 

@@ -104,6 +104,7 @@ struct bk_call {
     bk_done_fn done;
     void *arg;
     int64_t start_us;
+    unsigned op; /* enum bk_op: the latency histogram's op label */
 };
 
 /* Submits req; done(arg, res) runs exactly once (synchronously: returns

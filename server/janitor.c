@@ -8,6 +8,7 @@
  * is set. The session table itself is session.c; the backend is reached
  * through engine_bk.c.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -22,6 +23,29 @@
 
 /* ---- the reaper ---- */
 
+/* "session expired" with the locks it held, which the reaper now releases:
+ * names comma-separated (a name has no comma), cut with "..." past 2 KiB
+ * (the count says how many). */
+static void log_expired(const struct sess_end *se)
+{
+    char names[2048], count[24];
+    size_t off = 0;
+    names[0] = '\0';
+    for (size_t i = 0; i < se->n; i++) {
+        size_t len = strlen(se->names[i]);
+        if (off + len + 5 >= sizeof(names)) {
+            memcpy(names + off, "...", 4);
+            break;
+        }
+        if (i > 0)
+            names[off++] = ',';
+        memcpy(names + off, se->names[i], len + 1);
+        off += len;
+    }
+    snprintf(count, sizeof(count), "%zu", se->n);
+    lk_log_kv(LK_INFO, "session expired", "session", se->id, "locks", count, "names", names, NULL);
+}
+
 static void reap(struct engine *e, int64_t now)
 {
     struct sess_end *list = session_reap_due(e, now);
@@ -29,7 +53,8 @@ static void reap(struct engine *e, int64_t now)
         struct sess_end *se = list;
         list = se->next;
         metrics_add(M_SESSIONS_EXPIRED, 1);
-        lk_log_kv(LK_INFO, "session expired", "session", se->id, NULL);
+        if (LK_INFO >= lk_log_level)
+            log_expired(se);
         waiters_fail(e, se->id);
         for (size_t i = 0; i < se->n; i++)
             /* Compare-and-delete: never someone else's lock. */

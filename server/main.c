@@ -116,11 +116,10 @@ int main(int argc, char **argv)
         lk_log(LK_WARN, "cannot write port_file '%s': %s", cfg.port_file, strerror(errno));
     char portstr[16];
     snprintf(portstr, sizeof(portstr), "%d", port);
+    /* stderr only, in log_format: a container's log is one format. stdout
+     * is for --help, --version and --check-config. */
     lk_log_kv(LK_INFO, "lockd listening", "listen", cfg.listen, "port", portstr, "backend",
               cfg.backend, "version", LOCKD_VERSION, NULL);
-    printf("lockd %s listening on %s (port %d, backend %s)\n", LOCKD_VERSION, cfg.listen, port,
-           cfg.backend);
-    fflush(stdout);
 
     int64_t drain_deadline = 0;
     for (;;) {

@@ -7,12 +7,16 @@
  */
 #include "server/metrics.h"
 
+#include <dirent.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
+#include "server/backend.h"
 #include "server/util.h"
 
 static _Atomic int64_t counters[M__COUNT];
@@ -53,6 +57,21 @@ static void hist_observe(struct hist *h, int64_t usec)
 void metrics_observe(enum hist_id id, int64_t usec)
 {
     hist_observe(&hists[id], usec);
+}
+
+/* lockd_backend_request_duration_seconds{op}: a fixed set, one per op. */
+static struct hist bk_hists[BK_OP_COUNT];
+static const char *const bk_op_labels[BK_OP_COUNT] = {
+    [BK_ACQUIRE] = "acquire", [BK_RENEW] = "renew",
+    [BK_RELEASE] = "release", [BK_INSPECT] = "inspect",
+    [BK_LIST] = "list",       [BK_RENEW_MANY] = "renew_many",
+    [BK_PING] = "ping",       [BK_FORCE_RELEASE] = "force_release",
+};
+
+void metrics_backend_observe(unsigned op, int64_t usec)
+{
+    if (op < BK_OP_COUNT)
+        hist_observe(&bk_hists[op], usec);
 }
 
 #define ROUTE_SLOTS 16
@@ -258,6 +277,75 @@ static void render_hist(struct sbuf *b, enum hist_id id, const char *name, const
     render_series(b, &hists[id], name, "");
 }
 
+/* The process_* metrics as Prometheus' client libraries export them (the
+ * Go client's process collector), read from /proc at scrape time only. A
+ * file that cannot be read leaves its metrics out rather than lie. */
+static void render_process(struct sbuf *b)
+{
+    long ticks = sysconf(_SC_CLK_TCK), page = sysconf(_SC_PAGESIZE);
+    char stat[1024];
+    size_t n = 0;
+    FILE *f = fopen("/proc/self/stat", "r");
+    if (f != NULL) {
+        n = fread(stat, 1, sizeof(stat) - 1, f);
+        fclose(f);
+    }
+    stat[n] = '\0';
+    /* Fields after the command name, which may hold spaces and parentheses:
+     * parse from the last ')'. state is field 3; utime 14, stime 15,
+     * starttime 22, vsize 23, rss 24. */
+    const char *p = strrchr(stat, ')');
+    unsigned long long utime = 0, stime = 0, start = 0, vsize = 0;
+    long long rss = 0;
+    bool have_stat = p != NULL && ticks > 0 &&
+                     sscanf(p + 2,
+                            "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %*d %*d %*d %*d "
+                            "%*d %*d %llu %llu %lld",
+                            &utime, &stime, &start, &vsize, &rss) == 5;
+    if (have_stat) {
+        render_counter(b, "process_cpu_seconds_total",
+                       "Total user and system CPU time spent in seconds.", "counter");
+        sb_printf(b, "process_cpu_seconds_total %.2f\n", (double)(utime + stime) / (double)ticks);
+        render_counter(b, "process_resident_memory_bytes", "Resident memory size in bytes.",
+                       "gauge");
+        sb_printf(b, "process_resident_memory_bytes %lld\n", rss * (long long)page);
+        render_counter(b, "process_virtual_memory_bytes", "Virtual memory size in bytes.", "gauge");
+        sb_printf(b, "process_virtual_memory_bytes %llu\n", vsize);
+    }
+    /* Boot time (btime in /proc/stat) plus starttime, in clock ticks since boot. */
+    unsigned long long btime = 0;
+    f = have_stat ? fopen("/proc/stat", "r") : NULL;
+    if (f != NULL) {
+        char line[256];
+        while (fgets(line, sizeof(line), f) != NULL)
+            if (sscanf(line, "btime %llu", &btime) == 1)
+                break;
+        fclose(f);
+    }
+    if (btime > 0) {
+        render_counter(b, "process_start_time_seconds",
+                       "Start time of the process since unix epoch in seconds.", "gauge");
+        sb_printf(b, "process_start_time_seconds %.2f\n",
+                  (double)btime + (double)start / (double)ticks);
+    }
+    DIR *d = opendir("/proc/self/fd");
+    if (d != NULL) {
+        long fds = 0;
+        const struct dirent *de;
+        while ((de = readdir(d)) != NULL)
+            fds += de->d_name[0] != '.';
+        closedir(d);
+        render_counter(b, "process_open_fds", "Number of open file descriptors.", "gauge");
+        sb_printf(b, "process_open_fds %ld\n", fds - 1); /* less the directory's own */
+    }
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+        render_counter(b, "process_max_fds", "Maximum number of open file descriptors.", "gauge");
+        sb_printf(b, "process_max_fds %.0f\n",
+                  rl.rlim_cur == RLIM_INFINITY ? 1.8446744073709552e19 : (double)rl.rlim_cur);
+    }
+}
+
 char *metrics_render(const char *extra, size_t *len)
 {
     struct sbuf b = {lk_malloc(8192), 0, 8192};
@@ -339,12 +427,18 @@ char *metrics_render(const char *extra, size_t *len)
         render_counter(&b, singles[i].name, singles[i].help, singles[i].type);
         sb_printf(&b, "%s %lld\n", singles[i].name, (long long)metrics_get(singles[i].id));
     }
-    render_hist(&b, H_BACKEND_DURATION, "lockd_backend_request_duration_seconds",
-                "Backend operation latency.");
+    render_counter(&b, "lockd_backend_request_duration_seconds",
+                   "Backend call latency by operation.", "histogram");
+    for (size_t i = 0; i < BK_OP_COUNT; i++) {
+        char labels[32];
+        snprintf(labels, sizeof(labels), "op=\"%s\",", bk_op_labels[i]);
+        render_series(&b, &bk_hists[i], "lockd_backend_request_duration_seconds", labels);
+    }
     render_hist(&b, H_ACQUIRE_WAIT, "lockd_acquire_wait_seconds",
                 "How long granted blocking acquires waited for their lock.");
     render_hist(&b, H_HANDOFF, "lockd_handoff_seconds",
                 "Time from a release to the next waiter's grant in this lockd.");
+    render_process(&b);
     if (extra != NULL)
         sb_printf(&b, "%s", extra);
     *len = b.len;

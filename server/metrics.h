@@ -36,12 +36,17 @@ enum metric_id {
     M__COUNT
 };
 
-enum hist_id { H_BACKEND_DURATION, H_HANDOFF, H_ACQUIRE_WAIT, H__COUNT };
+enum hist_id { H_HANDOFF, H_ACQUIRE_WAIT, H__COUNT };
 
 void metrics_add(enum metric_id id, int64_t delta);
 int64_t metrics_get(enum metric_id id);
 /* Observes a duration in microseconds. */
 void metrics_observe(enum hist_id id, int64_t usec);
+
+/* One backend call's latency, by its enum bk_op (backend.h): the op label
+ * of lockd_backend_request_duration_seconds. An op past BK_OP_COUNT is
+ * dropped. */
+void metrics_backend_observe(unsigned op, int64_t usec);
 
 /* Backend calls that failed (LK_BACKEND_DOWN), by node index as the
  * backend's nodes() lists them; indexes past METRICS_MAX_NODES are dropped. */

@@ -466,7 +466,7 @@ static void test_metrics(void)
         {"lockd_sessions_expired_total", "counter", NULL},
         {"lockd_backend_up", "gauge", "node"},
         {"lockd_backend_errors_total", "counter", "node"},
-        {"lockd_backend_request_duration_seconds", "histogram", NULL},
+        {"lockd_backend_request_duration_seconds", "histogram", "op"},
         {"lockd_build_info", "gauge", "version"},
         {"lockd_handoff_seconds", "histogram", NULL},
     };
@@ -491,8 +491,11 @@ static void test_metrics(void)
     }
     double dur0 = series(&x, "lockd_http_request_duration_seconds_count{route=\"/locks/{name}\"}");
     double hz0 = series(&x, "lockd_http_request_duration_seconds_count{route=\"/healthz\"}");
-    double be0 = series(&x, "lockd_backend_request_duration_seconds_count");
-    CHECK(!isnan(granted0) && !isnan(dur0) && !isnan(be0));
+    /* Backend latency by op: every op has its series from the start. */
+    double be0 = series(&x, "lockd_backend_request_duration_seconds_count{op=\"acquire\"}");
+    double berel0 = series(&x, "lockd_backend_request_duration_seconds_count{op=\"release\"}");
+    CHECK(!isnan(granted0) && !isnan(dur0) && !isnan(be0) && !isnan(berel0));
+    CHECK(!isnan(series(&x, "lockd_backend_request_duration_seconds_count{op=\"force_release\"}")));
     if (isnan(post0))
         post0 = 0;
     expo_free(&x);
@@ -524,7 +527,8 @@ static void test_metrics(void)
     CHECK_EQ_INT(series(&x, "lockd_http_request_duration_seconds_count{route=\"/locks/{name}\"}"),
                  dur0 + 3);
     CHECK_EQ_INT(series(&x, "lockd_http_request_duration_seconds_count{route=\"/healthz\"}"), hz0);
-    CHECK(series(&x, "lockd_backend_request_duration_seconds_count") >= be0 + 3);
+    CHECK(series(&x, "lockd_backend_request_duration_seconds_count{op=\"acquire\"}") >= be0 + 2);
+    CHECK(series(&x, "lockd_backend_request_duration_seconds_count{op=\"release\"}") >= berel0 + 1);
     CHECK(series(&x, "lockd_http_request_duration_seconds_sum{route=\"/locks/{name}\"}") > 0);
     expo_free(&x);
 
