@@ -19,6 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 #include <sys/wait.h>
 #include <sysexits.h>
 #include <time.h>
@@ -67,6 +70,8 @@ struct lc_opts {
     const char *on_lost;
     const char *lock_delay;
     const char *max_hold;
+    const char *kill_after; /* elect: SIGTERM, then SIGKILL after this long */
+    const char *count;      /* observe: stop after this many lines */
     const char *pos[4];
     int npos;
     char **cmd; /* run: COMMAND… (argv tail, NULL-terminated) */
@@ -109,6 +114,8 @@ static const struct lc_optdef lc_optdefs[] = {
     {"on-lost", offsetof(struct lc_opts, on_lost), SIZE_MAX},
     {"lock-delay", offsetof(struct lc_opts, lock_delay), SIZE_MAX},
     {"max-hold", offsetof(struct lc_opts, max_hold), SIZE_MAX},
+    {"kill-after", offsetof(struct lc_opts, kill_after), SIZE_MAX},
+    LC_STR(count),
 };
 
 static const char lc_usage[] =
@@ -128,6 +135,9 @@ static const char lc_usage[] =
     "  health [--ready]                         (GET /healthz, or /readyz)\n"
     "  run NAME [--ttl D] [--wait D] [--session-ttl D] [--owner S] [--shared]\n"
     "           [--limit N] [--on-lost term|kill|ignore] -- COMMAND [ARG...]\n"
+    "  elect NAME [--ttl D] [--session-ttl D] [--owner S] [--kill-after D]\n"
+    "             -- COMMAND [ARG...]       (leader election: run COMMAND while leading)\n"
+    "  observe NAME [--count N]              (one JSON line per change of the holder)\n"
     "\n"
     "global options:\n"
     "  --url URL          lockd's address (default $LOCKD_URL, else " LOCKCTL_DEFAULT_URL ")\n"
@@ -144,6 +154,11 @@ static const char lc_usage[] =
     "signals COMMAND if the lock is lost, or before it could expire unconfirmed (lockd dead\n"
     "or hung; default SIGTERM), releases when COMMAND exits and exits with its status\n"
     "(128+N if killed by signal N).\n"
+    "elect campaigns for NAME under a session and runs COMMAND while it leads (same\n"
+    "environment as run); when leadership is lost it stops COMMAND (SIGTERM, SIGKILL after\n"
+    "--kill-after, default 10s) and campaigns again, retrying while lockd is unreachable.\n"
+    "It exits with COMMAND's status when COMMAND ends by itself; on SIGTERM/SIGINT it\n"
+    "stops COMMAND, resigns and exits 128+N.\n"
     "\n"
     "exit codes: 0 ok, 1 lockd refused (lost lease, not found...), 64 usage or invalid\n"
     "request, 66 token file unreadable, 69 lockd unreachable or unavailable,\n"
@@ -1002,6 +1017,7 @@ struct lc_hb {
     const char *session; /* escaped path "/sessions/ID" */
     const char *name;
     long long session_ttl_ms;
+    long long max_interval_ms; /* elect: check at least this often (0: no cap) */
 };
 
 static volatile sig_atomic_t lc_forward_pid;
@@ -1036,6 +1052,8 @@ static long long hb_window_ms(const struct lc_hb *hb)
 static long long hb_interval_ms(const struct lc_hb *hb)
 {
     long long w = hb_window_ms(hb) / 3;
+    if (hb->max_interval_ms > 0 && w > hb->max_interval_ms)
+        w = hb->max_interval_ms;
     return w > 0 ? w : 1;
 }
 
@@ -1459,6 +1477,455 @@ out:
     return rc;
 }
 
+/* ------------------------------------------------------------------ elect */
+
+/* elect polls lockd in turns this long, so a signal is noticed within one. */
+#define ELECT_WAIT_CHUNK_MS 1000LL
+/* elect checks its leadership at least this often (heartbeat + GET). */
+#define ELECT_CHECK_MS 1000LL
+/* Pause before trying again when lockd is out of reach or unavailable. */
+#define ELECT_RETRY_MS 500LL
+/* Timeout of resigning's release and session end. */
+#define ELECT_CLEANUP_TIMEOUT_MS 2000L
+#define ELECT_DEFAULT_KILL_AFTER_MS 10000LL
+
+static volatile sig_atomic_t elect_stop_sig;
+
+static void elect_on_signal(int sig)
+{
+    if (elect_stop_sig == 0)
+        elect_stop_sig = sig;
+}
+
+static void sleep_ms(long long ms)
+{
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL); /* a signal cuts it short: the caller checks elect_stop_sig */
+}
+
+/* Release (when leading) and end the session, quietly and briefly. */
+static void elect_resign(struct lc_ctx *x, const char *lock_path, const char *lease,
+                         const char *session_path)
+{
+    struct lc_resp r;
+    if (lock_path != NULL && lease != NULL &&
+        client_call(&x->client, x->h, "DELETE", lock_path, lease, NULL, ELECT_CLEANUP_TIMEOUT_MS,
+                    true, &r) == LC_OK)
+        resp_release(&r);
+    if (session_path != NULL && client_call(&x->client, x->h, "DELETE", session_path, NULL, NULL,
+                                            ELECT_CLEANUP_TIMEOUT_MS, true, &r) == LC_OK)
+        resp_release(&r);
+}
+
+/* Waits for COMMAND (not reaping) while watching for a stop signal and a
+ * loss; on either, SIGTERM, then SIGKILL after kill_after_ms. Reaps it and
+ * returns its wait status. */
+static int elect_wait_child(struct lc_hb *hb, pid_t pid, long long kill_after_ms)
+{
+    long long term_at = -1;
+    bool killed = false;
+    for (;;) {
+        siginfo_t si;
+        memset(&si, 0, sizeof(si));
+        if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == pid)
+            break;
+        pthread_mutex_lock(&hb->mu);
+        bool lost = hb->lost; /* hb_mark_lost has sent SIGTERM already */
+        pthread_mutex_unlock(&hb->mu);
+        long long now = mono_ms();
+        if (term_at < 0 && (lost || elect_stop_sig != 0)) {
+            if (!lost)
+                kill(pid, SIGTERM);
+            term_at = now;
+        }
+        if (term_at >= 0 && !killed && now - term_at >= kill_after_ms) {
+            lc_err("COMMAND (pid %d) still runs %lld ms after SIGTERM: sending SIGKILL", (int)pid,
+                   kill_after_ms);
+            kill(pid, SIGKILL);
+            killed = true;
+        }
+        sleep_ms(20);
+    }
+    pthread_mutex_lock(&hb->mu);
+    hb->child = 0;
+    pthread_mutex_unlock(&hb->mu);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    return status;
+}
+
+enum elect_turn { ELECT_AGAIN, ELECT_EXIT };
+
+/*
+ * One campaign: a session, a heartbeat thread, a waiting acquire in turns of
+ * ELECT_WAIT_CHUNK_MS, COMMAND while leading. Returns ELECT_EXIT with *rc
+ * set (COMMAND ended by itself, a stop signal, a fatal answer), or
+ * ELECT_AGAIN (leadership or the session lost, lockd out of reach).
+ */
+static enum elect_turn elect_campaign(struct lc_ctx *x, const char *owner, long long ttl_ms,
+                                      long long sttl_ms, long long kill_after_ms, int *rc)
+{
+    struct lc_opts *o = &x->o;
+    const char *name = o->pos[0];
+    enum elect_turn turn = ELECT_AGAIN;
+    char *session_path = NULL, *lock_path = NULL, *lease = NULL, *ename = NULL;
+    char *session_id = NULL;
+    char **env = NULL;
+    struct lc_hb hb;
+    bool hb_started = false;
+    pthread_t tid;
+    struct lc_resp r;
+    memset(&hb, 0, sizeof(hb));
+
+    /* 1. session */
+    json_t *body = json_pack("{s:s}", "owner", owner);
+    if (sttl_ms >= 0)
+        json_object_set_new(body, "ttl_ms", json_integer(sttl_ms));
+    long long session_sent_ms = mono_ms();
+    enum lc_result res = client_call(&x->client, x->h, "POST", "/sessions", NULL, body,
+                                     LOCKCTL_TIMEOUT_MS, true, &r);
+    json_decref(body);
+    body = NULL;
+    if (res != LC_OK) {
+        sleep_ms(ELECT_RETRY_MS);
+        return ELECT_AGAIN;
+    }
+    if ((r.status != 201 && r.status != 200) || resp_str(&r, "session") == NULL) {
+        if (r.status == 503 || r.status == 502 || r.status == 504) {
+            resp_release(&r);
+            sleep_ms(ELECT_RETRY_MS);
+            return ELECT_AGAIN;
+        }
+        *rc = resp_fail(&r, "session create", false);
+        resp_release(&r);
+        return ELECT_EXIT;
+    }
+    session_id = strdup(resp_str(&r, "session"));
+    if (session_id == NULL)
+        abort();
+    char *esess = path_escape(x->h, session_id);
+    if (asprintf(&session_path, "/sessions/%s", esess) < 0)
+        abort();
+    curl_free(esess);
+    json_int_t got_ttl = json_integer_value(json_object_get(r.body, "ttl_ms"));
+    if (got_ttl <= 0)
+        got_ttl = sttl_ms > 0 ? sttl_ms : 10000;
+    resp_release(&r);
+
+    /* 2. heartbeat thread (the session lives through the campaign) */
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&hb.cv, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_mutex_init(&hb.mu, NULL);
+    hb.on_lost = ON_LOST_TERM;
+    hb.client = &x->client;
+    hb.session = session_path;
+    hb.name = name;
+    hb.session_ttl_ms = got_ttl;
+    hb.session_ok_ms = session_sent_ms;
+    hb.max_interval_ms = ELECT_CHECK_MS;
+    if (pthread_create(&tid, NULL, hb_main, &hb) != 0) {
+        lc_err("cannot start the heartbeat thread");
+        *rc = EX_OSERR;
+        turn = ELECT_EXIT;
+        goto out;
+    }
+    hb_started = true;
+
+    /* 3. campaign: a waiting acquire under the session, in short turns */
+    ename = path_escape(x->h, name);
+    if (asprintf(&lock_path, "/locks/%s", ename) < 0)
+        abort();
+    body = json_pack("{s:s, s:s, s:I}", "session", session_id, "owner", owner, "wait_ms",
+                     (json_int_t)ELECT_WAIT_CHUNK_MS);
+    if (ttl_ms >= 0)
+        json_object_set_new(body, "ttl_ms", json_integer(ttl_ms));
+    long long acquire_sent_ms = 0;
+    bool said_unreachable = false;
+    for (;;) {
+        if (elect_stop_sig != 0) {
+            *rc = 128 + elect_stop_sig;
+            turn = ELECT_EXIT;
+            goto out;
+        }
+        pthread_mutex_lock(&hb.mu);
+        bool lost = hb.lost; /* the session is gone or could not be kept */
+        pthread_mutex_unlock(&hb.mu);
+        if (lost)
+            goto out;
+        acquire_sent_ms = mono_ms();
+        res = client_call(&x->client, x->h, "POST", lock_path, NULL, body,
+                          (long)(ELECT_WAIT_CHUNK_MS + LOCKCTL_TIMEOUT_MS), true, &r);
+        if (res != LC_OK) {
+            if (!said_unreachable)
+                lc_err("elect: cannot reach lockd at '%s'; retrying", x->client.base_url);
+            said_unreachable = true;
+            sleep_ms(ELECT_RETRY_MS);
+            continue;
+        }
+        if (r.status == 200 && resp_str(&r, "lease") != NULL)
+            break;
+        const char *code = resp_str(&r, "error");
+        if (r.status == 409 && code != NULL && strcmp(code, "locked") == 0) {
+            resp_release(&r);
+            continue;
+        }
+        if (r.status == 404 || r.status == 503 || r.status == 502 || r.status == 504) {
+            /* 404: the session is gone; 503: lockd or its backend unavailable */
+            long st = r.status;
+            resp_release(&r);
+            if (st != 404)
+                sleep_ms(ELECT_RETRY_MS);
+            goto out;
+        }
+        *rc = resp_fail(&r, "elect", false);
+        resp_release(&r);
+        turn = ELECT_EXIT;
+        goto out;
+    }
+    lease = strdup(resp_str(&r, "lease"));
+    if (lease == NULL)
+        abort();
+    json_int_t token = json_integer_value(json_object_get(r.body, "fencing_token"));
+    json_int_t lease_ttl = json_integer_value(json_object_get(r.body, "ttl_ms"));
+    if (lease_ttl <= 0)
+        lease_ttl = ttl_ms > 0 ? ttl_ms : LOCKCTL_DEFAULT_TTL_MS;
+    resp_release(&r);
+    env = run_env(name, lease, token);
+
+    /* 4. lead: COMMAND until it ends, leadership is lost, or a stop signal */
+    fflush(NULL);
+    pthread_mutex_lock(&hb.mu);
+    hb.acquired = true;
+    hb.token = token;
+    hb.lock_path = lock_path;
+    hb.lease_ttl_ms = lease_ttl;
+    hb.lease_until_ms = acquire_sent_ms + lease_ttl;
+    pthread_cond_signal(&hb.cv);
+    const char *why;
+    if (!hb.lost && mono_ms() >= hb_deadline_ms(&hb, &why))
+        hb_mark_lost(&hb, why);
+    if (hb.lost || elect_stop_sig != 0) {
+        pthread_mutex_unlock(&hb.mu);
+        if (elect_stop_sig != 0) {
+            *rc = 128 + elect_stop_sig;
+            turn = ELECT_EXIT;
+        }
+        goto out;
+    }
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid < 0) {
+        pthread_mutex_unlock(&hb.mu);
+        lc_err("cannot fork: %s", strerror(errno));
+        *rc = EX_OSERR;
+        turn = ELECT_EXIT;
+        goto out;
+    }
+    if (pid == 0) {
+#ifdef __linux__
+        /* COMMAND must not outlive a lockctl killed with SIGKILL as a leader
+         * nobody tracks: it gets SIGTERM when lockctl dies. */
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() != parent)
+            _exit(128 + SIGTERM);
+#else
+        (void)parent;
+#endif
+        signal(SIGTERM, SIG_DFL);
+        signal(SIGINT, SIG_DFL);
+        execvpe(o->cmd[0], o->cmd, env);
+        static const char msg[] = "lockctl: cannot execute COMMAND\n";
+        ssize_t w = write(STDERR_FILENO, msg, sizeof(msg) - 1);
+        (void)w;
+        _exit(errno == ENOENT ? 127 : 126);
+    }
+    hb.child = pid;
+    pthread_mutex_unlock(&hb.mu);
+
+    int status = elect_wait_child(&hb, pid, kill_after_ms);
+    pthread_mutex_lock(&hb.mu);
+    bool lost = hb.lost;
+    pthread_mutex_unlock(&hb.mu);
+    if (elect_stop_sig != 0) {
+        *rc = 128 + elect_stop_sig;
+        turn = ELECT_EXIT;
+    } else if (!lost) {
+        /* COMMAND ended by itself: so does lockctl, with its status */
+        *rc = WIFEXITED(status)   ? WEXITSTATUS(status)
+              : WIFSIGNALED(status) ? 128 + WTERMSIG(status)
+                                    : LOCKCTL_EX_FAILED;
+        turn = ELECT_EXIT;
+    } else {
+        lc_err("elect: leadership of '%s' lost; COMMAND stopped; campaigning again", name);
+    }
+
+out:
+    if (hb_started) {
+        pthread_mutex_lock(&hb.mu);
+        hb.stop = true;
+        pthread_cond_signal(&hb.cv);
+        pthread_mutex_unlock(&hb.mu);
+        pthread_join(tid, NULL);
+    }
+    elect_resign(x, lock_path, lease, session_path);
+    pthread_cond_destroy(&hb.cv);
+    pthread_mutex_destroy(&hb.mu);
+    if (env != NULL)
+        run_env_free(env);
+    json_decref(body);
+    curl_free(ename);
+    free(lock_path);
+    free(lease);
+    free(session_path);
+    free(session_id);
+    return turn;
+}
+
+static int cmd_elect(struct lc_ctx *x)
+{
+    struct lc_opts *o = &x->o;
+    if (o->npos != 1)
+        return lc_usage_error("elect needs a lock NAME");
+    if (o->cmd == NULL || o->cmd[0] == NULL)
+        return lc_usage_error("elect needs a COMMAND after '--'");
+    long long ttl_ms = -1, sttl_ms = -1, kill_after_ms = ELECT_DEFAULT_KILL_AFTER_MS;
+    int rc;
+    if ((o->ttl != NULL && (rc = duration_parse("--ttl", o->ttl, &ttl_ms)) != 0) ||
+        (o->session_ttl != NULL &&
+         (rc = duration_parse("--session-ttl", o->session_ttl, &sttl_ms)) != 0) ||
+        (o->kill_after != NULL &&
+         (rc = duration_parse("--kill-after", o->kill_after, &kill_after_ms)) != 0))
+        return rc;
+    char owner[129];
+    if (o->owner != NULL) {
+        snprintf(owner, sizeof(owner), "%s", o->owner);
+    } else {
+        char host[64] = "";
+        gethostname(host, sizeof(host) - 1);
+        snprintf(owner, sizeof(owner), "lockctl elect on %s pid %d", host, (int)getpid());
+    }
+    struct sigaction sa, old_term, old_int;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = elect_on_signal; /* no SA_RESTART: sleeps end early */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, &old_term);
+    sigaction(SIGINT, &sa, &old_int);
+    rc = LOCKCTL_EX_FAILED;
+    /* Each turn waits (a lease, a retry pause, a poll of lockd) or ends. */
+    while (elect_campaign(x, owner, ttl_ms, sttl_ms, kill_after_ms, &rc) == ELECT_AGAIN) {
+        if (elect_stop_sig != 0) {
+            rc = 128 + elect_stop_sig;
+            break;
+        }
+    }
+    sigaction(SIGTERM, &old_term, NULL);
+    sigaction(SIGINT, &old_int, NULL);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- observe */
+
+#define OBSERVE_WAIT_MS 30000LL
+#define OBSERVE_WAIT_SMALL_MS 5000LL
+
+/* One line {"name","held","owner","fencing_token","index"} of an inspect body. */
+static void observe_print(const char *name, json_t *b)
+{
+    bool held = json_is_true(json_object_get(b, "held"));
+    json_t *owner = json_object_get(b, "owner");
+    json_t *tok = json_object_get(b, "fencing_token");
+    json_t *line = json_object();
+    json_object_set_new(line, "name", json_string(name));
+    json_object_set_new(line, "held", json_boolean(held));
+    json_object_set(line, "owner", held && owner != NULL ? owner : json_null());
+    json_object_set(line, "fencing_token", held && json_is_integer(tok) ? tok : json_null());
+    json_object_set(line, "index", json_object_get(b, "index"));
+    char *s = json_dumps(line, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    if (s == NULL)
+        abort();
+    printf("%s\n", s);
+    fflush(stdout);
+    free(s);
+    json_decref(line);
+}
+
+static int cmd_observe(struct lc_ctx *x)
+{
+    struct lc_opts *o = &x->o;
+    int rc = need_name(o, "observe");
+    if (rc != 0)
+        return rc;
+    long long count = -1;
+    if (o->count != NULL) {
+        if ((rc = count_parse("--count", o->count, &count)) != 0)
+            return rc;
+        if (count < 1)
+            return lc_usage_error("--count must be at least 1");
+    }
+    const char *name = o->pos[0];
+    char *ename = path_escape(x->h, name);
+    json_int_t index = 0;
+    bool have_index = false, said_unreachable = false;
+    long long wait_ms = OBSERVE_WAIT_MS, printed = 0;
+    rc = 0;
+    /* Each turn is one long poll of up to wait_ms, or a retry pause. */
+    while (count < 0 || printed < count) {
+        char *path = NULL;
+        if (!have_index) {
+            if (asprintf(&path, "/locks/%s", ename) < 0)
+                abort();
+        } else if (asprintf(&path, "/locks/%s?index=%" JSON_INTEGER_FORMAT "&wait_ms=%lld", ename,
+                            index, wait_ms) < 0) {
+            abort();
+        }
+        struct lc_resp r;
+        enum lc_result res = client_call(&x->client, x->h, "GET", path, NULL, NULL,
+                                         (long)(wait_ms + LOCKCTL_TIMEOUT_MS), have_index, &r);
+        free(path);
+        if (res != LC_OK) {
+            if (!have_index) { /* the first answer never came: as any command, 69 */
+                rc = EX_UNAVAILABLE;
+                break;
+            }
+            if (!said_unreachable)
+                lc_err("observe: cannot reach lockd at '%s'; retrying", x->client.base_url);
+            said_unreachable = true;
+            sleep_ms(1000);
+            continue;
+        }
+        said_unreachable = false;
+        if (r.status == 400 && have_index && wait_ms > OBSERVE_WAIT_SMALL_MS) {
+            wait_ms = OBSERVE_WAIT_SMALL_MS; /* this lockd's max_wait_ms is lower */
+            resp_release(&r);
+            continue;
+        }
+        if (r.status != 200 || !json_is_integer(json_object_get(r.body, "index"))) {
+            if (have_index && (r.status == 503 || r.status == 502 || r.status == 504)) {
+                resp_release(&r);
+                sleep_ms(1000);
+                continue;
+            }
+            rc = resp_fail(&r, "observe", false);
+            resp_release(&r);
+            break;
+        }
+        json_int_t got = json_integer_value(json_object_get(r.body, "index"));
+        if (!have_index || got != index) {
+            observe_print(name, r.body);
+            printed++;
+        }
+        index = got;
+        have_index = true;
+        resp_release(&r);
+    }
+    curl_free(ename);
+    return rc;
+}
+
 /* ------------------------------------------------------------------- main */
 
 struct lc_command {
@@ -1476,6 +1943,8 @@ static const struct lc_command lc_commands[] = {
     {"session", ",ttl,owner,lock-delay,", cmd_session},
     {"run", ",ttl,wait,session-ttl,owner,shared,limit,on-lost,", cmd_run},
     {"health", ",ready,", cmd_health},
+    {"elect", ",ttl,session-ttl,owner,kill-after,", cmd_elect},
+    {"observe", ",count,", cmd_observe},
 };
 
 int main(int argc, char **argv)
@@ -1513,7 +1982,8 @@ int main(int argc, char **argv)
     }
     if (cmd == NULL)
         return lc_usage_error("unknown command '%s'", argv[i]);
-    int rc = opts_parse(&x.o, argc, argv, i + 1, cmd->allowed, strcmp(cmd->name, "run") == 0);
+    int rc = opts_parse(&x.o, argc, argv, i + 1, cmd->allowed,
+                        strcmp(cmd->name, "run") == 0 || strcmp(cmd->name, "elect") == 0);
     if (rc != 0)
         return rc;
     if (x.o.help) {

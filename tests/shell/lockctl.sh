@@ -4,7 +4,9 @@
 # obtained, 77 unauthorized), --token-file, LOCKD_TOKEN_FILE and --cacert
 # (HTTPS with a throwaway CA), and `run`: environment, exit status
 # pass-through, mutual exclusion of runs started together, COMMAND signalled
-# when lockd dies (--on-lost term, kill, ignore), and, with two lockd on one
+# when lockd dies (--on-lost term, kill, ignore), `observe` (a line per
+# change, --count), `elect` (one leader at a time, hand-over on SIGTERM within
+# 1 s and on SIGKILL within the session ttl + 1 s), and, with two lockd on one
 # redis-server, COMMAND stopped before a lease ttl shorter than the session
 # ttl lets another client in.
 set -eu
@@ -217,6 +219,90 @@ t_check "run works over https (--cacert for every request)" \
 t_status 69 "--cacert with another CA exits 69 (certificate not verified)" \
     "$L" --url "$tls_url" --cacert "$d/other-ca.pem" status sh.tls
 t_status 69 "without --cacert the throwaway CA is not trusted: exits 69" "$L" --url "$tls_url" status sh.tls
+
+# ---- elect and observe
+t_status 64 "elect without COMMAND is a usage error" "$L" elect sh.e --
+t_status 64 "elect with a bad --kill-after is a usage error" "$L" elect sh.e --kill-after soon -- true
+t_status 64 "observe --count 0 is a usage error" "$L" observe sh.o --count 0
+t_status 69 "observe of an unreachable lockd exits 69" "$L" --url http://127.0.0.1:1 observe sh.o
+t_status 3 "elect exits with COMMAND's status when it ends by itself" "$L" elect sh.e0 -- sh -c 'exit 3'
+t_check "elect resigned when COMMAND ended" sh -c '"$0" status sh.e0 | grep -qx "held=false"' "$L"
+
+# observe: the first line at once, then one per change, stops after --count
+"$L" observe sh.obs --count 3 >"$d/obs.out" 2>"$d/obs.err" &
+obs_pid=$!
+T_PIDS="$T_PIDS $obs_pid"
+t_check "observe prints the first line at once" t_wait_for 20 test -s "$d/obs.out"
+"$L" acquire sh.obs --owner obs-test >"$d/obs.acq"
+obs_tok=$(sed -n 's/^fencing_token=//p' "$d/obs.acq")
+obs_lease=$(sed -n 's/^lease=//p' "$d/obs.acq")
+t_check "observe prints a line when the lock is taken" \
+    t_wait_for 20 sh -c '[ "$(wc -l <"$0")" -ge 2 ]' "$d/obs.out"
+"$L" renew sh.obs --lease "$obs_lease" >/dev/null # a renewal: no line
+"$L" release sh.obs --lease "$obs_lease" >/dev/null
+obs_rc=0
+t_wait_for 30 sh -c '! kill -0 "$0" 2>/dev/null' "$obs_pid" || true
+wait "$obs_pid" || obs_rc=$?
+t_check "observe stops after --count 3 lines and exits 0 ($obs_rc)" \
+    test "$obs_rc" -eq 0 -a "$(wc -l <"$d/obs.out")" -eq 3
+t_check "observe's lines: free, held by obs-test with its token, free again" python3 -c '
+import json, sys
+ls = [json.loads(l) for l in open(sys.argv[1])]
+assert [l["held"] for l in ls] == [False, True, False], ls
+assert ls[0]["owner"] is None and ls[0]["fencing_token"] is None, ls
+assert ls[1]["owner"] == "obs-test" and ls[1]["fencing_token"] == int(sys.argv[2]), ls
+assert all(l["name"] == "sh.obs" for l in ls) and ls[1]["index"] != ls[2]["index"], ls
+' "$d/obs.out" "$obs_tok"
+
+# elect: three candidates in turn on one lockd. COMMAND logs "S time token"
+# when it starts and "E time token" when SIGTERM stops it; the log sorted by
+# time must alternate S and E (never two leaders) with growing tokens.
+lead='trap "echo E \$(date +%s%N) \$LOCKD_FENCING_TOKEN >>\"\$0\"; exit 0" TERM
+echo S $(date +%s%N) $LOCKD_FENCING_TOKEN >>"$0"; while :; do sleep 0.05; done'
+n_starts() { cat "$d/elect.log" 2>/dev/null | grep -c '^S' || true; }
+starts_ge() { [ "$(n_starts)" -ge "$1" ]; }
+"$L" elect sh.elect --session-ttl 1s -- sh -c "$lead" "$d/elect.log" 2>"$d/e1.err" &
+e1=$!
+T_PIDS="$T_PIDS $e1"
+t_check "elect: the first candidate leads" t_wait_for 30 starts_ge 1
+"$L" elect sh.elect --session-ttl 1s -- sh -c "$lead" "$d/elect.log" 2>"$d/e2.err" &
+e2=$!
+T_PIDS="$T_PIDS $e2"
+sleep 0.5
+t_check "elect: the second candidate waits while the first leads" test "$(n_starts)" -eq 1
+t_kill=$(date +%s%N)
+kill -TERM "$e1"
+e1_rc=0
+wait "$e1" || e1_rc=$?
+t_check "elect: SIGTERM stops COMMAND, resigns, exits 143 ($e1_rc)" test "$e1_rc" -eq 143
+t_check "elect: the second candidate leads after the SIGTERM" t_wait_for 30 starts_ge 2
+s2=$(grep '^S' "$d/elect.log" | sed -n 2p | cut -d' ' -f2)
+t_check "elect: SIGTERM handed over within 1 s ($(((s2 - t_kill) / 1000000)) ms)" \
+    test $((s2 - t_kill)) -lt 1000000000
+"$L" elect sh.elect --session-ttl 1s -- sh -c "$lead" "$d/elect.log" 2>"$d/e3.err" &
+e3=$!
+T_PIDS="$T_PIDS $e3"
+sleep 0.3
+t_kill=$(date +%s%N)
+kill -9 "$e2"
+t_check "elect: the third candidate leads after the leader's lockctl got SIGKILL" t_wait_for 40 starts_ge 3
+s3=$(grep '^S' "$d/elect.log" | sed -n 3p | cut -d' ' -f2)
+t_check "elect: SIGKILL handed over within session ttl + 1 s ($(((s3 - t_kill) / 1000000)) ms)" \
+    test $((s3 - t_kill)) -lt 2000000000
+kill -TERM "$e3"
+e3_rc=0
+wait "$e3" || e3_rc=$?
+t_check "elect: the third candidate exits 143 on SIGTERM ($e3_rc)" test "$e3_rc" -eq 143
+t_wait_for 20 sh -c '[ "$(grep -c "^E" "$0")" -ge 3 ]' "$d/elect.log" || true
+t_check "elect: one leader at a time, each with a larger token" sh -c '
+    [ "$(wc -l <"$0")" -eq 6 ] &&
+    sort -k2,2n "$0" | awk "BEGIN { w = \"S\" }
+        \$1 != w { bad = 1 }
+        \$1 == \"S\" { if (\$3 <= pt) bad = 1; pt = \$3; w = \"E\"; next }
+        { if (\$3 != pt) bad = 1; w = \"S\" }
+        END { exit bad }"' "$d/elect.log"
+t_check "elect: the lock is free after the last leader resigned" \
+    sh -c '"$0" status sh.elect | grep -qx "held=false"' "$L"
 
 # ---- run: a lease ttl shorter than the session ttl bounds how long COMMAND
 # may outlive its lockd. Two lockd share one redis-server; `run --ttl 1s

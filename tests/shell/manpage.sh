@@ -19,7 +19,7 @@ done
 for word in $(grep -oE -- '--[a-z][a-z-]+' "$T_TMP/help.txt" | sort -u); do
     t_check "option $word documented" grep -qF -- "$word" "$out"
 done
-for cmd in acquire renew release status list "session create" "session heartbeat" run health; do
+for cmd in acquire renew release status list "session create" "session heartbeat" run health elect observe; do
     t_check "command '$cmd' documented" grep -qF -- "lockctl $cmd" "$out"
 done
 for code in 64 69 75; do
