@@ -128,7 +128,9 @@ static void one_pair(struct th_client *c, const struct th_lockd *l, int slot, lo
             if (!atomic_load(&tolerate_down))
                 atomic_fetch_add(&failures, 1);
         } else {
-            fprintf(stderr, "client %ld: acquire %ld %s\n", id, r.status, r.body);
+            static atomic_int said;
+            if (atomic_fetch_add(&said, 1) < 5) /* the first few: a flood hides the cause */
+                fprintf(stderr, "client %ld: acquire %ld %s\n", id, r.status, r.body);
             atomic_fetch_add(&failures, 1);
         }
         th_resp_free(&r);
@@ -152,8 +154,11 @@ static void one_pair(struct th_client *c, const struct th_lockd *l, int slot, lo
     long st = http_status(c, "DELETE", url, NULL, hdr, NULL);
     /* in a fault case a release may find no majority (503), or, after two
      * of three nodes restarted empty, a lease that no majority holds any
-     * more (404): the lock was lost with the majority's data */
-    if (st != 200 && !(atomic_load(&tolerate_down) && (st == 503 || st == 404))) {
+     * more (404, or 409 when a lease re-asserted there by a lockd, issue 25,
+     * now holds those nodes): the lock was lost with the majority's data.
+     * Exclusion itself is what overlaps and regressions check. */
+    if (st != 200 &&
+        !(atomic_load(&tolerate_down) && (st == 503 || st == 404 || st == 409))) {
         fprintf(stderr, "client %ld: release %ld\n", id, st);
         atomic_fetch_add(&failures, 1);
     }
