@@ -225,14 +225,19 @@ static bool redis_ready(void *arg)
     return strstr(out, "PONG") != NULL || strstr(out, "NOAUTH") != NULL;
 }
 
+static int cluster_port(void);
+
 /* Starts redis-server with a config of its own; sentinel: the monitor lines
  * (NULL: a data node). */
 static void redis_spawn(struct th_redis *r, int port, const char *const *extra,
                         const char *sentinel)
 {
     const char *tmp = th_tmpdir();
-    if (port == 0)
-        port = free_port();
+    bool cluster = false;
+    for (const char *const *e = extra; e != NULL && *e != NULL; e++)
+        cluster = cluster || strcmp(*e, "cluster-enabled yes") == 0;
+    if (port == 0) /* a cluster node needs its bus port, +10000, too */
+        port = cluster ? cluster_port() : free_port();
     r->port = port;
     snprintf(r->dir, sizeof(r->dir), "%s/redis-%d", tmp, port);
     mkdir(r->dir, 0700);
