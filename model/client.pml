@@ -15,14 +15,19 @@ proctype client(byte c)
 {
   byte a, n, j, rc, l, r, tk, pt;
   bit hung, wait;
+#ifdef SOLO
+  a = (c == 0 -> 0 : K);  /* only client 0 acquires */
+#endif
   do
   :: cl_st[c] == C_IDLE && a < K && !(SESS(c) && (sl_on[c] || !s_alive[c])) ->
      n = 0;
 #if NN > 1
      if :: n = 1 :: skip fi;
 #endif
-#ifdef TRYONCE
+#if defined(TRYONCE)
      if :: wait = 1 :: wait = 0 fi;
+#elif defined(PLAIN_TRYONCE)
+     wait = SESS(c);    /* the plain client only tries once */
 #else
      wait = 1;
 #endif

@@ -84,5 +84,9 @@
 #define W_QUEUED 1
 #define W_ATTEMPTING 2
 
+#ifdef NOSESS
+#define SESS(c) 0       /* every client holds a plain lease (no sessions) */
+#else
 #define SESS(c) ((c) != 1)
+#endif
 #define LEASE(c, a) ((c)*K + (a) + 1)
