@@ -16,8 +16,11 @@ lockd_env() {
 # start_split NAME FORMAT: a lockd whose stdout and stderr go to separate files.
 start_split() {
     rm -f "$T_TMP/$1.port"
-    lockd_env --listen 127.0.0.1:0 --port_file "$T_TMP/$1.port" --log_format "$2" \
-        --session_ttl_ms 60000 >"$T_TMP/$1.out" 2>"$T_TMP/$1.err" &
+    # not through lockd_env: $! must be lockd itself, for the kills below
+    env -u LOCKD_BIN -u LOCKD_URL -u LOCKD_TOKEN -u LOCKD_TOKEN_FILE -u LOCKD_LEASE \
+        -u LOCKD_LOCK -u LOCKD_FENCING_TOKEN "$LOCKD_BIN" --listen 127.0.0.1:0 \
+        --port_file "$T_TMP/$1.port" --log_format "$2" --session_ttl_ms 60000 \
+        >"$T_TMP/$1.out" 2>"$T_TMP/$1.err" &
     T_LOCKD_PID=$!
     T_PIDS="$T_PIDS $T_LOCKD_PID"
     t_wait_for 100 t_port_ready "$T_TMP/$1.port" || { cat "$T_TMP/$1.err" >&2; exit 1; }
