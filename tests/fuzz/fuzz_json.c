@@ -63,7 +63,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             must(a.wait_ms >= 0 && a.wait_ms <= cfg.max_wait_ms, "acquire wait in range");
             must(a.owner != NULL && strlen(a.owner) <= 128, "owner bounded");
             must(a.session == NULL || strlen(a.session) <= PARSE_SESSION_MAX, "session bounded");
-            must(strcmp(a.mode, "exclusive") == 0 && a.limit == 1, "only exclusive for now");
+            /* read-write locks and semaphores (issue 22): shared, or a limit
+             * 1..PARSE_LIMIT_MAX; a semaphore has no modes */
+            bool shared = strcmp(a.mode, "shared") == 0;
+            must(shared || strcmp(a.mode, "exclusive") == 0, "mode is exclusive or shared");
+            must(a.limit >= 1 && a.limit <= PARSE_LIMIT_MAX, "limit in range");
+            must(!shared || a.limit == 1, "a semaphore has no modes");
             must(a.session != NULL || (!a.reentrant && a.max_hold_ms < 0), "session rules");
             /* The grant echoes the owner through json_out: byte for byte
              * what jansson would write for it. */
