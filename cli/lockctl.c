@@ -1198,6 +1198,23 @@ static void *hb_main(void *arg)
 }
 
 /* Builds COMMAND's environment: ours without old LOCKD_* lock vars, plus the new ones. */
+/* A 200 grant's lease (new, the caller frees), token and the lease's ttl
+ * (the asked ttl, or the default, when the answer has none); releases r.
+ * run and elect. */
+static char *grant_take(struct lc_resp *r, long long ttl_ms, json_int_t *token,
+                        json_int_t *lease_ttl)
+{
+    char *lease = strdup(resp_str(r, "lease"));
+    if (lease == NULL)
+        abort();
+    *token = json_integer_value(json_object_get(r->body, "fencing_token"));
+    *lease_ttl = json_integer_value(json_object_get(r->body, "ttl_ms"));
+    if (*lease_ttl <= 0)
+        *lease_ttl = ttl_ms > 0 ? ttl_ms : LOCKCTL_DEFAULT_TTL_MS;
+    resp_release(r);
+    return lease;
+}
+
 static char **run_env(const char *name, const char *lease, json_int_t token)
 {
     size_t n = 0;
@@ -1367,14 +1384,8 @@ static int cmd_run(struct lc_ctx *x)
         resp_release(&r);
         goto out;
     }
-    lease = strdup(resp_str(&r, "lease"));
-    if (lease == NULL)
-        abort();
-    json_int_t token = json_integer_value(json_object_get(r.body, "fencing_token"));
-    json_int_t lease_ttl = json_integer_value(json_object_get(r.body, "ttl_ms"));
-    if (lease_ttl <= 0)
-        lease_ttl = ttl_ms > 0 ? ttl_ms : LOCKCTL_DEFAULT_TTL_MS;
-    resp_release(&r);
+    json_int_t token, lease_ttl;
+    lease = grant_take(&r, ttl_ms, &token, &lease_ttl);
     env = run_env(name, lease, token);
 
     /* 4. COMMAND. Signals for lockctl go on to COMMAND while it runs. */
@@ -1686,14 +1697,8 @@ static enum elect_turn elect_campaign(struct lc_ctx *x, const char *owner, long 
         turn = ELECT_EXIT;
         goto out;
     }
-    lease = strdup(resp_str(&r, "lease"));
-    if (lease == NULL)
-        abort();
-    json_int_t token = json_integer_value(json_object_get(r.body, "fencing_token"));
-    json_int_t lease_ttl = json_integer_value(json_object_get(r.body, "ttl_ms"));
-    if (lease_ttl <= 0)
-        lease_ttl = ttl_ms > 0 ? ttl_ms : LOCKCTL_DEFAULT_TTL_MS;
-    resp_release(&r);
+    json_int_t token, lease_ttl;
+    lease = grant_take(&r, ttl_ms, &token, &lease_ttl);
     env = run_env(name, lease, token);
 
     /* 4. lead: COMMAND until it ends, leadership is lost, or a stop signal */
@@ -1755,7 +1760,7 @@ static enum elect_turn elect_campaign(struct lc_ctx *x, const char *owner, long 
         turn = ELECT_EXIT;
     } else if (!lost) {
         /* COMMAND ended by itself: so does lockctl, with its status */
-        *rc = WIFEXITED(status)   ? WEXITSTATUS(status)
+        *rc = WIFEXITED(status)     ? WEXITSTATUS(status)
               : WIFSIGNALED(status) ? 128 + WTERMSIG(status)
                                     : LOCKCTL_EX_FAILED;
         turn = ELECT_EXIT;
