@@ -362,12 +362,47 @@ static void t_exclusion_across_restart(void)
     CHECK_EQ_INT(atomic_load(&regressions), 0);
 }
 
+/* reassert.lua on its own (redis-cli --eval): the fence counter is raised
+ * to a re-asserted lease's token, never lowered, also when a watcher marked
+ * it ('<n>w', issue 26), and the mark stays; a lock another lease holds is
+ * never overwritten. Fencing tokens only ever increase. */
+static const char *reassert(const char *lease, const char *tok)
+{
+    static char args[1024];
+    const char *repo = getenv("REPO");
+    snprintf(args, sizeof(args),
+             "--eval %s/server/scripts/reassert.lua 'ra:m' 'ra:g' 'ra:{n}' , 0 0 86400000 "
+             "%s %s '0 5000 o' 5000",
+             repo ? repo : ".", lease, tok);
+    return th_redis_cli(&R, args);
+}
+
+static void t_reassert_never_lowers_counter(void)
+{
+    const char *a = "0123456789abcdef0123456789abcdef", *b = "fedcba9876543210fedcba9876543210";
+    th_redis_cli(&R, "DEL 'ra:{n}' 'ra:{n}:fence' ra:m ra:g");
+    th_redis_cli(&R, "SET 'ra:{n}:fence' 500w");
+    reassert(a, "400");
+    CHECK(strncmp(th_redis_cli(&R, "GET 'ra:{n}:fence'"), "500w\n", 5) == 0);
+    CHECK(strncmp(th_redis_cli(&R, "GET 'ra:{n}'"), "1", 1) == 0); /* put back */
+    th_redis_cli(&R, "DEL 'ra:{n}'");
+    th_redis_cli(&R, "SET 'ra:{n}:fence' 300w");
+    reassert(a, "400");
+    CHECK(strncmp(th_redis_cli(&R, "GET 'ra:{n}:fence'"), "400w\n", 5) == 0);
+    th_redis_cli(&R, "DEL 'ra:{n}:fence'");
+    reassert(b, "900"); /* a holds it: b is not put over it */
+    CHECK(strstr(th_redis_cli(&R, "GET 'ra:{n}'"), a) != NULL);
+    CHECK(strncmp(th_redis_cli(&R, "GET 'ra:{n}:fence'"), "900\n", 4) == 0);
+    th_redis_cli(&R, "DEL 'ra:{n}' 'ra:{n}:fence' ra:m ra:g");
+}
+
 int main(void)
 {
     th_redis_start(&R, 0, NULL);
     snprintf(redis_url, sizeof(redis_url), "redis://127.0.0.1:%d", R.port);
     lockd_on(&L1, "2000");
     lockd_on(&L2, "2000");
+    TH_RUN(t_reassert_never_lowers_counter);
     TH_RUN(t_hundred_leases);
     TH_RUN(t_exclusion_across_restart);
     th_lockd_kill(&L1, SIGKILL);
