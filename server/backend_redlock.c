@@ -40,6 +40,7 @@ struct rl_sub {
     bool done;
     enum lk_code code;
     int64_t token, ttl_ms, delay_ms;
+    int64_t index; /* BK_INSPECT: this node's index (inspect.lua: 2n or 2n+1) */
     bool has_holder;
     struct bk_holder holder;
     /* BK_LIST: the entries this node listed (the listing node only) */
@@ -462,6 +463,51 @@ static void agree_eval(struct rl_call *c)
 
 /* ---------------------------------------------------------------- inspect */
 
+/*
+ * The index (DESIGN.md §Watching) of the majority view, from what the nodes
+ * that answered said; the same on every lockd that hears the same answers.
+ * Held by a majority: 2T, T the holder's token (the majority agrees on it).
+ * Otherwise (free, a lock-delay, no view a majority shares): 2C+1, where C
+ * is the k-th largest fence counter among the m nodes that answered, k = m
+ * + quorum - n (the quorum-th largest when all answered, the largest when
+ * only a majority did), a node's counter being its own index / 2. Why it
+ * moves on every change of the majority's holders:
+ *  - a grant of T: every granting node's counter was below T, and a
+ *    majority granted, so before it fewer than k answering nodes counted T
+ *    or more: the free index was below 2T;
+ *  - the end of T (release, expiry, force): its write-back left a majority
+ *    counting T or more, and k of any m answering nodes include one of
+ *    them: the free index is 2C+1 > 2T;
+ *  - renewals and reentrant holds touch no counter and no token.
+ * A failed acquire that reached a minority (a split vote, undone) may raise
+ * C too: a watcher then wakes, sees the same holders and asks again. While a
+ * node is down or slow, a view of fewer nodes may read a lower C once: the
+ * watcher is answered at once, as for any other index, and asks again.
+ */
+static int64_t majority_index(const struct rl_call *c, const struct bk_holder *held)
+{
+    if (held != NULL)
+        return 2 * held->fencing_token;
+    int64_t cs[RL_MAX_NODES];
+    int m = 0;
+    for (int i = 0; i < c->rl->n; i++)
+        if (c->sub[i].done && c->sub[i].code == LK_OK)
+            cs[m++] = c->sub[i].index / 2;
+    int k = m + c->rl->quorum - c->rl->n;
+    if (k < 1)
+        k = 1;
+    if (m == 0)
+        return 1;
+    /* the k-th largest: sort descending (n <= 15) */
+    for (int i = 1; i < m; i++)
+        for (int j = i; j > 0 && cs[j] > cs[j - 1]; j--) {
+            int64_t t = cs[j];
+            cs[j] = cs[j - 1];
+            cs[j - 1] = t;
+        }
+    return 2 * cs[k - 1] + 1;
+}
+
 /* The majority view: held when a majority report the same holder; in a
  * lock-delay when a majority see one; else free. 503 without a majority of
  * answers. */
@@ -494,6 +540,7 @@ static void inspect_eval(struct rl_call *c)
         copy = *h;
         r.holders = &copy;
         r.nholders = 1;
+        r.index = majority_index(c, &copy);
     } else if (delayed >= q) {
         r.delay_ms = delay;
     } else if (free_n >= q || (t.pending == 0 && t.answered >= q)) {
@@ -505,6 +552,8 @@ static void inspect_eval(struct rl_call *c)
     } else {
         return; /* wait for more */
     }
+    if (r.nholders == 0)
+        r.index = majority_index(c, NULL);
     call_answer(c, &r);
 }
 
@@ -563,8 +612,11 @@ static void list_answer(struct rl_call *c, const int *votes)
     struct bk_entry *keep = lk_calloc(s->nentries ? s->nentries : 1, sizeof(*keep));
     size_t k = 0;
     for (size_t i = 0; i < s->nentries; i++)
-        if (votes == NULL || votes[i] >= c->rl->quorum)
-            keep[k++] = s->entries[i];
+        if (votes == NULL || votes[i] >= c->rl->quorum) {
+            keep[k] = s->entries[i];
+            /* held by a majority: inspect's index (majority_index) */
+            keep[k++].index = 2 * s->entries[i].holder.fencing_token;
+        }
     char cur[1100];
     struct bk_res r;
     bk_res_init(&r, LK_OK);
@@ -653,6 +705,7 @@ static void sub_done(void *arg, const struct bk_res *r)
     s->token = r->fencing_token;
     s->ttl_ms = r->ttl_ms;
     s->delay_ms = r->delay_ms;
+    s->index = r->index;
     if (r->nholders > 0) {
         s->has_holder = true;
         s->holder = r->holders[0];
@@ -894,8 +947,11 @@ static const struct backend_ops rl_ops = {
     /* no BK_CAP_LIMIT: a semaphore's holders would have to agree across
      * independent nodes that each admit `limit` of their own, and a
      * majority of them can hold different sets: no count a majority
-     * enforces. No BK_CAP_SHARED yet (read-write locks are another branch). */
-    .caps = BK_CAP_FLOOR | BK_CAP_FORCE,
+     * enforces. No BK_CAP_SHARED yet (read-write locks are another branch).
+     * BK_CAP_INDEX: the majority view's index (majority_index); every node
+     * publishes the changes a watcher marked, and every node's subscriber
+     * wakes this lockd's watchers (rl_set_release_hook, rl_watch). */
+    .caps = BK_CAP_FLOOR | BK_CAP_FORCE | BK_CAP_INDEX,
     .attach = rl_attach,
     .detach = rl_detach,
     .submit = rl_submit,
