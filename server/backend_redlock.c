@@ -464,28 +464,31 @@ static void agree_eval(struct rl_call *c)
 /* ---------------------------------------------------------------- inspect */
 
 /*
- * The index (DESIGN.md §Watching) of the majority view, from what the nodes
- * that answered said; the same on every lockd that hears the same answers.
- * Held by a majority: 2T, T the holder's token (the majority agrees on it).
- * Otherwise (free, a lock-delay, no view a majority shares): 2C+1, where C
- * is the k-th largest fence counter among the m nodes that answered, k = m
- * + quorum - n (the quorum-th largest when all answered, the largest when
- * only a majority did), a node's counter being its own index / 2. Why it
- * moves on every change of the majority's holders:
+ * The index (DESIGN.md §Watching) of the majority view, the same on every
+ * lockd. Held by a majority: 2T, T the holder's token (the majority agrees
+ * on it). Otherwise (free, a lock-delay, no view a majority shares): 2C+1,
+ * where C is the counter a majority of the nodes count at least: the
+ * quorum-th largest fence counter of all n nodes (a node's counter is its
+ * own index / 2). From the m nodes that answered so far it lies between the
+ * quorum-th largest of them (lo) and the (m + quorum - n)-th largest (hi):
+ * *known is false while those differ and answers are pending (nodes that
+ * agree, the usual case, decide it at once; a node that does not answer
+ * in time leaves lo). Why it moves on every change of the majority's
+ * holders:
  *  - a grant of T: every granting node's counter was below T, and a
- *    majority granted, so before it fewer than k answering nodes counted T
- *    or more: the free index was below 2T;
+ *    majority granted, so fewer than a majority counted T or more: C < T;
  *  - the end of T (release, expiry, force): its write-back left a majority
- *    counting T or more, and k of any m answering nodes include one of
- *    them: the free index is 2C+1 > 2T;
+ *    counting T or more: C >= T, 2C+1 > 2T;
  *  - renewals and reentrant holds touch no counter and no token.
- * A failed acquire that reached a minority (a split vote, undone) may raise
- * C too: a watcher then wakes, sees the same holders and asks again. While a
- * node is down or slow, a view of fewer nodes may read a lower C once: the
- * watcher is answered at once, as for any other index, and asks again.
+ * An acquire that reached only a minority (a split vote, undone) may move C
+ * too: a watcher then wakes, sees the same holders and asks again. While a
+ * node is down, C comes from the others and may read lower (once: the
+ * watcher is answered at once and asks again).
  */
-static int64_t majority_index(const struct rl_call *c, const struct bk_holder *held)
+static int64_t majority_index(const struct rl_call *c, const struct bk_holder *held, int pending,
+                              bool *known)
 {
+    *known = true;
     if (held != NULL)
         return 2 * held->fencing_token;
     int64_t cs[RL_MAX_NODES];
@@ -493,19 +496,20 @@ static int64_t majority_index(const struct rl_call *c, const struct bk_holder *h
     for (int i = 0; i < c->rl->n; i++)
         if (c->sub[i].done && c->sub[i].code == LK_OK)
             cs[m++] = c->sub[i].index / 2;
-    int k = m + c->rl->quorum - c->rl->n;
-    if (k < 1)
-        k = 1;
-    if (m == 0)
-        return 1;
-    /* the k-th largest: sort descending (n <= 15) */
+    /* descending (n <= 15) */
     for (int i = 1; i < m; i++)
         for (int j = i; j > 0 && cs[j] > cs[j - 1]; j--) {
             int64_t t = cs[j];
             cs[j] = cs[j - 1];
             cs[j - 1] = t;
         }
-    return 2 * cs[k - 1] + 1;
+    int q = c->rl->quorum, k = m + q - c->rl->n;
+    if (m < q || k < 1) { /* not a majority's answers (the caller waits or gives up) */
+        *known = pending == 0;
+        return m > 0 ? 2 * cs[m - 1] + 1 : 1;
+    }
+    *known = cs[q - 1] == cs[k - 1] || pending == 0;
+    return 2 * cs[q - 1] + 1;
 }
 
 /* The majority view: held when a majority report the same holder; in a
@@ -540,7 +544,6 @@ static void inspect_eval(struct rl_call *c)
         copy = *h;
         r.holders = &copy;
         r.nholders = 1;
-        r.index = majority_index(c, &copy);
     } else if (delayed >= q) {
         r.delay_ms = delay;
     } else if (free_n >= q || (t.pending == 0 && t.answered >= q)) {
@@ -552,8 +555,10 @@ static void inspect_eval(struct rl_call *c)
     } else {
         return; /* wait for more */
     }
-    if (r.nholders == 0)
-        r.index = majority_index(c, NULL);
+    bool known;
+    r.index = majority_index(c, r.nholders > 0 ? &copy : NULL, t.pending, &known);
+    if (!known)
+        return; /* the counters answered so far disagree: wait for the rest */
     call_answer(c, &r);
 }
 
