@@ -9,8 +9,8 @@
 # 1 s and on SIGKILL within the session ttl + 1 s; a leader whose lock an
 # operator force-unlocks stops COMMAND and campaigns again, and the other
 # takes over with a larger token), and, with two lockd on one
-# redis-server, COMMAND stopped before a lease ttl shorter than the session
-# ttl lets another client in.
+# redis-server, COMMAND (of run, and of elect's leader) stopped before a
+# lease ttl shorter than the session ttl lets another client in.
 set -eu
 . "$(dirname "$0")/lib/common.sh"
 
@@ -397,6 +397,44 @@ if t_start_redis redis; then
     }
     safety_case killed KILL
     safety_case hung STOP
+
+    # elect: the leader's lockd hangs (SIGSTOP), so its session can no longer
+    # be kept; the lease (1 s, shorter than the 10 s session ttl) expires in
+    # redis and the candidate on the other lockd leads. The hung side's
+    # COMMAND must have stopped before the other's started, with a larger
+    # token after; once its lockd answers again it campaigns again.
+    t_start_lockd lockd-ea --redis "$T_REDIS_URL"
+    ea_url=$T_LOCKD_URL ea_pid=$T_LOCKD_PID
+    t_start_lockd lockd-eb --redis "$T_REDIS_URL"
+    eb_url=$T_LOCKD_URL
+    el="$d/elect-hung.log"
+    eh_starts() { cat "$el" 2>/dev/null | grep -c '^S' || true; }
+    eh_starts_ge() { [ "$(eh_starts)" -ge "$1" ]; }
+    "$L" --url "$ea_url" elect sh.elect.hung --ttl 1s --session-ttl 10s -- sh -c "$lead" "$el" 2>"$d/eha.err" &
+    eha=$!
+    T_PIDS="$T_PIDS $eha"
+    t_check "elect/hung: the candidate on lockd A leads" t_wait_for 50 eh_starts_ge 1
+    "$L" --url "$eb_url" elect sh.elect.hung --ttl 1s --session-ttl 10s -- sh -c "$lead" "$el" 2>"$d/ehb.err" &
+    ehb=$!
+    T_PIDS="$T_PIDS $ehb"
+    sleep 0.5
+    t_check "elect/hung: the candidate on lockd B waits" test "$(eh_starts)" -eq 1
+    kill -STOP "$ea_pid"
+    t_check "elect/hung: B's candidate leads once A's lease expired" t_wait_for 150 eh_starts_ge 2
+    t_check "elect/hung: A's COMMAND stopped before B's started, B's token larger" sh -c '
+        sort -k2,2n "$0" | awk "BEGIN { w = \"S\" }
+            \$1 != w { bad = 1 }
+            \$1 == \"S\" { if (\$3 <= pt) bad = 1; pt = \$3; w = \"E\"; next }
+            { if (\$3 != pt) bad = 1; w = \"S\" }
+            END { exit bad }"' "$el"
+    kill -CONT "$ea_pid"
+    t_check "elect/hung: A's lockctl campaigns again when its lockd answers" \
+        t_wait_for 150 grep -q "campaigning again" "$d/eha.err"
+    kill -TERM "$ehb"
+    wait "$ehb" || true
+    t_check "elect/hung: A's candidate leads again after B resigned" t_wait_for 150 eh_starts_ge 3
+    kill -TERM "$eha"
+    wait "$eha" || true
 else
     echo "# redis-server not installed: the two-lockd lease-ttl test is skipped"
 fi
