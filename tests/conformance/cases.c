@@ -857,8 +857,7 @@ static void case_index(struct cf *c)
     }
     if (!(c->be.ops->caps & BK_CAP_SHARED))
         return;
-    const struct cf_res *r =
-        cf_acquire_as(c, "ix-s", LEASE_A, "r1", 60000, BK_SHARED, 1, false);
+    const struct cf_res *r = cf_acquire_as(c, "ix-s", LEASE_A, "r1", 60000, BK_SHARED, 1, false);
     CHECK_EQ_INT(r->code, LK_OK);
     int64_t s1 = index_of(c, "ix-s");
     CHECK_EQ_INT(listed_index(c, "ix-s"), s1);
