@@ -142,7 +142,8 @@ struct bk_res {
     /* INSPECT (BK_CAP_INDEX): below 2^53, greater after every change of the
      * name's holders (grant, release, expiry, forced release), the same
      * otherwise (renewals), the same for every lockd on this backend. A
-     * name the backend no longer remembers may answer a lower one (0). */
+     * name the backend no longer remembers may answer a lower one (0).
+     * Redlock: the majority's view (backend_redlock.c, majority_index). */
     int64_t index;
     /* LIST */
     const struct bk_entry *entries;

@@ -519,17 +519,18 @@ static void handle_list(struct rcmd *cmd, const redisReply *r)
 {
     if (!is_array(r, 1) || r->element[0]->type != REDIS_REPLY_STRING)
         return;
-    size_t n = (r->elements - 1) / 8; /* name owner token sb pttl mode limit count */
+    size_t n = (r->elements - 1) / 9; /* name owner token sb pttl mode limit count index */
     struct bk_entry *ents = lk_calloc(n ? n : 1, sizeof(*ents));
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
-        redisReply **el = r->element + 1 + 8 * i;
+        redisReply **el = r->element + 1 + 9 * i;
         if (el[0]->type != REDIS_REPLY_STRING)
             continue;
         ents[k].name = el[0]->str; /* valid while the reply lives: during the callback */
         holder_from_mode(el + 1, true, &ents[k].holder);
         ents[k].limit = rint64(el[6]);
         ents[k].nholders = (size_t)rint64(el[7]);
+        ents[k].index = rint64(el[8]);
         k++;
     }
     struct bk_res out;

@@ -40,6 +40,7 @@ struct rl_sub {
     bool done;
     enum lk_code code;
     int64_t token, ttl_ms, delay_ms;
+    int64_t index; /* BK_INSPECT: this node's index (inspect.lua: 2n or 2n+1) */
     bool has_holder;
     struct bk_holder holder;
     /* BK_LIST: the entries this node listed (the listing node only) */
@@ -462,6 +463,55 @@ static void agree_eval(struct rl_call *c)
 
 /* ---------------------------------------------------------------- inspect */
 
+/*
+ * The index (DESIGN.md §Watching) of the majority view, the same on every
+ * lockd. Held by a majority: 2T, T the holder's token (the majority agrees
+ * on it). Otherwise (free, a lock-delay, no view a majority shares): 2C+1,
+ * where C is the counter a majority of the nodes count at least: the
+ * quorum-th largest fence counter of all n nodes (a node's counter is its
+ * own index / 2). From the m nodes that answered so far it lies between the
+ * quorum-th largest of them (lo) and the (m + quorum - n)-th largest (hi):
+ * *known is false while those differ and answers are pending (nodes that
+ * agree, the usual case, decide it at once; a node that does not answer
+ * in time leaves lo). Why it moves on every change of the majority's
+ * holders:
+ *  - a grant of T: every granting node's counter was below T, and a
+ *    majority granted, so fewer than a majority counted T or more: C < T;
+ *  - the end of T (release, expiry, force): its write-back left a majority
+ *    counting T or more: C >= T, 2C+1 > 2T;
+ *  - renewals and reentrant holds touch no counter and no token.
+ * An acquire that reached only a minority (a split vote, undone) may move C
+ * too: a watcher then wakes, sees the same holders and asks again. While a
+ * node is down, C comes from the others and may read lower (once: the
+ * watcher is answered at once and asks again).
+ */
+static int64_t majority_index(const struct rl_call *c, const struct bk_holder *held, int pending,
+                              bool *known)
+{
+    *known = true;
+    if (held != NULL)
+        return 2 * held->fencing_token;
+    int64_t cs[RL_MAX_NODES];
+    int m = 0;
+    for (int i = 0; i < c->rl->n; i++)
+        if (c->sub[i].done && c->sub[i].code == LK_OK)
+            cs[m++] = c->sub[i].index / 2;
+    /* descending (n <= 15) */
+    for (int i = 1; i < m; i++)
+        for (int j = i; j > 0 && cs[j] > cs[j - 1]; j--) {
+            int64_t t = cs[j];
+            cs[j] = cs[j - 1];
+            cs[j - 1] = t;
+        }
+    int q = c->rl->quorum, k = m + q - c->rl->n;
+    if (m < q || k < 1) { /* not a majority's answers (the caller waits or gives up) */
+        *known = pending == 0;
+        return m > 0 ? 2 * cs[m - 1] + 1 : 1;
+    }
+    *known = cs[q - 1] == cs[k - 1] || pending == 0;
+    return 2 * cs[q - 1] + 1;
+}
+
 /* The majority view: held when a majority report the same holder; in a
  * lock-delay when a majority see one; else free. 503 without a majority of
  * answers. */
@@ -505,6 +555,10 @@ static void inspect_eval(struct rl_call *c)
     } else {
         return; /* wait for more */
     }
+    bool known;
+    r.index = majority_index(c, r.nholders > 0 ? &copy : NULL, t.pending, &known);
+    if (!known)
+        return; /* the counters answered so far disagree: wait for the rest */
     call_answer(c, &r);
 }
 
@@ -563,8 +617,11 @@ static void list_answer(struct rl_call *c, const int *votes)
     struct bk_entry *keep = lk_calloc(s->nentries ? s->nentries : 1, sizeof(*keep));
     size_t k = 0;
     for (size_t i = 0; i < s->nentries; i++)
-        if (votes == NULL || votes[i] >= c->rl->quorum)
-            keep[k++] = s->entries[i];
+        if (votes == NULL || votes[i] >= c->rl->quorum) {
+            keep[k] = s->entries[i];
+            /* held by a majority: inspect's index (majority_index) */
+            keep[k++].index = 2 * s->entries[i].holder.fencing_token;
+        }
     char cur[1100];
     struct bk_res r;
     bk_res_init(&r, LK_OK);
@@ -653,6 +710,7 @@ static void sub_done(void *arg, const struct bk_res *r)
     s->token = r->fencing_token;
     s->ttl_ms = r->ttl_ms;
     s->delay_ms = r->delay_ms;
+    s->index = r->index;
     if (r->nholders > 0) {
         s->has_holder = true;
         s->holder = r->holders[0];
@@ -894,8 +952,11 @@ static const struct backend_ops rl_ops = {
     /* no BK_CAP_LIMIT: a semaphore's holders would have to agree across
      * independent nodes that each admit `limit` of their own, and a
      * majority of them can hold different sets: no count a majority
-     * enforces. No BK_CAP_SHARED yet (read-write locks are another branch). */
-    .caps = BK_CAP_FLOOR | BK_CAP_FORCE,
+     * enforces. No BK_CAP_SHARED yet (read-write locks are another branch).
+     * BK_CAP_INDEX: the majority view's index (majority_index); every node
+     * publishes the changes a watcher marked, and every node's subscriber
+     * wakes this lockd's watchers (rl_set_release_hook, rl_watch). */
+    .caps = BK_CAP_FLOOR | BK_CAP_FORCE | BK_CAP_INDEX,
     .attach = rl_attach,
     .detach = rl_detach,
     .submit = rl_submit,

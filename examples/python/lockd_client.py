@@ -85,6 +85,28 @@ class Lockd:
     def inspect(self, name):
         return self._call("GET", "/locks/" + self._name(name))
 
+    def watch(self, name, index, wait_ms=30000):
+        """Long-polls until the lock's index is no longer `index` or wait_ms
+        passes; returns the inspect body (its "index" to pass next time)."""
+        q = urllib.parse.urlencode({"index": index, "wait_ms": wait_ms})
+        return self._call("GET", "/locks/" + self._name(name) + "?" + q,
+                          timeout=self.timeout + wait_ms / 1000.0)
+
+    def create_session(self, ttl_ms=10000, owner=None):
+        """Returns the session's id; its locks go when it ends or expires."""
+        body = {"ttl_ms": ttl_ms}
+        if owner:
+            body["owner"] = owner
+        return self._call("POST", "/sessions", body)["session"]
+
+    def heartbeat(self, session):
+        """Extends the session; the body's "lost" names locks it lost."""
+        return self._call("PUT", "/sessions/" + self._name(session))
+
+    def end_session(self, session):
+        """Ends the session and releases its locks at once."""
+        return self._call("DELETE", "/sessions/" + self._name(session))
+
     def lock(self, name, ttl_ms=30000, wait_ms=0, owner=None):
         return _Held(self, name, ttl_ms, wait_ms, owner)
 

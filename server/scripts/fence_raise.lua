@@ -9,9 +9,10 @@
 -- Returns 1 when the lease still holds the lock here, else 0 (the counter
 -- is raised either way).
 local lock, fence, lease, token = KEYS[1], KEYS[2], ARGV[1], ARGV[2]
-local cur = tonumber(string.match(redis.call('GET', fence) or '0', '^%d*')) or 0 -- '<n>w': _shared.lua
-if cur < tonumber(token) then
-  redis.call('SET', fence, token, 'PX', 'FENCE_RETENTION_MS')
+-- '<n>w': a watcher's mark (_shared.lua), kept: the next grant here publishes
+local n, w = string.match(redis.call('GET', fence) or '0', '^(%d*)(w?)$')
+if (tonumber(n or '') or 0) < tonumber(token) then
+  redis.call('SET', fence, token .. (w or ''), 'PX', 'FENCE_RETENTION_MS')
 end
 local v = redis.call('GET', lock)
 if not v or v == 'd' then

@@ -4,9 +4,10 @@
 -- ARGV: SCAN cursor, span end ('' for none), name to resume after ('' for
 -- none), MATCH pattern ('<prefix>{<filter>*}'), limit, prefix length.
 -- Returns {next_cursor, name, owner, token, sb, pttl, mode, limit, count,
--- name, ...}: mode '0' exclusive (or a semaphore's slot), '1' shared; for
--- shared holders or a semaphore (_shared.lua) the holder is the one that
--- expires last and count counts the live ones (O(log N) each).
+-- index, name, ...}: mode '0' exclusive (or a semaphore's slot), '1' shared;
+-- for shared holders or a semaphore (_shared.lua) the holder is the one that
+-- expires last and count counts the live ones (O(log N) each); index as
+-- inspect.lua gives it (_shared.lua: 2n held exclusive, 2n+1 shared).
 --
 -- A page runs SCAN calls (at most 8) until it holds limit locks or the walk
 -- ends. COUNT is only a hint: one call may return more keys than the page
@@ -38,6 +39,13 @@ local function place(c)
     v = (v - b) / 2
   end
   return r
+end
+
+-- The name's fence counter (a watcher's mark, '<n>w', aside), as inspect.lua
+-- reads it: the index is 2n or 2n+1.
+local function fence_n(k)
+  local f = redis.call('GET', k .. ':fence')
+  return tonumber(string.match(f or '0', '^%d*')) or 0
 end
 
 local out = {'0'}
@@ -84,6 +92,7 @@ for _ = 1, 8 do
         out[#out + 1] = mode or '1'
         out[#out + 1] = tonumber(string.match(v, '^s%d%d (%d+)')) or 1
         out[#out + 1] = live
+        out[#out + 1] = 2 * fence_n(k) + 1
         taken = taken + 1
       end
     elseif type(v) == 'string' then
@@ -97,6 +106,7 @@ for _ = 1, 8 do
         out[#out + 1] = '0'
         out[#out + 1] = 1
         out[#out + 1] = 1
+        out[#out + 1] = 2 * fence_n(k)
         taken = taken + 1
       end
     end

@@ -783,6 +783,99 @@ static void case_force_release(struct cf *c)
     CHECK_EQ_INT(cf_inspect(c, "force-sem")->nholders, 0);
 }
 
+/* BK_CAP_INDEX (DESIGN.md §Watching): a name's index grows on every change
+ * of its holders (a grant, a release, an expiry, a forced release, another
+ * shared holder) and stays put otherwise (a renewal, a refused acquire, a
+ * watcher's inspect, which only marks the name); a listing entry carries
+ * the index inspect gives. */
+static int64_t index_of(struct cf *c, const char *name)
+{
+    const struct cf_res *r = cf_inspect(c, name);
+    CHECK_EQ_INT(r->code, LK_OK);
+    CHECK(r->index >= 0 && r->index < (1LL << 53));
+    return r->index;
+}
+
+/* The index name's listing entry carries (name is its own prefix). */
+static int64_t listed_index(struct cf *c, const char *name)
+{
+    static struct cf_res res;
+    char cursor[1024] = "";
+    for (int page = 0; page < 100; page++) {
+        struct bk_req q = {.op = BK_LIST, .prefix = name, .cursor = cursor, .count = 10};
+        cf_submit(c, &q, &res);
+        CHECK_EQ_INT(res.code, LK_OK);
+        for (size_t i = 0; i < res.nentries; i++)
+            if (strcmp(res.entries[i].name, name) == 0)
+                return res.entries[i].index;
+        if (!res.has_next)
+            break;
+        snprintf(cursor, sizeof(cursor), "%s", res.next_cursor);
+    }
+    th_fail(__FILE__, __LINE__, "'%s' is not listed", name);
+    return -1;
+}
+
+static void case_index(struct cf *c)
+{
+    int64_t i0 = index_of(c, "ix-a");
+    cf_grant(c, "ix-a", LEASE_A, "one");
+    int64_t i1 = index_of(c, "ix-a");
+    CHECK(i1 > i0);
+    CHECK_EQ_INT(listed_index(c, "ix-a"), i1);
+    CHECK_EQ_INT(cf_renew(c, "ix-a", LEASE_A, 30000)->code, LK_OK);
+    CHECK_EQ_INT(index_of(c, "ix-a"), i1);
+    static struct cf_res res;
+    struct bk_req w = {.op = BK_INSPECT, .name = "ix-a", .wait = true};
+    cf_submit(c, &w, &res);
+    CHECK_EQ_INT(res.code, LK_OK);
+    CHECK_EQ_INT(res.index, i1);
+    CHECK_EQ_INT(cf_acquire(c, "ix-a", LEASE_B, "", 1000)->code, LK_LOCKED);
+    CHECK_EQ_INT(index_of(c, "ix-a"), i1);
+    CHECK_EQ_INT(listed_index(c, "ix-a"), i1);
+
+    CHECK_EQ_INT(cf_release(c, "ix-a", LEASE_A, 0)->code, LK_OK);
+    int64_t i2 = index_of(c, "ix-a");
+    CHECK(i2 > i1);
+    CHECK_EQ_INT(index_of(c, "ix-a"), i2);
+
+    CHECK_EQ_INT(cf_acquire(c, "ix-a", LEASE_B, "", 150)->code, LK_OK);
+    int64_t i3 = index_of(c, "ix-a");
+    CHECK(i3 > i2);
+    wait_free(c, "ix-a", 2000);
+    int64_t i4 = index_of(c, "ix-a");
+    CHECK(i4 > i3);
+
+    if (c->be.ops->caps & BK_CAP_FORCE) {
+        cf_grant(c, "ix-a", LEASE_C, "");
+        int64_t i5 = index_of(c, "ix-a");
+        CHECK(i5 > i4);
+        struct bk_req f = {.op = BK_FORCE_RELEASE, .name = "ix-a"};
+        cf_submit(c, &f, &res);
+        CHECK_EQ_INT(res.code, LK_OK);
+        CHECK(index_of(c, "ix-a") > i5);
+    }
+    if (!(c->be.ops->caps & BK_CAP_SHARED))
+        return;
+    const struct cf_res *r = cf_acquire_as(c, "ix-s", LEASE_A, "r1", 60000, BK_SHARED, 1, false);
+    CHECK_EQ_INT(r->code, LK_OK);
+    int64_t s1 = index_of(c, "ix-s");
+    CHECK_EQ_INT(listed_index(c, "ix-s"), s1);
+    r = cf_acquire_as(c, "ix-s", LEASE_B, "r2", 60000, BK_SHARED, 1, false);
+    CHECK_EQ_INT(r->code, LK_OK);
+    int64_t s2 = index_of(c, "ix-s");
+    CHECK(s2 > s1);
+    CHECK_EQ_INT(listed_index(c, "ix-s"), s2);
+    CHECK_EQ_INT(cf_renew(c, "ix-s", LEASE_A, 30000)->code, LK_OK);
+    CHECK_EQ_INT(index_of(c, "ix-s"), s2);
+    CHECK_EQ_INT(cf_release(c, "ix-s", LEASE_A, 0)->code, LK_OK);
+    int64_t s3 = index_of(c, "ix-s");
+    CHECK(s3 > s2);
+    CHECK_EQ_INT(listed_index(c, "ix-s"), s3);
+    CHECK_EQ_INT(cf_release(c, "ix-s", LEASE_B, 0)->code, LK_OK);
+    CHECK(index_of(c, "ix-s") > s3);
+}
+
 const struct cf_case cf_cases[] = {
     {"grant_and_refusal", case_grant_and_refusal, 0, 0},
     {"fencing_across_release", case_fencing_across_release, 0, 0},
@@ -801,6 +894,7 @@ const struct cf_case cf_cases[] = {
     {"shared_writer_first", case_shared_writer_first, 0, BK_CAP_SHARED},
     {"semaphore", case_semaphore, 0, BK_CAP_LIMIT},
     {"force_release", case_force_release, 0, BK_CAP_FORCE},
+    {"index", case_index, 0, BK_CAP_INDEX},
     {"backend_down", case_backend_down, CF_NEEDS_PAUSE, 0},
     {"restart", case_restart, CF_NEEDS_RESTART, 0},
     {NULL, NULL, 0, 0},

@@ -85,6 +85,7 @@ static void on_done(void *arg, const struct bk_res *r)
     x->delay_ms = r->delay_ms;
     x->limit = r->limit;
     x->total_holders = r->total_holders;
+    x->index = r->index;
     CHECK(r->nholders == 0 || r->holders != NULL);
     CHECK(r->nholders <= CF_MAX_HOLDERS);
     x->nholders = r->nholders;
@@ -99,6 +100,7 @@ static void on_done(void *arg, const struct bk_res *r)
         x->entries[i].holder = r->entries[i].holder;
         x->entries[i].nholders = r->entries[i].nholders;
         x->entries[i].limit = r->entries[i].limit;
+        x->entries[i].index = r->entries[i].index;
     }
     x->has_next = r->next_cursor != NULL;
     x->next_cursor[0] = '\0';

@@ -51,6 +51,7 @@ struct cf_entry {
     struct bk_holder holder;
     size_t nholders;
     int64_t limit;
+    int64_t index; /* BK_CAP_INDEX */
 };
 
 /* A bk_res copied out of its callback (whose pointers die with it). */
@@ -59,6 +60,7 @@ struct cf_res {
     int64_t fencing_token, ttl_ms, validity_ms, delay_ms;
     int64_t limit;        /* LIMIT_MISMATCH, INSPECT, LOCKED */
     size_t total_holders; /* INSPECT */
+    int64_t index;        /* INSPECT (BK_CAP_INDEX) */
     struct bk_holder holders[CF_MAX_HOLDERS];
     size_t nholders;
     struct cf_entry entries[CF_MAX_ENTRIES];

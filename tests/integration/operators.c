@@ -4,8 +4,9 @@
  * admin_token_file, 200 with an admin token; every shared holder goes; the
  * former holder's session, on another lockd of the same Redis, reports the
  * name in `lost`; lockd_forced_releases_total moves) and watching (index,
- * Lock-Index, long polls woken by a release through another lockd and by
- * an expiry, an unchanged name answering after wait_ms).
+ * Lock-Index, the index in listings, long polls woken by a release through
+ * another lockd and by an expiry, an unchanged name answering after
+ * wait_ms).
  */
 #include <pthread.h>
 #include <signal.h>
@@ -232,6 +233,14 @@ static void watch_on(const struct th_lockd *releaser, const struct th_lockd *wat
     th_resp_free(&r);
     long long i0 = index_of(watcher, name);
     CHECK_EQ_INT(index_of(releaser, name), i0); /* the same on every lockd */
+    /* a listing entry carries it too */
+    char lp[300];
+    snprintf(lp, sizeof(lp), "?prefix=%s", name);
+    CHECK_EQ_INT(call("GET", url(watcher, "/locks", lp), NULL, client_hdr, &r), 200);
+    json_t *ls = json_object_get(r.json, "locks");
+    CHECK_EQ_INT(json_array_size(ls), 1);
+    CHECK_EQ_INT(json_integer_value(json_object_get(json_array_get(ls, 0), "index")), i0);
+    th_resp_free(&r);
     /* a renewal changes nothing */
     const char *hdrs[] = {client_hdr, lh, NULL};
     th_http(cl, "PUT", url(releaser, "/locks/", name), NULL, hdrs, &r);

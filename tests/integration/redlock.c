@@ -8,7 +8,9 @@
  * SIGSTOPped node (requests finish on the majority, well within
  * backend_timeout_ms), a minority restarted empty (the fence write-back
  * keeps tokens increasing; no double grant), and a lock lost on one node
- * (still held) and on two (404, and the session reports it lost).
+ * (still held) and on two (404, and the session reports it lost); and
+ * watching (issue 26): the majority view's index, woken by a release, a
+ * grant and an expiry through another lockd, also with a node down.
  */
 #include <pthread.h>
 #include <signal.h>
@@ -489,6 +491,167 @@ static void t_renew_after_loss(void)
     stop_nodes();
 }
 
+/* ---- watching (issue 26) ---- */
+
+struct rl_watch {
+    char url[400];
+    long status;
+    long long index;
+    bool held;
+    int64_t answered_ms;
+};
+
+static void *rl_watch_thread(void *arg)
+{
+    struct rl_watch *w = arg;
+    struct th_client *c = th_client_new();
+    struct th_resp r;
+    th_http(c, "GET", w->url, NULL, NULL, &r);
+    w->answered_ms = th_now_ms();
+    w->status = r.status;
+    w->index = th_jint(&r, "index");
+    w->held = json_is_true(json_object_get(r.json, "held"));
+    th_resp_free(&r);
+    th_client_free(c);
+    return NULL;
+}
+
+static long long rl_index(struct th_client *c, const struct th_lockd *l, const char *name)
+{
+    char url[256];
+    snprintf(url, sizeof(url), "%s/locks/%s", l->url, name);
+    struct th_resp r;
+    th_http(c, "GET", url, NULL, NULL, &r);
+    CHECK_EQ_INT(r.status, 200);
+    long long v = th_jint(&r, "index");
+    const char *h = th_header(&r, "Lock-Index");
+    CHECK(h != NULL && atoll(h) == v);
+    th_resp_free(&r);
+    return v;
+}
+
+/* A watcher on lockd b of name with index, started now; joined by the caller. */
+static void rl_watch_start(struct rl_watch *w, pthread_t *t, const struct th_lockd *b,
+                           const char *name, long long index, long long wait_ms)
+{
+    memset(w, 0, sizeof(*w));
+    snprintf(w->url, sizeof(w->url), "%s/locks/%s?index=%lld&wait_ms=%lld", b->url, name, index,
+             wait_ms);
+    pthread_create(t, NULL, rl_watch_thread, w);
+}
+
+/* Redlock keeps a majority view of the index: the same on both lockd,
+ * unchanged by a renewal, in listings as in inspect; a watcher on one lockd
+ * is answered within 100 ms of a release or a grant through the other, and
+ * of an expiry; an unchanged name answers after wait_ms with the same
+ * index; with one node of three down it still wakes. */
+static void t_watch(void)
+{
+    start_nodes(3);
+    struct th_lockd a, b;
+    lockd_on(&a);
+    lockd_on(&b);
+    struct th_client *c = th_client_new();
+    char url[256], hdr[96];
+    snprintf(url, sizeof(url), "%s/locks/rw", a.url);
+    long long i_free = rl_index(c, &b, "rw");
+    long long tok = acquire_token(c, url, hdr, sizeof(hdr));
+    long long i0 = rl_index(c, &b, "rw");
+    CHECK(i0 > i_free);
+    CHECK_EQ_INT(rl_index(c, &a, "rw"), i0);
+    CHECK_EQ_INT(http_status(c, "PUT", url, "{}", hdr, NULL), 200);
+    CHECK_EQ_INT(rl_index(c, &b, "rw"), i0);
+    char lurl[256];
+    snprintf(lurl, sizeof(lurl), "%s/locks?prefix=rw", b.url);
+    struct th_resp r;
+    th_http(c, "GET", lurl, NULL, NULL, &r);
+    CHECK_EQ_INT(r.status, 200);
+    json_t *locks = json_object_get(r.json, "locks");
+    CHECK_EQ_INT(json_array_size(locks), 1);
+    CHECK_EQ_INT(json_integer_value(json_object_get(json_array_get(locks, 0), "index")), i0);
+    CHECK_EQ_INT(json_integer_value(json_object_get(json_array_get(locks, 0), "fencing_token")),
+                 tok);
+    th_resp_free(&r);
+
+    /* a release through a wakes b's watcher */
+    struct rl_watch w;
+    pthread_t t;
+    rl_watch_start(&w, &t, &b, "rw", i0, 5000);
+    th_sleep_ms(200);
+    int64_t t0 = th_now_ms();
+    CHECK_EQ_INT(http_status(c, "DELETE", url, NULL, hdr, NULL), 200);
+    pthread_join(t, NULL);
+    CHECK_EQ_INT(w.status, 200);
+    CHECK(!w.held);
+    CHECK(w.index > i0);
+    printf("    release -> watcher: %lld ms\n", (long long)(w.answered_ms - t0));
+    CHECK(w.answered_ms - t0 < 100 * th_time_scale());
+    long long i1 = w.index;
+    CHECK_EQ_INT(rl_index(c, &a, "rw"), i1);
+
+    /* unchanged: after wait_ms, the same index */
+    rl_watch_start(&w, &t, &b, "rw", i1, 300);
+    t0 = th_now_ms();
+    pthread_join(t, NULL);
+    CHECK_EQ_INT(w.status, 200);
+    CHECK_EQ_INT(w.index, i1);
+    CHECK(w.answered_ms - t0 >= 290);
+
+    /* a grant through a wakes it */
+    rl_watch_start(&w, &t, &b, "rw", i1, 5000);
+    th_sleep_ms(200);
+    t0 = th_now_ms();
+    th_http(c, "POST", url, "{\"ttl_ms\":400}", NULL, &r);
+    CHECK_EQ_INT(r.status, 200);
+    th_resp_free(&r);
+    int64_t granted = th_now_ms();
+    pthread_join(t, NULL);
+    CHECK(w.held);
+    CHECK(w.index > i1);
+    printf("    grant -> watcher: %lld ms\n", (long long)(w.answered_ms - t0));
+    CHECK(w.answered_ms - t0 < 100 * th_time_scale());
+
+    /* the expiry of that 400 ms lease, with no request at all */
+    long long i2 = w.index;
+    rl_watch_start(&w, &t, &b, "rw", i2, 5000);
+    pthread_join(t, NULL);
+    CHECK(!w.held);
+    CHECK(w.index > i2);
+    printf("    expiry -> watcher: %lld ms after the ttl\n",
+           (long long)(w.answered_ms - granted - 400));
+    CHECK(w.answered_ms - granted >= 380);
+    CHECK(w.answered_ms - granted < 400 + 100 * th_time_scale());
+
+    /* a minority's counter far ahead (a split vote's leftover) moves no
+     * majority's index: every read gives the same, whichever nodes answer
+     * first */
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "SET rl:{rw}:fence %lld", w.index / 2 + 1000000000LL);
+    th_redis_cli(&R[0], cmd);
+    for (int i = 0; i < 30; i++)
+        CHECK_EQ_INT(rl_index(c, i % 2 ? &a : &b, "rw"), w.index);
+
+    /* one node of three down: a release still wakes the watcher */
+    th_redis_stop(&R[2]);
+    tok = acquire_token(c, url, hdr, sizeof(hdr));
+    CHECK(tok > 0);
+    long long i3 = rl_index(c, &b, "rw");
+    CHECK(i3 > w.index);
+    rl_watch_start(&w, &t, &b, "rw", i3, 5000);
+    th_sleep_ms(200);
+    t0 = th_now_ms();
+    CHECK_EQ_INT(http_status(c, "DELETE", url, NULL, hdr, NULL), 200);
+    pthread_join(t, NULL);
+    CHECK(!w.held);
+    CHECK(w.index > i3);
+    printf("    release -> watcher, a node down: %lld ms\n", (long long)(w.answered_ms - t0));
+    CHECK(w.answered_ms - t0 < 1000 * th_time_scale());
+    th_client_free(c);
+    th_lockd_kill(&a, SIGTERM);
+    th_lockd_kill(&b, SIGTERM);
+    stop_nodes();
+}
+
 /* ---- config ---- */
 
 /* /readyz and /metrics name every node; semaphores are refused. */
@@ -535,6 +698,7 @@ int main(int argc, char **argv)
     RUN(t_paused_node);
     RUN(t_minority_restart_empty);
     RUN(t_renew_after_loss);
+    RUN(t_watch);
     RUN(t_ops_and_refusals);
     return th_done();
 }

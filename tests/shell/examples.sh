@@ -1,7 +1,8 @@
 #!/bin/sh
 # examples.sh - runs the client examples of examples/ against a real lockd:
 # curl, shell, Python (standard library) and Node (fetch) always; Go when a
-# Go toolchain is installed (it is not one of the project's Debian packages).
+# Go toolchain is installed (it is not one of the project's Debian packages);
+# and the Python leader election with two candidates and a hand-over.
 set -eu
 . "$(dirname "$0")/lib/common.sh"
 
@@ -36,6 +37,56 @@ t_check "python example released the lock" held_false ex.py
 t_check "node example runs" sh -c 'node "$0/node/lock.mjs" ex.node >"$1/node.out" 2>&1' "$ex" "$d"
 t_check "node example saw the second acquire refused" grep -q "refused: locked" "$d/node.out"
 t_check "node example released the lock" held_false ex.node
+
+# python leader election: two candidates, exactly one leads, the other
+# watches it; it takes over (larger token) when the leader is SIGKILLed
+# (within the 2 s session ttl + 1 s) and when the next one resigns on
+# SIGTERM (within 1 s).
+le=$ex/python/leader_election.py
+n_leaders() { cat "$d"/le-*.out 2>/dev/null | grep -c '^leader' || true; }
+leaders_ge() { [ "$(n_leaders)" -ge "$1" ]; }
+token_of() { grep '^leader' "$d/le-$1.out" | sed 's/.*token=//'; }
+le_start() { # le_start ID: a candidate in the background, its pid in le_pid
+    python3 "$le" ex.leader "$1" 2000 >"$d/le-$1.out" 2>"$d/le-$1.err" &
+    le_pid=$!
+    T_PIDS="$T_PIDS $le_pid"
+}
+le_start a
+pa=$le_pid
+le_start b
+pb=$le_pid
+t_check "python leader election: a candidate leads" t_wait_for 100 leaders_ge 1
+sleep 1
+t_check "python leader election: exactly one leads ($(n_leaders))" test "$(n_leaders)" -eq 1
+if grep -q '^leader' "$d/le-a.out"; then lead=a lpid=$pa other=b opid=$pb; else lead=b lpid=$pb other=a opid=$pa; fi
+t_check "python leader election: the other watches it lead" \
+    t_wait_for 50 grep -q "^watch $other held=true owner=$lead " "$d/le-$other.out"
+t_kill=$(date +%s%N)
+kill -9 "$lpid"
+t_check "python leader election: the other takes over when the leader is SIGKILLed" \
+    t_wait_for 100 grep -q '^leader' "$d/le-$other.out"
+t_took=$((($(date +%s%N) - t_kill) / 1000000))
+t_check "python leader election: ... within the session ttl + 1 s ($t_took ms)" test "$t_took" -lt 3000
+t_check "python leader election: ... with a larger token" test "$(token_of "$other")" -gt "$(token_of "$lead")"
+le_start c
+pc=$le_pid
+t_check "python leader election: a new candidate watches the leader" \
+    t_wait_for 50 grep -q "^watch c held=true owner=$other " "$d/le-c.out"
+t_kill=$(date +%s%N)
+kill -TERM "$opid"
+t_check "python leader election: the new candidate leads once the leader resigns (SIGTERM)" \
+    t_wait_for 100 grep -q '^leader' "$d/le-c.out"
+t_took=$((($(date +%s%N) - t_kill) / 1000000))
+t_check "python leader election: ... within 1 s ($t_took ms)" test "$t_took" -lt 1000
+le_rc=0
+wait "$opid" || le_rc=$?
+t_check "python leader election: the resigned leader exits 0 ($le_rc) saying so" \
+    sh -c '[ "$0" -eq 0 ] && grep -q "^resigned $1" "$2"' "$le_rc" "$other" "$d/le-$other.out"
+t_check "python leader election: ... with a larger token still" test "$(token_of c)" -gt "$(token_of "$other")"
+t_check "python leader election: each led once, nobody else ($(n_leaders))" test "$(n_leaders)" -eq 3
+kill -TERM "$pc"
+wait "$pc" || true
+t_check "python leader election: the lock is free after the last resigned" held_false ex.leader
 
 # go (net/http), only when a toolchain is here
 if command -v go >/dev/null 2>&1; then

@@ -6,9 +6,11 @@
 # pass-through, mutual exclusion of runs started together, COMMAND signalled
 # when lockd dies (--on-lost term, kill, ignore), `observe` (a line per
 # change, --count), `elect` (one leader at a time, hand-over on SIGTERM within
-# 1 s and on SIGKILL within the session ttl + 1 s), and, with two lockd on one
-# redis-server, COMMAND stopped before a lease ttl shorter than the session
-# ttl lets another client in.
+# 1 s and on SIGKILL within the session ttl + 1 s; a leader whose lock an
+# operator force-unlocks stops COMMAND and campaigns again, and the other
+# takes over with a larger token), and, with two lockd on one
+# redis-server, COMMAND (of run, and of elect's leader) stopped before a
+# lease ttl shorter than the session ttl lets another client in.
 set -eu
 . "$(dirname "$0")/lib/common.sh"
 
@@ -304,6 +306,53 @@ t_check "elect: one leader at a time, each with a larger token" sh -c '
 t_check "elect: the lock is free after the last leader resigned" \
     sh -c '"$0" status sh.elect | grep -qx "held=false"' "$L"
 
+# elect: a leader that loses its lock through lockd (an operator's
+# force-unlock) stops COMMAND and campaigns again; the other candidate takes
+# over with a larger token, and the first leads again once that one resigns.
+printf 'admin-secret\n' >"$d/admin.tok"
+t_start_lockd admin --admin_token_file "$d/admin.tok"
+adm_url=$T_LOCKD_URL
+fl="$d/force.log"
+f_starts() { cat "$fl" 2>/dev/null | grep -c '^S' || true; }
+f_ends() { cat "$fl" 2>/dev/null | grep -c '^E' || true; }
+f_starts_ge() { [ "$(f_starts)" -ge "$1" ]; }
+f_ends_ge() { [ "$(f_ends)" -ge "$1" ]; }
+"$L" --url "$adm_url" elect sh.force --session-ttl 3s -- sh -c "$lead" "$fl" 2>"$d/f1.err" &
+f1=$!
+T_PIDS="$T_PIDS $f1"
+t_check "elect/force: the first candidate leads" t_wait_for 30 f_starts_ge 1
+"$L" --url "$adm_url" elect sh.force --session-ttl 3s -- sh -c "$lead" "$fl" 2>"$d/f2.err" &
+f2=$!
+T_PIDS="$T_PIDS $f2"
+sleep 0.5
+t_check "elect/force: the second candidate waits" test "$(f_starts)" -eq 1
+tok1=$(grep '^S' "$fl" | sed -n 1p | cut -d' ' -f3)
+t_force=$(date +%s%N)
+t_check "elect/force: the operator force-unlocks the leader's lock" \
+    sh -c '"$0" --url "$1" --token-file "$2" release --force sh.force >/dev/null' "$L" "$adm_url" "$d/admin.tok"
+t_check "elect/force: the former leader's COMMAND is stopped" t_wait_for 60 f_ends_ge 1
+e1=$(grep '^E' "$fl" | sed -n 1p)
+t_check "elect/force: ... the one with the first token ($e1)" test "$(echo "$e1" | cut -d' ' -f3)" = "$tok1"
+t_check "elect/force: ... within 3 s of the force-unlock ($((($(echo "$e1" | cut -d' ' -f2) - t_force) / 1000000)) ms)" \
+    test $(($(echo "$e1" | cut -d' ' -f2) - t_force)) -lt 3000000000
+t_check "elect/force: the other candidate leads" t_wait_for 60 f_starts_ge 2
+t_check "elect/force: ... with a larger token" \
+    test "$(grep '^S' "$fl" | sed -n 2p | cut -d' ' -f3)" -gt "$tok1"
+t_check "elect/force: the former leader says it lost the lead and campaigns again" \
+    t_wait_for 30 grep -q "leadership of 'sh.force' lost" "$d/f1.err"
+t_check "elect/force: ... and is still running" kill -0 "$f1"
+sleep 1
+t_check "elect/force: ... without leading while the other leads" test "$(f_starts)" -eq 2
+kill -TERM "$f2"
+f2_rc=0
+wait "$f2" || f2_rc=$?
+t_check "elect/force: the second leader exits 143 on SIGTERM ($f2_rc)" test "$f2_rc" -eq 143
+t_check "elect/force: the first candidate leads again" t_wait_for 30 f_starts_ge 3
+t_check "elect/force: ... with a larger token still" \
+    test "$(grep '^S' "$fl" | sed -n 3p | cut -d' ' -f3)" -gt "$(grep '^S' "$fl" | sed -n 2p | cut -d' ' -f3)"
+kill -TERM "$f1"
+wait "$f1" || true
+
 # ---- run: a lease ttl shorter than the session ttl bounds how long COMMAND
 # may outlive its lockd. Two lockd share one redis-server; `run --ttl 1s
 # --session-ttl 10s` through lockd A, another client waits through lockd B,
@@ -348,6 +397,44 @@ if t_start_redis redis; then
     }
     safety_case killed KILL
     safety_case hung STOP
+
+    # elect: the leader's lockd hangs (SIGSTOP), so its session can no longer
+    # be kept; the lease (1 s, shorter than the 10 s session ttl) expires in
+    # redis and the candidate on the other lockd leads. The hung side's
+    # COMMAND must have stopped before the other's started, with a larger
+    # token after; once its lockd answers again it campaigns again.
+    t_start_lockd lockd-ea --redis "$T_REDIS_URL"
+    ea_url=$T_LOCKD_URL ea_pid=$T_LOCKD_PID
+    t_start_lockd lockd-eb --redis "$T_REDIS_URL"
+    eb_url=$T_LOCKD_URL
+    el="$d/elect-hung.log"
+    eh_starts() { cat "$el" 2>/dev/null | grep -c '^S' || true; }
+    eh_starts_ge() { [ "$(eh_starts)" -ge "$1" ]; }
+    "$L" --url "$ea_url" elect sh.elect.hung --ttl 1s --session-ttl 10s -- sh -c "$lead" "$el" 2>"$d/eha.err" &
+    eha=$!
+    T_PIDS="$T_PIDS $eha"
+    t_check "elect/hung: the candidate on lockd A leads" t_wait_for 50 eh_starts_ge 1
+    "$L" --url "$eb_url" elect sh.elect.hung --ttl 1s --session-ttl 10s -- sh -c "$lead" "$el" 2>"$d/ehb.err" &
+    ehb=$!
+    T_PIDS="$T_PIDS $ehb"
+    sleep 0.5
+    t_check "elect/hung: the candidate on lockd B waits" test "$(eh_starts)" -eq 1
+    kill -STOP "$ea_pid"
+    t_check "elect/hung: B's candidate leads once A's lease expired" t_wait_for 150 eh_starts_ge 2
+    t_check "elect/hung: A's COMMAND stopped before B's started, B's token larger" sh -c '
+        sort -k2,2n "$0" | awk "BEGIN { w = \"S\" }
+            \$1 != w { bad = 1 }
+            \$1 == \"S\" { if (\$3 <= pt) bad = 1; pt = \$3; w = \"E\"; next }
+            { if (\$3 != pt) bad = 1; w = \"S\" }
+            END { exit bad }"' "$el"
+    kill -CONT "$ea_pid"
+    t_check "elect/hung: A's lockctl campaigns again when its lockd answers" \
+        t_wait_for 150 grep -q "campaigning again" "$d/eha.err"
+    kill -TERM "$ehb"
+    wait "$ehb" || true
+    t_check "elect/hung: A's candidate leads again after B resigned" t_wait_for 150 eh_starts_ge 3
+    kill -TERM "$eha"
+    wait "$eha" || true
 else
     echo "# redis-server not installed: the two-lockd lease-ttl test is skipped"
 fi
