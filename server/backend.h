@@ -55,12 +55,22 @@ enum bk_mode { BK_EXCLUSIVE = 0, BK_SHARED = 1 };
 #define BK_CAP_FLOOR 0x4u  /* fence_floor honoured */
 #define BK_CAP_FORCE 0x8u  /* BK_FORCE_RELEASE */
 #define BK_CAP_INDEX 0x10u /* bk_res.index and bk_entry.index (watching) */
+#define BK_CAP_GROUP 0x20u /* bk_req.more: several shared holders in one call */
 
 struct bk_renew_item {
     const char *name;
     const char *lease;
     int64_t ttl_ms;
     enum lk_code result; /* filled: LK_OK, LK_NOT_HELD, LK_HELD_BY_OTHER, LK_BACKEND_DOWN */
+};
+
+/* One more shared holder granted with an acquire (bk_req.more). */
+struct bk_grant_item {
+    const char *lease; /* LK_LEASE_LEN hex chars */
+    const char *owner; /* "" when none */
+    int64_t ttl_ms;
+    bool session_bound;
+    int64_t fencing_token; /* filled when the acquire answers LK_OK */
 };
 
 struct bk_req {
@@ -87,6 +97,15 @@ struct bk_req {
      * INSPECT: a watcher asks; lockd must hear (release hook) of the next
      * change of the name's holders made through any lockd. */
     bool wait;
+    /* ACQUIRE, mode BK_SHARED with limit 1 only (BK_CAP_GROUP): nmore more
+     * shared holders granted with this one, all or none, in the same
+     * backend call (a release hands a reader-writer lock to every shared
+     * waiter queued before the next exclusive one at once). On LK_OK each
+     * item's fencing_token is filled, in item order, each greater than the
+     * one before it and than the request's own. The caller owns more until
+     * done runs. */
+    struct bk_grant_item *more;
+    size_t nmore;
     /* LIST */
     const char *prefix;
     const char *cursor; /* "" = from the start; opaque otherwise */

@@ -277,12 +277,46 @@ static void mem_detach(void *bk, struct lk_loop *lp)
  * the request and answering through done. */
 typedef void (*mem_op_fn)(struct mem *m, const struct bk_req *req, bk_done_fn done, void *arg);
 
+/* A free slot at the end of l's holders, growing the array when full. */
+static struct mem_holder *holder_add(struct mem_lock *l)
+{
+    if (l->n == l->cap) {
+        uint32_t cap = l->cap * 2;
+        struct mem_holder *nh = lk_malloc(cap * sizeof(*nh));
+        memcpy(nh, l->h, l->n * sizeof(*nh));
+        if (l->h != &l->one)
+            free(l->h);
+        l->h = nh;
+        l->cap = cap;
+    }
+    return &l->h[l->n++];
+}
+
+/* The shared holders granted with req's own (bk_req.more): admitted with
+ * it, so all of them are; their tokens follow its token. */
+static void grant_more(struct mem *m, struct mem_lock *l, const struct bk_req *req, int64_t now)
+{
+    for (size_t i = 0; i < req->nmore; i++) {
+        struct bk_grant_item *it = &req->more[i];
+        struct bk_req one = {.op = BK_ACQUIRE,
+                             .lease = it->lease,
+                             .owner = it->owner,
+                             .mode = BK_SHARED,
+                             .limit = 1,
+                             .ttl_ms = it->ttl_ms,
+                             .session_bound = it->session_bound};
+        struct mem_holder *mh = holder_add(l);
+        holder_set(m, mh, &one, now);
+        it->fencing_token = mh->token;
+    }
+}
+
 static void mem_acquire(struct mem *m, const struct bk_req *req, bk_done_fn done, void *arg)
 {
     struct bk_res r;
     struct bk_holder h;
     bk_res_init(&r, LK_OK);
-    if (req->limit < 1) {
+    if (req->limit < 1 || (req->nmore > 0 && (req->mode != BK_SHARED || req->limit != 1))) {
         r.code = LK_INVALID;
         done(arg, &r);
         return;
@@ -307,19 +341,12 @@ static void mem_acquire(struct mem *m, const struct bk_req *req, bk_done_fn done
         l->limit = req->limit;
         mh = &l->h[l->n++];
     } else if (admits(l, req, now, &h, &r)) {
-        if (l->n == l->cap) {
-            uint32_t cap = l->cap * 2;
-            struct mem_holder *nh = lk_malloc(cap * sizeof(*nh));
-            memcpy(nh, l->h, l->n * sizeof(*nh));
-            if (l->h != &l->one)
-                free(l->h);
-            l->h = nh;
-            l->cap = cap;
-        }
-        mh = &l->h[l->n++];
+        mh = holder_add(l);
     }
     if (mh != NULL) {
         holder_set(m, mh, req, now);
+        grant_more(m, l, req, now); /* mh may have moved: read no more of it */
+        mh = &l->h[l->n - 1 - req->nmore];
         bump(m, l, now);
         r.fencing_token = mh->token;
         r.ttl_ms = mh->ttl_ms;
@@ -659,7 +686,8 @@ static void mem_free(void *bk)
 
 static const struct backend_ops mem_ops = {
     .name = "memory",
-    .caps = BK_CAP_SHARED | BK_CAP_LIMIT | BK_CAP_FLOOR | BK_CAP_FORCE | BK_CAP_INDEX,
+    .caps = BK_CAP_SHARED | BK_CAP_LIMIT | BK_CAP_FLOOR | BK_CAP_FORCE | BK_CAP_INDEX |
+            BK_CAP_GROUP,
     .attach = mem_attach,
     .detach = mem_detach,
     .submit = mem_submit,
