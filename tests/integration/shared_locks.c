@@ -4,10 +4,13 @@
  * the last reader's release, a reader arriving behind a queued writer waits
  * for it (memory, Redis, and across two lockd on one Redis); a semaphore of
  * 3 under 24 concurrent clients never has more than 3 holders, with tokens
- * increasing; a reader's slot frees at its ttl; a session-bound reader is
- * kept by the watchdog and a session's expiry frees all its slots;
- * limit_mismatch; a wrong lease releases nothing. Starts its own
- * redis-server and lockd processes.
+ * increasing in grant order; readers queued behind a writer granted by one
+ * backend call on its release; a reader's slot frees at its ttl; a
+ * session-bound reader is kept by the watchdog and a session's expiry frees
+ * all its slots;
+ * limit_mismatch; a wrong lease releases nothing; a Redis restart under a
+ * semaphore's load grants no slot twice. Starts its own redis-server and
+ * lockd processes.
  */
 #include <pthread.h>
 #include <signal.h>
@@ -263,6 +266,9 @@ static void t_grouped_grant_redis(void)
 #define SEM_ROUNDS 8
 
 static atomic_int sem_in, sem_max, sem_grants, sem_bad_tokens, sem_errors;
+/* the highest token any client was answered so far: a grant asked after it
+ * was answered must have a higher one (tokens increase in grant order) */
+static atomic_llong sem_seen;
 
 struct sem_arg {
     const struct th_lockd *l;
@@ -277,6 +283,7 @@ static void *sem_run(void *arg)
     for (int i = 0; i < SEM_ROUNDS; i++) {
         char lease[40];
         long long t;
+        long long floor = atomic_load(&sem_seen);
         long s = acquire(c, a->l, a->name, "{\"limit\":3,\"wait_ms\":20000,\"ttl_ms\":30000}",
                          lease, &t);
         if (s != 200) {
@@ -287,9 +294,12 @@ static void *sem_run(void *arg)
         int m = atomic_load(&sem_max);
         while (now > m && !atomic_compare_exchange_weak(&sem_max, &m, now))
             ;
-        if (t <= prev)
+        if (t <= prev || t <= floor)
             atomic_fetch_add(&sem_bad_tokens, 1);
         prev = t;
+        long long seen = atomic_load(&sem_seen);
+        while (t > seen && !atomic_compare_exchange_weak(&sem_seen, &seen, t))
+            ;
         atomic_fetch_add(&sem_grants, 1);
         th_sleep_ms(2);
         atomic_fetch_sub(&sem_in, 1);
@@ -307,6 +317,7 @@ static void semaphore_load(const struct th_lockd *l1, const struct th_lockd *l2,
     atomic_store(&sem_grants, 0);
     atomic_store(&sem_bad_tokens, 0);
     atomic_store(&sem_errors, 0);
+    atomic_store(&sem_seen, 0);
     pthread_t th[SEM_CLIENTS];
     struct sem_arg args[SEM_CLIENTS];
     for (int i = 0; i < SEM_CLIENTS; i++) {
