@@ -55,7 +55,6 @@ enum bk_mode { BK_EXCLUSIVE = 0, BK_SHARED = 1 };
 #define BK_CAP_FLOOR 0x4u  /* fence_floor honoured */
 #define BK_CAP_FORCE 0x8u  /* BK_FORCE_RELEASE */
 #define BK_CAP_INDEX 0x10u /* bk_res.index and bk_entry.index (watching) */
-#define BK_CAP_GROUP 0x20u /* bk_req.more: several shared holders in one call */
 
 struct bk_renew_item {
     const char *name;
@@ -63,6 +62,10 @@ struct bk_renew_item {
     int64_t ttl_ms;
     enum lk_code result; /* filled: LK_OK, LK_NOT_HELD, LK_HELD_BY_OTHER, LK_BACKEND_DOWN */
 };
+
+/* bk_req.more: readers granted together, in one call (a capability as
+ * BK_CAP_* above, defined here beside what it takes). */
+#define BK_CAP_GROUP 0x40u
 
 /* One more shared holder granted with an acquire (bk_req.more). */
 struct bk_grant_item {
