@@ -358,7 +358,7 @@ static void mem_acquire(struct mem *m, const struct bk_req *req, bk_done_fn done
         r.fencing_token = mh->token;
         r.ttl_ms = mh->ttl_ms;
         r.validity_ms = mh->ttl_ms; /* one process, one clock: no drift to subtract */
-        grant_more(m, req, now); /* last: mh may move */
+        grant_more(m, req, now);    /* last: mh may move */
     }
     pthread_mutex_unlock(&m->mu);
     done(arg, &r);
@@ -661,7 +661,7 @@ static enum lk_code mem_submit(void *bk, struct lk_loop *lp, const struct bk_req
     (void)lp;
     /* more holders (bk_req.more) go with a reader's acquire only */
     bool more_ok = req->nmore == 0 || (req->op == BK_ACQUIRE && req->mode == BK_SHARED &&
-                                        req->limit == 1 && req->more != NULL);
+                                       req->limit == 1 && req->more != NULL);
     if ((unsigned)req->op >= BK_OP_COUNT || !more_ok) {
         struct bk_res r;
         bk_res_init(&r, LK_INTERNAL);
@@ -697,8 +697,8 @@ static void mem_free(void *bk)
 
 static const struct backend_ops mem_ops = {
     .name = "memory",
-    .caps = BK_CAP_SHARED | BK_CAP_LIMIT | BK_CAP_FLOOR | BK_CAP_FORCE | BK_CAP_INDEX |
-            BK_CAP_GROUP,
+    .caps =
+        BK_CAP_SHARED | BK_CAP_LIMIT | BK_CAP_FLOOR | BK_CAP_FORCE | BK_CAP_INDEX | BK_CAP_GROUP,
     .attach = mem_attach,
     .detach = mem_detach,
     .submit = mem_submit,

@@ -1188,8 +1188,7 @@ static bool unsupported(const struct bk_req *req)
 {
     bool many = req->mode == BK_SHARED || req->limit > 1;
     bool group_ok = req->nmore == 0 || (req->mode == BK_SHARED && req->limit == 1);
-    return req->op == BK_ACQUIRE &&
-           (req->limit < 1 || (many && req->fence_floor > 0) || !group_ok);
+    return req->op == BK_ACQUIRE && (req->limit < 1 || (many && req->fence_floor > 0) || !group_ok);
 }
 
 /* What a restart of the node holds back (reassert.c), and the bound on the

@@ -215,8 +215,8 @@ static void grouped_grant(const struct th_lockd *l, const struct th_redis *r, co
     struct blocked b[GROUP_READERS];
     pthread_t th[GROUP_READERS];
     for (int i = 0; i < GROUP_READERS; i++) {
-        b[i] = (struct blocked){l, name, "{\"mode\":\"shared\",\"wait_ms\":15000,\"ttl_ms\":30000}",
-                                0, 0, "", 0};
+        b[i] = (struct blocked){
+            l, name, "{\"mode\":\"shared\",\"wait_ms\":15000,\"ttl_ms\":30000}", 0, 0, "", 0};
         pthread_create(&th[i], NULL, blocked_run, &b[i]);
     }
     struct queued_arg q = {l, name, GROUP_READERS};
@@ -456,8 +456,8 @@ static void t_grouped_readers_across_redis_restart(void)
     struct blocked b[4];
     pthread_t th[4];
     for (int i = 0; i < 4; i++) {
-        b[i] = (struct blocked){&rs1, name, "{\"mode\":\"shared\",\"wait_ms\":10000,\"ttl_ms\":10000}",
-                                0, 0, "", 0};
+        b[i] = (struct blocked){
+            &rs1, name, "{\"mode\":\"shared\",\"wait_ms\":10000,\"ttl_ms\":10000}", 0, 0, "", 0};
         pthread_create(&th[i], NULL, blocked_run, &b[i]);
     }
     struct queued_arg q = {&rs1, name, 4};
@@ -475,8 +475,7 @@ static void t_grouped_readers_across_redis_restart(void)
     CHECK_EQ_INT(st, 409);
     for (int i = 0; i < 4; i++)
         CHECK_EQ_INT(release(cl, &rs1, name, b[i].lease), 200);
-    CHECK_EQ_INT(acquire(cl, &rs2, name, "{\"ttl_ms\":5000,\"wait_ms\":3000}", wlease, NULL),
-                 200);
+    CHECK_EQ_INT(acquire(cl, &rs2, name, "{\"ttl_ms\":5000,\"wait_ms\":3000}", wlease, NULL), 200);
     CHECK_EQ_INT(release(cl, &rs2, name, wlease), 200);
 }
 
@@ -636,8 +635,9 @@ int main(void)
     /* Last: they restart rd. Both fail until shared holds are re-asserted
      * after a restart (issue 25's grant log records exclusive leases only:
      * the re-assertion helper's branch adds them). */
-    const char *rsargs[] = {"--backend", "redis", "--redis", redis_url, "--backend_timeout_ms",
-                            "500", "--restart_grace_ms", "300", NULL};
+    const char *rsargs[] = {
+        "--backend",          "redis", "--redis", redis_url, "--backend_timeout_ms", "500",
+        "--restart_grace_ms", "300",   NULL};
     th_lockd_start(&rs1, rsargs, NULL);
     th_lockd_start(&rs2, rsargs, NULL);
     RUN(t_semaphore_across_redis_restart);
