@@ -426,6 +426,9 @@ static void t_semaphore_across_redis_restart(void)
            "over the limit, %d slots lost, %d token regressions\n",
            before, atomic_load(&rs_after), atomic_load(&rs_max), atomic_load(&rs_over),
            atomic_load(&rs_lost), atomic_load(&rs_regress));
+    if (atomic_load(&rs_over) > 0 || atomic_load(&rs_lost) > 0)
+        printf("# slots held across the restart were not put back: are shared holds "
+               "re-asserted (grant_log.c, reassert.lua)?\n");
     CHECK(before > 0);
     CHECK(atomic_load(&rs_after) > 0);
     CHECK_EQ_INT(atomic_load(&rs_over), 0);
@@ -471,7 +474,10 @@ static void t_grouped_readers_across_redis_restart(void)
     CHECK(th_wait_for(rs_ready, &rs1, 10000 * th_time_scale()));
     CHECK(th_wait_for(rs_ready, &rs2, 10000 * th_time_scale()));
     long st = acquire(cl, &rs2, name, "{\"ttl_ms\":5000,\"wait_ms\":300}", wlease, NULL);
-    printf("# a writer after the restart: %ld (409 expected: 4 readers hold)\n", st);
+    printf("# a writer after the restart: %ld (409 expected: 4 readers hold; 200 when shared "
+           "holds are not re-asserted, a release's 409 when readers granted together are "
+           "recorded only as their first)\n",
+           st);
     CHECK_EQ_INT(st, 409);
     for (int i = 0; i < 4; i++)
         CHECK_EQ_INT(release(cl, &rs1, name, b[i].lease), 200);
