@@ -63,6 +63,19 @@ struct bk_renew_item {
     enum lk_code result; /* filled: LK_OK, LK_NOT_HELD, LK_HELD_BY_OTHER, LK_BACKEND_DOWN */
 };
 
+/* bk_req.more: readers granted together, in one call (a capability as
+ * BK_CAP_* above, defined here beside what it takes). */
+#define BK_CAP_GROUP 0x40u
+
+/* One more shared holder granted with an acquire (bk_req.more). */
+struct bk_grant_item {
+    const char *lease; /* LK_LEASE_LEN hex chars */
+    const char *owner; /* "" when none */
+    int64_t ttl_ms;
+    bool session_bound;
+    int64_t fencing_token; /* filled when the acquire answers LK_OK */
+};
+
 struct bk_req {
     enum bk_op op;
     const char *name;  /* all but LIST, RENEW_MANY, PING */
@@ -87,6 +100,15 @@ struct bk_req {
      * INSPECT: a watcher asks; lockd must hear (release hook) of the next
      * change of the name's holders made through any lockd. */
     bool wait;
+    /* ACQUIRE, mode BK_SHARED with limit 1 only (BK_CAP_GROUP): nmore more
+     * shared holders granted with this one, all or none, in the same
+     * backend call (a release hands a reader-writer lock to every shared
+     * waiter queued before the next exclusive one at once). On LK_OK each
+     * item's fencing_token is filled, in item order, each greater than the
+     * one before it and than the request's own. The caller owns more until
+     * done runs. */
+    struct bk_grant_item *more;
+    size_t nmore;
     /* LIST */
     const char *prefix;
     const char *cursor; /* "" = from the start; opaque otherwise */

@@ -225,6 +225,40 @@ static void holder_set(struct mem *m, struct mem_holder *mh, const struct bk_req
     mh->mode = (unsigned char)req->mode;
 }
 
+/* The shared holders granted with req's own (bk_req.more), just granted
+ * on name: admitted with it, so all of them are; their tokens follow its
+ * token. Holders may move (the array grows): no pointer into them is kept
+ * across this. */
+static void grant_more(struct mem *m, const struct bk_req *req, int64_t now)
+{
+    if (req->nmore == 0)
+        return; /* the common case: no second lookup */
+    struct mem_lock *l;
+    HASH_FIND_STR(m->locks, req->name, l);
+    for (size_t i = 0; l != NULL && i < req->nmore; i++) {
+        struct bk_grant_item *it = &req->more[i];
+        struct bk_req one = {.op = BK_ACQUIRE,
+                             .lease = it->lease,
+                             .owner = it->owner,
+                             .mode = BK_SHARED,
+                             .limit = 1,
+                             .ttl_ms = it->ttl_ms,
+                             .session_bound = it->session_bound};
+        if (l->n == l->cap) {
+            uint32_t cap = l->cap * 2;
+            struct mem_holder *nh = lk_malloc(cap * sizeof(*nh));
+            memcpy(nh, l->h, l->n * sizeof(*nh));
+            if (l->h != &l->one)
+                free(l->h);
+            l->h = nh;
+            l->cap = cap;
+        }
+        struct mem_holder *mh = &l->h[l->n++];
+        holder_set(m, mh, &one, now);
+        it->fencing_token = mh->token;
+    }
+}
+
 /* Whether an acquire of (mode, limit) may join l's holders; sets r's code
  * and blocking holder when not. */
 static bool admits(struct mem_lock *l, const struct bk_req *req, int64_t now,
@@ -324,6 +358,7 @@ static void mem_acquire(struct mem *m, const struct bk_req *req, bk_done_fn done
         r.fencing_token = mh->token;
         r.ttl_ms = mh->ttl_ms;
         r.validity_ms = mh->ttl_ms; /* one process, one clock: no drift to subtract */
+        grant_more(m, req, now);    /* last: mh may move */
     }
     pthread_mutex_unlock(&m->mu);
     done(arg, &r);
@@ -624,7 +659,10 @@ static enum lk_code mem_submit(void *bk, struct lk_loop *lp, const struct bk_req
                                bk_done_fn done, void *arg)
 {
     (void)lp;
-    if ((unsigned)req->op >= BK_OP_COUNT) {
+    /* more holders (bk_req.more) go with a reader's acquire only */
+    bool more_ok = req->nmore == 0 || (req->op == BK_ACQUIRE && req->mode == BK_SHARED &&
+                                       req->limit == 1 && req->more != NULL);
+    if ((unsigned)req->op >= BK_OP_COUNT || !more_ok) {
         struct bk_res r;
         bk_res_init(&r, LK_INTERNAL);
         done(arg, &r);
@@ -659,7 +697,8 @@ static void mem_free(void *bk)
 
 static const struct backend_ops mem_ops = {
     .name = "memory",
-    .caps = BK_CAP_SHARED | BK_CAP_LIMIT | BK_CAP_FLOOR | BK_CAP_FORCE | BK_CAP_INDEX,
+    .caps =
+        BK_CAP_SHARED | BK_CAP_LIMIT | BK_CAP_FLOOR | BK_CAP_FORCE | BK_CAP_INDEX | BK_CAP_GROUP,
     .attach = mem_attach,
     .detach = mem_detach,
     .submit = mem_submit,

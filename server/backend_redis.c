@@ -139,6 +139,10 @@ struct rcmd {
     int64_t delay_ms;      /* release: the lock-delay asked */
     int64_t token;         /* acquire with WAIT: the grant's token, answered after WAIT */
     int64_t start_ms;      /* when it was asked: a lease recorded expires no later than Redis' */
+    /* shared acquire: the caller's more holders (bk_req.more), their tokens
+     * filled when the grant is answered (acquire_shared.lua: token + k) */
+    struct bk_grant_item *more;
+    size_t nmore;
     const char *lease_ref; /* renew, release: the request's lease (valid until answered) */
     /* acquire: what an undo needs, "<name>\0<lease>\0" (lk_pair_put) */
     const char *undo_name, *undo_lease;
@@ -379,6 +383,8 @@ static void grant_res(struct rcmd *cmd, int64_t token, struct bk_res *out)
     out->fencing_token = token;
     out->ttl_ms = cmd->ttl_ms;
     out->validity_ms = cmd->ttl_ms; /* one node, no drift: known to hold its whole ttl */
+    for (size_t i = 0; i < cmd->nmore; i++)
+        cmd->more[i].fencing_token = token + (int64_t)i + 1;
 }
 
 /* The grants table (grant_log.c): what a restarted Redis gets back. Shared
@@ -978,6 +984,17 @@ static enum lk_code rb_acquire_shared(struct rb *bk, struct rn_conn *c, const st
     rargs_str(&b, a->limit > 1 ? "0" : "1"); /* a semaphore's slot, or a reader */
     rargs_int(&b, a->limit);
     rargs_int(&b, lk_wall_us()); /* fencing floor, see _acquire.lua */
+    /* More readers with it, all or none (bk_req.more). An undo (a grant
+     * answered too late, or short of its WAIT) gives back the first lease
+     * only: the others' slots free at their ttl, as a crashed holder's do. */
+    for (size_t i = 0; i < a->nmore; i++) {
+        rargs_str(&b, a->more[i].lease);
+        rargs_str(&b, a->more[i].session_bound ? "1" : "0");
+        rargs_int(&b, a->more[i].ttl_ms);
+        rargs_str(&b, a->more[i].owner ? a->more[i].owner : "");
+    }
+    cmd->more = a->more;
+    cmd->nmore = a->nmore;
     rn_cmd_take_args(&cmd->nc, &b);
     return cmd_submit(cmd, -1);
 }
@@ -1171,7 +1188,8 @@ static enum lk_code rb_ping(struct rb *bk, struct rn_conn *c, bk_done_fn done, v
 static bool unsupported(const struct bk_req *req)
 {
     bool many = req->mode == BK_SHARED || req->limit > 1;
-    return req->op == BK_ACQUIRE && (req->limit < 1 || (many && req->fence_floor > 0));
+    bool group_ok = req->nmore == 0 || (req->mode == BK_SHARED && req->limit == 1);
+    return req->op == BK_ACQUIRE && (req->limit < 1 || (many && req->fence_floor > 0) || !group_ok);
 }
 
 /* What a restart of the node holds back (reassert.c), and the bound on the
@@ -1292,8 +1310,8 @@ static void rb_free(void *state)
 
 static const struct backend_ops rb_ops = {
     .name = "redis",
-    .caps = BK_CAP_SHARED | BK_CAP_LIMIT | BK_CAP_FLOOR | BK_CAP_FORCE |
-            BK_CAP_INDEX, /* floor: exclusive */
+    .caps = BK_CAP_SHARED | BK_CAP_LIMIT | BK_CAP_FLOOR | BK_CAP_FORCE | BK_CAP_INDEX |
+            BK_CAP_GROUP, /* floor: exclusive */
     .attach = rb_attach,
     .detach = rb_detach,
     .submit = rb_submit,

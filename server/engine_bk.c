@@ -50,6 +50,8 @@ static bool supported(const struct engine *e, const struct bk_req *req)
         return false;
     if (req->limit > 1 && !(caps & BK_CAP_LIMIT))
         return false;
+    if (req->nmore > 0 && !(caps & BK_CAP_GROUP))
+        return false;
     return req->fence_floor <= 0 || (caps & BK_CAP_FLOOR);
 }
 

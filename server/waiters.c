@@ -10,6 +10,15 @@
  * loop with loop_post(name): posts carry names, never waiter pointers, so a
  * waiter freed meanwhile cannot be reached.
  *
+ * Grouped grants: when the head asking is shared (a reader-writer lock) and
+ * the backend can (BK_CAP_GROUP), the shared waiters queued right behind it,
+ * up to the first that is not, ask with it in the same backend call
+ * (bk_req.more): a release hands the lock to all of them at once. They are
+ * W_ATTEMPTING meanwhile, so nothing else answers or frees them, and each is
+ * answered on its own loop: the post that carries it is the one pointer to
+ * a waiter that crosses loops, safe because an attempting waiter waits for
+ * it.
+ *
  * Watchers (GET /locks/{name}?index=N&wait_ms=M, DESIGN.md §Watching) are
  * waiters too, in a list per name rather than a queue: a change of the
  * name's holders (a grant or release here, a message from another lockd)
@@ -29,6 +38,18 @@
 #include "server/metrics.h"
 
 enum wstate { W_QUEUED, W_ATTEMPTING, W_DONE };
+
+/* At most this many shared waiters ride on their head's acquire. */
+#define GROUP_MAX 64
+
+struct eng_waiter;
+
+/* The shared waiters asking with a head, and their part of its request. */
+struct wgroup {
+    size_t n;
+    struct eng_waiter *m[GROUP_MAX];
+    struct bk_grant_item items[GROUP_MAX];
+};
 
 struct eng_waiter {
     struct bk_call call; /* its attempt at the backend */
@@ -57,6 +78,12 @@ struct eng_waiter {
     enum lk_code fail_code;
     int64_t limit_in_force; /* LK_LIMIT_MISMATCH: the backend's */
     struct eng_waiter *prev, *next;
+    /* grouped grants: the head's followers while it asks; a follower's
+     * result, copied for its own loop (holders -> gholder) */
+    struct wgroup *group;
+    bool grouped;
+    struct bk_res gres;
+    struct bk_holder gholder;
     /* a watcher: in wl's list (prev, next), never in a queue */
     bool is_watch;
     int64_t index;    /* the index its client knows */
@@ -271,12 +298,16 @@ static void attempt_done(void *arg, const struct bk_res *br)
         arm(w);
         return;
     }
+    bool grouped = w->grouped;
+    w->grouped = false;
     if (br->code == LK_LOCKED && !w->cancelled && !w->failed && now < w->deadline_ms) {
         engine_holder_of(br, &q->holder);
         q->has_holder = true;
         q->holder_expiry_ms = now + (q->holder.expires_in_ms > 0 ? q->holder.expires_in_ms : 0);
-        if (w->kick_pending) {
-            /* A release arrived while we asked: ask again. */
+        if (w->kick_pending || (grouped && q->list == w)) {
+            /* A release arrived while we asked, or a follower refused with
+             * its head finds itself the head (the head was granted on a
+             * later try meanwhile): ask again. */
             w->kick_pending = false;
             pthread_mutex_unlock(&e->wmu);
             attempt(w);
@@ -303,6 +334,75 @@ static void attempt_done(void *arg, const struct bk_res *br)
         return;
     }
     fail(w, code, code == LK_LOCKED ? &holder : NULL);
+}
+
+/* On a follower's loop: its share of its head's answer. */
+static void on_follower(void *arg)
+{
+    struct eng_waiter *m = arg;
+    m->gres.holders = m->gres.nholders > 0 ? &m->gholder : NULL;
+    attempt_done(m, &m->gres);
+}
+
+/* The answer to a head that asked with followers (bk_req.more): all of
+ * them were granted, or none. The followers first, each on its own loop, so
+ * that a refused head asking again (a release came meanwhile) finds them
+ * queued and takes them along; then the head. */
+static void group_done(void *arg, const struct bk_res *br)
+{
+    struct eng_waiter *w = arg;
+    struct wgroup *g = w->group;
+    w->group = NULL;
+    for (size_t i = 0; i < g->n; i++) {
+        struct eng_waiter *m = g->m[i];
+        bk_res_init(&m->gres, br->code);
+        if (br->code == LK_OK) {
+            m->gres.fencing_token = g->items[i].fencing_token;
+            m->gres.ttl_ms = g->items[i].ttl_ms;
+        }
+        m->gres.delay_ms = br->delay_ms;
+        m->gres.limit = br->limit;
+        m->gres.nholders = br->nholders > 0 ? 1 : 0;
+        if (br->nholders > 0)
+            m->gholder = br->holders[0];
+        if (m->lp == w->lp)
+            on_follower(m);
+        else
+            loop_post(m->lp, on_follower, m);
+    }
+    free(g);
+    attempt_done(w, br);
+}
+
+/* Before head w (shared, attempting) asks: the shared waiters queued right
+ * behind it, marked attempting, or NULL when none (or the backend cannot
+ * take them in one call). */
+static struct wgroup *group_take(struct eng_waiter *w)
+{
+    struct engine *e = w->e;
+    if (!w->shared || w->limit != 1 || !(e->bk.ops->caps & BK_CAP_GROUP))
+        return NULL;
+    struct wgroup *g = NULL;
+    pthread_mutex_lock(&e->wmu);
+    if (w->q != NULL && w->q->list == w) {
+        for (struct eng_waiter *m = w->next; m != NULL; m = m->next) {
+            if (!m->shared || m->limit != 1 || m->state != W_QUEUED || m->failed ||
+                (g != NULL && g->n == GROUP_MAX))
+                break; /* the first that is not a queued reader: the group ends */
+            if (g == NULL)
+                g = lk_calloc(1, sizeof(*g));
+            m->state = W_ATTEMPTING;
+            m->grouped = true;
+            g->m[g->n] = m;
+            g->items[g->n].lease = m->lease;
+            g->items[g->n].owner = m->owner;
+            g->items[g->n].ttl_ms = m->ttl_ms;
+            g->items[g->n].session_bound = m->has_session;
+            g->n++;
+        }
+    }
+    pthread_mutex_unlock(&e->wmu);
+    return g;
 }
 
 /* On w's loop, with w->state == W_ATTEMPTING set under wmu by the caller.
@@ -341,8 +441,14 @@ static void attempt(struct eng_waiter *w)
         .session_bound = w->has_session,
         .wait = true,
     };
-    enum lk_code c = engine_bk_submit(e, w->lp, &w->call, &req, attempt_done, w);
-    (void)c; /* attempt_done runs either way */
+    w->group = group_take(w);
+    if (w->group != NULL) {
+        req.more = w->group->items;
+        req.nmore = w->group->n;
+    }
+    enum lk_code c =
+        engine_bk_submit(e, w->lp, &w->call, &req, w->group ? group_done : attempt_done, w);
+    (void)c; /* attempt_done (group_done) runs either way */
 }
 
 /* Deadline and retry timer of a queued waiter. */

@@ -8,6 +8,11 @@
 -- counter and lockd's wall clock in microseconds, in one script with the
 -- grant. One call per acquire: never grouped (acquire_many.lua is the
 -- exclusive path's), O(log N) in the holders.
+-- More readers granted with this one (bk_req.more; mode '1', limit '1'
+-- only): ARGV[9..] in fours, lease, sb, ttl_ms, owner each. They are
+-- admitted with the first, all or none; the k-th of them gets token + k
+-- (the returned token is the first's), and the fence counter ends at the
+-- last one.
 local lock, fence = KEYS[1], KEYS[2]
 local w, lease, sb, ttl, owner, mode, limit, nowus =
   ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8]
@@ -65,11 +70,15 @@ if v then
 end
 -- Granted: the token first (an error here leaves nothing granted).
 local tok = nowus
+local more = math.floor((#ARGV - 8) / 4)
 local last = redis.call('SET', fence, nowus, 'PX', 'FENCE_RETENTION_MS', 'GET')
 local lastn = last and tonumber(string.match(last, '^(%d+)w?$'))
 if lastn and lastn >= tonumber(nowus) then
   tok = string.format('%d', lastn + 1)
   redis.call('SET', fence, tok, 'PX', 'FENCE_RETENTION_MS')
+end
+if more > 0 then
+  redis.call('SET', fence, string.format('%d', tonumber(tok) + more), 'PX', 'FENCE_RETENTION_MS')
 end
 if w == '1' or (last and string.byte(last, -1) == 119) then
   sh_publish(lock, 'g') -- a watcher (or a waiter) hears of the grant
@@ -77,5 +86,11 @@ end
 redis.call('SET', lock, 's' .. w .. x .. ' ' .. limit .. ' ' .. xu)
 redis.call('ZADD', lock .. ':z', now + tonumber(ttl), lease)
 redis.call('HSET', lock .. ':h', lease, tok .. ' ' .. sb .. ' ' .. ttl .. ' ' .. mode .. ' ' .. owner)
+for k = 1, more do
+  local a = 8 + (k - 1) * 4
+  local t = string.format('%d', tonumber(tok) + k)
+  redis.call('ZADD', lock .. ':z', now + tonumber(ARGV[a + 3]), ARGV[a + 1])
+  redis.call('HSET', lock .. ':h', ARGV[a + 1], t .. ' ' .. ARGV[a + 2] .. ' ' .. ARGV[a + 3] .. ' 1 ' .. ARGV[a + 4])
+end
 sh_expire(lock, now)
 return tok

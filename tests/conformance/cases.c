@@ -677,6 +677,66 @@ static void case_shared_writer_first(struct cf *c)
     CHECK_EQ_INT(cf_acquire_as(c, "wf", LEASE_D, "w", 5000, BK_EXCLUSIVE, 1, true)->code, LK_OK);
 }
 
+/* Readers granted together (bk_req.more, BK_CAP_GROUP): none while a
+ * writer holds or waits, else all in one call, each with its own lease,
+ * owner, ttl and a token above the one before; each slot is then its
+ * own (it expires, renews and releases alone). */
+static void case_shared_group(struct cf *c)
+{
+    struct bk_grant_item more[2] = {{LEASE_B, "b", 200, false, 0}, {LEASE_C, "c", 60000, true, 0}};
+    struct bk_req q = {.op = BK_ACQUIRE,
+                       .name = "grp",
+                       .lease = LEASE_A,
+                       .owner = "a",
+                       .mode = BK_SHARED,
+                       .limit = 1,
+                       .ttl_ms = 60000,
+                       .wait = true,
+                       .more = more,
+                       .nmore = 2};
+    static struct cf_res res;
+    int64_t tw = cf_grant(c, "grp", LEASE_D, "writer");
+    cf_submit(c, &q, &res);
+    CHECK_EQ_INT(res.code, LK_LOCKED); /* none of them */
+    const struct cf_res *r = cf_inspect(c, "grp");
+    CHECK_EQ_INT(r->nholders, 1);
+    CHECK_EQ_INT(r->holders[0].fencing_token, tw);
+    CHECK_EQ_INT(cf_release(c, "grp", LEASE_D, 0)->code, LK_OK);
+    cf_submit(c, &q, &res);
+    CHECK_EQ_INT(res.code, LK_OK);
+    CHECK(res.fencing_token > tw);
+    CHECK(more[0].fencing_token > res.fencing_token);
+    CHECK(more[1].fencing_token > more[0].fencing_token);
+    int64_t ta = res.fencing_token;
+    r = cf_inspect(c, "grp");
+    CHECK_EQ_INT(r->nholders, 3);
+    CHECK_EQ_INT(r->holders[0].fencing_token, more[1].fencing_token);
+    CHECK_STR(r->holders[0].owner, "c");
+    CHECK(r->holders[0].session_bound);
+    CHECK_EQ_INT(r->holders[0].mode, BK_SHARED);
+    cf_run_for(c, 350); /* b's 200 ms ran out, a's and c's did not */
+    r = cf_inspect(c, "grp");
+    CHECK_EQ_INT(r->nholders, 2);
+    CHECK_EQ_INT(cf_release(c, "grp", LEASE_B, 0)->code, LK_HELD_BY_OTHER);
+    r = cf_renew(c, "grp", LEASE_C, 0);
+    CHECK_EQ_INT(r->code, LK_OK);
+    CHECK_EQ_INT(r->fencing_token, more[1].fencing_token);
+    CHECK_EQ_INT(r->ttl_ms, 60000);
+    r = cf_release(c, "grp", LEASE_A, 0);
+    CHECK_EQ_INT(r->code, LK_OK);
+    CHECK_EQ_INT(r->fencing_token, ta);
+    /* a writer waiting (refused by c) keeps a new group out */
+    CHECK_EQ_INT(cf_acquire_as(c, "grp", LEASE_D, "w", 5000, BK_EXCLUSIVE, 1, true)->code,
+                 LK_LOCKED);
+    q.lease = LEASE_A;
+    more[0].lease = LEASE_B;
+    cf_submit(c, &q, &res);
+    CHECK_EQ_INT(res.code, LK_LOCKED);
+    CHECK_EQ_INT(cf_inspect(c, "grp")->nholders, 1);
+    CHECK_EQ_INT(cf_release(c, "grp", LEASE_C, 0)->code, LK_OK);
+    CHECK_EQ_INT(cf_acquire_as(c, "grp", LEASE_D, "w", 5000, BK_EXCLUSIVE, 1, true)->code, LK_OK);
+}
+
 /* A semaphore of 3: three holders, the fourth refused with a holder, a
  * slot freed by a release or by its holder's expiry goes to the next;
  * every other limit (1 included) is LK_LIMIT_MISMATCH naming 3. */
@@ -892,6 +952,7 @@ const struct cf_case cf_cases[] = {
     {"shared_readers", case_shared_readers, 0, BK_CAP_SHARED},
     {"shared_expiry_and_owner", case_shared_expiry_and_owner, 0, BK_CAP_SHARED},
     {"shared_writer_first", case_shared_writer_first, 0, BK_CAP_SHARED},
+    {"shared_group", case_shared_group, 0, BK_CAP_GROUP},
     {"semaphore", case_semaphore, 0, BK_CAP_LIMIT},
     {"force_release", case_force_release, 0, BK_CAP_FORCE},
     {"index", case_index, 0, BK_CAP_INDEX},

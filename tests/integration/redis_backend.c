@@ -1078,25 +1078,32 @@ static void t_request_waits_for_reconnect(void)
 }
 
 /* What the redis backend does not do (a fence floor on a shared acquire or a
- * semaphore) is refused, never half done: such a request is answered
- * LK_UNSUPPORTED at once. Shared mode, limit and the floor of an exclusive
- * acquire it does (caps). */
+ * semaphore; more holders, bk_req.more, with anything but a reader) is
+ * refused, never half done: such a request is answered LK_UNSUPPORTED at
+ * once. Shared mode, limit, the floor of an exclusive acquire and readers
+ * granted together it does (caps). */
 static void t_unsupported(void)
 {
     char url[128];
     struct fx f;
     url_of(&R, NULL, url, sizeof(url));
     fx_open(&f, url, NULL);
-    CHECK_EQ_INT(f.be.ops->caps,
-                 BK_CAP_SHARED | BK_CAP_LIMIT | BK_CAP_FLOOR | BK_CAP_FORCE | BK_CAP_INDEX);
+    CHECK_EQ_INT(f.be.ops->caps, BK_CAP_SHARED | BK_CAP_LIMIT | BK_CAP_FLOOR | BK_CAP_FORCE |
+                                     BK_CAP_INDEX | BK_CAP_GROUP);
     long long e0 = th_redis_calls(&R, "evalsha");
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < 3; k++) {
         struct bk_req a = acquire_req("unsup", LEASE_A, 5000, "", false, false);
         a.fence_floor = 7; /* the floor rides on acquire.lua: exclusive acquires only */
-        if (k == 0)
+        struct bk_grant_item more = {LEASE_B, "", 5000, false, 0};
+        if (k == 0) {
             a.mode = BK_SHARED;
-        else
+        } else if (k == 1) {
             a.limit = 2;
+        } else { /* more holders with a writer: readers only */
+            a.fence_floor = 0;
+            a.more = &more;
+            a.nmore = 1;
+        }
         struct res x;
         memset(&x, 0, sizeof(x));
         CHECK_EQ_INT(submit(&f, &a, on_done, &x), LK_OK);

@@ -2,7 +2,9 @@
 # lockctl.sh - lockctl against a real lockd: plain commands, exit codes
 # (64 usage, 66 token file, 69 unreachable or TLS not verified, 75 not
 # obtained, 77 unauthorized), --token-file, LOCKD_TOKEN_FILE and --cacert
-# (HTTPS with a throwaway CA), and `run`: environment, exit status
+# (HTTPS with a throwaway CA), --shared and --limit on acquire and run
+# (readers together, a writer refused, a semaphore's slots and its
+# limit_mismatch), and `run`: environment, exit status
 # pass-through, mutual exclusion of runs started together, COMMAND signalled
 # when lockd dies (--on-lost term, kill, ignore), `observe` (a line per
 # change, --count), `elect` (one leader at a time, hand-over on SIGTERM within
@@ -64,6 +66,24 @@ t_check "session heartbeat answers" sh -c '"$0" session heartbeat "$1" | grep -q
 t_check "acquire under the session" sh -c '"$0" acquire sh.s --session "$1" >/dev/null' "$L" "$sess"
 t_check "session end releases its locks" sh -c '"$0" session end "$1" | grep -qx "released=sh.s"' "$L" "$sess"
 t_status 1 "heartbeat of an ended session exits 1" "$L" session heartbeat "$sess"
+
+# ---- --shared and --limit: reader-writer locks and semaphores
+"$L" acquire sh.rw --shared --ttl 30s >"$d/r1.out"
+"$L" acquire sh.rw --shared --ttl 30s >"$d/r2.out"
+t_check "acquire --shared twice: two readers hold" \
+    sh -c '"$0" status sh.rw | grep -qx "holders=2" && "$0" status sh.rw | grep -qx "mode=shared"' "$L"
+t_status 75 "an exclusive acquire while readers hold exits 75" "$L" acquire sh.rw --wait 0
+t_check "run --shared runs beside the readers" \
+    "$L" run sh.rw --shared --wait 0 -- sh -c '"$0" status sh.rw | grep -qx "holders=3"' "$L"
+for f in r1 r2; do "$L" release sh.rw --lease "$(sed -n 's/^lease=//p' "$d/$f.out")" >/dev/null; done
+t_check "the readers' releases free it" sh -c '"$0" status sh.rw | grep -qx "held=false"' "$L"
+"$L" acquire sh.sem --limit 2 >"$d/s1.out"
+t_check "run --limit 2 takes the second slot" \
+    "$L" run sh.sem --limit 2 --wait 0 -- sh -c '"$0" status sh.sem | grep -qx "holders=2"' "$L"
+"$L" acquire sh.sem --limit 2 >/dev/null
+t_status 75 "a third holder of a semaphore of 2 exits 75" "$L" acquire sh.sem --limit 2 --wait 0
+t_status 1 "another --limit than the one in force exits 1 (limit_mismatch)" \
+    "$L" acquire sh.sem --limit 3
 
 # ---- run: environment, release, exit status
 t_check "run gives COMMAND LOCKD_LOCK, LOCKD_LEASE, LOCKD_FENCING_TOKEN" \

@@ -310,8 +310,8 @@ static void test_contract_extras(void **state)
     struct backend be;
     assert_int_equal(backend_memory_new(NULL, &be), LK_OK);
     struct mem *m = be.state;
-    assert_int_equal(be.ops->caps,
-                     BK_CAP_SHARED | BK_CAP_LIMIT | BK_CAP_FLOOR | BK_CAP_FORCE | BK_CAP_INDEX);
+    assert_int_equal(be.ops->caps, BK_CAP_SHARED | BK_CAP_LIMIT | BK_CAP_FLOOR | BK_CAP_FORCE |
+                                       BK_CAP_INDEX | BK_CAP_GROUP);
 
     int64_t floor = lk_wall_us() + 1000000000LL; /* ahead of the clock-seeded counter */
     struct bk_req q = {.op = BK_ACQUIRE,
