@@ -53,12 +53,26 @@ static bool supported(const struct engine *e, const struct bk_req *req)
     return req->fence_floor <= 0 || (caps & BK_CAP_FLOOR);
 }
 
+/* Whether req is within what the backend can do (its caps); when not,
+ * *why gets the backend's sentence for the client (or NULL). */
+bool engine_bk_supported(const struct engine *e, const struct bk_req *req, const char **why)
+{
+    *why = NULL;
+    if (supported(e, req))
+        return true;
+    if (e->bk.ops->refusal != NULL)
+        *why = e->bk.ops->refusal(req);
+    return false;
+}
+
 enum lk_code engine_bk_submit(struct engine *e, struct lk_loop *lp, struct bk_call *call,
                               const struct bk_req *req, bk_done_fn done, void *arg)
 {
-    if (!supported(e, req)) {
+    const char *why;
+    if (!engine_bk_supported(e, req, &why)) {
         struct bk_res r;
         bk_res_init(&r, LK_UNSUPPORTED);
+        r.refusal = why;
         done(arg, &r);
         return LK_OK;
     }
