@@ -242,9 +242,13 @@ static void check_no_grant(const struct th_lockd *l, struct th_client *c)
     }
 }
 
-static void t_nodes_killed_mid_load(void)
+/* n nodes under load from two lockd: a minority (n/2) SIGKILLed one after
+ * the other, still granting with /readyz 200; one more (no majority): only
+ * 503 or 409, /readyz 503, no grant; all back, empty: granting again
+ * without restarting lockd, and never an overlap or a token going back. */
+static void nodes_killed_mid_load(int n)
 {
-    start_nodes(3);
+    start_nodes(n);
     load_reset();
     atomic_store(&tolerate_down, true);
     lockd_on(&L1);
@@ -255,16 +259,22 @@ static void t_nodes_killed_mid_load(void)
         CHECK(pthread_create(&th[i], NULL, loader, (void *)i) == 0);
     th_sleep_ms(300);
     int before = atomic_load(&grants);
-    printf("# all nodes up: %d grants in 300 ms\n", before);
-    int port0 = R[0].port, port1 = R[1].port;
-    th_redis_stop(&R[0]); /* SIGKILL: one of three */
-    th_sleep_ms(800);
-    int during = atomic_load(&grants);
-    CHECK_EQ_INT(readyz(&L1, c), 200);
-    CHECK(during > before); /* still granting on two of three */
-    printf("# one node down: %d grants in 800 ms\n", during - before);
+    printf("# all %d nodes up: %d grants in 300 ms\n", n, before);
+    int port[MAX_N];
+    for (int i = 0; i < n; i++)
+        port[i] = R[i].port;
+    for (int i = 0; i < n / 2; i++) {
+        th_redis_stop(&R[i]); /* SIGKILL: a minority, one by one */
+        th_sleep_ms(800);
+        int during = atomic_load(&grants);
+        CHECK_EQ_INT(readyz(&L1, c), 200);
+        CHECK_EQ_INT(readyz(&L2, c), 200);
+        CHECK(during > before); /* still granting on the majority left */
+        printf("# %d of %d nodes down: %d grants in 800 ms\n", i + 1, n, during - before);
+        before = during;
+    }
 
-    th_redis_stop(&R[1]); /* two of three: no majority */
+    th_redis_stop(&R[n / 2]); /* no majority any more */
     th_sleep_ms(100);
     int at_loss = atomic_load(&grants);
     CHECK(readyz_becomes(&L1, c, 503, 3000));
@@ -278,9 +288,9 @@ static void t_nodes_killed_mid_load(void)
     th_sleep_ms(500);
     CHECK_EQ_INT(atomic_load(&grants), frozen);
 
-    th_redis_start(&R[0], port0, NULL); /* back, empty */
-    th_redis_start(&R[1], port1, NULL);
-    /* Both come back empty: each lockd re-asserts its leases there and
+    for (int i = 0; i <= n / 2; i++)
+        th_redis_start(&R[i], port[i], NULL); /* back, empty */
+    /* They come back empty: each lockd re-asserts its leases there and
      * grants nothing new for restart_grace_ms (2 s) after (issue 25), on
      * top of the reconnect backoff (up to 1 s); and a lease whose release
      * found no majority (503) is re-asserted too, so its name stays held
@@ -308,7 +318,31 @@ static void t_nodes_killed_mid_load(void)
     stop_nodes();
 }
 
+static void t_nodes_killed_mid_load(void)
+{
+    nodes_killed_mid_load(3);
+}
+
+static void t_nodes_killed_mid_load_5(void)
+{
+    nodes_killed_mid_load(5);
+}
+
 /* ---- a paused node ---- */
+
+/* lockd_backend_errors_total of node i, from /metrics. */
+static long long node_errors(const struct th_lockd *l, struct th_client *c, int i)
+{
+    char url[128], want[96];
+    snprintf(url, sizeof(url), "%s/metrics", l->url);
+    snprintf(want, sizeof(want), "lockd_backend_errors_total{node=\"127.0.0.1:%d\"} ", R[i].port);
+    struct th_resp r;
+    th_http(c, "GET", url, NULL, NULL, &r);
+    const char *p = r.status == 200 ? strstr(r.body, want) : NULL;
+    long long v = p != NULL ? atoll(p + strlen(want)) : -1;
+    th_resp_free(&r);
+    return v;
+}
 
 /* A node that stops answering (SIGSTOP: connections open, nothing read)
  * slows nothing: the majority answers every request in about one round
@@ -319,8 +353,19 @@ static void t_paused_node(void)
     struct th_lockd l;
     lockd_on(&l);
     struct th_client *c = th_client_new();
+    CHECK_EQ_INT(node_errors(&l, c, 2), 0);
     CHECK(kill(R[2].pid, SIGSTOP) == 0);
     char url[128], hdr[96];
+    /* One acquire is answered by nodes 0 and 1; node 2's share times out
+     * backend_timeout_ms later, after the answer, and still counts as
+     * node 2's error (before, only what the answer listed was counted). */
+    snprintf(url, sizeof(url), "%s/locks/paused-late", l.url);
+    CHECK_EQ_INT(http_status(c, "POST", url, "{\"ttl_ms\":5000}", NULL, NULL), 200);
+    int64_t end = th_now_ms() + TIMEOUT_MS + 3000 * th_time_scale();
+    while (node_errors(&l, c, 2) < 1 && th_now_ms() < end)
+        th_sleep_ms(20);
+    CHECK(node_errors(&l, c, 2) >= 1);
+    CHECK_EQ_INT(node_errors(&l, c, 0), 0);
     int64_t worst = 0;
     for (int i = 0; i < 20; i++) {
         snprintf(url, sizeof(url), "%s/locks/paused-%d", l.url, i % 4);
@@ -489,9 +534,227 @@ static void t_renew_after_loss(void)
     stop_nodes();
 }
 
+/* ---- readers and writers (issue 22 on Redlock) ---- */
+
+#define RW_CLIENTS 16
+#define RW_NAMES 4
+#define RW_ROUNDS 8
+
+static atomic_int readers[RW_NAMES], writers[RW_NAMES];
+static long long max_seen[RW_NAMES], last_writer[RW_NAMES];
+static atomic_int rw_shared_grants;
+
+/* Three of four acquires shared, one exclusive, over two lockd: a writer
+ * never holds with anyone, a writer's token is above every token granted
+ * before it, a reader's above the last writer's. */
+static void *rw_client(void *arg)
+{
+    long id = (long)arg;
+    struct th_client *c = th_client_new();
+    const struct th_lockd *l = id % 2 ? &L1 : &L2;
+    for (int i = 0; i < RW_ROUNDS; i++) {
+        int slot = (int)((id + i) % RW_NAMES);
+        bool shared = (id + i) % 4 != 0;
+        char url[128], body[160], hdr[96];
+        snprintf(url, sizeof(url), "%s/locks/rw-%d", l->url, slot);
+        snprintf(body, sizeof(body),
+                 "{\"ttl_ms\":10000,\"wait_ms\":15000,\"owner\":\"c%ld\",\"mode\":\"%s\"}", id,
+                 shared ? "shared" : "exclusive");
+        struct th_resp r;
+        th_http(c, "POST", url, body, NULL, &r);
+        if (r.status != 200) {
+            fprintf(stderr, "client %ld: %s acquire %ld %s\n", id, shared ? "shared" : "exclusive",
+                    r.status, r.body);
+            atomic_fetch_add(&failures, 1);
+            th_resp_free(&r);
+            continue;
+        }
+        long long token = th_jint(&r, "fencing_token");
+        snprintf(hdr, sizeof(hdr), "Lock-Lease: %s", th_jstr(&r, "lease"));
+        if (strcmp(th_jstr(&r, "mode"), shared ? "shared" : "exclusive") != 0)
+            atomic_fetch_add(&failures, 1);
+        th_resp_free(&r);
+        if (shared) {
+            atomic_fetch_add(&readers[slot], 1);
+            if (atomic_load(&writers[slot]) != 0)
+                atomic_fetch_add(&overlaps, 1);
+            atomic_fetch_add(&rw_shared_grants, 1);
+        } else if (atomic_fetch_add(&writers[slot], 1) != 0 || atomic_load(&readers[slot]) != 0) {
+            atomic_fetch_add(&overlaps, 1);
+        }
+        pthread_mutex_lock(&mu);
+        long long floor = shared ? last_writer[slot] : max_seen[slot];
+        if (token <= floor) {
+            fprintf(stderr, "rw-%d: %s token %lld after %lld\n", slot,
+                    shared ? "shared" : "exclusive", token, floor);
+            atomic_fetch_add(&regressions, 1);
+        }
+        if (token > max_seen[slot])
+            max_seen[slot] = token;
+        if (!shared)
+            last_writer[slot] = token;
+        pthread_mutex_unlock(&mu);
+        atomic_fetch_add(&grants, 1);
+        th_sleep_ms(2);
+        atomic_fetch_sub(shared ? &readers[slot] : &writers[slot], 1);
+        long st = http_status(c, "DELETE", url, NULL, hdr, NULL);
+        if (st != 200) {
+            fprintf(stderr, "client %ld: release %ld\n", id, st);
+            atomic_fetch_add(&failures, 1);
+        }
+    }
+    th_client_free(c);
+    return NULL;
+}
+
+static void t_shared_readers_writer(void)
+{
+    start_nodes(3);
+    load_reset();
+    memset(max_seen, 0, sizeof(max_seen));
+    memset(last_writer, 0, sizeof(last_writer));
+    atomic_store(&rw_shared_grants, 0);
+    lockd_on(&L1);
+    lockd_on(&L2);
+    pthread_t th[RW_CLIENTS];
+    int64_t t0 = th_now_ms();
+    for (long i = 0; i < RW_CLIENTS; i++)
+        CHECK(pthread_create(&th[i], NULL, rw_client, (void *)i) == 0);
+    for (int i = 0; i < RW_CLIENTS; i++)
+        pthread_join(th[i], NULL);
+    printf("# readers and writers: %d grants (%d shared) across 2 lockd in %lld ms, %d overlaps, "
+           "%d token regressions, %d failures\n",
+           atomic_load(&grants), atomic_load(&rw_shared_grants), (long long)(th_now_ms() - t0),
+           atomic_load(&overlaps), atomic_load(&regressions), atomic_load(&failures));
+    CHECK_EQ_INT(atomic_load(&overlaps), 0);
+    CHECK_EQ_INT(atomic_load(&regressions), 0);
+    CHECK_EQ_INT(atomic_load(&failures), 0);
+    CHECK_EQ_INT(atomic_load(&grants), RW_CLIENTS * RW_ROUNDS);
+
+    /* two readers through two lockd: both shown, by inspect and list */
+    struct th_client *c = th_client_new();
+    char u1[128], u2[128], h1[96], h2[96];
+    snprintf(u1, sizeof(u1), "%s/locks/rw-two", L1.url);
+    snprintf(u2, sizeof(u2), "%s/locks/rw-two", L2.url);
+    struct th_resp r;
+    th_http(c, "POST", u1, "{\"mode\":\"shared\",\"ttl_ms\":10000}", NULL, &r);
+    CHECK_EQ_INT(r.status, 200);
+    snprintf(h1, sizeof(h1), "Lock-Lease: %s", th_jstr(&r, "lease"));
+    th_resp_free(&r);
+    th_http(c, "POST", u2, "{\"mode\":\"shared\",\"ttl_ms\":10000}", NULL, &r);
+    CHECK_EQ_INT(r.status, 200);
+    snprintf(h2, sizeof(h2), "Lock-Lease: %s", th_jstr(&r, "lease"));
+    th_resp_free(&r);
+    th_http(c, "GET", u1, NULL, NULL, &r);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK_EQ_INT(th_jint(&r, "holders"), 2);
+    CHECK_STR(th_jstr(&r, "mode"), "shared");
+    th_resp_free(&r);
+    CHECK_EQ_INT(http_status(c, "POST", u2, "{\"ttl_ms\":10000}", NULL, NULL), 409);
+    CHECK_EQ_INT(http_status(c, "DELETE", u1, NULL, h1, NULL), 200);
+    CHECK_EQ_INT(http_status(c, "DELETE", u2, NULL, h2, NULL), 200);
+    CHECK_EQ_INT(http_status(c, "POST", u2, "{\"ttl_ms\":10000}", NULL, NULL), 200);
+    th_client_free(c);
+    th_lockd_kill(&L1, SIGTERM);
+    th_lockd_kill(&L2, SIGTERM);
+    stop_nodes();
+}
+
+/* ---- the majority view ---- */
+
+/* Names of a listing (every page), as "a,b,c," in order. */
+static void list_names(const struct th_lockd *l, struct th_client *c, const char *prefix,
+                       char *out, size_t cap)
+{
+    char url[1400], cursor[1100] = "";
+    out[0] = '\0';
+    for (int page = 0; page < 50; page++) {
+        snprintf(url, sizeof(url), "%s/locks?prefix=%s&limit=2%s%s", l->url, prefix,
+                 cursor[0] ? "&cursor=" : "", cursor);
+        struct th_resp r;
+        th_http(c, "GET", url, NULL, NULL, &r);
+        CHECK_EQ_INT(r.status, 200);
+        json_t *a = json_object_get(r.json, "locks");
+        for (size_t i = 0; i < json_array_size(a); i++) {
+            const char *n = json_string_value(json_object_get(json_array_get(a, i), "name"));
+            size_t o = strlen(out);
+            snprintf(out + o, cap - o, "%s,", n);
+        }
+        const char *next = json_string_value(json_object_get(r.json, "next_cursor"));
+        snprintf(cursor, sizeof(cursor), "%s", next ? next : "");
+        th_resp_free(&r);
+        if (cursor[0] == '\0')
+            return;
+    }
+    th_fail(__FILE__, __LINE__, "listing of '%s' never ended", prefix);
+}
+
+/* How many times name is in names ("a,b,"). */
+static int listed(const char *names, const char *name)
+{
+    char want[64];
+    snprintf(want, sizeof(want), "%s,", name);
+    int k = 0;
+    for (const char *p = names; (p = strstr(p, want)) != NULL; p++)
+        k += p == names || p[-1] == ',';
+    return k;
+}
+
+/* Inspect and list show what a majority hold: a name node 0 lost (as after
+ * a restart without its data) is still held and listed, once; a name two of
+ * three lost is free and not listed; a shared name lists its readers. The
+ * listing walked node 0 alone before, and missed the first. */
+static void t_majority_view(void)
+{
+    start_nodes(3);
+    struct th_lockd l;
+    lockd_on(&l);
+    struct th_client *c = th_client_new();
+    char url[128], hdr[96], names[1024];
+    const char *held[] = {"mv-a", "mv-b", "mv-c", "mv-gone"};
+    for (int i = 0; i < 4; i++) {
+        snprintf(url, sizeof(url), "%s/locks/%s", l.url, held[i]);
+        acquire_token(c, url, hdr, sizeof(hdr));
+    }
+    snprintf(url, sizeof(url), "%s/locks/mv-r", l.url);
+    for (int i = 0; i < 2; i++)
+        CHECK_EQ_INT(http_status(c, "POST", url, "{\"mode\":\"shared\",\"ttl_ms\":5000}", NULL, NULL),
+                     200);
+    th_redis_cli(&R[0], "DEL rl:{mv-a} rl:{mv-b} rl:{mv-r} rl:{mv-r}:z rl:{mv-r}:h");
+    th_redis_cli(&R[1], "DEL rl:{mv-gone}");
+    th_redis_cli(&R[2], "DEL rl:{mv-gone}");
+    list_names(&l, c, "mv-", names, sizeof(names));
+    printf("# listed: %s\n", names);
+    for (int i = 0; i < 3; i++) /* a and b from node 1's keys, c from node 0's */
+        CHECK_EQ_INT(listed(names, held[i]), 1);
+    CHECK_EQ_INT(listed(names, "mv-r"), 1);
+    CHECK_EQ_INT(listed(names, "mv-gone"), 0);
+    snprintf(url, sizeof(url), "%s/locks/mv-a", l.url);
+    struct th_resp r;
+    th_http(c, "GET", url, NULL, NULL, &r);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK(json_is_true(json_object_get(r.json, "held")));
+    CHECK(th_jint(&r, "fencing_token") > 0);
+    th_resp_free(&r);
+    snprintf(url, sizeof(url), "%s/locks/mv-r", l.url);
+    th_http(c, "GET", url, NULL, NULL, &r);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK_EQ_INT(th_jint(&r, "holders"), 2);
+    th_resp_free(&r);
+    snprintf(url, sizeof(url), "%s/locks/mv-gone", l.url);
+    th_http(c, "GET", url, NULL, NULL, &r);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK(!json_is_true(json_object_get(r.json, "held")));
+    th_resp_free(&r);
+    th_client_free(c);
+    th_lockd_kill(&l, SIGTERM);
+    stop_nodes();
+}
+
 /* ---- config ---- */
 
-/* /readyz and /metrics name every node; semaphores are refused. */
+/* /readyz and /metrics name every node; semaphores are refused, saying
+ * why; readers are served. */
 static void t_ops_and_refusals(void)
 {
     start_nodes(3);
@@ -510,9 +773,20 @@ static void t_ops_and_refusals(void)
     CHECK(strstr(r.body, "backend=\"redlock\"") != NULL);
     th_resp_free(&r);
     snprintf(url, sizeof(url), "%s/locks/sem", l.url);
-    th_http(c, "POST", url, "{\"limit\":2}", NULL, &r);
-    CHECK_EQ_INT(r.status, 400);
-    CHECK_STR(th_jerr(&r), "unsupported_by_backend");
+    const char *sems[] = {"{\"limit\":3}", "{\"limit\":2,\"wait_ms\":1000}"};
+    for (int i = 0; i < 2; i++) {
+        th_http(c, "POST", url, sems[i], NULL, &r);
+        CHECK_EQ_INT(r.status, 400);
+        CHECK_STR(th_jerr(&r), "unsupported_by_backend");
+        const char *msg = json_string_value(json_object_get(r.json, "message"));
+        printf("# %s: %s\n", sems[i], msg ? msg : "(none)");
+        CHECK(msg != NULL &&
+              strstr(msg, "permits counted on different majorities can exceed the limit") != NULL);
+        th_resp_free(&r);
+    }
+    th_http(c, "POST", url, "{\"mode\":\"shared\"}", NULL, &r); /* shared mode is served */
+    CHECK_EQ_INT(r.status, 200);
+    CHECK_STR(th_jstr(&r, "mode"), "shared");
     th_resp_free(&r);
     th_client_free(c);
     th_lockd_kill(&l, SIGTERM);
@@ -532,9 +806,12 @@ int main(int argc, char **argv)
     RUN(t_mutual_exclusion_3);
     RUN(t_mutual_exclusion_5);
     RUN(t_nodes_killed_mid_load);
+    RUN(t_nodes_killed_mid_load_5);
     RUN(t_paused_node);
     RUN(t_minority_restart_empty);
     RUN(t_renew_after_loss);
+    RUN(t_shared_readers_writer);
+    RUN(t_majority_view);
     RUN(t_ops_and_refusals);
     return th_done();
 }
