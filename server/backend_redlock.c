@@ -722,8 +722,8 @@ static void batch_eval(struct rl_call *c)
  * majority hold is on at least one of them. Each name a page finds is
  * inspected on every node (pipelined) and kept when the majority view
  * (view_eval) holds it, unless an earlier node of the walk holds it too
- * (it was listed there). A node of the walk that is down is skipped while
- * a majority answers. */
+ * (it was listed there). A page whose node is down walks the next one from
+ * its start instead. */
 static int walk_nodes(const struct rl *rl)
 {
     return rl->n - rl->quorum + 1;
@@ -789,6 +789,8 @@ static void list_answer(struct rl_call *c)
     free(keep);
 }
 
+static void sub_done(void *arg, const struct bk_res *r);
+
 struct rl_probe {
     struct rl_call *c;
     struct rl_view *v;
@@ -822,22 +824,20 @@ static void list_eval(struct rl_call *c)
     if (c->answered || !s->done)
         return;
     if (s->code == LK_BACKEND_DOWN && c->list_node + 1 < walk_nodes(c->rl)) {
-        /* skipped while a majority is up: a name a majority hold is on a
-         * node of the walk that answers */
-        int up = 0;
-        for (int i = 0; i < n; i++) {
-            struct bk_node st;
-            up += c->rl->node[i].ops->nodes(c->rl->node[i].state, &st, 1) == 1 && st.up;
-        }
-        if (up >= c->rl->quorum) {
-            char cur[32];
-            snprintf(cur, sizeof(cur), "%d.0", c->list_node + 1);
-            struct bk_res r;
-            bk_res_init(&r, LK_OK);
-            r.next_cursor = cur;
-            call_answer(c, &r);
-            return;
-        }
+        /* This page walks the next node instead, from its start: a name
+         * that a majority of answering nodes hold is on a walked node that
+         * answers. The last one down too: 503. */
+        int next = c->list_node + 1;
+        c->list_node = next;
+        free(c->cursor);
+        c->cursor = lk_strdup("0");
+        c->req.cursor = c->cursor;
+        c->sub[next].done = false;
+        c->pending++;
+        c->refs++;
+        const struct backend *b = &c->rl->node[next];
+        (void)b->ops->submit(b->state, c->lp, &c->req, sub_done, &c->sub[next]);
+        return;
     }
     if (s->code != LK_OK) {
         call_answer_code(c, s->code);

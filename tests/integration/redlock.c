@@ -705,8 +705,9 @@ static int listed(const char *names, const char *name)
 
 /* Inspect and list show what a majority hold: a name node 0 lost (as after
  * a restart without its data) is still held and listed, once; a name two of
- * three lost is free and not listed; a shared name lists its readers. The
- * listing walked node 0 alone before, and missed the first. */
+ * three lost is free and not listed; a shared name lists its readers; with
+ * node 0 down the listing is the same. The listing walked node 0 alone
+ * before, and missed the first. */
 static void t_majority_view(void)
 {
     start_nodes(3);
@@ -761,6 +762,15 @@ static void t_majority_view(void)
     CHECK_EQ_INT(r.status, 200);
     CHECK(!json_is_true(json_object_get(r.json, "held")));
     th_resp_free(&r);
+
+    /* node 0 (the walk's first) down: its pages walk node 1 instead */
+    th_redis_stop(&R[0]);
+    list_names(&l, c, "mv-", names, sizeof(names));
+    printf("# listed with node 0 down: %s\n", names);
+    for (int i = 0; i < 3; i++)
+        CHECK_EQ_INT(listed(names, held[i]), 1);
+    CHECK_EQ_INT(listed(names, "mv-r"), 1);
+    CHECK_EQ_INT(listed(names, "mv-gone"), 0);
     th_client_free(c);
     th_lockd_kill(&l, SIGTERM);
     stop_nodes();
