@@ -525,8 +525,7 @@ static bool same_holder(const struct bk_holder *a, const struct bk_holder *b)
 
 /* How many of the n views list h; *min_exp the earliest expiry among them
  * (the majority's hold ends when the first of them lets it go). */
-static int holder_votes(const struct rl_view *v, int n, const struct bk_holder *h,
-                        int64_t *min_exp)
+static int holder_votes(const struct rl_view *v, int n, const struct bk_holder *h, int64_t *min_exp)
 {
     int k = 0;
     *min_exp = h->expires_in_ms;

@@ -666,8 +666,8 @@ static void t_shared_readers_writer(void)
 /* ---- the majority view ---- */
 
 /* Names of a listing (every page), as "a,b,c," in order. */
-static void list_names(const struct th_lockd *l, struct th_client *c, const char *prefix,
-                       char *out, size_t cap)
+static void list_names(const struct th_lockd *l, struct th_client *c, const char *prefix, char *out,
+                       size_t cap)
 {
     char url[1400], cursor[1100] = "";
     out[0] = '\0';
@@ -722,8 +722,8 @@ static void t_majority_view(void)
     }
     snprintf(url, sizeof(url), "%s/locks/mv-r", l.url);
     for (int i = 0; i < 2; i++)
-        CHECK_EQ_INT(http_status(c, "POST", url, "{\"mode\":\"shared\",\"ttl_ms\":5000}", NULL, NULL),
-                     200);
+        CHECK_EQ_INT(
+            http_status(c, "POST", url, "{\"mode\":\"shared\",\"ttl_ms\":5000}", NULL, NULL), 200);
     /* a grant is answered on a majority: wait for the third node's vote */
     int64_t end = th_now_ms() + 3000 * th_time_scale();
     for (int i = 0; i < 3; i++) {
