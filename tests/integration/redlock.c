@@ -11,7 +11,8 @@
  * (still held) and on two (404, and the session reports it lost); the
  * faults again with 5 nodes (two killed: served; three: never a grant).
  * Issue 22 on Redlock: readers and writers exclude each other across two
- * lockd, a semaphore is 400 saying why. Inspect and list read the majority
+ * lockd, a reader's minority grant is undone and its token written back,
+ * a semaphore is 400 saying why. Inspect and list read the majority
  * view; a node that answers after backend_timeout_ms counts as its error.
  */
 #include <pthread.h>
@@ -663,6 +664,61 @@ static void t_shared_readers_writer(void)
     stop_nodes();
 }
 
+/* A reader's grant that misses the majority is given back (undo.lua takes
+ * a shared hold off the node that granted it); a reader's token is written
+ * back to a node whose counter was behind (fence_raise.lua gives the
+ * shared holder that token there). */
+static void t_shared_undo_and_writeback(void)
+{
+    start_nodes(3);
+    struct th_lockd l;
+    lockd_on(&l);
+    struct th_client *c = th_client_new();
+    char url[128], hdr[96], cmd[160];
+    snprintf(url, sizeof(url), "%s/locks/su", l.url);
+    acquire_token(c, url, hdr, sizeof(hdr)); /* a writer on every node */
+    int64_t end = th_now_ms() + 3000 * th_time_scale();
+    while (atoi(th_redis_cli(&R[2], "EXISTS rl:{su}")) != 1 && th_now_ms() < end)
+        th_sleep_ms(10);
+    th_redis_cli(&R[0], "DEL rl:{su}"); /* node 0 lost it: it alone grants a reader */
+    CHECK_EQ_INT(http_status(c, "POST", url, "{\"mode\":\"shared\",\"ttl_ms\":20000}", NULL, NULL),
+                 409);
+    end = th_now_ms() + 3000 * th_time_scale();
+    while (atoi(th_redis_cli(&R[0], "EXISTS rl:{su}")) != 0 && th_now_ms() < end)
+        th_sleep_ms(10);
+    CHECK_EQ_INT(atoi(th_redis_cli(&R[0], "EXISTS rl:{su} rl:{su}:z rl:{su}:h")), 0);
+    CHECK_EQ_INT(http_status(c, "DELETE", url, NULL, hdr, NULL), 200);
+
+    /* nodes 0 and 1 count far ahead: node 2 gets the reader's token */
+    snprintf(url, sizeof(url), "%s/locks/sw", l.url);
+    long long ahead = acquire_token(c, url, hdr, sizeof(hdr)) + 1000000000000LL;
+    CHECK_EQ_INT(http_status(c, "DELETE", url, NULL, hdr, NULL), 200);
+    snprintf(cmd, sizeof(cmd), "SET rl:{sw}:fence %lld", ahead);
+    for (int i = 0; i < 2; i++)
+        CHECK(strstr(th_redis_cli(&R[i], cmd), "OK") != NULL);
+    struct th_resp r;
+    th_http(c, "POST", url, "{\"mode\":\"shared\",\"ttl_ms\":20000}", NULL, &r);
+    CHECK_EQ_INT(r.status, 200);
+    long long t = th_jint(&r, "fencing_token");
+    char lease[40];
+    snprintf(lease, sizeof(lease), "%s", th_jstr(&r, "lease"));
+    th_resp_free(&r);
+    CHECK(t > ahead);
+    snprintf(cmd, sizeof(cmd), "HGET rl:{sw}:h %s", lease);
+    end = th_now_ms() + 3000 * th_time_scale();
+    while (atoll(th_redis_cli(&R[2], cmd)) != t && th_now_ms() < end)
+        th_sleep_ms(10);
+    CHECK_EQ_INT(atoll(th_redis_cli(&R[2], cmd)), t);
+    CHECK(atoll(th_redis_cli(&R[2], "GET rl:{sw}:fence")) >= t);
+    th_http(c, "GET", url, NULL, NULL, &r); /* one token on every node: a majority agree */
+    CHECK_EQ_INT(r.status, 200);
+    CHECK_EQ_INT(th_jint(&r, "fencing_token"), t);
+    th_resp_free(&r);
+    th_client_free(c);
+    th_lockd_kill(&l, SIGTERM);
+    stop_nodes();
+}
+
 /* ---- the majority view ---- */
 
 /* Names of a listing (every page), as "a,b,c," in order. */
@@ -836,6 +892,7 @@ int main(int argc, char **argv)
     RUN(t_minority_restart_empty);
     RUN(t_renew_after_loss);
     RUN(t_shared_readers_writer);
+    RUN(t_shared_undo_and_writeback);
     RUN(t_majority_view);
     RUN(t_ops_and_refusals);
     return th_done();
