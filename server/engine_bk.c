@@ -2,9 +2,10 @@
  * engine_bk.c - the engine's one way to its backend. Requests, waiters, the
  * watchdog, the reaper and shutdown all submit here, so every call is timed
  * (lockd_backend_request_duration_seconds{op}), every failure is charged to the
- * node that failed (lockd_backend_errors_total{node}), and what a backend
- * cannot do is refused before it is sent. Runs on the submitting loop's
- * thread; completions come back on it.
+ * node that failed (lockd_backend_errors_total{node}; a quorum backend charges
+ * what fails after its answer itself, backend_redlock.c), and what a backend
+ * cannot do is refused before it is sent, with the backend's reason. Runs on
+ * the submitting loop's thread; completions come back on it.
  */
 #include <stdlib.h>
 #include <string.h>
