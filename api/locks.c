@@ -151,6 +151,8 @@ static void not_granted(struct req *r, const struct eng_result *res, bool waited
                  "hold it again");
         message = msg;
     }
+    if (res->code == LK_UNSUPPORTED && res->message != NULL) /* the backend's reason */
+        message = res->message;
     if (res->code == LK_LIMIT_MISMATCH) { /* naming the limit in force */
         json_object_set_new(extra, "limit", json_integer(res->limit));
         snprintf(msg, sizeof(msg), "holders of this lock use limit %lld", (long long)res->limit);

@@ -177,7 +177,8 @@ struct bk_res {
     const struct bk_node_result *nodes;
     size_t nnodes;
     /* LK_BACKEND_DOWN because Redis answered an error: its text, else NULL
-     * (the cluster router follows MOVED, ASK, TRYAGAIN and CLUSTERDOWN). */
+     * (the cluster router follows MOVED, ASK, TRYAGAIN and CLUSTERDOWN).
+     * LK_UNSUPPORTED: why, backend_ops.refusal's sentence, or NULL. */
     const char *refusal;
 };
 
@@ -222,6 +223,11 @@ struct backend_ops {
     void (*watch)(void *bk, const char *name, bool on);
 
     void (*free)(void *bk);
+
+    /* Why an acquire its caps lack is refused: one sentence for the client
+     * (the 400's message, carried as bk_res.refusal), a string that lives
+     * as long as the program; NULL (or no function) for errors.c's. */
+    const char *(*refusal)(const struct bk_req *req);
 };
 
 struct backend {

@@ -959,9 +959,10 @@ static enum lk_code rb_acquire(struct rb *bk, struct rn_conn *c, const struct bk
     return cmd_submit(cmd, group_queue(cmd));
 }
 
-/* A shared hold or a semaphore's slot: acquire_shared.lua, one call each. */
+/* A shared hold or a semaphore's slot: acquire_shared.lua, one call each;
+ * now_us as rb_acquire's. */
 static enum lk_code rb_acquire_shared(struct rb *bk, struct rn_conn *c, const struct bk_req *a,
-                                      bk_done_fn done, void *arg)
+                                      int64_t now, bk_done_fn done, void *arg)
 {
     size_t nl = strlen(a->name), ll = strlen(a->lease);
     struct rcmd *cmd =
@@ -983,7 +984,7 @@ static enum lk_code rb_acquire_shared(struct rb *bk, struct rn_conn *c, const st
     rargs_str(&b, a->owner ? a->owner : "");
     rargs_str(&b, a->limit > 1 ? "0" : "1"); /* a semaphore's slot, or a reader */
     rargs_int(&b, a->limit);
-    rargs_int(&b, lk_wall_us()); /* fencing floor, see _acquire.lua */
+    rargs_int(&b, now); /* fencing floor, see _acquire.lua */
     /* More readers with it, all or none (bk_req.more). An undo (a grant
      * answered too late, or short of its WAIT) gives back the first lease
      * only: the others' slots free at their ttl, as a crashed holder's do. */
@@ -1233,7 +1234,7 @@ static enum lk_code rb_submit(void *state, struct lk_loop *lp, const struct bk_r
         if (unsupported(req))
             break;
         if (req->mode == BK_SHARED || req->limit > 1)
-            return rb_acquire_shared(bk, c, req, done, arg);
+            return rb_acquire_shared(bk, c, req, lk_wall_us(), done, arg);
         return rb_acquire(bk, c, req, lk_wall_us(), done, arg);
     case BK_RENEW: return rb_renew(bk, c, req, done, arg);
     case BK_RELEASE: return rb_release(bk, c, req, done, arg);
@@ -1467,6 +1468,8 @@ enum lk_code redis_lock_acquire(void *state, struct lk_loop *lp, const struct bk
     }
     if (refused(bk, req, done, arg))
         return LK_OK;
+    if (req->mode == BK_SHARED || req->limit > 1)
+        return rb_acquire_shared(bk, conn_of(bk, lp), req, now_us, done, arg);
     return rb_acquire(bk, conn_of(bk, lp), req, now_us, done, arg);
 }
 

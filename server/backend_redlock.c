@@ -17,6 +17,7 @@
 #include "config/config.h"
 #include "server/backend.h"
 #include "server/log.h"
+#include "server/metrics.h"
 #include "server/redis_lock.h"
 #include "server/redis_url.h"
 #include "server/util.h"
@@ -32,6 +33,19 @@ struct rl {
 
 struct rl_call;
 
+static const char *rl_refusal(const struct bk_req *req);
+
+/* What one node said of a name (an inspect): the majority view is read
+ * from n of these (view_eval). */
+struct rl_view {
+    bool done;
+    enum lk_code code;
+    struct bk_holder *holders; /* a copy, newest token first */
+    size_t nholders, total;
+    int64_t limit, delay_ms;
+    int64_t index; /* this node's index (inspect.lua: 2n or 2n+1, n its counter) */
+};
+
 /* One node's share of an operation: what it answered, copied out of its
  * callback. */
 struct rl_sub {
@@ -40,9 +54,13 @@ struct rl_sub {
     bool done;
     enum lk_code code;
     int64_t token, ttl_ms, delay_ms;
-    int64_t index; /* BK_INSPECT: this node's index (inspect.lua: 2n or 2n+1) */
     bool has_holder;
     struct bk_holder holder;
+    /* a round trip of this call failed on this node: counted once in
+     * lockd_backend_errors_total{node}, by the answer's nodes[] or, when it
+     * fails after the answer (a late timeout, an undo), here */
+    bool wb_down, counted;
+    struct rl_view view; /* BK_INSPECT: every holder it reported */
     /* BK_LIST: the entries this node listed (the listing node only) */
     struct bk_entry *entries;
     char *names;
@@ -74,6 +92,8 @@ struct rl_call {
     struct bk_renew_item *items;     /* RENEW_MANY: the caller's */
     struct bk_renew_item *sub_items; /* n copies, one per node */
     int list_node;                   /* LIST: the node whose keys are walked */
+    struct rl_view *probes;          /* LIST: an inspect per entry and node */
+    int probes_pending;
     char name[LK_NAME_MAX + 1];
     char lease[LK_LEASE_LEN + 1];
     char owner[LK_OWNER_MAX + 1];
@@ -97,6 +117,13 @@ static void call_unref(struct rl_call *c)
         free(c->sub[i].entries);
         free(c->sub[i].names);
         free(c->sub[i].next_cursor);
+        free(c->sub[i].view.holders);
+    }
+    if (c->probes != NULL) {
+        size_t k = c->sub[c->list_node].nentries * (size_t)c->rl->n;
+        for (size_t i = 0; i < k; i++)
+            free(c->probes[i].holders);
+        free(c->probes);
     }
     free(c->sub_items);
     free(c->cursor);
@@ -111,8 +138,10 @@ static void call_answer(struct rl_call *c, struct bk_res *r)
     c->answered = true;
     struct bk_node_result nodes[RL_MAX_NODES];
     for (int i = 0; i < c->rl->n; i++) {
+        struct rl_sub *s = &c->sub[i];
         nodes[i].node = i;
-        nodes[i].code = c->sub[i].done ? c->sub[i].code : LK_AGAIN;
+        nodes[i].code = s->wb_down ? LK_BACKEND_DOWN : s->done ? s->code : LK_AGAIN;
+        s->counted = nodes[i].code == LK_BACKEND_DOWN; /* engine_bk.c counts these */
     }
     r->nodes = nodes;
     r->nnodes = (size_t)c->rl->n;
@@ -124,6 +153,24 @@ static void call_answer_code(struct rl_call *c, enum lk_code code)
     struct bk_res r;
     bk_res_init(&r, code);
     call_answer(c, &r);
+}
+
+/* A round trip to node i failed after the call was answered (the node
+ * answered after backend_timeout_ms, or an undo or a late write-back
+ * failed): engine_bk.c counted what the answer said, so the node's error is
+ * counted here, once per call and node. Before the answer, the answer's
+ * nodes[] carries it. */
+static void node_failed(struct rl_call *c, int i)
+{
+    struct rl_sub *s = &c->sub[i];
+    if (!c->answered) {
+        s->wb_down = true;
+        return;
+    }
+    if (!s->counted) {
+        s->counted = true;
+        metrics_backend_error((size_t)i);
+    }
 }
 
 /* ---------------------------------------------------------------- counting */
@@ -194,8 +241,11 @@ static const struct bk_holder *top_holder(const struct rl_call *c, int *votes)
 
 static void undo_done(void *arg, const struct bk_res *r)
 {
-    (void)r; /* lost: the lease expires at its TTL on that node */
-    call_unref(arg);
+    struct rl_sub *s = arg;
+    struct rl_call *c = s->call;
+    if (r->code == LK_BACKEND_DOWN) /* lost: the lease expires at its TTL on that node */
+        node_failed(c, s->node);
+    call_unref(c);
 }
 
 /* Compare-and-delete with the acquire's own lease on node i: never someone
@@ -203,7 +253,7 @@ static void undo_done(void *arg, const struct bk_res *r)
 static void undo_node(struct rl_call *c, int i)
 {
     c->refs++;
-    (void)redis_lock_undo(c->rl->node[i].state, c->lp, c->name, c->lease, undo_done, c);
+    (void)redis_lock_undo(c->rl->node[i].state, c->lp, c->name, c->lease, undo_done, &c->sub[i]);
 }
 
 /* A node that answered OK may hold the grant; one that timed out may too
@@ -301,11 +351,13 @@ static void wb_done(void *arg, const struct bk_res *r)
 {
     struct rl_sub *s = arg;
     struct rl_call *c = s->call;
-    if (r->code == LK_OK || r->code == LK_NOT_HELD) /* the counter was raised either way */
+    if (r->code == LK_OK || r->code == LK_NOT_HELD) { /* the counter was raised either way */
         c->wb_ok++;
-    else
+    } else {
         lk_log(LK_WARN, "cannot raise the fence counter of '%s' on redlock node %d: %s", c->name,
                s->node, lk_code_name(r->code));
+        node_failed(c, s->node);
+    }
     if (--c->wb_pending == 0)
         acq_finish(c);
     call_unref(c);
@@ -313,8 +365,11 @@ static void wb_done(void *arg, const struct bk_res *r)
 
 static void late_raise_done(void *arg, const struct bk_res *r)
 {
-    (void)r;
-    call_unref(arg);
+    struct rl_sub *s = arg;
+    struct rl_call *c = s->call;
+    if (r->code == LK_BACKEND_DOWN)
+        node_failed(c, s->node);
+    call_unref(c);
 }
 
 static void late_raise(struct rl_call *c, struct rl_sub *s)
@@ -324,7 +379,7 @@ static void late_raise(struct rl_call *c, struct rl_sub *s)
 #endif
     c->refs++;
     (void)redis_lock_fence_raise(c->rl->node[s->node].state, c->lp, c->name, c->lease, c->token,
-                                 late_raise_done, c);
+                                 late_raise_done, s);
 }
 
 /* A majority granted. Fencing: the token is the largest of their counters,
@@ -463,39 +518,198 @@ static void agree_eval(struct rl_call *c)
 
 /* ---------------------------------------------------------------- inspect */
 
+static bool same_holder(const struct bk_holder *a, const struct bk_holder *b)
+{
+    return a->fencing_token == b->fencing_token && a->mode == b->mode &&
+           strcmp(a->owner, b->owner) == 0;
+}
+
+/* How many of the n views list h; *min_exp the earliest expiry among them
+ * (the majority's hold ends when the first of them lets it go). */
+static int holder_votes(const struct rl_view *v, int n, const struct bk_holder *h, int64_t *min_exp)
+{
+    int k = 0;
+    *min_exp = h->expires_in_ms;
+    for (int i = 0; i < n; i++) {
+        if (!v[i].done || v[i].code != LK_OK)
+            continue;
+        for (size_t j = 0; j < v[i].nholders; j++)
+            if (same_holder(&v[i].holders[j], h)) {
+                k++;
+                if (v[i].holders[j].expires_in_ms < *min_exp)
+                    *min_exp = v[i].holders[j].expires_in_ms;
+                break;
+            }
+    }
+    return k;
+}
+
+static int newest_first(const void *a, const void *b)
+{
+    const struct bk_holder *x = a, *y = b;
+    return x->fencing_token < y->fencing_token ? 1 : x->fencing_token > y->fencing_token ? -1 : 0;
+}
+
+/* The majority view of a name from n nodes' inspects: every holder a
+ * majority list (the same owner, token and mode: a lock's nodes agree on a
+ * holder's token once the write-back ran), newest token first; else a
+ * lock-delay a majority see; else free. LK_OK with out filled (out->holders
+ * is *hs, the caller's to free); LK_AGAIN while the nodes not heard from
+ * yet could still change it; LK_BACKEND_DOWN when fewer than a majority can
+ * answer. */
+static enum lk_code view_eval(const struct rl_view *v, int n, int q, struct bk_res *out,
+                              struct bk_holder **hs)
+{
+    int answered = 0, pending = 0, delayed = 0, free_n = 0;
+    size_t cand = 0;
+    int64_t delay = 0, limit = 0;
+    for (int i = 0; i < n; i++) {
+        if (!v[i].done) {
+            pending++;
+            continue;
+        }
+        if (v[i].code != LK_OK)
+            continue;
+        answered++;
+        cand += v[i].nholders;
+        if (v[i].limit > limit)
+            limit = v[i].limit;
+        if (v[i].nholders > 0)
+            continue;
+        if (v[i].delay_ms > 0) {
+            delayed++;
+            if (delay == 0 || v[i].delay_ms < delay)
+                delay = v[i].delay_ms;
+        } else {
+            free_n++;
+        }
+    }
+    if (answered + pending < q)
+        return LK_BACKEND_DOWN;
+    *hs = NULL;
+    struct bk_holder *keep = lk_calloc(cand ? cand : 1, sizeof(*keep));
+    size_t k = 0;
+    bool settled = true; /* no holder the silent nodes could still make a majority's */
+    for (int i = 0; i < n; i++) {
+        if (!v[i].done || v[i].code != LK_OK)
+            continue;
+        for (size_t j = 0; j < v[i].nholders; j++) {
+            const struct bk_holder *h = &v[i].holders[j];
+            bool seen = false;
+            for (int p = 0; p < i && !seen; p++)
+                for (size_t m = 0; v[p].done && v[p].code == LK_OK && m < v[p].nholders; m++)
+                    if (same_holder(&v[p].holders[m], h)) {
+                        seen = true;
+                        break;
+                    }
+            if (seen)
+                continue;
+            int64_t exp;
+            int votes = holder_votes(v, n, h, &exp);
+            if (votes >= q) {
+                keep[k] = *h;
+                keep[k++].expires_in_ms = exp;
+            } else if (votes + pending >= q) {
+                settled = false;
+            }
+        }
+    }
+    if (!settled && pending > 0) {
+        free(keep);
+        return LK_AGAIN;
+    }
+    bk_res_init(out, LK_OK);
+    if (k > 0) {
+        qsort(keep, k, sizeof(*keep), newest_first);
+        /* a node lists 100 holders at most: beyond them, the count a
+         * majority report at least */
+        size_t totals[RL_MAX_NODES], nt = 0, total = k;
+        for (int i = 0; i < n; i++)
+            if (v[i].done && v[i].code == LK_OK)
+                totals[nt++] = v[i].total > v[i].nholders ? v[i].total : v[i].nholders;
+        for (size_t a = 0; a < nt; a++) /* the q-th largest */
+            for (size_t b = a + 1; b < nt; b++)
+                if (totals[b] > totals[a]) {
+                    size_t t = totals[a];
+                    totals[a] = totals[b];
+                    totals[b] = t;
+                }
+        if (nt >= (size_t)q && totals[q - 1] > total)
+            total = totals[q - 1];
+        *hs = keep;
+        out->holders = keep;
+        out->nholders = k;
+        out->total_holders = total;
+        out->limit = limit > 0 ? limit : 1;
+        return LK_OK;
+    }
+    free(keep);
+    if (delayed >= q) {
+        out->delay_ms = delay;
+        return LK_OK;
+    }
+    /* free, or no view a majority shares: nobody can be granted it now
+     * without a new majority, so it reads as free */
+    if (free_n >= q || pending == 0)
+        return LK_OK;
+    return LK_AGAIN;
+}
+
 /*
- * The index (DESIGN.md §Watching) of the majority view, the same on every
- * lockd. Held by a majority: 2T, T the holder's token (the majority agrees
- * on it). Otherwise (free, a lock-delay, no view a majority shares): 2C+1,
- * where C is the counter a majority of the nodes count at least: the
- * quorum-th largest fence counter of all n nodes (a node's counter is its
- * own index / 2). From the m nodes that answered so far it lies between the
- * quorum-th largest of them (lo) and the (m + quorum - n)-th largest (hi):
- * *known is false while those differ and answers are pending (nodes that
- * agree, the usual case, decide it at once; a node that does not answer
- * in time leaves lo). Why it moves on every change of the majority's
- * holders:
- *  - a grant of T: every granting node's counter was below T, and a
- *    majority granted, so fewer than a majority counted T or more: C < T;
- *  - the end of T (release, expiry, force): its write-back left a majority
- *    counting T or more: C >= T, 2C+1 > 2T;
+ * The index (DESIGN.md §Watching) of a majority view (view_eval's out, from
+ * the same n views), the same on every lockd. C is the counter a majority
+ * of the nodes count at least: the quorum-th largest fence counter of all n
+ * nodes (a node's counter is its own index / 2). The index is
+ *  - 2T while a majority hold the name exclusive, T the holder's token (the
+ *    majority agrees on it);
+ *  - 2C while a majority hold it shared (one reader or more: every reader
+ *    a majority list, with its token);
+ *  - 2C+1 otherwise (free, a lock-delay, no view a majority shares).
+ * (Not 2 x the newest reader's token: it would go down when the newest of
+ * two readers leaves, and back up when another comes.) From the m nodes
+ * that answered so far C lies between the quorum-th largest of them (lo)
+ * and the (m + quorum - n)-th largest (hi): *known is false while those
+ * differ and answers are pending (nodes that agree, the usual case, decide
+ * it at once; a node that does not answer in time leaves lo). Why it moves
+ * on every change of the majority's holders:
+ *  - a grant of T, exclusive or shared: every granting node's counter was
+ *    below T and a majority granted, so fewer than a majority counted T or
+ *    more: C < T before, below 2T; a reader is in the view once a majority
+ *    list it with token T (after the write-back), each counting T or more:
+ *    C >= T after, so 2C goes past the 2C or 2C+1 before;
+ *  - the end of an exclusive T (release, expiry, force): its write-back
+ *    left a majority counting T or more: C >= T, 2C+1 > 2T;
+ *  - the end of the last reader: 2C, then 2C+1 (C never goes down);
+ *  - the end of one reader while others hold (release, expiry, force): each
+ *    node that lets a reader go counts one more (sh_bump, _shared.lua), so
+ *    when the nodes counted alike (every grant reached every node, the
+ *    usual case) C moves once a majority of them let it go, which is when
+ *    the release is answered. The view can lose it a little earlier (its
+ *    majority broken by fewer nodes): the index follows within the
+ *    release's fan-out, and a watcher woken by the first node's message is
+ *    woken again by the next ones. When the counters differ (a node missed
+ *    grants while it was down), C may stay until the next change;
  *  - renewals and reentrant holds touch no counter and no token.
  * An acquire that reached only a minority (a split vote, undone) may move C
  * too: a watcher then wakes, sees the same holders and asks again. While a
  * node is down, C comes from the others and may read lower (once: the
  * watcher is answered at once and asks again).
  */
-static int64_t majority_index(const struct rl_call *c, const struct bk_holder *held, int pending,
+static int64_t majority_index(const struct rl_view *v, int n, int q, const struct bk_res *view,
                               bool *known)
 {
     *known = true;
-    if (held != NULL)
-        return 2 * held->fencing_token;
+    if (view->nholders > 0 && view->holders[0].mode == BK_EXCLUSIVE)
+        return 2 * view->holders[0].fencing_token;
+    int64_t shared = view->nholders > 0 ? 0 : 1;
     int64_t cs[RL_MAX_NODES];
-    int m = 0;
-    for (int i = 0; i < c->rl->n; i++)
-        if (c->sub[i].done && c->sub[i].code == LK_OK)
-            cs[m++] = c->sub[i].index / 2;
+    int m = 0, pending = 0;
+    for (int i = 0; i < n; i++) {
+        if (!v[i].done)
+            pending++;
+        else if (v[i].code == LK_OK)
+            cs[m++] = v[i].index / 2;
+    }
     /* descending (n <= 15) */
     for (int i = 1; i < m; i++)
         for (int j = i; j > 0 && cs[j] > cs[j - 1]; j--) {
@@ -503,63 +717,41 @@ static int64_t majority_index(const struct rl_call *c, const struct bk_holder *h
             cs[j] = cs[j - 1];
             cs[j - 1] = t;
         }
-    int q = c->rl->quorum, k = m + q - c->rl->n;
+    int k = m + q - n;
     if (m < q || k < 1) { /* not a majority's answers (the caller waits or gives up) */
         *known = pending == 0;
-        return m > 0 ? 2 * cs[m - 1] + 1 : 1;
+        return m > 0 ? 2 * cs[m - 1] + shared : shared;
     }
     *known = cs[q - 1] == cs[k - 1] || pending == 0;
-    return 2 * cs[q - 1] + 1;
+    return 2 * cs[q - 1] + shared;
 }
 
-/* The majority view: held when a majority report the same holder; in a
- * lock-delay when a majority see one; else free. 503 without a majority of
- * answers. */
+/* Inspect answers with the majority view (view_eval) and its index
+ * (majority_index). */
 static void inspect_eval(struct rl_call *c)
 {
     if (c->answered)
         return;
-    struct tally t = tally_of(c);
-    int q = c->rl->quorum;
-    int votes = 0;
-    const struct bk_holder *h = top_holder(c, &votes);
-    int delayed = 0, free_n = 0;
-    int64_t delay = 0;
+    struct rl_view v[RL_MAX_NODES];
     for (int i = 0; i < c->rl->n; i++) {
-        const struct rl_sub *s = &c->sub[i];
-        if (!s->done || s->code != LK_OK || s->has_holder)
-            continue;
-        if (s->delay_ms > 0) {
-            delayed++;
-            if (delay == 0 || s->delay_ms < delay)
-                delay = s->delay_ms;
-        } else {
-            free_n++;
-        }
+        v[i] = c->sub[i].view;
+        v[i].done = c->sub[i].done;
+        v[i].code = c->sub[i].code;
     }
     struct bk_res r;
-    bk_res_init(&r, LK_OK);
-    struct bk_holder copy;
-    if (h != NULL && votes >= q) {
-        copy = *h;
-        r.holders = &copy;
-        r.nholders = 1;
-    } else if (delayed >= q) {
-        r.delay_ms = delay;
-    } else if (free_n >= q || (t.pending == 0 && t.answered >= q)) {
-        /* free, or no view a majority shares: nobody can be granted it now
-         * without a new majority, so it reads as free */
-    } else if (t.answered + t.pending < q) {
-        call_answer_code(c, LK_BACKEND_DOWN);
+    struct bk_holder *hs = NULL;
+    enum lk_code rc = view_eval(v, c->rl->n, c->rl->quorum, &r, &hs);
+    if (rc == LK_AGAIN)
         return;
+    if (rc != LK_OK) {
+        call_answer_code(c, rc);
     } else {
-        return; /* wait for more */
+        bool known;
+        r.index = majority_index(v, c->rl->n, c->rl->quorum, &r, &known);
+        if (known) /* else the counters answered so far disagree: wait for the rest */
+            call_answer(c, &r);
     }
-    bool known;
-    r.index = majority_index(c, r.nholders > 0 ? &copy : NULL, t.pending, &known);
-    if (!known)
-        return; /* the counters answered so far disagree: wait for the rest */
-    call_answer(c, &r);
+    free(hs);
 }
 
 /* ---------------------------------------------------------------- renew-many */
@@ -601,102 +793,156 @@ static void batch_eval(struct rl_call *c)
 
 /* ---------------------------------------------------------------- list */
 
-/* A page walks one node's keys (the cursor names it: '<node>.<its cursor>')
- * and keeps the names a majority hold: the other nodes are asked about each
- * name the page found (an inspect each, pipelined). */
-struct rl_check {
-    struct rl_call *c;
-    int pending;
-    size_t agree_needed;
-    int *votes; /* per entry, the listing node's own included */
-};
-
-static void list_answer(struct rl_call *c, const int *votes)
+/* A listing walks the keys of the first n - quorum + 1 nodes, one after
+ * the other (the cursor names the node: '<node>.<its cursor>'): a name a
+ * majority hold is on at least one of them. Each name a page finds is
+ * inspected on every node (pipelined) and kept when the majority view
+ * (view_eval) holds it, unless an earlier node of the walk holds it too
+ * (it was listed there). A page whose node is down walks the next one from
+ * its start instead. */
+static int walk_nodes(const struct rl *rl)
 {
-    struct rl_sub *s = &c->sub[c->list_node];
+    return rl->n - rl->quorum + 1;
+}
+
+static void list_answer(struct rl_call *c)
+{
+    int n = c->rl->n, q = c->rl->quorum, node = c->list_node;
+    struct rl_sub *s = &c->sub[node];
     struct bk_entry *keep = lk_calloc(s->nentries ? s->nentries : 1, sizeof(*keep));
     size_t k = 0;
-    for (size_t i = 0; i < s->nentries; i++)
-        if (votes == NULL || votes[i] >= c->rl->quorum) {
-            keep[k] = s->entries[i];
-            /* held by a majority: inspect's index (majority_index) */
-            keep[k++].index = 2 * s->entries[i].holder.fencing_token;
+    enum lk_code code = LK_OK;
+    for (size_t e = 0; e < s->nentries && code == LK_OK; e++) {
+        const struct rl_view *v = c->probes + e * (size_t)n;
+        struct bk_res vr;
+        struct bk_holder *hs = NULL;
+        code = view_eval(v, n, q, &vr, &hs);
+        if (code != LK_OK || vr.nholders == 0) {
+            free(hs);
+            continue;
         }
+        bool earlier = false; /* listed when the walk was on node j */
+        for (int j = 0; j < node && !earlier; j++)
+            for (size_t h = 0; h < vr.nholders && !earlier; h++)
+                for (size_t m = 0; v[j].done && v[j].code == LK_OK && m < v[j].nholders; m++)
+                    if (same_holder(&v[j].holders[m], &vr.holders[h])) {
+                        earlier = true;
+                        break;
+                    }
+        if (!earlier) {
+            keep[k] = s->entries[e];
+            keep[k].holder = vr.holders[0];
+            keep[k].nholders = vr.total_holders;
+            keep[k].limit = vr.limit;
+            bool known; /* every probe answered: known */
+            keep[k].index = majority_index(v, n, q, &vr, &known);
+            k++;
+        }
+        free(hs);
+    }
+    for (size_t e = 0; e < s->nentries; e++) /* a probe that failed: its node's error */
+        for (int j = 0; j < n; j++)
+            if (c->probes[e * (size_t)n + j].code == LK_BACKEND_DOWN && j != node) {
+                c->sub[j].done = true;
+                c->sub[j].code = LK_BACKEND_DOWN;
+            }
+    if (code != LK_OK) {
+        call_answer_code(c, LK_BACKEND_DOWN);
+        free(keep);
+        return;
+    }
     char cur[1100];
     struct bk_res r;
     bk_res_init(&r, LK_OK);
     r.entries = keep;
     r.nentries = k;
     if (s->next_cursor != NULL) {
-        snprintf(cur, sizeof(cur), "%d.%s", c->list_node, s->next_cursor);
+        snprintf(cur, sizeof(cur), "%d.%s", node, s->next_cursor);
+        r.next_cursor = cur;
+    } else if (node + 1 < walk_nodes(c->rl)) {
+        snprintf(cur, sizeof(cur), "%d.0", node + 1);
         r.next_cursor = cur;
     }
     call_answer(c, &r);
     free(keep);
 }
 
+static void sub_done(void *arg, const struct bk_res *r);
+
 struct rl_probe {
-    struct rl_check *chk;
-    size_t entry;
+    struct rl_call *c;
+    struct rl_view *v;
 };
 
 static void probe_done(void *arg, const struct bk_res *r)
 {
     struct rl_probe *p = arg;
-    struct rl_check *chk = p->chk;
-    struct rl_call *c = chk->c;
-    const struct bk_entry *e = &c->sub[c->list_node].entries[p->entry];
-    if (r->code == LK_OK && r->nholders > 0 &&
-        r->holders[0].fencing_token == e->holder.fencing_token &&
-        strcmp(r->holders[0].owner, e->holder.owner) == 0)
-        chk->votes[p->entry]++;
-    free(p);
-    if (--chk->pending == 0) {
-        list_answer(c, chk->votes);
-        free(chk->votes);
-        free(chk);
-        call_unref(c);
+    struct rl_call *c = p->c;
+    struct rl_view *v = p->v;
+    v->done = true;
+    v->code = r->code;
+    v->delay_ms = r->delay_ms;
+    v->limit = r->limit;
+    v->total = r->total_holders;
+    v->index = r->index;
+    if (r->code == LK_OK && r->nholders > 0) {
+        v->holders = lk_malloc(r->nholders * sizeof(*v->holders));
+        memcpy(v->holders, r->holders, r->nholders * sizeof(*v->holders));
+        v->nholders = r->nholders;
     }
+    free(p);
+    if (--c->probes_pending == 0)
+        list_answer(c);
+    call_unref(c);
 }
 
 static void list_eval(struct rl_call *c)
 {
     struct rl_sub *s = &c->sub[c->list_node];
+    int n = c->rl->n;
     if (c->answered || !s->done)
         return;
+    if (s->code == LK_BACKEND_DOWN && c->list_node + 1 < walk_nodes(c->rl)) {
+        /* This page walks the next node instead, from its start: a name
+         * that a majority of answering nodes hold is on a walked node that
+         * answers. The last one down too: 503. */
+        int next = c->list_node + 1;
+        c->list_node = next;
+        free(c->cursor);
+        c->cursor = lk_strdup("0");
+        c->req.cursor = c->cursor;
+        c->sub[next].done = false;
+        c->pending++;
+        c->refs++;
+        const struct backend *b = &c->rl->node[next];
+        (void)b->ops->submit(b->state, c->lp, &c->req, sub_done, &c->sub[next]);
+        return;
+    }
     if (s->code != LK_OK) {
         call_answer_code(c, s->code);
         return;
     }
     if (s->nentries == 0) {
-        list_answer(c, NULL);
+        list_answer(c);
         return;
     }
-    struct rl_check *chk = lk_calloc(1, sizeof(*chk));
-    chk->c = c;
-    chk->votes = lk_calloc(s->nentries, sizeof(*chk->votes));
-    chk->pending = 1;
+    c->probes = lk_calloc(s->nentries * (size_t)n, sizeof(*c->probes));
+    c->probes_pending = 1; /* ours, while the probes go out */
     c->refs++;
-    for (size_t i = 0; i < s->nentries; i++) {
-        chk->votes[i] = 1; /* the listing node holds it */
-        for (int j = 0; j < c->rl->n; j++) {
-            if (j == c->list_node)
-                continue;
+    for (size_t e = 0; e < s->nentries; e++)
+        for (int j = 0; j < n; j++) {
             struct rl_probe *p = lk_malloc(sizeof(*p));
-            p->chk = chk;
-            p->entry = i;
-            chk->pending++;
-            struct bk_req q = {.op = BK_INSPECT, .name = s->entries[i].name};
+            p->c = c;
+            p->v = &c->probes[e * (size_t)n + j];
+            c->probes_pending++;
+            c->refs++;
+            struct bk_req q = {.op = BK_INSPECT, .name = s->entries[e].name};
             const struct backend *b = &c->rl->node[j];
             (void)b->ops->submit(b->state, c->lp, &q, probe_done, p);
         }
-    }
-    struct rl_probe *self = lk_malloc(sizeof(*self));
-    self->chk = chk;
-    self->entry = 0;
-    struct bk_res none;
-    bk_res_init(&none, LK_BACKEND_DOWN); /* counts no vote: drops our own pending */
-    probe_done(self, &none);
+    if (--c->probes_pending == 0)
+        list_answer(c);
+    call_unref(c);
 }
 
 /* ---------------------------------------------------------------- fan-out */
@@ -705,15 +951,26 @@ static void sub_done(void *arg, const struct bk_res *r)
 {
     struct rl_sub *s = arg;
     struct rl_call *c = s->call;
+    bool late = c->answered; /* the node answered after the call was */
     s->done = true;
     s->code = r->code;
     s->token = r->fencing_token;
     s->ttl_ms = r->ttl_ms;
     s->delay_ms = r->delay_ms;
-    s->index = r->index;
     if (r->nholders > 0) {
         s->has_holder = true;
         s->holder = r->holders[0];
+    }
+    if (c->req.op == BK_INSPECT && r->code == LK_OK) {
+        s->view.delay_ms = r->delay_ms;
+        s->view.limit = r->limit;
+        s->view.total = r->total_holders;
+        s->view.index = r->index;
+        if (r->nholders > 0) {
+            s->view.holders = lk_malloc(r->nholders * sizeof(*s->view.holders));
+            memcpy(s->view.holders, r->holders, r->nholders * sizeof(*s->view.holders));
+            s->view.nholders = r->nholders;
+        }
     }
     if (c->req.op == BK_LIST && r->code == LK_OK) {
         size_t total = 0;
@@ -739,6 +996,8 @@ static void sub_done(void *arg, const struct bk_res *r)
                 s->code = LK_BACKEND_DOWN;
     }
     c->pending--;
+    if (late && s->code == LK_BACKEND_DOWN)
+        node_failed(c, s->node);
     switch (c->req.op) {
     case BK_ACQUIRE: acq_eval(c, s); break;
     case BK_RENEW:
@@ -806,22 +1065,14 @@ static enum lk_code fan_out(struct rl_call *c, int from, int to, const struct bk
 static enum lk_code rl_list(struct rl *rl, struct lk_loop *lp, const struct bk_req *req,
                             bk_done_fn done, void *arg)
 {
-    /* '<node>.<that node's cursor>'; a first page walks the first node up */
+    /* '<node>.<that node's cursor>'; a first page walks node 0 */
     const char *cur = req->cursor ? req->cursor : "";
-    int node = -1;
+    int node = 0;
     const char *rest = "";
-    if (cur[0] == '\0') {
-        for (int i = 0; i < rl->n && node < 0; i++) {
-            struct bk_node st;
-            if (rl->node[i].ops->nodes(rl->node[i].state, &st, 1) == 1 && st.up)
-                node = i;
-        }
-        if (node < 0)
-            node = 0;
-    } else {
+    if (cur[0] != '\0') {
         char *end = NULL;
         long v = strtol(cur, &end, 10);
-        if (end == cur || *end != '.' || v < 0 || v >= rl->n || end[1] == '\0') {
+        if (end == cur || *end != '.' || v < 0 || v >= walk_nodes(rl) || end[1] == '\0') {
             struct bk_res r;
             bk_res_init(&r, LK_BAD_CURSOR);
             done(arg, &r);
@@ -846,9 +1097,10 @@ static enum lk_code rl_submit(void *state, struct lk_loop *lp, const struct bk_r
                               bk_done_fn done, void *arg)
 {
     struct rl *rl = state;
-    if (req->op == BK_ACQUIRE && (req->mode != BK_EXCLUSIVE || req->limit > 1)) {
+    if (req->op == BK_ACQUIRE && req->limit > 1) {
         struct bk_res r;
         bk_res_init(&r, LK_UNSUPPORTED); /* the engine refuses these first (caps) */
+        r.refusal = rl_refusal(req);
         done(arg, &r);
         return LK_OK;
     }
@@ -947,16 +1199,29 @@ static void rl_free(void *state)
     free(rl);
 }
 
+/* A semaphore's slots would have to be counted by a majority, but each
+ * independent node admits `limit` holders of its own and different
+ * majorities can admit different ones: more than `limit` in all. */
+static const char *rl_refusal(const struct bk_req *req)
+{
+    if (req->limit > 1)
+        return "a semaphore (limit > 1) is not supported by the redlock backend: each node counts "
+               "its own permits, and permits counted on different majorities can exceed the "
+               "limit; use limit 1 (mode exclusive or shared), or the redis, sentinel or cluster "
+               "backend";
+    return NULL;
+}
+
 static const struct backend_ops rl_ops = {
     .name = "redlock",
-    /* no BK_CAP_LIMIT: a semaphore's holders would have to agree across
-     * independent nodes that each admit `limit` of their own, and a
-     * majority of them can hold different sets: no count a majority
-     * enforces. No BK_CAP_SHARED yet (read-write locks are another branch).
-     * BK_CAP_INDEX: the majority view's index (majority_index); every node
-     * publishes the changes a watcher marked, and every node's subscriber
-     * wakes this lockd's watchers (rl_set_release_hook, rl_watch). */
-    .caps = BK_CAP_FLOOR | BK_CAP_FORCE | BK_CAP_INDEX,
+    /* BK_CAP_SHARED: readers and a writer exclude each other because any
+     * two majorities share a node, which grants only one of them. No
+     * BK_CAP_LIMIT (rl_refusal says why). BK_CAP_INDEX: the majority
+     * view's index (majority_index); every node publishes the changes a
+     * watcher marked, and every node's subscriber wakes this lockd's
+     * watchers (rl_set_release_hook, rl_watch). */
+    .caps = BK_CAP_SHARED | BK_CAP_FLOOR | BK_CAP_FORCE | BK_CAP_INDEX,
+    .refusal = rl_refusal,
     .attach = rl_attach,
     .detach = rl_detach,
     .submit = rl_submit,

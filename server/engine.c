@@ -168,6 +168,8 @@ static void acquire_done(void *arg, const struct bk_res *br)
     } else {
         metrics_add(M_ACQUIRE_ERROR, 1);
         r.retry_ms = br->delay_ms; /* LK_BACKEND_RECOVERING: the grace left */
+        if (r.code == LK_UNSUPPORTED)
+            r.message = br->refusal;
     }
     o->done(o->arg, &r);
     free(o);
@@ -182,6 +184,19 @@ enum lk_code engine_acquire(struct engine *e, struct lk_loop *lp, const struct e
     *waiter = NULL;
     if (atomic_load(&e->draining)) {
         result_init(&r, LK_SHUTTING_DOWN, a->name);
+        done(arg, &r);
+        return LK_OK;
+    }
+    /* What the backend cannot do is refused before anything (reentrancy,
+     * a queue), with the backend's reason. */
+    struct bk_req ask = {.op = BK_ACQUIRE,
+                         .mode = a->shared ? BK_SHARED : BK_EXCLUSIVE,
+                         .limit = engine_limit_of(a->limit)};
+    const char *why;
+    if (!engine_bk_supported(e, &ask, &why)) {
+        result_init(&r, LK_UNSUPPORTED, a->name);
+        r.message = why;
+        metrics_add(M_ACQUIRE_ERROR, 1);
         done(arg, &r);
         return LK_OK;
     }

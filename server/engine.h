@@ -61,6 +61,9 @@ struct eng_result {
     int64_t limit; /* LK_LIMIT_MISMATCH: the limit in force */
     bool holder_is_self; /* LK_LOCKED: the asking session holds the name itself */
     int64_t retry_ms; /* LK_BACKEND_RECOVERING: when to ask again (Retry-After) */
+    /* LK_UNSUPPORTED: why, the backend's sentence (lives as long as the
+     * program), or NULL for errors.c's message */
+    const char *message;
 };
 
 typedef void (*eng_done_fn)(void *arg, const struct eng_result *r);

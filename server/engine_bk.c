@@ -2,9 +2,10 @@
  * engine_bk.c - the engine's one way to its backend. Requests, waiters, the
  * watchdog, the reaper and shutdown all submit here, so every call is timed
  * (lockd_backend_request_duration_seconds{op}), every failure is charged to the
- * node that failed (lockd_backend_errors_total{node}), and what a backend
- * cannot do is refused before it is sent. Runs on the submitting loop's
- * thread; completions come back on it.
+ * node that failed (lockd_backend_errors_total{node}; a quorum backend charges
+ * what fails after its answer itself, backend_redlock.c), and what a backend
+ * cannot do is refused before it is sent, with the backend's reason. Runs on
+ * the submitting loop's thread; completions come back on it.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -55,12 +56,26 @@ static bool supported(const struct engine *e, const struct bk_req *req)
     return req->fence_floor <= 0 || (caps & BK_CAP_FLOOR);
 }
 
+/* Whether req is within what the backend can do (its caps); when not,
+ * *why gets the backend's sentence for the client (or NULL). */
+bool engine_bk_supported(const struct engine *e, const struct bk_req *req, const char **why)
+{
+    *why = NULL;
+    if (supported(e, req))
+        return true;
+    if (e->bk.ops->refusal != NULL)
+        *why = e->bk.ops->refusal(req);
+    return false;
+}
+
 enum lk_code engine_bk_submit(struct engine *e, struct lk_loop *lp, struct bk_call *call,
                               const struct bk_req *req, bk_done_fn done, void *arg)
 {
-    if (!supported(e, req)) {
+    const char *why;
+    if (!engine_bk_supported(e, req, &why)) {
         struct bk_res r;
         bk_res_init(&r, LK_UNSUPPORTED);
+        r.refusal = why;
         done(arg, &r);
         return LK_OK;
     }

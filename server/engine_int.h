@@ -110,9 +110,12 @@ struct bk_call {
 /* Submits req; done(arg, res) runs exactly once (synchronously: returns
  * LK_OK; later on lp's thread: LK_AGAIN). Times the call and counts its
  * LK_BACKEND_DOWN per node. A request the backend's caps do not cover is
- * answered LK_UNSUPPORTED without reaching it. */
+ * answered LK_UNSUPPORTED without reaching it (bk_res.refusal says why). */
 enum lk_code engine_bk_submit(struct engine *e, struct lk_loop *lp, struct bk_call *call,
                               const struct bk_req *req, bk_done_fn done, void *arg);
+/* Whether req is within the backend's caps; when not, *why gets the
+ * backend's sentence for the client (backend_ops.refusal) or NULL. */
+bool engine_bk_supported(const struct engine *e, const struct bk_req *req, const char **why);
 /* Compare-and-delete release in the background; done (may be NULL) gets
  * the result. Used to give back grants nobody will use (undo), and by the
  * reaper and shutdown. Counted in lockd_release_total when count is set. */

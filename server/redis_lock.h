@@ -48,14 +48,16 @@ enum lk_code redis_lock_submit_asking(void *state, struct lk_loop *lp, const str
  * out->state. Any thread. */
 struct rn_node *redis_lock_node(void *state);
 
-/* BK_ACQUIRE as the ops' submit does it, with now_us as the token's floor
- * (acquire.lua) instead of this call's own clock: Redlock gives all its
- * nodes one, so nodes whose counters agree grant one token. */
+/* BK_ACQUIRE as the ops' submit does it (acquire.lua, or acquire_shared.lua
+ * for a shared hold), with now_us as the token's floor instead of this
+ * call's own clock: Redlock gives all its nodes one, so nodes whose
+ * counters agree grant one token. */
 enum lk_code redis_lock_acquire(void *state, struct lk_loop *lp, const struct bk_req *req,
                                 int64_t now_us, bk_done_fn done, void *arg);
 
 /* Raises name's fence counter to at least token (never lowers it) and, when
- * lease still holds name here, gives its lock that token (fence_raise.lua).
+ * lease still holds name here, gives its lock (a shared holder: its own
+ * hold) that token (fence_raise.lua).
  * done gets LK_OK (the lease holds here), LK_NOT_HELD (the counter was
  * raised, the lease does not hold the name here) or LK_BACKEND_DOWN, with
  * the completion contract of backend.h. state is what redis_lock_open put
@@ -63,7 +65,8 @@ enum lk_code redis_lock_acquire(void *state, struct lk_loop *lp, const struct bk
 enum lk_code redis_lock_fence_raise(void *state, struct lk_loop *lp, const char *name,
                                     const char *lease, int64_t token, bk_done_fn done, void *arg);
 
-/* Deletes name's lock if lease holds it, publishing nothing (undo.lua):
+/* Deletes name's lock (a shared holder: its hold) if lease holds it,
+ * publishing nothing (undo.lua):
  * Redlock gives back a grant that missed the majority. done gets LK_OK
  * (deleted), LK_NOT_HELD or LK_BACKEND_DOWN. As redis_lock_fence_raise. */
 enum lk_code redis_lock_undo(void *state, struct lk_loop *lp, const char *name, const char *lease,

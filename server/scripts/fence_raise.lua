@@ -3,11 +3,13 @@
 -- each granting node whose counter is below it raises its counter to it, so
 -- that any later majority (which shares a node with this one) counts past
 -- it. The lock's value, when this lease still holds it, takes the same token
--- (so renew and inspect report the token the client was given). Never
--- lowers a counter. The value's form is described in _acquire.lua.
+-- (so renew and inspect report the token the client was given); a shared
+-- holder's token is its entry in '<lock>:h' (_shared.lua). Never lowers a
+-- counter. The value's form is described in _acquire.lua.
 -- KEYS: lock, fence counter. ARGV: lease, token.
 -- Returns 1 when the lease still holds the lock here, else 0 (the counter
 -- is raised either way).
+--#include _shared.lua
 local lock, fence, lease, token = KEYS[1], KEYS[2], ARGV[1], ARGV[2]
 -- '<n>w': a watcher's mark (_shared.lua), kept: the next grant here publishes
 local n, w = string.match(redis.call('GET', fence) or '0', '^(%d*)(w?)$')
@@ -17,6 +19,18 @@ end
 local v = redis.call('GET', lock)
 if not v or v == 'd' then
   return 0
+end
+if string.byte(v) == 115 then
+  local e = redis.call('ZSCORE', lock .. ':z', lease)
+  local hv = redis.call('HGET', lock .. ':h', lease)
+  if not e or not hv or tonumber(e) <= sh_now() then
+    return 0
+  end
+  local tok, hrest = string.match(hv, '^(%d+) (.*)$')
+  if tok ~= token then
+    redis.call('HSET', lock .. ':h', lease, token .. ' ' .. hrest)
+  end
+  return 1
 end
 local w, l, tok, rest = string.match(v, '^(.)(%S*) (%d+) (.*)$')
 if l ~= lease then

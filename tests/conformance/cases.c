@@ -805,6 +805,26 @@ static void case_semaphore(struct cf *c)
     CHECK_EQ_INT(seen, 2);
 }
 
+/* A backend without BK_CAP_LIMIT that is sent a semaphore acquire anyway
+ * refuses it (LK_UNSUPPORTED), grants nothing, and says why when it has a
+ * sentence for it (backend_ops.refusal, the client's 400 message). */
+static void case_semaphore_refused(struct cf *c)
+{
+    if (c->be.ops->caps & BK_CAP_LIMIT)
+        return; /* case_semaphore's */
+    const struct cf_res *r = cf_acquire_as(c, "sem-no", LEASE_A, "", 5000, BK_EXCLUSIVE, 3, false);
+    CHECK_EQ_INT(r->code, LK_UNSUPPORTED);
+    if (c->be.ops->refusal != NULL) {
+        struct bk_req q = {.op = BK_ACQUIRE, .name = "sem-no", .limit = 3};
+        const char *why = c->be.ops->refusal(&q);
+        CHECK(why != NULL && why[0] != '\0');
+        CHECK_STR(r->refusal, why);
+        printf("# %s\n", why);
+    }
+    CHECK_EQ_INT(cf_inspect(c, "sem-no")->nholders, 0);
+    CHECK_EQ_INT(cf_grant(c, "sem-no", LEASE_B, "") > 0, 1); /* limit 1 is served */
+}
+
 /* An operator's force-unlock: every holder goes, whatever its lease, with
  * no lock-delay; the highest token comes back; a free name is not held; the
  * former holder's renew and release find it gone. */
@@ -954,6 +974,7 @@ const struct cf_case cf_cases[] = {
     {"shared_writer_first", case_shared_writer_first, 0, BK_CAP_SHARED},
     {"shared_group", case_shared_group, 0, BK_CAP_GROUP},
     {"semaphore", case_semaphore, 0, BK_CAP_LIMIT},
+    {"semaphore_refused", case_semaphore_refused, 0, 0},
     {"force_release", case_force_release, 0, BK_CAP_FORCE},
     {"index", case_index, 0, BK_CAP_INDEX},
     {"backend_down", case_backend_down, CF_NEEDS_PAUSE, 0},

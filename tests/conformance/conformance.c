@@ -108,6 +108,7 @@ static void on_done(void *arg, const struct bk_res *r)
         CHECK(strlen(r->next_cursor) < sizeof(x->next_cursor));
         strcpy(x->next_cursor, r->next_cursor);
     }
+    snprintf(x->refusal, sizeof(x->refusal), "%s", r->refusal != NULL ? r->refusal : "");
     x->items = r->items;
     x->nitems = r->nitems;
     /* what every result must satisfy, whatever the case */

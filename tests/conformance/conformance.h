@@ -67,6 +67,7 @@ struct cf_res {
     size_t nentries;
     bool has_next;
     char next_cursor[1024];
+    char refusal[512];           /* bk_res.refusal, "" when NULL */
     struct bk_renew_item *items; /* RENEW_MANY: must be the request's own */
     size_t nitems;
     /* the completion contract, as observed */
