@@ -50,6 +50,7 @@
 struct conn_track {
     struct conn_track *prev, *next;
     int fd;
+    void *tls;        /* its GnuTLS session on the HTTPS listener, else NULL */
     int64_t since_ms; /* opened, or its last request finished */
     bool dispatched;  /* the current request arrived whole */
 };
@@ -222,6 +223,10 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
         const union MHD_ConnectionInfo *ci =
             MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
         t->fd = ci != NULL ? ci->connect_fd : -1;
+        if (wk->srv->tls_cert != NULL) {
+            ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+            t->tls = ci != NULL ? ci->tls_session : NULL;
+        }
         t->since_ms = lk_now_ms();
         DL_APPEND(wk->conns, t);
         *socket_context = t;
@@ -667,8 +672,9 @@ static void route_request(struct req *r)
 
 /* Headers that nearly fill MHD's pool leave it no room to write any answer
  * ("failed to create response header": the client would get nothing). The
- * 431 is small and the connection closes after it: on plain HTTP it is
- * written straight to the socket, and MHD is told to close. */
+ * 431 is small and the connection closes after it: it is written straight
+ * to the socket (on HTTPS as TLS records of the connection's session), and
+ * MHD is told to close. */
 static enum MHD_Result answer_431_direct(struct req *r)
 {
     char head[256];
@@ -677,7 +683,17 @@ static enum MHD_Result answer_431_direct(struct req *r)
                      "Content-Type: application/json\r\nX-Request-Id: %s\r\n"
                      "Content-Length: %zu\r\n\r\n",
                      r->req_id, r->resp_len);
-    int fd = ((struct conn_track *)r->track)->fd;
+    const struct conn_track *t = r->track;
+    int fd = t->fd;
+    if (n > 0 && (size_t)n < sizeof(head) && t->tls != NULL) {
+        char all[sizeof(head) + 512];
+        if ((size_t)n + r->resp_len <= sizeof(all)) {
+            memcpy(all, head, (size_t)n);
+            memcpy(all + n, r->resp, r->resp_len);
+            (void)http_own_tls_write(t->tls, all, (size_t)n + r->resp_len);
+        }
+        return MHD_NO;
+    }
     if (n > 0 && (size_t)n < sizeof(head) && fd >= 0) {
         struct iovec iov[2] = {{head, (size_t)n}, {r->resp, r->resp_len}};
         ssize_t sent = writev(fd, iov, 2); /* ~300 bytes into an empty socket buffer */
@@ -710,7 +726,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         r->track = track_of(conn);
         req_start(wk, r, conn, url, method);
         route_request(r);
-        if (r->status == 431 && r->wk->srv->tls_cert == NULL && r->track != NULL)
+        if (r->status == 431 && r->track != NULL &&
+            (r->wk->srv->tls_cert == NULL || ((struct conn_track *)r->track)->tls != NULL))
             return answer_431_direct(r);
         const char *cl =
             MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);

@@ -10,9 +10,10 @@
  * malloc replacement does), so it sees every one; it swaps MHD's page for
  * the JSON answer of the same meaning and passes everything else, untouched,
  * to libmicrohttpd's own (dlsym RTLD_NEXT). MHD still picks the status and
- * closes the connection after. tests/integration/http_errors.c sends each
- * kind of request, so a libmicrohttpd that stops calling through the PLT is
- * caught. Any thread: read-only after http_own_init().
+ * closes the connection after. tests/integration/first_hour.c sends each
+ * kind of request, on HTTP and on HTTPS, so a libmicrohttpd that stops
+ * calling through the PLT is caught. Any thread: read-only after
+ * http_own_init().
  */
 #include "api/http_own.h"
 
@@ -29,6 +30,11 @@ typedef struct MHD_Response *(*create_fn)(size_t size, void *buffer,
                                           enum MHD_ResponseMemoryMode mode);
 
 static _Atomic(create_fn) real_create;
+
+/* gnutls_record_send, which libmicrohttpd's TLS links in (NULL: built
+ * without TLS). Found by name: lockd needs no GnuTLS headers for one call. */
+typedef ssize_t (*tls_send_fn)(void *session, const void *data, size_t len);
+static _Atomic(tls_send_fn) tls_send;
 
 /* MHD's page (a phrase of it) -> lockd's code and sentence (NULL: the
  * table's). First match wins: the specific phrases come first. */
@@ -76,7 +82,26 @@ void http_own_init(void)
     *(void **)&f = dlsym(RTLD_NEXT, "MHD_create_response_from_buffer");
     if (f == NULL)
         abort(); /* libmicrohttpd is linked: it cannot be missing */
+    tls_send_fn ts;
+    *(void **)&ts = dlsym(RTLD_DEFAULT, "gnutls_record_send");
+    atomic_store(&tls_send, ts);
     atomic_store(&real_create, f);
+}
+
+bool http_own_tls_write(void *session, const void *buf, size_t len)
+{
+    tls_send_fn ts = atomic_load_explicit(&tls_send, memory_order_relaxed);
+    if (ts == NULL || session == NULL)
+        return false;
+    size_t off = 0;
+    for (int tries = 0; off < len && tries < 8; tries++) {
+        ssize_t n = ts(session, (const char *)buf + off, len - off);
+        if (n > 0)
+            off += (size_t)n;
+        else if (n != -28 && n != -52) /* GNUTLS_E_AGAIN, GNUTLS_E_INTERRUPTED: again */
+            return false;
+    }
+    return off == len;
 }
 
 /* The interposed function: lockd's own answers pass straight through (their

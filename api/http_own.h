@@ -5,6 +5,7 @@
 #ifndef LOCKD_API_HTTP_OWN_H
 #define LOCKD_API_HTTP_OWN_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "server/util.h"
@@ -16,5 +17,11 @@ void http_own_init(void);
 /* Writes {"error","message"}\n for code (message NULL: the table's) into
  * buf; returns buf. */
 const char *http_own_json(enum lk_code code, const char *message, char *buf, size_t len);
+
+/* Writes buf as TLS records to a connection's GnuTLS session (what
+ * MHD_CONNECTION_INFO_GNUTLS_SESSION gives): an answer lockd must send when
+ * libmicrohttpd has no room left to (a 431 at its memory pool's edge).
+ * False when it could not (no GnuTLS, or the socket refused). */
+bool http_own_tls_write(void *session, const void *buf, size_t len);
 
 #endif
