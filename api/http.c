@@ -1082,6 +1082,53 @@ static char *slurp(const char *path, char *err, size_t errlen)
     return buf;
 }
 
+static enum MHD_Result check_handler(void *cls, struct MHD_Connection *conn, const char *url,
+                                     const char *method, const char *version,
+                                     const char *upload_data, size_t *upload_size, void **con_cls)
+{
+    (void)cls;
+    (void)conn;
+    (void)url;
+    (void)method;
+    (void)version;
+    (void)upload_data;
+    (void)upload_size;
+    (void)con_cls;
+    return MHD_NO;
+}
+
+int http_check(const struct lk_config *cfg, char *err, size_t errlen)
+{
+    if (cfg->tls_cert[0] == '\0')
+        return 0;
+    char why[400];
+    char *cert = slurp(cfg->tls_cert, why, sizeof(why));
+    char *key = cert != NULL ? slurp(cfg->tls_key, why, sizeof(why)) : NULL;
+    if (key == NULL) {
+        snprintf(err, errlen, "invalid value for '%s': %s", cert == NULL ? "tls_cert" : "tls_key",
+                 why);
+        free(cert);
+        return -1;
+    }
+    /* A daemon with no listening socket: GnuTLS reads both as http_start's
+     * daemons will, and nothing is bound. */
+    struct MHD_Daemon *d =
+        MHD_start_daemon(MHD_USE_NO_LISTEN_SOCKET | MHD_USE_TLS, 0, NULL, NULL, check_handler,
+                         NULL, MHD_OPTION_HTTPS_MEM_CERT, cert, MHD_OPTION_HTTPS_MEM_KEY, key,
+                         MHD_OPTION_END);
+    if (d != NULL)
+        MHD_stop_daemon(d);
+    else
+        snprintf(err, errlen,
+                 "invalid value for 'tls_cert'/'tls_key': '%s' and '%s' are not a PEM "
+                 "certificate and its private key",
+                 cfg->tls_cert, cfg->tls_key);
+    memset(key, 0, strlen(key));
+    free(cert);
+    free(key);
+    return d != NULL ? 0 : -1;
+}
+
 struct http_server *http_start(const struct lk_config *cfg, struct engine *e, char *err,
                                size_t errlen)
 {

@@ -1490,8 +1490,9 @@ enum lk_code redis_lock_undo(void *state, struct lk_loop *lp, const char *name, 
     return cmd_submit(cmd, -1);
 }
 
-enum lk_code backend_redis_new(const struct lk_config *cfg, struct backend *out, char *err,
-                               size_t errlen)
+/* The one URL of backend redis (the caller wipes url: its password). */
+static enum lk_code parse_one(const struct lk_config *cfg, struct redis_url *url, char *err,
+                              size_t errlen)
 {
     const char *urls = cfg->redis ? cfg->redis : "";
     if (urls[0] == '\0') {
@@ -1503,11 +1504,24 @@ enum lk_code backend_redis_new(const struct lk_config *cfg, struct backend *out,
                  "backend 'redis' takes one URL in 'redis'; use 'redlock' for several");
         return LK_INVALID;
     }
+    return redis_url_parse(urls, url, err, errlen);
+}
+
+enum lk_code backend_redis_check(const struct lk_config *cfg, char *err, size_t errlen)
+{
     struct redis_url url;
-    enum lk_code rc = redis_url_parse(urls, &url, err, errlen);
-    if (rc != LK_OK)
-        return rc;
-    rc = redis_lock_open(&url, cfg, out, err, errlen);
+    enum lk_code rc = parse_one(cfg, &url, err, errlen);
+    memset(&url, 0, sizeof(url)); /* the password */
+    return rc;
+}
+
+enum lk_code backend_redis_new(const struct lk_config *cfg, struct backend *out, char *err,
+                               size_t errlen)
+{
+    struct redis_url url;
+    enum lk_code rc = parse_one(cfg, &url, err, errlen);
+    if (rc == LK_OK)
+        rc = redis_lock_open(&url, cfg, out, err, errlen);
     memset(&url, 0, sizeof(url)); /* the password */
     return rc;
 }
