@@ -225,6 +225,42 @@ static void test_retry_after_on_503(void)
     CHECK_STR(th_header(&r, "Retry-After"), "1");
     th_resp_free(&r);
     th_lockd_kill(&one, SIGTERM);
+
+    /* backend_unavailable: a Redis nobody answers on (port 1 refuses) */
+    struct th_lockd down;
+    const char *dargs[] = {"--redis", "redis://127.0.0.1:1", NULL};
+    th_lockd_start(&down, dargs, NULL);
+    snprintf(url, sizeof(url), "%s/locks/fh.down", down.url);
+    th_http(cl, "POST", url, NULL, NULL, &r);
+    CHECK_EQ_INT(r.status, 503);
+    CHECK_STR(th_jerr(&r), "backend_unavailable");
+    CHECK(th_header(&r, "Retry-After") != NULL && atoi(th_header(&r, "Retry-After")) >= 1);
+    th_resp_free(&r);
+    th_lockd_kill(&down, SIGKILL);
+
+    /* shutting_down: a draining lockd (a session keeps it up) refuses acquires */
+    struct th_lockd dr;
+    th_lockd_start(&dr, NULL, NULL);
+    snprintf(url, sizeof(url), "%s/sessions", dr.url);
+    th_http(cl, "POST", url, "{\"ttl_ms\":60000}", NULL, &r);
+    CHECK_EQ_INT(r.status, 201);
+    th_resp_free(&r);
+    kill(dr.pid, SIGTERM);
+    snprintf(url, sizeof(url), "%s/locks/fh.drain", dr.url);
+    int st = 0;
+    for (int i = 0; i < 100 && st != 503; i++) { /* until the drain has begun */
+        th_http(cl, "POST", url, NULL, NULL, &r);
+        st = (int)r.status;
+        if (st == 503) {
+            CHECK_STR(th_jerr(&r), "shutting_down");
+            CHECK(th_header(&r, "Retry-After") != NULL);
+        }
+        th_resp_free(&r);
+        if (st != 503)
+            th_sleep_ms(50);
+    }
+    CHECK_EQ_INT(st, 503);
+    th_lockd_kill(&dr, SIGKILL);
 }
 
 static void test_messages_users_can_act_on(void)

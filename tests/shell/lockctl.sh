@@ -19,6 +19,27 @@ d=$T_TMP
 
 # ---- usage and help
 t_check "--help prints usage and exits 0" sh -c '"$0" --help | grep -q "usage: lockctl"' "$L"
+t_check "--help lists for acquire, renew and session create only fields lockd takes (openapi.yaml)" \
+    sh -c '"$0" --help | python3 -c "$1" "$2"' "$L" '
+import re, sys, yaml
+spec = yaml.safe_load(open(sys.argv[1]))["components"]["schemas"]
+text = sys.stdin.read()
+field = {"ttl": "ttl_ms", "wait": "wait_ms", "max-hold": "max_hold_ms", "shared": "mode",
+         "lock-delay": "lock_delay_ms", "lease": None}
+def flags(start):
+    block = re.search(r"^  " + start + r"(.*?)(?=^  [a-z])", text, re.S | re.M).group(1)
+    return set(re.findall(r"--([a-z-]+)", block))
+bad = []
+for cmd, schema in (("acquire", "AcquireRequest"), ("renew", "RenewRequest"),
+                    ("session create", "SessionCreateRequest")):
+    props = spec[schema]["properties"]
+    for f in flags(cmd):
+        name = field.get(f, f)
+        if name is not None and name not in props:
+            bad.append(cmd + " --" + f)
+print("\n".join(bad), file=sys.stderr)
+sys.exit(1 if bad else 0)
+' "$REPO/openapi.yaml"
 t_status 64 "no command is a usage error" "$L"
 t_status 64 "unknown command is a usage error" "$L" frobnicate x
 t_status 64 "bad duration is a usage error" "$L" acquire sh.a --ttl 5parsecs
