@@ -174,6 +174,7 @@ static void mhd_drive(struct http_worker *wk)
     wk->need_run = false;
     flush_answered(wk);
     MHD_run(wk->d);
+    (void)http_own_take(); /* one run's own answer is never another's */
     /* At its connection limit MHD takes the listening socket out of its epoll
      * set, and puts it back only at the start of a later run. When this run
      * freed slots, run once more: nothing else would wake us for the clients
@@ -861,6 +862,14 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     case REQ_LIVE: break;
     }
     r->park = REQ_LIVE;
+    if (r->status == 0 && toe != MHD_REQUEST_TERMINATED_COMPLETED_OK) {
+        /* Ended by an answer libmicrohttpd made itself (a bad chunk). */
+        enum lk_code own = http_own_take();
+        if (own != LK_OK) {
+            r->status = errors_status(own);
+            r->error = errors_row(own)->error;
+        }
+    }
     req_done(r, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK, now_us);
 }
 
@@ -1025,6 +1034,16 @@ static void worker_init(void *arg)
     mhd_drive(wk);
 }
 
+/* libmicrohttpd parsed a request line: http_own.c may have to answer it
+ * itself (a bad Content-Length). Returns the request's initial *con_cls. */
+static void *uri_seen(void *cls, const char *uri, struct MHD_Connection *conn)
+{
+    (void)cls;
+    (void)uri;
+    http_own_note(conn);
+    return NULL;
+}
+
 static int start_daemon(struct http_worker *wk, char *err, size_t errlen)
 {
     const struct lk_config *cfg = wk->srv->cfg;
@@ -1048,6 +1067,7 @@ static int start_daemon(struct http_worker *wk, char *err, size_t errlen)
     opts[n++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, NULL};
     opts[n++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, wk};
     opts[n++] = (struct MHD_OptionItem){MHD_OPTION_UNESCAPE_CALLBACK, (intptr_t)unescape, NULL};
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)uri_seen, NULL};
     opts[n++] = (struct MHD_OptionItem){MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_log, NULL};
     if (wk->srv->tls_cert != NULL) {
         flags |= MHD_USE_TLS;

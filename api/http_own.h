@@ -18,6 +18,17 @@ void http_own_init(void);
  * buf; returns buf. */
 const char *http_own_json(enum lk_code code, const char *message, char *buf, size_t len);
 
+struct MHD_Connection;
+
+/* libmicrohttpd parsed conn's request line on this thread (its URI log
+ * callback): the connection whose headers it parses next here. */
+void http_own_note(struct MHD_Connection *conn);
+
+/* The code of the answer libmicrohttpd made on its own during this thread's
+ * current MHD_run (LK_OK: none), cleared: a request it ended that way is
+ * logged and counted with it (a chunk too large: 413 body_too_large). */
+enum lk_code http_own_take(void);
+
 /* Writes buf as TLS records to a connection's GnuTLS session (what
  * MHD_CONNECTION_INFO_GNUTLS_SESSION gives): an answer lockd must send when
  * libmicrohttpd has no room left to (a 431 at its memory pool's edge).

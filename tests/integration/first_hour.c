@@ -183,6 +183,30 @@ static void test_mhd_own_answers_are_json(void)
     raw_json_error("POST /locks/own HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
                    "FFFFFFFFFFFFFFFFFFFF\r\n",
                    413, "body_too_large");
+    /* A bad Content-Length: libmicrohttpd 0.9.75 wrote this answer's header
+     * twice (the body a client read was the second header) */
+    raw_json_error("POST /locks/own HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n", 400,
+                   "bad_request");
+    raw_json_error("POST /locks/own HTTP/1.1\r\nHost: x\r\n"
+                   "Content-Length: 99999999999999999999999\r\n\r\n",
+                   413, "body_too_large");
+    /* A request libmicrohttpd ended with its own answer is logged with it
+     * (once with status 0 and no error) */
+    bool logged = false;
+    for (int i = 0; i < 50 && !logged; i++) {
+        FILE *f = fopen(ld.log, "r");
+        char line[2048];
+        while (f != NULL && fgets(line, sizeof(line), f) != NULL)
+            if (strstr(line, "\"path\":\"/locks/own\"") != NULL &&
+                strstr(line, "\"status\":413,") != NULL &&
+                strstr(line, "\"error\":\"body_too_large\"") != NULL)
+                logged = true;
+        if (f != NULL)
+            fclose(f);
+        if (!logged)
+            th_sleep_ms(100);
+    }
+    CHECK(logged);
 }
 
 static void test_allow_options_location(void)
@@ -363,7 +387,8 @@ static void test_wait_is_not_request_time(void)
 
 int main(void)
 {
-    th_lockd_start(&ld, NULL, NULL);
+    const char *args[] = {"--log_level", "info", NULL}; /* the access log too */
+    th_lockd_start(&ld, args, NULL);
     cl = th_client_new();
     TH_RUN(test_headers_too_large_is_json);
     TH_RUN(test_headers_too_large_is_json_on_tls);
