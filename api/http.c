@@ -1132,10 +1132,9 @@ int http_check(const struct lk_config *cfg, char *err, size_t errlen)
     }
     /* A daemon with no listening socket: GnuTLS reads both as http_start's
      * daemons will, and nothing is bound. */
-    struct MHD_Daemon *d =
-        MHD_start_daemon(MHD_USE_NO_LISTEN_SOCKET | MHD_USE_TLS, 0, NULL, NULL, check_handler,
-                         NULL, MHD_OPTION_HTTPS_MEM_CERT, cert, MHD_OPTION_HTTPS_MEM_KEY, key,
-                         MHD_OPTION_END);
+    struct MHD_Daemon *d = MHD_start_daemon(MHD_USE_NO_LISTEN_SOCKET | MHD_USE_TLS, 0, NULL, NULL,
+                                            check_handler, NULL, MHD_OPTION_HTTPS_MEM_CERT, cert,
+                                            MHD_OPTION_HTTPS_MEM_KEY, key, MHD_OPTION_END);
     if (d != NULL)
         MHD_stop_daemon(d);
     else

@@ -321,33 +321,15 @@ static void exec_failed(const char *path, int err)
     case ENOENT:
         why = strchr(path, '/') != NULL ? "No such file or directory" : "command not found";
         break;
-    case EACCES:
-        why = "Permission denied";
-        break;
-    case ENOEXEC:
-        why = "Exec format error";
-        break;
-    case ENOTDIR:
-        why = "Not a directory";
-        break;
-    case ELOOP:
-        why = "Too many levels of symbolic links";
-        break;
-    case ENAMETOOLONG:
-        why = "File name too long";
-        break;
-    case E2BIG:
-        why = "Argument list too long";
-        break;
-    case ENOMEM:
-        why = "Cannot allocate memory";
-        break;
-    case ETXTBSY:
-        why = "Text file busy";
-        break;
-    default:
-        why = "cannot execute";
-        break;
+    case EACCES: why = "Permission denied"; break;
+    case ENOEXEC: why = "Exec format error"; break;
+    case ENOTDIR: why = "Not a directory"; break;
+    case ELOOP: why = "Too many levels of symbolic links"; break;
+    case ENAMETOOLONG: why = "File name too long"; break;
+    case E2BIG: why = "Argument list too long"; break;
+    case ENOMEM: why = "Cannot allocate memory"; break;
+    case ETXTBSY: why = "Text file busy"; break;
+    default: why = "cannot execute"; break;
     }
     write_str("lockctl: ");
     write_str(path);

@@ -921,8 +921,8 @@ enum lk_code backend_redlock_check(const struct lk_config *cfg, char *err, size_
 {
     struct redis_url *urlv = lk_calloc(RL_MAX_NODES, sizeof(*urlv));
     size_t nurl = 0;
-    enum lk_code rc = redis_url_parse_list(cfg->redis ? cfg->redis : "", urlv, RL_MAX_NODES,
-                                           &nurl, "backend redlock", err, errlen);
+    enum lk_code rc = redis_url_parse_list(cfg->redis ? cfg->redis : "", urlv, RL_MAX_NODES, &nurl,
+                                           "backend redlock", err, errlen);
     if (rc == LK_OK)
         rc = check_count(nurl, err, errlen);
     memset(urlv, 0, RL_MAX_NODES * sizeof(*urlv)); /* passwords */

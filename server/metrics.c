@@ -35,7 +35,7 @@ struct hist {
 static struct hist hists[H__COUNT];
 
 /* lockd_lock_hold_seconds: locks are held from milliseconds to hours. */
-static const double hold_s[] = {0.001, 0.01, 0.1, 0.5, 1,   5,    10,  30,
+static const double hold_s[] = {0.001, 0.01, 0.1, 0.5, 1,    5,    10,   30,
                                 60,    120,  300, 600, 1800, 3600, 7200, 86400};
 _Static_assert(sizeof(hold_s) == sizeof(bucket_s), "one bucket count for every histogram");
 

@@ -32,8 +32,8 @@ enum metric_id {
     M_BACKEND_ERRORS,
     M_LOCKS_HELD,       /* gauge: session-bound leases held through this lockd */
     M_LOCKS_HELD_PLAIN, /* gauge: plain leases granted here, not seen released or expired */
-    M_SESSIONS,   /* gauge */
-    M_WAITERS,    /* gauge */
+    M_SESSIONS,         /* gauge */
+    M_WAITERS,          /* gauge */
     M__COUNT
 };
 
