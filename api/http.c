@@ -231,11 +231,14 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
         t->since_ms = lk_now_ms();
         DL_APPEND(wk->conns, t);
         *socket_context = t;
-    } else if (*socket_context != NULL) {
-        struct conn_track *t = *socket_context;
-        DL_DELETE(wk->conns, t);
-        free(t);
-        *socket_context = NULL;
+    } else {
+        http_own_forget(conn);
+        if (*socket_context != NULL) {
+            struct conn_track *t = *socket_context;
+            DL_DELETE(wk->conns, t);
+            free(t);
+            *socket_context = NULL;
+        }
     }
 }
 

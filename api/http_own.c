@@ -138,6 +138,12 @@ void http_own_note(struct MHD_Connection *conn)
     current = conn;
 }
 
+void http_own_forget(struct MHD_Connection *conn)
+{
+    if (current == conn)
+        current = NULL; /* never a closed connection's memory */
+}
+
 /* Whether conn's Content-Length is one libmicrohttpd refuses: not digits
  * only, or past 2^64. */
 static bool bad_content_length(struct MHD_Connection *conn)

@@ -23,6 +23,8 @@ struct MHD_Connection;
 /* libmicrohttpd parsed conn's request line on this thread (its URI log
  * callback): the connection whose headers it parses next here. */
 void http_own_note(struct MHD_Connection *conn);
+/* conn is closing (on the thread that noted it): forgotten. */
+void http_own_forget(struct MHD_Connection *conn);
 
 /* The code of the answer libmicrohttpd made on its own during this thread's
  * current MHD_run (LK_OK: none), cleared: a request it ended that way is
