@@ -50,6 +50,7 @@
 struct conn_track {
     struct conn_track *prev, *next;
     int fd;
+    void *tls;        /* its GnuTLS session on the HTTPS listener, else NULL */
     int64_t since_ms; /* opened, or its last request finished */
     bool dispatched;  /* the current request arrived whole */
 };
@@ -173,6 +174,7 @@ static void mhd_drive(struct http_worker *wk)
     wk->need_run = false;
     flush_answered(wk);
     MHD_run(wk->d);
+    (void)http_own_take(); /* one run's own answer is never another's */
     /* At its connection limit MHD takes the listening socket out of its epoll
      * set, and puts it back only at the start of a later run. When this run
      * freed slots, run once more: nothing else would wake us for the clients
@@ -222,14 +224,21 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
         const union MHD_ConnectionInfo *ci =
             MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
         t->fd = ci != NULL ? ci->connect_fd : -1;
+        if (wk->srv->tls_cert != NULL) {
+            ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+            t->tls = ci != NULL ? ci->tls_session : NULL;
+        }
         t->since_ms = lk_now_ms();
         DL_APPEND(wk->conns, t);
         *socket_context = t;
-    } else if (*socket_context != NULL) {
-        struct conn_track *t = *socket_context;
-        DL_DELETE(wk->conns, t);
-        free(t);
-        *socket_context = NULL;
+    } else {
+        http_own_forget(conn);
+        if (*socket_context != NULL) {
+            struct conn_track *t = *socket_context;
+            DL_DELETE(wk->conns, t);
+            free(t);
+            *socket_context = NULL;
+        }
     }
 }
 
@@ -667,8 +676,9 @@ static void route_request(struct req *r)
 
 /* Headers that nearly fill MHD's pool leave it no room to write any answer
  * ("failed to create response header": the client would get nothing). The
- * 431 is small and the connection closes after it: on plain HTTP it is
- * written straight to the socket, and MHD is told to close. */
+ * 431 is small and the connection closes after it: it is written straight
+ * to the socket (on HTTPS as TLS records of the connection's session), and
+ * MHD is told to close. */
 static enum MHD_Result answer_431_direct(struct req *r)
 {
     char head[256];
@@ -677,7 +687,17 @@ static enum MHD_Result answer_431_direct(struct req *r)
                      "Content-Type: application/json\r\nX-Request-Id: %s\r\n"
                      "Content-Length: %zu\r\n\r\n",
                      r->req_id, r->resp_len);
-    int fd = ((struct conn_track *)r->track)->fd;
+    const struct conn_track *t = r->track;
+    int fd = t->fd;
+    if (n > 0 && (size_t)n < sizeof(head) && t->tls != NULL) {
+        char all[sizeof(head) + 512];
+        if ((size_t)n + r->resp_len <= sizeof(all)) {
+            memcpy(all, head, (size_t)n);
+            memcpy(all + n, r->resp, r->resp_len);
+            (void)http_own_tls_write(t->tls, all, (size_t)n + r->resp_len);
+        }
+        return MHD_NO;
+    }
     if (n > 0 && (size_t)n < sizeof(head) && fd >= 0) {
         struct iovec iov[2] = {{head, (size_t)n}, {r->resp, r->resp_len}};
         ssize_t sent = writev(fd, iov, 2); /* ~300 bytes into an empty socket buffer */
@@ -710,7 +730,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         r->track = track_of(conn);
         req_start(wk, r, conn, url, method);
         route_request(r);
-        if (r->status == 431 && r->wk->srv->tls_cert == NULL && r->track != NULL)
+        if (r->status == 431 && r->track != NULL &&
+            (r->wk->srv->tls_cert == NULL || ((struct conn_track *)r->track)->tls != NULL))
             return answer_431_direct(r);
         const char *cl =
             MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -844,6 +865,14 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     case REQ_LIVE: break;
     }
     r->park = REQ_LIVE;
+    if (r->status == 0 && toe != MHD_REQUEST_TERMINATED_COMPLETED_OK) {
+        /* Ended by an answer libmicrohttpd made itself (a bad chunk). */
+        enum lk_code own = http_own_take();
+        if (own != LK_OK) {
+            r->status = errors_status(own);
+            r->error = errors_row(own)->error;
+        }
+    }
     req_done(r, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK, now_us);
 }
 
@@ -1008,6 +1037,16 @@ static void worker_init(void *arg)
     mhd_drive(wk);
 }
 
+/* libmicrohttpd parsed a request line: http_own.c may have to answer it
+ * itself (a bad Content-Length). Returns the request's initial *con_cls. */
+static void *uri_seen(void *cls, const char *uri, struct MHD_Connection *conn)
+{
+    (void)cls;
+    (void)uri;
+    http_own_note(conn);
+    return NULL;
+}
+
 static int start_daemon(struct http_worker *wk, char *err, size_t errlen)
 {
     const struct lk_config *cfg = wk->srv->cfg;
@@ -1031,6 +1070,7 @@ static int start_daemon(struct http_worker *wk, char *err, size_t errlen)
     opts[n++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, NULL};
     opts[n++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, wk};
     opts[n++] = (struct MHD_OptionItem){MHD_OPTION_UNESCAPE_CALLBACK, (intptr_t)unescape, NULL};
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)uri_seen, NULL};
     opts[n++] = (struct MHD_OptionItem){MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_log, NULL};
     if (wk->srv->tls_cert != NULL) {
         flags |= MHD_USE_TLS;
@@ -1063,6 +1103,52 @@ static char *slurp(const char *path, char *err, size_t errlen)
     fclose(f);
     buf[len < cap ? len : cap] = '\0';
     return buf;
+}
+
+static enum MHD_Result check_handler(void *cls, struct MHD_Connection *conn, const char *url,
+                                     const char *method, const char *version,
+                                     const char *upload_data, size_t *upload_size, void **con_cls)
+{
+    (void)cls;
+    (void)conn;
+    (void)url;
+    (void)method;
+    (void)version;
+    (void)upload_data;
+    (void)upload_size;
+    (void)con_cls;
+    return MHD_NO;
+}
+
+int http_check(const struct lk_config *cfg, char *err, size_t errlen)
+{
+    if (cfg->tls_cert[0] == '\0')
+        return 0;
+    char why[400];
+    char *cert = slurp(cfg->tls_cert, why, sizeof(why));
+    char *key = cert != NULL ? slurp(cfg->tls_key, why, sizeof(why)) : NULL;
+    if (key == NULL) {
+        snprintf(err, errlen, "invalid value for '%s': %s", cert == NULL ? "tls_cert" : "tls_key",
+                 why);
+        free(cert);
+        return -1;
+    }
+    /* A daemon with no listening socket: GnuTLS reads both as http_start's
+     * daemons will, and nothing is bound. */
+    struct MHD_Daemon *d = MHD_start_daemon(MHD_USE_NO_LISTEN_SOCKET | MHD_USE_TLS, 0, NULL, NULL,
+                                            check_handler, NULL, MHD_OPTION_HTTPS_MEM_CERT, cert,
+                                            MHD_OPTION_HTTPS_MEM_KEY, key, MHD_OPTION_END);
+    if (d != NULL)
+        MHD_stop_daemon(d);
+    else
+        snprintf(err, errlen,
+                 "invalid value for 'tls_cert'/'tls_key': '%s' and '%s' are not a PEM "
+                 "certificate and its private key",
+                 cfg->tls_cert, cfg->tls_key);
+    memset(key, 0, strlen(key));
+    free(cert);
+    free(key);
+    return d != NULL ? 0 : -1;
 }
 
 struct http_server *http_start(const struct lk_config *cfg, struct engine *e, char *err,

@@ -115,6 +115,12 @@ void http_query_each(const struct req *r, bool (*fn)(void *arg, const char *k, c
 struct http_server *http_start(const struct lk_config *cfg, struct engine *e, char *err,
                                size_t errlen);
 int http_port(const struct http_server *s);
+
+/* What http_start checks of the configuration short of binding the
+ * listener: tls_cert and tls_key can be read and libmicrohttpd (GnuTLS)
+ * takes them as a certificate and its key. 0, or -1 with one line in err.
+ * lockd --check-config runs it, and startup before anything else. */
+int http_check(const struct lk_config *cfg, char *err, size_t errlen);
 /* Stops accepting, stops the loops, joins threads, frees. */
 void http_stop(struct http_server *s);
 

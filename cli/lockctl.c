@@ -148,12 +148,15 @@ static const char lc_usage[] =
     "  --help             this text\n"
     "  --version          lockctl's version\n"
     "\n"
-    "Durations: 500ms, 30s, 5m, 1h, or plain milliseconds.\n"
+    "Durations: 500ms, 30s, 5m, 1h, or plain milliseconds; a plain number under 100 is\n"
+    "refused ('--ttl 30' surely means 30s: write 30s, or 30ms).\n"
     "run sets LOCKD_LOCK, LOCKD_LEASE and LOCKD_FENCING_TOKEN for COMMAND, heartbeats its\n"
     "session and checks the lease every third of the shorter of --ttl and --session-ttl,\n"
     "signals COMMAND if the lock is lost, or before it could expire unconfirmed (lockd dead\n"
     "or hung; default SIGTERM), releases when COMMAND exits and exits with its status\n"
-    "(128+N if killed by signal N).\n"
+    "(128+N if killed by signal N); 127 or 126 (path and reason on stderr) when COMMAND\n"
+    "cannot be executed; SIGTERM or SIGINT before COMMAND starts (a long --wait) ends the\n"
+    "session and exits 128+N.\n"
     "elect campaigns for NAME under a session and runs COMMAND while it leads (same\n"
     "environment as run); when leadership is lost it stops COMMAND (SIGTERM, SIGKILL after\n"
     "--kill-after, default 10s) and campaigns again, retrying while lockd is unreachable.\n"
@@ -264,6 +267,12 @@ static int duration_parse(const char *what, const char *s, long long *out_ms)
     if (errno != 0 || end == s)
         return lc_usage_error("%s: invalid duration '%s'", what, s);
     unsigned long long mul;
+    /* A bare number is milliseconds, but '--ttl 30' surely meant seconds:
+     * under 100 ms (below any ttl lockd takes) it must carry its unit. */
+    if (*end == '\0' && v > 0 && v < 100)
+        return lc_usage_error("%s %s: a bare number is milliseconds; did you mean %llus? "
+                              "(write %llus, or %llums if you meant milliseconds)",
+                              what, s, v, v, v);
     if (*end == '\0' || strcmp(end, "ms") == 0)
         mul = 1;
     else if (strcmp(end, "s") == 0)
@@ -290,6 +299,46 @@ static int count_parse(const char *what, const char *s, long long *out)
         return lc_usage_error("%s: invalid number '%s'", what, s);
     *out = v;
     return 0;
+}
+
+/* ---------------------------------------------------------------- COMMAND */
+
+static void write_str(const char *s)
+{
+    ssize_t w = write(STDERR_FILENO, s, strlen(s));
+    (void)w;
+}
+
+/*
+ * COMMAND could not be executed (errno err): says which path and why, as
+ * shells do, and exits 127 when it was not found, else 126. Runs in a child
+ * forked from a threaded process: async-signal-safe calls only (no stdio,
+ * no strerror).
+ */
+static void exec_failed(const char *path, int err) __attribute__((noreturn));
+static void exec_failed(const char *path, int err)
+{
+    const char *why;
+    switch (err) {
+    case ENOENT:
+        why = strchr(path, '/') != NULL ? "No such file or directory" : "command not found";
+        break;
+    case EACCES: why = "Permission denied"; break;
+    case ENOEXEC: why = "Exec format error"; break;
+    case ENOTDIR: why = "Not a directory"; break;
+    case ELOOP: why = "Too many levels of symbolic links"; break;
+    case ENAMETOOLONG: why = "File name too long"; break;
+    case E2BIG: why = "Argument list too long"; break;
+    case ENOMEM: why = "Cannot allocate memory"; break;
+    case ETXTBSY: why = "Text file busy"; break;
+    default: why = "cannot execute"; break;
+    }
+    write_str("lockctl: ");
+    write_str(path);
+    write_str(": ");
+    write_str(why);
+    write_str("\n");
+    _exit(err == ENOENT || err == ENOTDIR ? 127 : 126);
 }
 
 /* ------------------------------------------------------------------- HTTP */
@@ -373,6 +422,31 @@ static int client_load_token(struct lc_client *c, const char *path)
     return rc;
 }
 
+/* run: SIGTERM or SIGINT before COMMAND starts (a long --wait) sets this;
+ * run then ends the session it created and exits 128+N. */
+static volatile sig_atomic_t run_stop_sig;
+
+static void run_on_stop(int sig)
+{
+    if (run_stop_sig == 0)
+        run_stop_sig = sig;
+}
+
+/* While true, a request in flight is given up once run_stop_sig is set
+ * (libcurl asks at least once a second). Never during cleanup's calls. */
+static bool lc_interruptible;
+
+static int xfer_check(void *p, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                      curl_off_t ulnow)
+{
+    (void)p;
+    (void)dltotal;
+    (void)dlnow;
+    (void)ultotal;
+    (void)ulnow;
+    return lc_interruptible && run_stop_sig != 0;
+}
+
 /*
  * Sends one request. path is already escaped; lease (may be NULL) goes in the
  * Lock-Lease header; body (borrowed, may be NULL) is sent as JSON.
@@ -405,6 +479,8 @@ static enum lc_result client_call(const struct lc_client *c, CURL *h, const char
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &buf);
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
     curl_easy_setopt(h, CURLOPT_USERAGENT, "lockctl/1");
+    curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, xfer_check);
     if (c->cacert != NULL)
         curl_easy_setopt(h, CURLOPT_CAINFO, c->cacert);
     if (strcmp(method, "GET") == 0)
@@ -430,7 +506,7 @@ static enum lc_result client_call(const struct lc_client *c, CURL *h, const char
 
     CURLcode cc = curl_easy_perform(h);
     if (cc != CURLE_OK) {
-        if (!quiet)
+        if (!quiet && cc != CURLE_ABORTED_BY_CALLBACK)
             lc_err("cannot reach lockd at '%s': %s", c->base_url,
                    errbuf[0] != '\0' ? errbuf : curl_easy_strerror(cc));
         free(buf.data);
@@ -526,6 +602,46 @@ static void print_value(FILE *f, json_t *v)
     }
 }
 
+/* One key=value line, or for an object or a list of objects one line per
+ * field as key.field=value and key.N.field=value (never JSON in a value):
+ * holder_list.0.owner=... */
+static void print_kv(const char *key, json_t *v)
+{
+    bool nested = json_is_object(v);
+    size_t i;
+    json_t *e;
+    if (json_is_array(v))
+        json_array_foreach (v, i, e)
+            nested = nested || json_is_object(e) || json_is_array(e);
+    if (!nested) {
+        printf("%s=", key);
+        print_value(stdout, v);
+        putchar('\n');
+        return;
+    }
+    size_t klen = strlen(key) + 32;
+    if (json_is_object(v)) {
+        const char *k;
+        json_object_foreach (v, k, e) {
+            char *sub = malloc(klen + strlen(k));
+            if (sub == NULL)
+                abort();
+            snprintf(sub, klen + strlen(k), "%s.%s", key, k);
+            print_kv(sub, e);
+            free(sub);
+        }
+        return;
+    }
+    char *sub = malloc(klen);
+    if (sub == NULL)
+        abort();
+    json_array_foreach (v, i, e) {
+        snprintf(sub, klen, "%s.%zu", key, i);
+        print_kv(sub, e);
+    }
+    free(sub);
+}
+
 /* Prints lockd's answer: the raw JSON with --json, else key=value lines. */
 static void print_answer(const struct lc_resp *r, bool json_out)
 {
@@ -538,11 +654,8 @@ static void print_answer(const struct lc_resp *r, bool json_out)
     }
     const char *k;
     json_t *v;
-    json_object_foreach (r->body, k, v) {
-        printf("%s=", k);
-        print_value(stdout, v);
-        putchar('\n');
-    }
+    json_object_foreach (r->body, k, v)
+        print_kv(k, v);
 }
 
 /* ------------------------------------------------------------ the context */
@@ -667,7 +780,7 @@ static enum lc_result acquire_call(struct lc_ctx *x, const char *name, json_t *b
             resp_release(out);
             continue;
         }
-        if (res != LC_OK || out->status != 409 || left <= chunk)
+        if (res != LC_OK || out->status != 409 || left <= chunk || run_stop_sig != 0)
             break;
         const char *code = resp_str(out, "error");
         if (code == NULL || strcmp(code, "locked") != 0)
@@ -1316,6 +1429,15 @@ static int cmd_run(struct lc_ctx *x)
     memset(&hb, 0, sizeof(hb));
     rc = LOCKCTL_EX_FAILED;
 
+    /* Until COMMAND runs, SIGTERM and SIGINT end the session we create
+     * (at once, even in a long --wait) rather than leave it to its ttl. */
+    struct sigaction stop_sa, stop_old_term, stop_old_int;
+    memset(&stop_sa, 0, sizeof(stop_sa));
+    stop_sa.sa_handler = run_on_stop;
+    sigemptyset(&stop_sa.sa_mask);
+    sigaction(SIGTERM, &stop_sa, &stop_old_term);
+    sigaction(SIGINT, &stop_sa, &stop_old_int);
+
     /* 1. session */
     struct lc_resp r;
     body = json_pack("{s:s}", "owner", owner);
@@ -1326,12 +1448,14 @@ static int cmd_run(struct lc_ctx *x)
                                      LOCKCTL_TIMEOUT_MS, false, &r);
     json_decref(body);
     body = NULL;
-    if (res != LC_OK)
-        return EX_UNAVAILABLE;
+    if (res != LC_OK) {
+        rc = EX_UNAVAILABLE;
+        goto out;
+    }
     if ((r.status != 201 && r.status != 200) || resp_str(&r, "session") == NULL) {
         rc = resp_fail(&r, "session create", false);
         resp_release(&r);
-        return rc;
+        goto out;
     }
     char *esess = path_escape(x->h, resp_str(&r, "session"));
     const char *session_id = resp_str(&r, "session");
@@ -1375,7 +1499,21 @@ static int cmd_run(struct lc_ctx *x)
     if (asprintf(&lock_path, "/locks/%s", ename) < 0)
         abort();
     long long acquire_sent_ms = 0;
-    if (acquire_call(x, name, body, wait_ms, &r, &acquire_sent_ms) != LC_OK) {
+    lc_interruptible = true;
+    res = run_stop_sig != 0 ? LC_UNREACHABLE
+                            : acquire_call(x, name, body, wait_ms, &r, &acquire_sent_ms);
+    lc_interruptible = false;
+    if (run_stop_sig != 0) {
+        if (res == LC_OK && r.status == 200 && resp_str(&r, "lease") != NULL)
+            lease = strdup(resp_str(&r, "lease")); /* granted meanwhile: given back */
+        if (res == LC_OK)
+            resp_release(&r);
+        lc_err("run: %s before COMMAND started: ending session and exiting",
+               run_stop_sig == SIGINT ? "SIGINT" : "SIGTERM");
+        rc = 128 + run_stop_sig;
+        goto out;
+    }
+    if (res != LC_OK) {
         rc = EX_UNAVAILABLE;
         goto out;
     }
@@ -1387,6 +1525,10 @@ static int cmd_run(struct lc_ctx *x)
     json_int_t token, lease_ttl;
     lease = grant_take(&r, ttl_ms, &token, &lease_ttl);
     env = run_env(name, lease, token);
+    if (run_stop_sig != 0) { /* came just after the grant: give it back */
+        rc = 128 + run_stop_sig;
+        goto out;
+    }
 
     /* 4. COMMAND. Signals for lockctl go on to COMMAND while it runs. */
     fflush(NULL);
@@ -1415,11 +1557,7 @@ static int cmd_run(struct lc_ctx *x)
     }
     if (pid == 0) {
         execvpe(o->cmd[0], o->cmd, env);
-        /* only async-signal-safe calls here: we were forked from a threaded process */
-        static const char msg[] = "lockctl: cannot execute COMMAND\n";
-        ssize_t w = write(STDERR_FILENO, msg, sizeof(msg) - 1);
-        (void)w;
-        _exit(errno == ENOENT ? 127 : 126);
+        exec_failed(o->cmd[0], errno);
     }
     hb.child = pid;
     lc_forward_pid = pid;
@@ -1474,6 +1612,8 @@ out:
         pthread_join(tid, NULL);
     }
     run_cleanup(x, lock_path, lease, session_path, hb.lost);
+    sigaction(SIGTERM, &stop_old_term, NULL);
+    sigaction(SIGINT, &stop_old_int, NULL);
     if (hb_started || session_path != NULL) {
         pthread_cond_destroy(&hb.cv);
         pthread_mutex_destroy(&hb.mu);
@@ -1743,10 +1883,7 @@ static enum elect_turn elect_campaign(struct lc_ctx *x, const char *owner, long 
         signal(SIGTERM, SIG_DFL);
         signal(SIGINT, SIG_DFL);
         execvpe(o->cmd[0], o->cmd, env);
-        static const char msg[] = "lockctl: cannot execute COMMAND\n";
-        ssize_t w = write(STDERR_FILENO, msg, sizeof(msg) - 1);
-        (void)w;
-        _exit(errno == ENOENT ? 127 : 126);
+        exec_failed(o->cmd[0], errno);
     }
     hb.child = pid;
     pthread_mutex_unlock(&hb.mu);

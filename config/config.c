@@ -574,7 +574,9 @@ void config_help(FILE *out)
             "Durations accept 500ms, 30s, 5m, 2h or plain milliseconds.\n"
             "\n"
             "  --config FILE      read keys from FILE (also LOCKD_CONFIG)\n"
-            "  --check-config     print the effective configuration (secrets masked) and exit\n"
+            "  --check-config     check what startup checks (values, backend URLs, token files,\n"
+            "                     TLS certificate and key; no listener, no backend reached),\n"
+            "                     print the effective configuration (secrets masked) and exit\n"
             "  --help, --version\n"
             "\nkeys (default in brackets):\n");
     for (size_t i = 0; i < cfg_nkeys; i++) {

@@ -24,6 +24,22 @@ enum lk_code backend_open(const struct lk_config *cfg, struct backend *out, char
     return LK_UNSUPPORTED;
 }
 
+enum lk_code backend_check(const struct lk_config *cfg, char *err, size_t errlen)
+{
+    if (strcmp(cfg->backend, "memory") == 0)
+        return LK_OK;
+    if (strcmp(cfg->backend, "redis") == 0)
+        return backend_redis_check(cfg, err, errlen);
+    if (strcmp(cfg->backend, "sentinel") == 0)
+        return backend_sentinel_check(cfg, err, errlen);
+    if (strcmp(cfg->backend, "cluster") == 0)
+        return backend_cluster_check(cfg, err, errlen);
+    if (strcmp(cfg->backend, "redlock") == 0)
+        return backend_redlock_check(cfg, err, errlen);
+    snprintf(err, errlen, "invalid value '%s' for 'backend': not built yet", cfg->backend);
+    return LK_INVALID;
+}
+
 void bk_res_init(struct bk_res *r, enum lk_code code)
 {
     memset(r, 0, sizeof(*r));

@@ -257,6 +257,16 @@ enum lk_code backend_sentinel_new(const struct lk_config *cfg, struct backend *o
 enum lk_code backend_cluster_new(const struct lk_config *cfg, struct backend *out, char *err,
                                  size_t errlen) LK_WUR;
 
+/* What backend_open checks of the configuration short of reaching any
+ * node (the URLs in `redis`, their number, the names they need), with the
+ * same one-line messages: lockd --check-config runs it, and startup before
+ * backend_open. LK_OK or LK_INVALID. */
+enum lk_code backend_check(const struct lk_config *cfg, char *err, size_t errlen) LK_WUR;
+enum lk_code backend_redis_check(const struct lk_config *cfg, char *err, size_t errlen) LK_WUR;
+enum lk_code backend_redlock_check(const struct lk_config *cfg, char *err, size_t errlen) LK_WUR;
+enum lk_code backend_sentinel_check(const struct lk_config *cfg, char *err, size_t errlen) LK_WUR;
+enum lk_code backend_cluster_check(const struct lk_config *cfg, char *err, size_t errlen) LK_WUR;
+
 /* A result with every field empty and code set (backends start from it). */
 void bk_res_init(struct bk_res *r, enum lk_code code);
 

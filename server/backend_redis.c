@@ -26,6 +26,7 @@
 #include "server/reassert.h"
 #include "server/redis_args.h"
 #include "server/redis_lock.h"
+#include "server/sha1.h"
 #include "server/redis_node.h"
 #include "server/redis_pubsub.h"
 #include "server/redis_slot.h"
@@ -521,6 +522,19 @@ static void handle_inspect(struct rcmd *cmd, const redisReply *reply)
     cmd_answer(cmd, &out);
 }
 
+/* A listing cursor is '<where>~<check>': where the walk is (list.lua's
+ * cursor) and 12 hex digits of SHA-1 over the key prefix and it, so that a
+ * cursor no lockd of this prefix gave out is LK_BAD_CURSOR rather than a
+ * page from some other point of the keyspace (any lockd on the same Redis
+ * and prefix takes another's). Not a secret: a check against mistakes. */
+#define CURSOR_CHECK 12
+static void cursor_check(const struct rb *bk, const char *where, size_t len, char out[41])
+{
+    char buf[512];
+    int n = snprintf(buf, sizeof(buf), "lockd-list\n%s\n%.*s", bk->prefix, (int)len, where);
+    sha1_hex(buf, n > 0 && (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1, out);
+}
+
 static void handle_list(struct rcmd *cmd, const redisReply *r)
 {
     if (!is_array(r, 1) || r->element[0]->type != REDIS_REPLY_STRING)
@@ -543,7 +557,15 @@ static void handle_list(struct rcmd *cmd, const redisReply *r)
     bk_res_init(&out, LK_OK);
     out.entries = ents;
     out.nentries = k;
-    out.next_cursor = strcmp(r->element[0]->str, "0") == 0 ? NULL : r->element[0]->str;
+    char next[LK_NAME_MAX + 64];
+    const char *where = r->element[0]->str;
+    size_t wl = strlen(where);
+    if (strcmp(where, "0") != 0 && wl + CURSOR_CHECK + 2 <= sizeof(next)) {
+        char check[41];
+        cursor_check(cmd->bk, where, wl, check);
+        snprintf(next, sizeof(next), "%s~%.*s", where, CURSOR_CHECK, check);
+        out.next_cursor = next;
+    }
     cmd_answer(cmd, &out);
     free(ents);
 }
@@ -1096,15 +1118,32 @@ static enum lk_code rb_list(struct rb *bk, struct rn_conn *c, const struct bk_re
                             bk_done_fn done, void *arg)
 {
     const char *prefix = req->prefix ? req->prefix : "";
-    const char *cur = req->cursor && req->cursor[0] ? req->cursor : "0";
-    /* The cursor is '<SCAN cursor>', or '<SCAN cursor>:<span end>:<name>'
+    const char *given = req->cursor && req->cursor[0] ? req->cursor : NULL;
+    /* A cursor we gave out: '<where>~<check>' (cursor_check). */
+    char cur[LK_NAME_MAX + 64] = "0";
+    bool ok = true;
+    if (given != NULL) {
+        const char *tilde = strrchr(given, '~');
+        size_t wl = tilde != NULL ? (size_t)(tilde - given) : 0;
+        char check[41];
+        ok = tilde != NULL && wl > 0 && wl < sizeof(cur) && strlen(tilde + 1) == CURSOR_CHECK;
+        if (ok) {
+            cursor_check(bk, given, wl, check);
+            ok = memcmp(check, tilde + 1, CURSOR_CHECK) == 0;
+        }
+        if (ok) {
+            memcpy(cur, given, wl);
+            cur[wl] = '\0';
+        }
+    }
+    /* Where the walk is: '<SCAN cursor>', or '<SCAN cursor>:<span end>:<name>'
      * when a page ended inside one SCAN call (list.lua). SCAN cursors are
      * unsigned 64-bit numbers: anything else is the client's mistake (400),
      * not a Redis error (503). */
     char scan[21], stop[21] = "";
-    size_t cl = scan_cursor(cur, scan);
+    size_t cl = ok ? scan_cursor(cur, scan) : 0;
     const char *after = "";
-    bool ok = cl > 0 && cur[cl] == '\0';
+    ok = cl > 0 && cur[cl] == '\0';
     if (cl > 0 && cur[cl] == ':') {
         size_t sl = scan_cursor(cur + cl + 1, stop);
         if (sl > 0 && cur[cl + 1 + sl] == ':') {
@@ -1512,8 +1551,9 @@ enum lk_code redis_lock_undo(void *state, struct lk_loop *lp, const char *name, 
     return cmd_submit(cmd, -1);
 }
 
-enum lk_code backend_redis_new(const struct lk_config *cfg, struct backend *out, char *err,
-                               size_t errlen)
+/* The one URL of backend redis (the caller wipes url: its password). */
+static enum lk_code parse_one(const struct lk_config *cfg, struct redis_url *url, char *err,
+                              size_t errlen)
 {
     const char *urls = cfg->redis ? cfg->redis : "";
     if (urls[0] == '\0') {
@@ -1525,11 +1565,24 @@ enum lk_code backend_redis_new(const struct lk_config *cfg, struct backend *out,
                  "backend 'redis' takes one URL in 'redis'; use 'redlock' for several");
         return LK_INVALID;
     }
+    return redis_url_parse(urls, url, err, errlen);
+}
+
+enum lk_code backend_redis_check(const struct lk_config *cfg, char *err, size_t errlen)
+{
     struct redis_url url;
-    enum lk_code rc = redis_url_parse(urls, &url, err, errlen);
-    if (rc != LK_OK)
-        return rc;
-    rc = redis_lock_open(&url, cfg, out, err, errlen);
+    enum lk_code rc = parse_one(cfg, &url, err, errlen);
+    memset(&url, 0, sizeof(url)); /* the password */
+    return rc;
+}
+
+enum lk_code backend_redis_new(const struct lk_config *cfg, struct backend *out, char *err,
+                               size_t errlen)
+{
+    struct redis_url url;
+    enum lk_code rc = parse_one(cfg, &url, err, errlen);
+    if (rc == LK_OK)
+        rc = redis_lock_open(&url, cfg, out, err, errlen);
     memset(&url, 0, sizeof(url)); /* the password */
     return rc;
 }

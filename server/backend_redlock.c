@@ -1232,6 +1232,30 @@ static const struct backend_ops rl_ops = {
     .free = rl_free,
 };
 
+static enum lk_code check_count(size_t n, char *err, size_t errlen)
+{
+    if (n >= 3 && n % 2 == 1)
+        return LK_OK;
+    snprintf(err, errlen,
+             "invalid value for 'redis': backend redlock needs an odd number (3 or more) of "
+             "URLs, got %zu",
+             n);
+    return LK_INVALID;
+}
+
+enum lk_code backend_redlock_check(const struct lk_config *cfg, char *err, size_t errlen)
+{
+    struct redis_url *urlv = lk_calloc(RL_MAX_NODES, sizeof(*urlv));
+    size_t nurl = 0;
+    enum lk_code rc = redis_url_parse_list(cfg->redis ? cfg->redis : "", urlv, RL_MAX_NODES, &nurl,
+                                           "backend redlock", err, errlen);
+    if (rc == LK_OK)
+        rc = check_count(nurl, err, errlen);
+    memset(urlv, 0, RL_MAX_NODES * sizeof(*urlv)); /* passwords */
+    free(urlv);
+    return rc;
+}
+
 enum lk_code backend_redlock_new(const struct lk_config *cfg, struct backend *out, char *err,
                                  size_t errlen)
 {
@@ -1250,14 +1274,8 @@ enum lk_code backend_redlock_new(const struct lk_config *cfg, struct backend *ou
     free(urlv);
     if (rc != LK_OK)
         goto fail;
-    if (rl->n < 3 || rl->n % 2 == 0) {
-        snprintf(err, errlen,
-                 "invalid value for 'redis': backend redlock needs an odd number (3 or more) of "
-                 "URLs, got %d",
-                 rl->n);
-        rc = LK_INVALID;
+    if ((rc = check_count((size_t)rl->n, err, errlen)) != LK_OK)
         goto fail;
-    }
     rl->quorum = rl->n / 2 + 1;
     out->ops = &rl_ops;
     out->state = rl;

@@ -14,6 +14,7 @@
 
 #include "config/config.h"
 #include "server/engine_int.h"
+#include "server/grant_log.h"
 #include "server/log.h"
 #include "server/metrics.h"
 
@@ -68,7 +69,40 @@ struct engine *engine_new(const struct lk_config *cfg, const struct backend *bk)
     atomic_init(&e->draining, false);
     pthread_mutex_init(&e->wmu, NULL);
     pthread_mutex_init(&e->smu, NULL);
+    e->plain = glog_new(INT64_MAX);
     return e;
+}
+
+/* ---- plain leases: lockd_locks_held{session_bound="false"} ---- */
+
+void engine_plain_granted(struct engine *e, const char *name, const char *lease, int64_t ttl_ms)
+{
+    char rest[32];
+    int n = snprintf(rest, sizeof(rest), "0 %lld", (long long)ttl_ms);
+    glog_put(e->plain, name, lease, 0, rest, (size_t)n, lk_now_ms() + ttl_ms);
+    metrics_add(M_LOCKS_HELD_PLAIN, 1);
+}
+
+void engine_plain_renewed(struct engine *e, const char *lease, int64_t ttl_ms)
+{
+    glog_renew(e->plain, lease, ttl_ms, lk_now_ms());
+}
+
+void engine_plain_gone(struct engine *e, const char *lease, bool released)
+{
+    int64_t granted_us;
+    if (!glog_take(e->plain, lease, &granted_us))
+        return;
+    metrics_add(M_LOCKS_HELD_PLAIN, -1);
+    if (released)
+        metrics_observe(H_LOCK_HOLD, lk_now_us() - granted_us);
+}
+
+void engine_plain_sweep(struct engine *e, int64_t now)
+{
+    size_t n = glog_sweep(e->plain, now);
+    if (n > 0)
+        metrics_add(M_LOCKS_HELD_PLAIN, -(int64_t)n);
 }
 
 static void on_backend_release(void *arg, const char *name)
@@ -95,6 +129,8 @@ void engine_free(struct engine *e)
     e->bk.ops->free(e->bk.state);
     pthread_mutex_destroy(&e->wmu);
     pthread_mutex_destroy(&e->smu);
+    metrics_add(M_LOCKS_HELD_PLAIN, -(int64_t)glog_count(e->plain));
+    glog_free(e->plain);
     free(e);
 }
 
@@ -148,6 +184,8 @@ static void acquire_done(void *arg, const struct bk_res *br)
     }
     if (r.code == LK_OK) {
         engine_count_grant(o->shared, o->limit);
+        if (!o->has_session)
+            engine_plain_granted(o->e, o->name, o->lease, br->ttl_ms > 0 ? br->ttl_ms : o->ttl_ms);
         r.shared = o->shared;
         r.lease = o->lease;
         r.fencing_token = br->fencing_token;
@@ -278,6 +316,8 @@ static void renew_done(void *arg, const struct bk_res *br)
         int64_t count = session_note_renew(o->e, o->name, o->lease, br->ttl_ms, o->session);
         if (count > 0)
             r.session = o->session;
+        else
+            engine_plain_renewed(o->e, o->lease, br->ttl_ms);
         r.lease = o->lease;
         r.fencing_token = br->fencing_token;
         r.ttl_ms = engine_answer_ttl(br, o->ttl_ms);
@@ -319,6 +359,8 @@ static void release_done(void *arg, const struct bk_res *br)
      * and it is reported lost if it goes. */
     if (o->session_last)
         session_release_end(o->e, o->name, o->lease, br->code);
+    else if (br->code == LK_OK || br->code == LK_NOT_HELD || br->code == LK_HELD_BY_OTHER)
+        engine_plain_gone(o->e, o->lease, br->code == LK_OK);
     if (br->code == LK_OK) {
         metrics_add(M_RELEASE_OK, 1);
         r.fencing_token = br->fencing_token;
@@ -367,6 +409,9 @@ static void force_done(void *arg, const struct bk_res *br)
     result_init(&r, br->code, o->name);
     if (br->code == LK_OK) {
         metrics_add(M_FORCED_RELEASES, 1);
+        size_t n = glog_drop_name(o->e->plain, o->name); /* (session locks: found lost) */
+        if (n > 0)
+            metrics_add(M_LOCKS_HELD_PLAIN, -(int64_t)n);
         r.fencing_token = br->fencing_token;
         /* A session of this lockd that held it learns at its next watchdog
          * renewal (not found: lost), as one of any other lockd does. */

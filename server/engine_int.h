@@ -38,6 +38,7 @@ struct sess_lock {
     int64_t count;         /* reentrant holds */
     int64_t hold_until_ms; /* max_hold_ms deadline (monotonic); 0 = unbounded */
     int64_t expires_ms;    /* lease expiry as of our last successful renewal */
+    int64_t granted_us;    /* monotonic: lockd_lock_hold_seconds */
     struct session *s;
     UT_hash_handle hh; /* engine->held, by (name, lease) */
     UT_hash_handle sh; /* session->locks, by (name, lease) */
@@ -87,6 +88,11 @@ struct engine {
     struct sess_lock *held;
     size_t nsessions;
     struct heap sess_heap;  /* (deadline, session) */
+    /* The plain leases this lockd granted and has not seen released or
+     * expired (any thread; its own leaf mutexes): lockd_locks_held
+     * {session_bound="false"} and their lockd_lock_hold_seconds. Session
+     * locks are counted through held. */
+    struct glog *plain;
     struct heap renew_heap; /* (next renewal, sess_lock) */
 
     struct lk_loop *jloop; /* janitor: watchdog and reaper */
@@ -131,6 +137,13 @@ void engine_holder_of(const struct bk_res *r, struct eng_holder *out);
  * the backend knows. */
 int64_t engine_answer_ttl(const struct bk_res *r, int64_t asked_ttl_ms);
 void engine_holder_conv(struct eng_holder *out, const struct bk_holder *h);
+/* A plain (sessionless) lease was granted here, or renewed to last ttl_ms
+ * from now; it is gone (released = true: its hold time is observed). */
+void engine_plain_granted(struct engine *e, const char *name, const char *lease, int64_t ttl_ms);
+void engine_plain_renewed(struct engine *e, const char *lease, int64_t ttl_ms);
+void engine_plain_gone(struct engine *e, const char *lease, bool released);
+/* The janitor, every tick: drops (and uncounts) plain leases that expired. */
+void engine_plain_sweep(struct engine *e, int64_t now);
 /* Counts a grant in lockd_acquire_total and lockd_grants_total{mode}. */
 void engine_count_grant(bool shared, int64_t limit);
 /* The backend's limit for an acquire's: 0 (not given) is 1. */

@@ -22,6 +22,7 @@ struct gl_rec {
     int64_t expires_ms;
     int64_t token;
     int64_t ttl_ms;
+    int64_t granted_us; /* monotonic: when glog_put recorded it */
     bool sb;
     char lease[LK_LEASE_LEN + 1];
     char name[]; /* name\0owner\0 */
@@ -116,6 +117,7 @@ void glog_put(struct glog *g, const char *name, const char *lease, int64_t token
     memset(r, 0, sizeof(*r));
     r->expires_ms = expires_ms;
     r->token = token;
+    r->granted_us = lk_now_us();
     r->sb = rlen > 0 && rest[0] == '1';
     r->ttl_ms = rlen > 2 ? strtoll(rest + 2, NULL, 10) : 0;
     memcpy(r->lease, lease, LK_LEASE_LEN + 1);
@@ -169,6 +171,39 @@ void glog_drop(struct glog *g, const char *lease)
     pthread_mutex_unlock(&s->mu);
 }
 
+bool glog_take(struct glog *g, const char *lease, int64_t *granted_us)
+{
+    if (g == NULL || strlen(lease) != LK_LEASE_LEN)
+        return false;
+    struct gl_stripe *s = stripe_of(g, lease);
+    pthread_mutex_lock(&s->mu);
+    struct gl_rec *r = find(s, lease);
+    if (r != NULL) {
+        *granted_us = r->granted_us;
+        del(g, s, r);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return r != NULL;
+}
+
+size_t glog_drop_name(struct glog *g, const char *name)
+{
+    size_t n = 0;
+    for (int i = 0; g != NULL && i < GL_STRIPES; i++) {
+        struct gl_stripe *s = &g->st[i];
+        pthread_mutex_lock(&s->mu);
+        struct gl_rec *r, *tmp;
+        HASH_ITER (hh, s->tab, r, tmp) {
+            if (strcmp(r->name, name) == 0) {
+                del(g, s, r);
+                n++;
+            }
+        }
+        pthread_mutex_unlock(&s->mu);
+    }
+    return n;
+}
+
 struct gl_item *glog_snapshot(struct glog *g, int64_t now, size_t *n)
 {
     if (g == NULL) {
@@ -214,16 +249,20 @@ void glog_items_free(struct gl_item *it, size_t n)
     free(it);
 }
 
-void glog_sweep(struct glog *g, int64_t now)
+size_t glog_sweep(struct glog *g, int64_t now)
 {
     if (g == NULL)
-        return;
+        return 0;
+    size_t n = 0;
     struct gl_stripe *s = &g->st[g->next_sweep++ % GL_STRIPES];
     pthread_mutex_lock(&s->mu);
     struct gl_rec *r, *tmp;
     HASH_ITER (hh, s->tab, r, tmp) {
-        if (r->expires_ms <= now)
+        if (r->expires_ms <= now) {
             del(g, s, r);
+            n++;
+        }
     }
     pthread_mutex_unlock(&s->mu);
+    return n;
 }

@@ -3,6 +3,8 @@
  * kept so that they can be re-asserted on a Redis that restarted empty or
  * was replaced by a replica that lacked them (server/reassert.c). One table
  * per node; bounded by max_locks. Any thread: striped mutexes, each a leaf.
+ * The engine keeps one more, of the plain (not session-bound) leases it
+ * granted, for lockd_locks_held and lockd_lock_hold_seconds (engine.c).
  */
 #ifndef LOCKD_SERVER_GRANT_LOG_H
 #define LOCKD_SERVER_GRANT_LOG_H
@@ -38,12 +40,19 @@ void glog_renew(struct glog *g, const char *lease, int64_t ttl_ms, int64_t start
 void glog_token(struct glog *g, const char *lease, int64_t token);
 /* lease is gone (released, undone, lost). */
 void glog_drop(struct glog *g, const char *lease);
+/* As glog_drop, telling whether lease was recorded and, if so, when
+ * (lk_now_us) glog_put recorded it. */
+bool glog_take(struct glog *g, const char *lease, int64_t *granted_us);
+/* Drops every record of name (an operator's force-unlock); how many. A walk
+ * of the whole table: for rare calls only. */
+size_t glog_drop_name(struct glog *g, const char *name);
 /* Copies every lease still live at now (monotonic); *n gets how many. The
  * caller frees with glog_items_free. */
 struct gl_item *glog_snapshot(struct glog *g, int64_t now, size_t *n);
 void glog_items_free(struct gl_item *it, size_t n);
 /* Drops expired records of one stripe (round robin): the janitor calls it
- * every tick, so the whole table is swept about once a second. */
-void glog_sweep(struct glog *g, int64_t now);
+ * every tick, so the whole table is swept about once a second. Returns how
+ * many it dropped. */
+size_t glog_sweep(struct glog *g, int64_t now);
 
 #endif

@@ -98,6 +98,7 @@ static void on_tick(struct ev_loop *ev, ev_timer *t, int revents)
     watchdog(e, now);
     if (e->bk.ops->sweep != NULL)
         e->bk.ops->sweep(e->bk.state);
+    engine_plain_sweep(e, now);
 }
 
 static void *janitor_main(void *arg)

@@ -42,6 +42,20 @@ static int write_port_file(const char *path, int port)
     return rename(tmp, path); /* readers never see a half-written file */
 }
 
+/* Everything startup checks of the configuration short of binding the
+ * listener and reaching the backend: the auth token files, the backend's
+ * URLs, the TLS certificate and key. --check-config runs exactly this, and
+ * startup runs it first. Loads the auth tokens. 0, or -1 with one line in err. */
+static int startup_check(const struct lk_config *cfg, char *err, size_t errlen)
+{
+    if (auth_load(cfg->auth_token_file, err, errlen) != 0 ||
+        auth_load_admin(cfg->admin_token_file, err, errlen) != 0)
+        return -1;
+    if (backend_check(cfg, err, errlen) != LK_OK)
+        return -1;
+    return http_check(cfg, err, errlen);
+}
+
 int main(int argc, char **argv)
 {
     struct lk_config cfg;
@@ -63,14 +77,18 @@ int main(int argc, char **argv)
         return 0;
     }
     if (action == CFG_CHECK) {
-        config_print(&cfg, stdout);
+        int rc = startup_check(&cfg, err, sizeof(err));
+        if (rc != 0)
+            fprintf(stderr, "lockd: %s\n", err);
+        else
+            config_print(&cfg, stdout);
+        auth_free();
         config_free(&cfg);
-        return 0;
+        return rc != 0 ? 2 : 0;
     }
     lk_log_level = lk_log_parse_level(cfg.log_level);
     lk_log_json = strcmp(cfg.log_format, "json") == 0;
-    if (auth_load(cfg.auth_token_file, err, sizeof(err)) != 0 ||
-        auth_load_admin(cfg.admin_token_file, err, sizeof(err)) != 0) {
+    if (startup_check(&cfg, err, sizeof(err)) != 0) {
         fprintf(stderr, "lockd: %s\n", err);
         auth_free();
         config_free(&cfg);

@@ -34,6 +34,17 @@ struct hist {
 
 static struct hist hists[H__COUNT];
 
+/* lockd_lock_hold_seconds: locks are held from milliseconds to hours. */
+static const double hold_s[] = {0.001, 0.01, 0.1, 0.5, 1,    5,    10,   30,
+                                60,    120,  300, 600, 1800, 3600, 7200, 86400};
+_Static_assert(sizeof(hold_s) == sizeof(bucket_s), "one bucket count for every histogram");
+
+/* The bucket bounds of histogram id. */
+static const double *bounds_of(enum hist_id id)
+{
+    return id == H_LOCK_HOLD ? hold_s : bucket_s;
+}
+
 void metrics_add(enum metric_id id, int64_t delta)
 {
     atomic_fetch_add_explicit(&counters[id], delta, memory_order_relaxed);
@@ -44,19 +55,24 @@ int64_t metrics_get(enum metric_id id)
     return atomic_load_explicit(&counters[id], memory_order_relaxed);
 }
 
-static void hist_observe(struct hist *h, int64_t usec)
+static void hist_observe_in(struct hist *h, const double *bounds, int64_t usec)
 {
     size_t i = 0;
-    while (i < NBUCKETS && (double)usec > bucket_s[i] * 1e6)
+    while (i < NBUCKETS && (double)usec > bounds[i] * 1e6)
         i++;
     atomic_fetch_add_explicit(&h->buckets[i], 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&h->sum_us, usec, memory_order_relaxed);
     atomic_fetch_add_explicit(&h->count, 1, memory_order_relaxed);
 }
 
+static void hist_observe(struct hist *h, int64_t usec)
+{
+    hist_observe_in(h, bucket_s, usec);
+}
+
 void metrics_observe(enum hist_id id, int64_t usec)
 {
-    hist_observe(&hists[id], usec);
+    hist_observe_in(&hists[id], bounds_of(id), usec < 0 ? 0 : usec);
 }
 
 /* lockd_backend_request_duration_seconds{op}: a fixed set, one per op. */
@@ -253,13 +269,13 @@ static void render_counter(struct sbuf *b, const char *name, const char *help, c
 }
 
 /* One histogram's series; labels is "" or 'route="...",' (with the comma). */
-static void render_series(struct sbuf *b, const struct hist *h, const char *name,
-                          const char *labels)
+static void render_series_in(struct sbuf *b, const struct hist *h, const double *bounds,
+                             const char *name, const char *labels)
 {
     int64_t cum = 0;
     for (size_t i = 0; i < NBUCKETS; i++) {
         cum += atomic_load_explicit(&h->buckets[i], memory_order_relaxed);
-        sb_printf(b, "%s_bucket{%sle=\"%g\"} %lld\n", name, labels, bucket_s[i], (long long)cum);
+        sb_printf(b, "%s_bucket{%sle=\"%g\"} %lld\n", name, labels, bounds[i], (long long)cum);
     }
     cum += atomic_load_explicit(&h->buckets[NBUCKETS], memory_order_relaxed);
     sb_printf(b, "%s_bucket{%sle=\"+Inf\"} %lld\n", name, labels, (long long)cum);
@@ -271,10 +287,16 @@ static void render_series(struct sbuf *b, const struct hist *h, const char *name
               ll ? "}" : "", (long long)cum);
 }
 
+static void render_series(struct sbuf *b, const struct hist *h, const char *name,
+                          const char *labels)
+{
+    render_series_in(b, h, bucket_s, name, labels);
+}
+
 static void render_hist(struct sbuf *b, enum hist_id id, const char *name, const char *help)
 {
     render_counter(b, name, help, "histogram");
-    render_series(b, &hists[id], name, "");
+    render_series_in(b, &hists[id], bounds_of(id), name, "");
 }
 
 /* The process_* metrics as Prometheus' client libraries export them (the
@@ -417,9 +439,6 @@ char *metrics_render(const char *extra, size_t *len)
          M_SESSIONS_EXPIRED},
         {"lockd_forced_releases_total", "Locks an operator force-unlocked.", "counter",
          M_FORCED_RELEASES},
-        {"lockd_locks_held",
-         "Session-bound leases held through this lockd (the watchdog keeps them).", "gauge",
-         M_LOCKS_HELD},
         {"lockd_sessions", "Live sessions.", "gauge", M_SESSIONS},
         {"lockd_waiters", "Blocked acquires queued in this lockd.", "gauge", M_WAITERS},
     };
@@ -427,6 +446,14 @@ char *metrics_render(const char *extra, size_t *len)
         render_counter(&b, singles[i].name, singles[i].help, singles[i].type);
         sb_printf(&b, "%s %lld\n", singles[i].name, (long long)metrics_get(singles[i].id));
     }
+    render_counter(&b, "lockd_locks_held",
+                   "Locks this lockd granted and has not seen released or expired, by whether "
+                   "a session holds them.",
+                   "gauge");
+    sb_printf(&b, "lockd_locks_held{session_bound=\"true\"} %lld\n",
+              (long long)metrics_get(M_LOCKS_HELD));
+    sb_printf(&b, "lockd_locks_held{session_bound=\"false\"} %lld\n",
+              (long long)metrics_get(M_LOCKS_HELD_PLAIN));
     render_counter(&b, "lockd_backend_request_duration_seconds",
                    "Backend call latency by operation.", "histogram");
     for (size_t i = 0; i < BK_OP_COUNT; i++) {
@@ -436,6 +463,8 @@ char *metrics_render(const char *extra, size_t *len)
     }
     render_hist(&b, H_ACQUIRE_WAIT, "lockd_acquire_wait_seconds",
                 "How long granted blocking acquires waited for their lock.");
+    render_hist(&b, H_LOCK_HOLD, "lockd_lock_hold_seconds",
+                "How long locks granted here were held, from grant to release.");
     render_hist(&b, H_HANDOFF, "lockd_handoff_seconds",
                 "Time from a release to the next waiter's grant in this lockd.");
     render_process(&b);

@@ -30,13 +30,14 @@ enum metric_id {
     M_SESSIONS_EXPIRED,
     M_FORCED_RELEASES, /* an operator's force-unlocks that released something */
     M_BACKEND_ERRORS,
-    M_LOCKS_HELD, /* gauge */
-    M_SESSIONS,   /* gauge */
-    M_WAITERS,    /* gauge */
+    M_LOCKS_HELD,       /* gauge: session-bound leases held through this lockd */
+    M_LOCKS_HELD_PLAIN, /* gauge: plain leases granted here, not seen released or expired */
+    M_SESSIONS,         /* gauge */
+    M_WAITERS,          /* gauge */
     M__COUNT
 };
 
-enum hist_id { H_HANDOFF, H_ACQUIRE_WAIT, H__COUNT };
+enum hist_id { H_HANDOFF, H_ACQUIRE_WAIT, H_LOCK_HOLD, H__COUNT };
 
 void metrics_add(enum metric_id id, int64_t delta);
 int64_t metrics_get(enum metric_id id);

@@ -1095,6 +1095,15 @@ static enum lk_code parse_seeds(struct rc *rc, const char *urls, char *err, size
     return LK_OK;
 }
 
+enum lk_code backend_cluster_check(const struct lk_config *cfg, char *err, size_t errlen)
+{
+    struct rc *rc = lk_calloc(1, sizeof(*rc));
+    enum lk_code code = parse_seeds(rc, cfg->redis ? cfg->redis : "", err, errlen);
+    memset(rc->seeds, 0, sizeof(rc->seeds)); /* passwords */
+    free(rc);
+    return code;
+}
+
 enum lk_code backend_cluster_new(const struct lk_config *cfg, struct backend *out, char *err,
                                  size_t errlen)
 {

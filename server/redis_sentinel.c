@@ -368,19 +368,37 @@ static enum lk_code parse_sentinels(struct rs *s, const char *urls, char *err, s
     return LK_OK;
 }
 
+/* What backend_sentinel_new checks before asking any sentinel. */
+static enum lk_code check_config(struct rs *s, const struct lk_config *cfg, char *err,
+                                 size_t errlen)
+{
+    enum lk_code rc = parse_sentinels(s, cfg->redis ? cfg->redis : "", err, errlen);
+    if (rc != LK_OK)
+        return rc;
+    if (cfg->redis_master_name == NULL || cfg->redis_master_name[0] == '\0') {
+        snprintf(err, errlen, "backend 'sentinel' needs 'redis_master_name'");
+        return LK_INVALID;
+    }
+    return LK_OK;
+}
+
+enum lk_code backend_sentinel_check(const struct lk_config *cfg, char *err, size_t errlen)
+{
+    struct rs *s = lk_calloc(1, sizeof(*s));
+    enum lk_code rc = check_config(s, cfg, err, errlen);
+    memset(s->sentinels, 0, sizeof(s->sentinels)); /* passwords */
+    free(s);
+    return rc;
+}
+
 enum lk_code backend_sentinel_new(const struct lk_config *cfg, struct backend *out, char *err,
                                   size_t errlen)
 {
     struct rs *s = lk_calloc(1, sizeof(*s));
     s->efd = -1;
-    enum lk_code rc = parse_sentinels(s, cfg->redis ? cfg->redis : "", err, errlen);
+    enum lk_code rc = check_config(s, cfg, err, errlen);
     if (rc != LK_OK)
         goto fail;
-    if (cfg->redis_master_name == NULL || cfg->redis_master_name[0] == '\0') {
-        snprintf(err, errlen, "backend 'sentinel' needs 'redis_master_name'");
-        rc = LK_INVALID;
-        goto fail;
-    }
     lk_strlcpy(s->master, cfg->redis_master_name, sizeof(s->master));
     s->timeout_ms = cfg->backend_timeout_ms > 0 ? cfg->backend_timeout_ms : 2000;
     /* Once, at startup, like the single-Redis probe: nothing serves yet. */

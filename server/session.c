@@ -102,8 +102,9 @@ static void push_renew(struct engine *e, struct sess_lock *sl, int64_t at)
 }
 
 /* Detaches sl from its session and from held (under smu); the heap entry
- * frees it later. */
-static void detach_lock(struct engine *e, struct sess_lock *sl)
+ * frees it later. released: let go (by its client, or with its session), so
+ * its hold time is observed; not when lost. */
+static void detach_lock(struct engine *e, struct sess_lock *sl, bool released)
 {
     if (sl->dead)
         return;
@@ -113,6 +114,8 @@ static void detach_lock(struct engine *e, struct sess_lock *sl)
         HASH_DELETE(sh, sl->s->locks, sl);
     sl->s = NULL;
     metrics_add(M_LOCKS_HELD, -1);
+    if (released)
+        metrics_observe(H_LOCK_HOLD, lk_now_us() - sl->granted_us);
 }
 
 static void free_if_unreferenced(struct sess_lock *sl)
@@ -143,7 +146,7 @@ static void mark_lost(struct engine *e, struct sess_lock *sl, const char *why)
         add_lost(sl->s, sl->name);
     lk_log_kv(LK_WARN, "lease lost", "name", sl->name, "reason", why, NULL);
     metrics_add(M_LEASES_LOST, 1);
-    detach_lock(e, sl);
+    detach_lock(e, sl, false);
 }
 
 enum lk_code session_add_lock(struct engine *e, const char *id, const char *name, const char *lease,
@@ -167,6 +170,7 @@ enum lk_code session_add_lock(struct engine *e, const char *id, const char *name
     sl->shared = shared;
     sl->limit = engine_limit_of(limit);
     sl->expires_ms = now + ttl_ms;
+    sl->granted_us = lk_now_us();
     if (max_hold_ms < 0)
         max_hold_ms = e->cfg->max_hold_ms;
     sl->hold_until_ms = max_hold_ms > 0 ? now + max_hold_ms : 0;
@@ -268,7 +272,7 @@ void session_release_end(struct engine *e, const char *name, const char *lease, 
     if (sl != NULL && !sl->dead) {
         sl->releasing = false;
         if (code == LK_OK || code == LK_NOT_HELD || code == LK_HELD_BY_OTHER) {
-            detach_lock(e, sl); /* gone from the backend: nothing to renew */
+            detach_lock(e, sl, code == LK_OK); /* gone from the backend: nothing to renew */
             free_if_unreferenced(sl);
         }
     }
@@ -446,7 +450,7 @@ static struct sess_end *unlink_session(struct engine *e, struct session *s)
         se->names[se->n] = lk_strdup(sl->name);
         se->leases[se->n] = lk_strdup(sl->lease);
         se->n++;
-        detach_lock(e, sl);
+        detach_lock(e, sl, true);
         free_if_unreferenced(sl);
     }
     s->dead = true;
@@ -608,7 +612,7 @@ void session_watchdog_done(struct wd_batch *b)
                 /* Its client's release got there first (the renewal ran
                  * after it in the backend, its answer came back before the
                  * release's): released, not lost. */
-                detach_lock(e, sl);
+                detach_lock(e, sl, true);
                 free_if_unreferenced(sl);
                 break;
             }

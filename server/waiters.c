@@ -276,6 +276,8 @@ static void attempt_done(void *arg, const struct bk_res *br)
             return;
         }
         engine_count_grant(w->shared, w->limit);
+        if (!w->has_session)
+            engine_plain_granted(e, w->name, w->lease, br->ttl_ms > 0 ? br->ttl_ms : w->ttl_ms);
         r.shared = w->shared;
         r.lease = w->lease;
         r.fencing_token = br->fencing_token;

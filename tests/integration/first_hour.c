@@ -1,7 +1,7 @@
 /*
  * first_hour.c - issue 27's HTTP details, each as a user met them: every
  * error is {"error","message"} JSON (also the answers libmicrohttpd makes on
- * its own: 431, 505, a bad chunk), Retry-After on every 503, 201 with
+ * its own: 431, also on HTTPS, 505, a bad chunk), Retry-After on every 503, 201 with
  * Location, HEAD and OPTIONS in Allow and OPTIONS answered 204, a form body
  * told its JSON form, no library internals in messages, a session's owner
  * inherited, a free lock's owner null, a session blocked by itself told so,
@@ -11,7 +11,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
+
+#include <curl/curl.h>
 
 #include "tests/lib/harness.h"
 
@@ -80,12 +83,147 @@ static void test_headers_too_large_is_json(void)
     }
 }
 
+struct tls_answer {
+    char body[4096];
+    size_t len;
+    char ctype[128];
+};
+
+static size_t tls_body(char *d, size_t sz, size_t n, void *arg)
+{
+    struct tls_answer *a = arg;
+    size_t k = sz * n;
+    if (a->len + k < sizeof(a->body)) {
+        memcpy(a->body + a->len, d, k);
+        a->len += k;
+        a->body[a->len] = '\0';
+    }
+    return k;
+}
+
+static size_t tls_header(char *d, size_t sz, size_t n, void *arg)
+{
+    struct tls_answer *a = arg;
+    size_t k = sz * n;
+    if (k > 14 && strncasecmp(d, "Content-Type: ", 14) == 0)
+        snprintf(a->ctype, sizeof(a->ctype), "%.*s", (int)(k - 14), d + 14);
+    return k;
+}
+
+/* GET url over HTTPS (certificate not checked) with one extra header line. */
+static long tls_get(const char *url, const char *hdr, struct tls_answer *a, CURLcode *cc)
+{
+    struct curl_slist *hl = curl_slist_append(NULL, hdr);
+    CURL *h = curl_easy_init();
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
+    curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
+    curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 20000L);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, tls_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, a);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, tls_header);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, a);
+    *cc = curl_easy_perform(h);
+    long st = 0;
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &st);
+    curl_easy_cleanup(h);
+    curl_slist_free_all(hl);
+    return st;
+}
+
+/* The same over HTTPS, where lockd cannot write to the socket itself: at
+ * libmicrohttpd's pool edge (12000 to 12100 bytes) the client once got
+ * nothing at all. */
+static void test_headers_too_large_is_json_on_tls(void)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof(cmd),
+             "cd '%s' && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes "
+             "-keyout fh.key -out fh.pem -days 2 -subj /CN=127.0.0.1 >fh-openssl.log 2>&1",
+             th_tmpdir());
+    CHECK(system(cmd) == 0);
+    char cert[300], key[300];
+    snprintf(cert, sizeof(cert), "%s/fh.pem", th_tmpdir());
+    snprintf(key, sizeof(key), "%s/fh.key", th_tmpdir());
+    const char *args[] = {"--tls_cert", cert, "--tls_key", key, NULL};
+    struct th_lockd tl;
+    th_lockd_start(&tl, args, NULL);
+    char url[128];
+    snprintf(url, sizeof(url), "https://127.0.0.1:%d/healthz", tl.port);
+    const size_t sizes[] = {7900, 8300, 11700, 11900, 11950, 12000, 12050, 12100, 12200, 30000};
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        char *hdr = malloc(sizes[i] + 16);
+        CHECK(hdr != NULL);
+        int o = snprintf(hdr, 16, "X-Big: ");
+        memset(hdr + o, 'a', sizes[i]);
+        hdr[o + (int)sizes[i]] = '\0';
+        struct tls_answer a = {.len = 0};
+        CURLcode cc;
+        long st = tls_get(url, hdr, &a, &cc);
+        free(hdr);
+        long want = sizes[i] < 8000 ? 200 : 431;
+        if (st != want)
+            th_fail(__FILE__, __LINE__, "HTTPS, %zu-byte header: status %ld (%s), want %ld",
+                    sizes[i], st, curl_easy_strerror(cc), want);
+        if (want != 431)
+            continue;
+        CHECK(strncmp(a.ctype, "application/json", 16) == 0);
+        json_t *j = json_loads(a.body, 0, NULL);
+        if (j == NULL)
+            th_fail(__FILE__, __LINE__, "HTTPS, %zu-byte header: not JSON: '%.200s'", sizes[i],
+                    a.body);
+        CHECK_STR(json_string_value(json_object_get(j, "error")), "headers_too_large");
+        json_decref(j);
+    }
+    /* libmicrohttpd's own answer that lockd writes itself, over TLS */
+    struct tls_answer a = {.len = 0};
+    CURLcode cc;
+    CHECK_EQ_INT(tls_get(url, "Content-Length: abc", &a, &cc), 400);
+    json_t *j = json_loads(a.body, 0, NULL);
+    if (j == NULL)
+        th_fail(__FILE__, __LINE__, "HTTPS, bad Content-Length: not JSON: '%.200s'", a.body);
+    CHECK_STR(json_string_value(json_object_get(j, "error")), "bad_request");
+    json_decref(j);
+    th_lockd_kill(&tl, SIGTERM);
+}
+
 static void test_mhd_own_answers_are_json(void)
 {
     raw_json_error("GET /healthz HTTP/2.5\r\nHost: x\r\n\r\n", 505, "http_version_not_supported");
     raw_json_error("POST /locks/own HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
                    "zz\r\n",
                    400, "bad_request");
+    raw_json_error("GET /healthz HTTP/1.1\r\nHost: x\r\nBad Header Line\r\n\r\n", 400,
+                   "bad_request");
+    raw_json_error("GET  HTTP/1.1\r\nHost: x\r\n\r\n", 400, "bad_request");
+    raw_json_error("POST /locks/own HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                   "FFFFFFFFFFFFFFFFFFFF\r\n",
+                   413, "body_too_large");
+    /* A bad Content-Length: libmicrohttpd 0.9.75 wrote this answer's header
+     * twice (the body a client read was the second header) */
+    raw_json_error("POST /locks/own HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n", 400,
+                   "bad_request");
+    raw_json_error("POST /locks/own HTTP/1.1\r\nHost: x\r\n"
+                   "Content-Length: 99999999999999999999999\r\n\r\n",
+                   413, "body_too_large");
+    /* A request libmicrohttpd ended with its own answer is logged with it
+     * (once with status 0 and no error) */
+    bool logged = false;
+    for (int i = 0; i < 50 && !logged; i++) {
+        FILE *f = fopen(ld.log, "r");
+        char line[2048];
+        while (f != NULL && fgets(line, sizeof(line), f) != NULL)
+            if (strstr(line, "\"path\":\"/locks/own\"") != NULL &&
+                strstr(line, "\"status\":413,") != NULL &&
+                strstr(line, "\"error\":\"body_too_large\"") != NULL)
+                logged = true;
+        if (f != NULL)
+            fclose(f);
+        if (!logged)
+            th_sleep_ms(100);
+    }
+    CHECK(logged);
 }
 
 static void test_allow_options_location(void)
@@ -128,6 +266,42 @@ static void test_retry_after_on_503(void)
     CHECK_STR(th_header(&r, "Retry-After"), "1");
     th_resp_free(&r);
     th_lockd_kill(&one, SIGTERM);
+
+    /* backend_unavailable: a Redis nobody answers on (port 1 refuses) */
+    struct th_lockd down;
+    const char *dargs[] = {"--redis", "redis://127.0.0.1:1", NULL};
+    th_lockd_start(&down, dargs, NULL);
+    snprintf(url, sizeof(url), "%s/locks/fh.down", down.url);
+    th_http(cl, "POST", url, NULL, NULL, &r);
+    CHECK_EQ_INT(r.status, 503);
+    CHECK_STR(th_jerr(&r), "backend_unavailable");
+    CHECK(th_header(&r, "Retry-After") != NULL && atoi(th_header(&r, "Retry-After")) >= 1);
+    th_resp_free(&r);
+    th_lockd_kill(&down, SIGKILL);
+
+    /* shutting_down: a draining lockd (a session keeps it up) refuses acquires */
+    struct th_lockd dr;
+    th_lockd_start(&dr, NULL, NULL);
+    snprintf(url, sizeof(url), "%s/sessions", dr.url);
+    th_http(cl, "POST", url, "{\"ttl_ms\":60000}", NULL, &r);
+    CHECK_EQ_INT(r.status, 201);
+    th_resp_free(&r);
+    kill(dr.pid, SIGTERM);
+    snprintf(url, sizeof(url), "%s/locks/fh.drain", dr.url);
+    int st = 0;
+    for (int i = 0; i < 100 && st != 503; i++) { /* until the drain has begun */
+        th_http(cl, "POST", url, NULL, NULL, &r);
+        st = (int)r.status;
+        if (st == 503) {
+            CHECK_STR(th_jerr(&r), "shutting_down");
+            CHECK(th_header(&r, "Retry-After") != NULL);
+        }
+        th_resp_free(&r);
+        if (st != 503)
+            th_sleep_ms(50);
+    }
+    CHECK_EQ_INT(st, 503);
+    th_lockd_kill(&dr, SIGKILL);
 }
 
 static void test_messages_users_can_act_on(void)
@@ -230,9 +404,11 @@ static void test_wait_is_not_request_time(void)
 
 int main(void)
 {
-    th_lockd_start(&ld, NULL, NULL);
+    const char *args[] = {"--log_level", "info", NULL}; /* the access log too */
+    th_lockd_start(&ld, args, NULL);
     cl = th_client_new();
     TH_RUN(test_headers_too_large_is_json);
+    TH_RUN(test_headers_too_large_is_json_on_tls);
     TH_RUN(test_mhd_own_answers_are_json);
     TH_RUN(test_allow_options_location);
     TH_RUN(test_retry_after_on_503);

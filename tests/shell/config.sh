@@ -55,4 +55,27 @@ expect_exit2 bad-listen-check "for 'listen' (flag --listen)" -- lockd --listen 1
 printf 'listen 10.0.0.1\n' >"$tmp/bad3.conf"
 expect_exit2 bad-listen-file "$tmp/bad3.conf:1" -- lockd --config "$tmp/bad3.conf" --check-config
 expect_exit2 redlock-even "needs an odd number of URLs" -- lockd --redis redis://a:1,redis://b:1,redis://c:1,redis://d:1 --check-config
+
+# --check-config checks exactly what startup checks (short of binding the
+# listener and reaching the backend): each of these fails both, with one
+# and the same line.
+printf 'not a pem\n' >"$tmp/bad.pem"
+same_as_startup() { # NAME PATTERN -- lockd arguments...
+    local name=$1 pat=$2; shift 3
+    expect_exit2 "check-config: $name" "$pat" -- lockd "$@" --check-config
+    local e1 e2
+    e1=$(lockd "$@" --check-config 2>&1 >/dev/null) || true
+    e2=$(timeout 10 env -u LOCKD_BIN -u LOCKCTL_BIN "$LOCKD_BIN" "$@" --listen 127.0.0.1:0 2>&1 >/dev/null) || true
+    [ "$e1" = "$e2" ] || fail "check-config: $name: check said '$e1', startup said '$e2'"
+    ok "check-config: $name: startup says the same"
+}
+same_as_startup redis-http "must start with redis://" -- --redis http://x
+same_as_startup redlock-http "must start with redis://" -- --redis redis://a:1,redis://b:1,http://c
+same_as_startup cluster-db "database 0 only" -- --backend cluster --redis redis://127.0.0.1:1/3
+same_as_startup auth-file "auth_token_file '$tmp/none'" -- --auth_token_file "$tmp/none"
+same_as_startup admin-file "admin_token_file '$tmp/none'" -- --admin_token_file "$tmp/none"
+same_as_startup tls-missing "invalid value for 'tls_cert': cannot open" -- \
+    --tls_cert "$tmp/none.pem" --tls_key "$tmp/none.pem"
+same_as_startup tls-not-pem "are not a PEM certificate and its private key" -- \
+    --tls_cert "$tmp/bad.pem" --tls_key "$tmp/bad.pem"
 echo "$pass passed, 0 failed"

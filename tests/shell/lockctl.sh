@@ -23,9 +23,33 @@ d=$T_TMP
 
 # ---- usage and help
 t_check "--help prints usage and exits 0" sh -c '"$0" --help | grep -q "usage: lockctl"' "$L"
+t_check "--help lists for acquire, renew and session create only fields lockd takes (openapi.yaml)" \
+    sh -c '"$0" --help | python3 -c "$1" "$2"' "$L" '
+import re, sys, yaml
+spec = yaml.safe_load(open(sys.argv[1]))["components"]["schemas"]
+text = sys.stdin.read()
+field = {"ttl": "ttl_ms", "wait": "wait_ms", "max-hold": "max_hold_ms", "shared": "mode",
+         "lock-delay": "lock_delay_ms", "lease": None}
+def flags(start):
+    block = re.search(r"^  " + start + r"(.*?)(?=^  [a-z])", text, re.S | re.M).group(1)
+    return set(re.findall(r"--([a-z-]+)", block))
+bad = []
+for cmd, schema in (("acquire", "AcquireRequest"), ("renew", "RenewRequest"),
+                    ("session create", "SessionCreateRequest")):
+    props = spec[schema]["properties"]
+    for f in flags(cmd):
+        name = field.get(f, f)
+        if name is not None and name not in props:
+            bad.append(cmd + " --" + f)
+print("\n".join(bad), file=sys.stderr)
+sys.exit(1 if bad else 0)
+' "$REPO/openapi.yaml"
 t_status 64 "no command is a usage error" "$L"
 t_status 64 "unknown command is a usage error" "$L" frobnicate x
 t_status 64 "bad duration is a usage error" "$L" acquire sh.a --ttl 5parsecs
+t_status 64 "a bare small number to a duration flag is a usage error" "$L" acquire sh.a --ttl 30
+t_check "... that suggests seconds" sh -c '"$0" acquire sh.a --ttl 30 2>&1 | grep -q "did you mean 30s?"' "$L"
+t_status 64 "... for --wait and --session-ttl too" "$L" run sh.a --wait 5 -- true
 t_status 64 "unknown option is a usage error" "$L" status sh.a --bogus
 t_status 64 "run without COMMAND is a usage error" "$L" run sh.a --
 t_status 64 "--on-lost with a bad value is a usage error" "$L" run sh.a --on-lost maybe -- true
@@ -56,6 +80,15 @@ t_check "list --prefix shows the lock" sh -c '"$0" list --prefix sh. | cut -f1 |
 t_check "release via LOCKD_LEASE succeeds" sh -c 'LOCKD_LEASE="$1" "$0" release sh.a >/dev/null' "$L" "$lease"
 t_status 1 "release of a lease no longer held exits 1" "$L" release sh.a --lease "$lease"
 t_check "status shows the lock free" sh -c '"$0" status sh.a | grep -qx "held=false"' "$L"
+# status: key=value lines with no JSON in them, or with --json lockd's JSON
+"$L" acquire sh.st --shared --ttl 30s >/dev/null
+"$L" acquire sh.st --shared --ttl 30s --owner two >/dev/null
+"$L" status sh.st >"$d/st.out"
+t_check "status prints no JSON inside its lines" sh -c '! grep -q "[[{]" "$0"' "$d/st.out"
+t_check "status lists each holder's fields as lines" \
+    sh -c 'grep -qx "holder_list.0.owner=two" "$0" && grep -qx "holder_list.1.mode=shared" "$0"' "$d/st.out"
+t_check "status --json prints lockd's JSON" \
+    sh -c '"$0" --json status sh.st | python3 -c "import json,sys; d=json.load(sys.stdin); assert d[\"holders\"]==2 and d[\"holder_list\"][0][\"owner\"]==\"two\""' "$L"
 t_check "--json acquire prints a JSON object" \
     sh -c '"$0" --json acquire sh.j | python3 -c "import json,sys; d=json.load(sys.stdin); assert d[\"name\"]==\"sh.j\" and d[\"lease\"]"' "$L"
 
@@ -92,10 +125,38 @@ t_check "run released the lock when COMMAND exited" sh -c '"$0" status sh.r | gr
 t_status 7 "run exits with COMMAND's status" "$L" run sh.r -- sh -c 'exit 7'
 t_status 143 "run exits 128+N when COMMAND dies of signal N" "$L" run sh.r -- sh -c 'kill -TERM $$'
 t_status 127 "run exits 127 when COMMAND does not exist" "$L" run sh.r -- /nonexistent/command
+t_check "run names a missing COMMAND's path and the reason" \
+    sh -c '"$0" run sh.r -- /nonexistent/command 2>&1 | grep -qx "lockctl: /nonexistent/command: No such file or directory"' "$L"
+printf 'echo hi\n' >"$d/not-executable"
+t_status 126 "run exits 126 when COMMAND is not executable" "$L" run sh.r -- "$d/not-executable"
+t_check "run names a non-executable COMMAND and the reason" \
+    sh -c '"$0" run sh.r -- "$1" 2>&1 | grep -qx "lockctl: $1: Permission denied"' "$L" "$d/not-executable"
+t_check "run names a COMMAND not on PATH" \
+    sh -c '"$0" run sh.r -- no-such-command-zz 2>&1 | grep -qx "lockctl: no-such-command-zz: command not found"' "$L"
 "$L" acquire sh.held --ttl 30s >/dev/null
 t_status 75 "run --wait 0 on a held lock exits 75 without running COMMAND" \
     "$L" run sh.held --wait 0 -- touch "$d/should-not-exist"
 t_check "COMMAND did not run" test ! -e "$d/should-not-exist"
+# SIGTERM or SIGINT during run --wait ends the session run created (not left to its ttl)
+sessions_now() { curl -s "$LOCKD_URL/metrics" | awk '$1 == "lockd_sessions" { print $2 }'; }
+sessions_are() { [ "$(sessions_now)" = "$1" ]; }
+for sig_rc in TERM:143 INT:130; do
+    sig=${sig_rc%:*}
+    s0=$(sessions_now)
+    "$L" run sh.held --wait 60s --session-ttl 60s -- touch "$d/should-not-exist" 2>"$d/sig.err" &
+    rp=$!
+    t_wait_for 100 sessions_are $((s0 + 1)) || true
+    sleep 0.3
+    kill -"$sig" "$rp"
+    set +e
+    wait "$rp"
+    rrc=$?
+    set -e
+    t_check "SIG$sig during run --wait exits 128+N ($rrc)" test "$rrc" -eq "${sig_rc#*:}"
+    t_check "SIG$sig during run --wait ended its session at once" sessions_are "$s0"
+    t_check "SIG$sig during run --wait is reported" grep -q "SIG$sig before COMMAND started" "$d/sig.err"
+done
+t_check "COMMAND did not run after the signal" test ! -e "$d/should-not-exist"
 
 # ---- run: two runs started together never overlap
 work='s=$(date +%s%N); sleep 0.4; e=$(date +%s%N); echo "$s $e $LOCKD_FENCING_TOKEN" > "$0"'

@@ -124,6 +124,70 @@ ok = (set(v) == {"process_cpu_seconds_total", "process_resident_memory_bytes",
       and abs(v["process_start_time_seconds"] - time.time()) < 600)
 sys.exit(0 if ok else 1)
 EOF
+# ---- lockd_locks_held counts plain leases too; hold, wait and long-poll times ----
+# m SERIES: the value of one series of a fresh scrape (empty when absent).
+m() {
+    curl -s "$u/metrics" | awk -v s="$1" 'index($0, s " ") == 1 { print $NF }'
+}
+# m_is SERIES VALUE: the series has that value now.
+m_is() { [ "$(m "$1")" = "$2" ]; }
+# lease_of JSON: the lease of a grant.
+lease_of() { python3 -c 'import json,sys; print(json.load(sys.stdin)["lease"])'; }
+plain='lockd_locks_held{session_bound="false"}'
+sb='lockd_locks_held{session_bound="true"}'
+p0=$(m "$plain")
+s0=$(m "$sb")
+h0=$(m lockd_lock_hold_seconds_count)
+for i in 1 2 3 4 5; do
+    curl -s -XPOST "$u/locks/lh.$i" -d '{"ttl_ms":60000}' >"$T_TMP/lh.$i"
+done
+sid2=$(curl -s -XPOST "$u/sessions" -d '{"ttl_ms":60000}' |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["session"])')
+curl -s -XPOST "$u/locks/lh.s1" -d "{\"session\":\"$sid2\"}" >/dev/null
+curl -s -XPOST "$u/locks/lh.s2" -d "{\"session\":\"$sid2\"}" >/dev/null
+t_check "five plain leases: lockd_locks_held{session_bound=\"false\"} up by 5" \
+    m_is "$plain" $((p0 + 5))
+t_check "two session locks: lockd_locks_held{session_bound=\"true\"} up by 2" \
+    m_is "$sb" $((s0 + 2))
+curl -s -XDELETE "$u/locks/lh.1" -H "Lock-Lease: $(lease_of <"$T_TMP/lh.1")" >/dev/null
+curl -s -XDELETE "$u/locks/lh.2" -H "Lock-Lease: $(lease_of <"$T_TMP/lh.2")" >/dev/null
+t_check "two released: the plain gauge down by 2" m_is "$plain" $((p0 + 3))
+t_check "two released: lockd_lock_hold_seconds counted them" \
+    m_is lockd_lock_hold_seconds_count $((h0 + 2))
+curl -s -XDELETE "$u/sessions/$sid2" >/dev/null
+t_check "the session ended: the session gauge back, its locks' holds counted" \
+    sh -c '[ "$1" = "$2" ] && [ "$3" = "$4" ]' - "$(m "$sb")" "$s0" \
+    "$(m lockd_lock_hold_seconds_count)" $((h0 + 4))
+curl -s -XPOST "$u/locks/lh.short" -d '{"ttl_ms":200}' >/dev/null
+t_check "a plain lease counted while it lives" m_is "$plain" $((p0 + 4))
+t_check "a plain lease that expired is no longer counted (within 10 s)" \
+    t_wait_for 100 m_is "$plain" $((p0 + 3))
+t_check "an expiry is not a release: no hold time observed" \
+    m_is lockd_lock_hold_seconds_count $((h0 + 4))
+grep -q '^lockd_lock_hold_seconds_bucket{le="3600"} ' "$T_TMP/metrics.txt" ||
+    curl -s "$u/metrics" | grep -q '^lockd_lock_hold_seconds_bucket{le="3600"} ' ||
+    t_not_ok "lockd_lock_hold_seconds has buckets up to an hour"
+# A granted blocking acquire's wait is in lockd_acquire_wait_seconds; a long
+# poll's wait is not in lockd_http_request_duration_seconds.
+w0=$(m lockd_acquire_wait_seconds_count)
+route='route="/locks/{name}"'
+curl -s -XPOST "$u/locks/lh.3" -d '{"wait_ms":1500}' >/dev/null # 409 after 1.5 s
+curl -s -XPOST "$u/locks/lh.4" -d '{"wait_ms":20000}' >"$T_TMP/lh.w" &
+wpid=$!
+t_wait_for 50 m_is lockd_waiters 1 || true
+sleep 0.5
+curl -s -XDELETE "$u/locks/lh.4" -H "Lock-Lease: $(lease_of <"$T_TMP/lh.4")" >/dev/null
+wait "$wpid" || true
+t_check "the waiter was granted" grep -q '"lease"' "$T_TMP/lh.w"
+t_check "lockd_acquire_wait_seconds counted the granted wait (>= 0.4 s)" \
+    sh -c '[ "$1" = "$2" ] && python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) >= 0.4 else 1)" "$3"' \
+    - "$(m lockd_acquire_wait_seconds_count)" $((w0 + 1)) "$(m lockd_acquire_wait_seconds_sum)"
+t_check "long polls' waits are not request latency: every /locks/{name} request under 1 s" \
+    sh -c '[ -n "$1" ] && [ "$1" = "$2" ]' - \
+    "$(m "lockd_http_request_duration_seconds_bucket{${route},le=\"1\"}")" \
+    "$(m "lockd_http_request_duration_seconds_count{${route}}")"
+curl -s "$u/metrics" >"$T_TMP/metrics.txt"
+
 if command -v promtool >/dev/null 2>&1; then
     t_check "promtool check metrics accepts the exposition" \
         sh -c 'promtool check metrics <"$0" >"$0.lint" 2>&1' "$T_TMP/metrics.txt"

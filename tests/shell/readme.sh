@@ -61,4 +61,20 @@ ru="http://127.0.0.1:$(cat "$tmp/rport")"
 check redis-acquire 200 '"name":"on-redis"' -- -X POST "$ru/locks/on-redis" -d '{"ttl_ms":30000}'
 [ "$(redis-cli -p "$rport" exists 'lockd:{on-redis}')" = 1 ] || { echo "FAIL the lock is not in Redis"; exit 1; }
 pass=$((pass + 1)); echo "ok redis-key"
+
+# Every error code lockd sends (the one table, api/errors.c) is in README's
+# table with its status; and the HTTP details the README promises are true.
+grep -o '{[0-9]*, "[a-z_]*",' "$REPO/api/errors.c" | sed 's/[{",]//g' | sort -u | while read -r st code; do
+    [ "$code" = ok ] && continue
+    grep -q "^| $st | \`$code\` |" "$REPO/README.md" || { echo "FAIL README lacks error $st $code"; exit 1; }
+done
+pass=$((pass + 1)); echo "ok every error code in README's table"
+loc=$(curl -si -X POST "$u/sessions" | tr -d '\r' | sed -n 's/^Location: //p')
+[ -n "$loc" ] && [ "$(curl -s -o /dev/null -w '%{http_code}' "$u$loc")" = 200 ] ||
+    { echo "FAIL POST /sessions Location '$loc'"; exit 1; }
+pass=$((pass + 1)); echo "ok Location"
+opt=$(curl -si -X OPTIONS "$u/locks/x" | tr -d '\r')
+printf '%s' "$opt" | grep -q '^HTTP/1.1 204' && printf '%s' "$opt" | grep -q '^Allow: .*HEAD, OPTIONS$' ||
+    { echo "FAIL OPTIONS: $opt"; exit 1; }
+pass=$((pass + 1)); echo "ok OPTIONS"
 echo "$pass passed, 0 failed"
