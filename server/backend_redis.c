@@ -381,14 +381,41 @@ static void grant_res(struct rcmd *cmd, int64_t token, struct bk_res *out)
     out->validity_ms = cmd->ttl_ms; /* one node, no drift: known to hold its whole ttl */
 }
 
-/* The grants table (grant_log.c): what a restarted Redis gets back. Shared
- * holds and semaphore slots are not recorded (not re-asserted yet). */
+/* Where rb_acquire_shared puts its arguments (after EVALSHA sha 2 lock
+ * fence): w lease sb ttl_ms owner mode limit now_us. */
+enum { SH_ARG_SB = 7, SH_ARG_OWNER = 9, SH_ARG_LIMIT = 11 };
+
+/* The grants table (grant_log.c): what a restarted Redis gets back,
+ * exclusive leases and shared holds (readers, semaphore slots) alike. */
 static void note_grant(struct rcmd *cmd, int64_t token)
 {
-    if (cmd->shared || cmd->undo_name == NULL)
+    if (cmd->undo_name == NULL)
         return;
-    glog_put(cmd->bk->log, cmd->undo_name, cmd->undo_lease, token, cmd->nc.argv[ACQ_ARG_WL + 1],
-             cmd->nc.argvlen[ACQ_ARG_WL + 1], cmd->start_ms + cmd->ttl_ms);
+    const struct rn_cmd *nc = &cmd->nc;
+    struct gl_grant gr = {
+        .name = cmd->undo_name,
+        .lease = cmd->undo_lease,
+        .token = token,
+        .ttl_ms = cmd->ttl_ms,
+        .expires_ms = cmd->start_ms + cmd->ttl_ms,
+    };
+    if (cmd->shared) {
+        gr.sb = nc->argv[SH_ARG_SB][0] == '1';
+        gr.owner = nc->argv[SH_ARG_OWNER];
+        gr.owner_len = nc->argvlen[SH_ARG_OWNER];
+        gr.shared = true; /* a reader has limit 1 (SH_ARG_MODE '1'), a slot more */
+        gr.limit = atoi(nc->argv[SH_ARG_LIMIT]);
+    } else {
+        /* '<sb> <ttl_ms> <owner>' (acquire.lua's value tail) */
+        const char *rest = nc->argv[ACQ_ARG_WL + 1];
+        size_t rlen = nc->argvlen[ACQ_ARG_WL + 1];
+        const char *sp = rlen > 2 ? memchr(rest + 2, ' ', rlen - 2) : NULL;
+        gr.sb = rlen > 0 && rest[0] == '1';
+        gr.owner = sp != NULL ? sp + 1 : rest + rlen;
+        gr.owner_len = (size_t)(rest + rlen - gr.owner);
+        gr.limit = 1;
+    }
+    glog_put(cmd->bk->log, &gr);
 }
 
 /* A renewal or release answered: the lease lives on, or is gone. */

@@ -208,6 +208,13 @@ static void send_part(struct ra_run *run, struct rn_conn *c, size_t first, size_
         const char *owner = lk_pair_second(it->name);
         rargs_append(&b, owner, strlen(owner));
         rargs_int(&b, (long long)it->left_ms);
+        if (it->shared) {
+            rargs_put(&b, it->reader ? "1 " : "0 ", 2); /* '<mode> <limit>' */
+            nl = lk_itoa(it->limit, num);
+            rargs_append(&b, num, nl);
+        } else {
+            rargs_put(&b, "x", 1);
+        }
     }
     rn_cmd_take_args(&cmd->nc, &b);
     if (rn_send(&cmd->nc) != 0)
@@ -336,8 +343,6 @@ struct reassert *ra_new(struct rn_node *n, const struct lk_config *cfg, const ch
 
 void ra_free(struct reassert *ra)
 {
-    if (ra == NULL)
-        return;
     if (ra == NULL)
         return;
     glog_free(ra->log);
