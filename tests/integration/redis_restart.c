@@ -6,7 +6,10 @@
  * lease renews and releases with its token unchanged, the next grant of each
  * name has a larger token, both lockd counted the restart; a lockd stopped
  * (SIGSTOP) past the grace finds the leases others took lost and overwrites
- * none; 32 clients through two lockd across a restart never overlap.
+ * none; 32 clients through two lockd across a restart never overlap; a
+ * semaphore of 3 and two readers across an empty restart (no fourth slot,
+ * no writer, tokens unchanged, the next grant larger); max_locks refuses
+ * the next grant with 503 too_many_locks.
  */
 #include <pthread.h>
 #include <signal.h>
@@ -461,6 +464,54 @@ static void t_exclusion_across_restart(void)
     CHECK_EQ_INT(atomic_load(&regressions), 0);
 }
 
+/* ---- max_locks bounds the grants table: a clear refusal past it ---- */
+
+static void t_max_locks(void)
+{
+    struct th_lockd L3;
+    const char *args[] = {"--redis", redis_url, "--max_locks", "3", "--log_format", "text", NULL};
+    th_lockd_start(&L3, args, NULL);
+    struct th_client *c = th_client_new();
+    char lease[3][40];
+    const char *body[3] = {"{\"ttl_ms\":10000}", "{\"ttl_ms\":10000,\"limit\":2}",
+                           "{\"ttl_ms\":10000,\"mode\":\"shared\"}"};
+    for (int i = 0; i < 3; i++) {
+        char path[32];
+        snprintf(path, sizeof(path), "/locks/ml-%d", i);
+        struct th_resp r;
+        CHECK_EQ_INT(req(c, "POST", &L3, path, body[i], NULL, &r), 200);
+        snprintf(lease[i], sizeof(lease[i]), "%s", th_jstr(&r, "lease"));
+        th_resp_free(&r);
+    }
+    /* The fourth live lease is refused, whatever its kind, and nothing is
+     * granted: 503 too_many_locks, a message naming max_locks, Retry-After. */
+    const char *more[] = {"{\"ttl_ms\":10000}", "{\"ttl_ms\":10000,\"wait_ms\":300}",
+                          "{\"ttl_ms\":10000,\"limit\":2}"};
+    for (int i = 0; i < 3; i++) {
+        struct th_resp r;
+        CHECK_EQ_INT(req(c, "POST", &L3, i == 2 ? "/locks/ml-1" : "/locks/ml-x", more[i], NULL, &r),
+                     503);
+        CHECK_STR(th_jerr(&r), "too_many_locks");
+        CHECK(strstr(th_jstr(&r, "message"), "max_locks") != NULL);
+        CHECK(th_header(&r, "Retry-After") != NULL);
+        th_resp_free(&r);
+    }
+    struct th_resp r;
+    CHECK_EQ_INT(req(c, "GET", &L3, "/locks/ml-x", NULL, NULL, &r), 200);
+    CHECK(json_is_false(json_object_get(r.json, "held")));
+    th_resp_free(&r);
+    CHECK_EQ_INT(req(c, "GET", &L3, "/locks/ml-1", NULL, NULL, &r), 200);
+    CHECK_EQ_INT(th_jint(&r, "holders"), 1);
+    th_resp_free(&r);
+    /* Another lockd on the same Redis is not bounded by this one's table. */
+    CHECK_EQ_INT(req(c, "POST", &L1, "/locks/ml-y", "{\"ttl_ms\":1000}", NULL, NULL), 200);
+    /* A release frees a record: the next grant goes through. */
+    CHECK_EQ_INT(req(c, "DELETE", &L3, "/locks/ml-0", NULL, lease[0], NULL), 200);
+    CHECK_EQ_INT(req(c, "POST", &L3, "/locks/ml-x", "{\"ttl_ms\":1000}", NULL, NULL), 200);
+    th_lockd_kill(&L3, SIGKILL);
+    th_client_free(c);
+}
+
 /* reassert.lua on its own (redis-cli --eval): the fence counter is raised
  * to a re-asserted lease's token, never lowered, also when a watcher marked
  * it ('<n>w', issue 26), and the mark stays; a lock another lease holds is
@@ -502,6 +553,7 @@ int main(void)
     lockd_on(&L1, "2000");
     lockd_on(&L2, "2000");
     TH_RUN(t_reassert_never_lowers_counter);
+    TH_RUN(t_max_locks);
     TH_RUN(t_hundred_leases);
     TH_RUN(t_shared_across_restart);
     TH_RUN(t_exclusion_across_restart);
