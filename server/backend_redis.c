@@ -1234,6 +1234,7 @@ static enum lk_code rb_submit(void *state, struct lk_loop *lp, const struct bk_r
     struct rb *bk = state;
     struct rn_conn *c = conn_of(bk, lp);
     struct bk_res r;
+    ra_kick(bk->ra, c); /* a run the router asked for (ra_adopt) on a ready connection */
     if (refused(bk, req, done, arg))
         return LK_OK;
     switch (req->op) {
@@ -1438,10 +1439,10 @@ enum lk_code redis_lock_open_cluster(const struct redis_url *url, const struct l
     enum lk_code rc = rn_node_probe(bk->node, bk->scripts, SC_COUNT, err, errlen);
     if (rc != LK_OK)
         goto fail;
-    /* A cluster primary re-asserts nothing yet: reassert.lua's marker and
-     * grace keys and its batches would have to be per slot (NULL: every
-     * ra_* and glog_* call does nothing). */
-    bk->ra = cluster ? NULL : ra_new(bk->node, cfg, bk->prefix, &bk->scripts[SC_REASSERT]);
+    /* A cluster primary re-asserts per slot (reassert.lua's marker and
+     * grace keys in the batch's slot), and learns of a failover from the
+     * router (ra_adopt), since its replica is another node. */
+    bk->ra = ra_new(bk->node, cfg, bk->prefix, &bk->scripts[SC_REASSERT], cluster);
     bk->log = ra_log(bk->ra);
     bk->ps = rps_new_sharded(bk->node, bk->prefix, bk->instance, cluster);
     if (bk->ps == NULL) {
@@ -1461,6 +1462,12 @@ struct rn_node *redis_lock_node(void *state)
 {
     struct rb *bk = state;
     return bk->node;
+}
+
+struct reassert *redis_lock_reassert(void *state)
+{
+    struct rb *bk = state;
+    return bk->ra;
 }
 
 enum lk_code redis_lock_acquire(void *state, struct lk_loop *lp, const struct bk_req *req,

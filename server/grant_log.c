@@ -125,12 +125,11 @@ static void slot_grow(struct gl_stripe *s)
     free(was);
 }
 
-/* Frees the record in slot i and shifts back the ones its removal would
- * cut off from their home slot. */
-static void slot_del(struct glog *g, struct gl_stripe *s, size_t i)
+/* Takes the record in slot i out (the caller frees or keeps it) and shifts
+ * back the ones its removal would cut off from their home slot. */
+static void slot_unlink(struct glog *g, struct gl_stripe *s, size_t i)
 {
     size_t mask = s->cap - 1, j = i;
-    free(s->slot[i]);
     for (;;) {
         j = (j + 1) & mask;
         if (s->slot[j] == NULL)
@@ -146,6 +145,12 @@ static void slot_del(struct glog *g, struct gl_stripe *s, size_t i)
     s->slot[i] = NULL;
     s->used--;
     atomic_fetch_sub_explicit(&g->count, 1, memory_order_relaxed);
+}
+
+static void slot_del(struct glog *g, struct gl_stripe *s, size_t i)
+{
+    free(s->slot[i]);
+    slot_unlink(g, s, i);
 }
 
 /* Drops the stripe's expired records; under its mutex. A delete may shift
@@ -221,6 +226,25 @@ size_t glog_count(struct glog *g)
     return n > 0 ? (size_t)n : 0;
 }
 
+/* Adds r (ownership moves), replacing a record of the same lease. */
+static void rec_add(struct glog *g, struct gl_rec *r)
+{
+    struct gl_stripe *s = stripe_of(g, r->lease);
+    bool found;
+    pthread_mutex_lock(&s->mu);
+    if ((s->used + 1) * 4 > s->cap * 3)
+        slot_grow(s);
+    size_t i = slot_find(s, r->lease, &found);
+    if (found) {
+        free(s->slot[i]);
+    } else {
+        s->used++;
+        atomic_fetch_add_explicit(&g->count, 1, memory_order_relaxed);
+    }
+    s->slot[i] = r;
+    pthread_mutex_unlock(&s->mu);
+}
+
 void glog_put(struct glog *g, const struct gl_grant *gr)
 {
     uint8_t k[16];
@@ -243,20 +267,7 @@ void glog_put(struct glog *g, const struct gl_grant *gr)
     memcpy(r->text, gr->name, nl);
     if (ol > 0)
         memcpy(r->text + nl, gr->owner, ol);
-    struct gl_stripe *s = stripe_of(g, k);
-    bool found;
-    pthread_mutex_lock(&s->mu);
-    if ((s->used + 1) * 4 > s->cap * 3)
-        slot_grow(s);
-    size_t i = slot_find(s, k, &found);
-    if (found) {
-        free(s->slot[i]);
-    } else {
-        s->used++;
-        atomic_fetch_add_explicit(&g->count, 1, memory_order_relaxed);
-    }
-    s->slot[i] = r;
-    pthread_mutex_unlock(&s->mu);
+    rec_add(g, r);
 }
 
 void glog_renew(struct glog *g, const char *lease, int64_t ttl_ms, int64_t start_ms)
@@ -347,4 +358,37 @@ void glog_sweep(struct glog *g, int64_t now)
     pthread_mutex_lock(&s->mu);
     stripe_sweep(g, s, now);
     pthread_mutex_unlock(&s->mu);
+}
+
+size_t glog_move(struct glog *from, struct glog *to, glog_pick_fn pick, void *arg)
+{
+    if (from == NULL || to == NULL || from == to)
+        return 0;
+    size_t moved = 0;
+    for (int i = 0; i < GL_STRIPES; i++) {
+        struct gl_stripe *s = &from->st[i];
+        struct gl_rec **took = NULL;
+        size_t n = 0, cap = 0;
+        pthread_mutex_lock(&s->mu);
+        for (size_t j = 0; j < s->cap;) {
+            struct gl_rec *r = s->slot[j];
+            if (r == NULL || !pick(arg, r->text, r->name_len)) {
+                j++;
+                continue;
+            }
+            if (n == cap) {
+                cap = cap ? cap * 2 : 16;
+                took = lk_realloc(took, cap * sizeof(*took));
+            }
+            took[n++] = r;
+            slot_unlink(from, s, j); /* j again: a later record may have moved in */
+        }
+        pthread_mutex_unlock(&s->mu);
+        /* one mutex at a time: each stays a leaf */
+        for (size_t k = 0; k < n; k++)
+            rec_add(to, took[k]);
+        moved += n;
+        free(took);
+    }
+    return moved;
 }

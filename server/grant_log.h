@@ -58,6 +58,12 @@ void glog_drop(struct glog *g, const char *lease);
  * caller frees with glog_items_free. */
 struct gl_item *glog_snapshot(struct glog *g, int64_t now, size_t *n);
 void glog_items_free(struct gl_item *it, size_t n);
+/* Moves every record of from whose name pick accepts (name: len bytes, not
+ * NUL-terminated) into to; returns how many. The cluster backend hands a
+ * primary's leases of the slots another primary took over to that one's
+ * table. Any thread; takes one mutex at a time. */
+typedef bool (*glog_pick_fn)(void *arg, const char *name, size_t len);
+size_t glog_move(struct glog *from, struct glog *to, glog_pick_fn pick, void *arg);
 /* Drops expired records of one stripe (round robin): the janitor calls it
  * every tick, so the whole table is swept about once a second. */
 void glog_sweep(struct glog *g, int64_t now);

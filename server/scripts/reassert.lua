@@ -16,7 +16,9 @@
 -- found missing, or the caller's force flag; then the grace key is set for
 -- grace_ms, and a lockd that runs this later sees it and keeps the grace too.
 -- KEYS: marker, grace key, then the locks (fence key: lock .. ':fence').
--- ARGV: grace_ms, mode ('0' check, '1' data lost for sure, '2' startup: only
+-- ARGV: grace_ms, mode ('0' check, '1' data lost for sure, '3' check the
+-- locks only, not the marker (a cluster batch: its slot's marker says
+-- nothing), '2' startup: only
 -- learn the grace, never start one), fence retention ms, then per lock:
 -- lease, token, '<sb> <ttl_ms> <owner>', ttl left in ms, kind ('x' an
 -- exclusive lease, '<mode> <limit>' a shared hold: mode 1 a reader, 0 a
@@ -63,7 +65,7 @@ local function put_shared(lock, v, lease, tok, rest, left, kind)
 end
 
 local lost = mode == '1'
-if redis.call('SET', KEYS[1], '1', 'NX') and mode ~= '2' then
+if mode ~= '3' and redis.call('SET', KEYS[1], '1', 'NX') and mode ~= '2' then
   lost = true
 end
 if redis.call('EXISTS', KEYS[2]) == 1 then
