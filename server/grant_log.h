@@ -38,6 +38,7 @@ struct gl_item {
     bool sb;         /* session-bound */
     bool shared, reader;
     int limit;
+    int slot;   /* the cluster slot of the name (reassert.c fills it in) */
     char *name; /* malloc'd "name\0owner\0"; owner is lk_pair_second(name) */
 };
 

@@ -240,14 +240,9 @@ static void send_part(struct ra_run *run, struct rn_conn *c, size_t first, size_
     rn_cmd_unref(&cmd->nc);
 }
 
-static int item_slot(const struct gl_item *it)
-{
-    return redis_key_slot(it->name, strlen(it->name)); /* a name is its own tag */
-}
-
 static int by_slot(const void *a, const void *b)
 {
-    return item_slot(a) - item_slot(b);
+    return ((const struct gl_item *)a)->slot - ((const struct gl_item *)b)->slot;
 }
 
 /* A cluster primary's run: one batch (or more, RA_BATCH each) per slot of
@@ -259,6 +254,8 @@ static int by_slot(const void *a, const void *b)
 static void send_slots(struct ra_run *run, struct rn_conn *c)
 {
     struct reassert *ra = run->ra;
+    for (size_t i = 0; i < run->n; i++) /* a name is its own hash tag */
+        run->items[i].slot = redis_key_slot(run->items[i].name, strlen(run->items[i].name));
     qsort(run->items, run->n, sizeof(*run->items), by_slot);
     int probe = atomic_load_explicit(&ra->probe_slot, memory_order_relaxed);
     run->parts_left = 1; /* held while the parts go out */
@@ -269,10 +266,9 @@ static void send_slots(struct ra_run *run, struct rn_conn *c)
         run->lost = run->mode != '2';
     }
     for (size_t first = 0; first < run->n;) {
-        int slot = item_slot(&run->items[first]);
+        int slot = run->items[first].slot;
         size_t count = 1;
-        while (first + count < run->n && count < RA_BATCH &&
-               item_slot(&run->items[first + count]) == slot)
+        while (first + count < run->n && count < RA_BATCH && run->items[first + count].slot == slot)
             count++;
         run->parts_left++;
         send_part(run, c, first, count, run->mode == '0' ? '3' : run->mode,
@@ -285,7 +281,7 @@ static void send_slots(struct ra_run *run, struct rn_conn *c)
 
 void ra_ready(struct reassert *ra, struct rn_conn *c)
 {
-    if (ra == NULL) /* a layer without restart handling (a cluster primary) */
+    if (ra == NULL)
         return;
     pthread_mutex_lock(&ra->mu);
     if (!ra->pending) {
