@@ -440,6 +440,32 @@ static bool move_picks(void *arg, const char *name, size_t len)
     return mv->slots[redis_key_slot(name, len)] != 0; /* a name is its own tag */
 }
 
+/* Whether a's slots moved because a failed (a replica took over) rather
+ * than by a resharding: it does not answer the discovery thread, or it
+ * answers as a replica. A resharding leaves it a live primary (asked
+ * directly: the loops' connections to it may be between two attempts
+ * while MIGRATE keeps it busy). Discovery thread (blocking,
+ * backend_timeout_ms at most); only when slots moved. */
+static bool primary_gone(struct rc *rc, const struct rc_shard *a)
+{
+    char host[RC_ADDR];
+    lk_strlcpy(host, a->addr, sizeof(host));
+    char *colon = strrchr(host, ':');
+    if (colon == NULL)
+        return true;
+    *colon = '\0';
+    redisContext *c = node_connect(rc, host, atoi(colon + 1));
+    if (c == NULL)
+        return true;
+    redisReply *r = redisCommand(c, "ROLE");
+    bool gone = r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
+                !is_str(r->element[0], "master");
+    if (r != NULL)
+        freeReplyObject(r);
+    redisFree(c);
+    return gone;
+}
+
 static void hand_over(struct rc *rc, const int *next)
 {
     struct rc_move mv[8];
@@ -462,8 +488,7 @@ static void hand_over(struct rc *rc, const int *next)
     }
     for (int k = 0; k < nmv; k++) {
         struct rc_shard *a = rc->shards[mv[k].from], *b = rc->shards[mv[k].to];
-        char why[64];
-        bool down = !rn_node_status(redis_lock_node(a->lb.state), why, sizeof(why));
+        bool down = primary_gone(rc, a);
         ra_adopt(redis_lock_reassert(b->lb.state), redis_lock_reassert(a->lb.state), move_picks,
                  &mv[k], down);
         free(mv[k].slots);
