@@ -388,14 +388,54 @@ static void grant_res(struct rcmd *cmd, int64_t token, struct bk_res *out)
         cmd->more[i].fencing_token = token + (int64_t)i + 1;
 }
 
-/* The grants table (grant_log.c): what a restarted Redis gets back. Shared
- * holds and semaphore slots are not recorded (not re-asserted yet). */
+/* Where rb_acquire_shared puts its arguments (after EVALSHA sha 2 lock
+ * fence): w lease sb ttl_ms owner mode limit now_us. */
+enum { SH_ARG_SB = 7, SH_ARG_OWNER = 9, SH_ARG_LIMIT = 11 };
+
+/* The grants table (grant_log.c): what a restarted Redis gets back,
+ * exclusive leases and shared holds (readers, semaphore slots) alike. */
 static void note_grant(struct rcmd *cmd, int64_t token)
 {
-    if (cmd->shared || cmd->undo_name == NULL)
+    if (cmd->undo_name == NULL)
         return;
-    glog_put(cmd->bk->log, cmd->undo_name, cmd->undo_lease, token, cmd->nc.argv[ACQ_ARG_WL + 1],
-             cmd->nc.argvlen[ACQ_ARG_WL + 1], cmd->start_ms + cmd->ttl_ms);
+    const struct rn_cmd *nc = &cmd->nc;
+    struct gl_grant gr = {
+        .name = cmd->undo_name,
+        .lease = cmd->undo_lease,
+        .token = token,
+        .ttl_ms = cmd->ttl_ms,
+        .expires_ms = cmd->start_ms + cmd->ttl_ms,
+    };
+    if (cmd->shared) {
+        gr.sb = nc->argv[SH_ARG_SB][0] == '1';
+        gr.owner = nc->argv[SH_ARG_OWNER];
+        gr.owner_len = nc->argvlen[SH_ARG_OWNER];
+        gr.shared = true; /* a reader has limit 1 (SH_ARG_MODE '1'), a slot more */
+        gr.limit = atoi(nc->argv[SH_ARG_LIMIT]);
+    } else {
+        /* '<sb> <ttl_ms> <owner>' (acquire.lua's value tail) */
+        const char *rest = nc->argv[ACQ_ARG_WL + 1];
+        size_t rlen = nc->argvlen[ACQ_ARG_WL + 1];
+        const char *sp = rlen > 2 ? memchr(rest + 2, ' ', rlen - 2) : NULL;
+        gr.sb = rlen > 0 && rest[0] == '1';
+        gr.owner = sp != NULL ? sp + 1 : rest + rlen;
+        gr.owner_len = (size_t)(rest + rlen - gr.owner);
+        gr.limit = 1;
+    }
+    glog_put(cmd->bk->log, &gr);
+    /* readers granted with it (bk_req.more): their tokens follow its */
+    for (size_t i = 0; i < cmd->nmore; i++) {
+        const struct bk_grant_item *it = &cmd->more[i];
+        gr.lease = it->lease;
+        gr.token = token + (int64_t)i + 1;
+        gr.ttl_ms = it->ttl_ms;
+        gr.expires_ms = cmd->start_ms + it->ttl_ms;
+        gr.sb = it->session_bound;
+        gr.owner = it->owner ? it->owner : "";
+        gr.owner_len = strlen(gr.owner);
+        gr.limit = 1;
+        glog_put(cmd->bk->log, &gr);
+    }
 }
 
 /* A renewal or release answered: the lease lives on, or is gone. */
@@ -1266,6 +1306,7 @@ static enum lk_code rb_submit(void *state, struct lk_loop *lp, const struct bk_r
     struct rb *bk = state;
     struct rn_conn *c = conn_of(bk, lp);
     struct bk_res r;
+    ra_kick(bk->ra, c); /* a run the router asked for (ra_adopt) on a ready connection */
     if (refused(bk, req, done, arg))
         return LK_OK;
     switch (req->op) {
@@ -1470,10 +1511,10 @@ enum lk_code redis_lock_open_cluster(const struct redis_url *url, const struct l
     enum lk_code rc = rn_node_probe(bk->node, bk->scripts, SC_COUNT, err, errlen);
     if (rc != LK_OK)
         goto fail;
-    /* A cluster primary re-asserts nothing yet: reassert.lua's marker and
-     * grace keys and its batches would have to be per slot (NULL: every
-     * ra_* and glog_* call does nothing). */
-    bk->ra = cluster ? NULL : ra_new(bk->node, cfg, bk->prefix, &bk->scripts[SC_REASSERT]);
+    /* A cluster primary re-asserts per slot (reassert.lua's marker and
+     * grace keys in the batch's slot), and learns of a failover from the
+     * router (ra_adopt), since its replica is another node. */
+    bk->ra = ra_new(bk->node, cfg, bk->prefix, &bk->scripts[SC_REASSERT], cluster);
     bk->log = ra_log(bk->ra);
     bk->ps = rps_new_sharded(bk->node, bk->prefix, bk->instance, cluster);
     if (bk->ps == NULL) {
@@ -1493,6 +1534,12 @@ struct rn_node *redis_lock_node(void *state)
 {
     struct rb *bk = state;
     return bk->node;
+}
+
+struct reassert *redis_lock_reassert(void *state)
+{
+    struct rb *bk = state;
+    return bk->ra;
 }
 
 enum lk_code redis_lock_acquire(void *state, struct lk_loop *lp, const struct bk_req *req,

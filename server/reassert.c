@@ -10,6 +10,9 @@
  * refused for restart_grace_ms (or what is left of another lockd's grace,
  * the grace key) when data was lost. A batch lost with its connection
  * starts the whole run again on the next connection that is ready.
+ * On a Redis Cluster primary every batch holds the names of one slot, with
+ * marker and grace keys of that slot (redis_slot_tag), and a failover to
+ * a replica reaches it through ra_adopt (the router's map), not the hello.
  */
 #include "server/reassert.h"
 
@@ -25,6 +28,7 @@
 #include "server/log.h"
 #include "server/redis_args.h"
 #include "server/redis_node.h"
+#include "server/redis_slot.h"
 
 #define RA_BATCH 200        /* leases per reassert.lua call, as the watchdog's batches */
 #define RA_BUSY_RETRY_MS 50 /* what a waiter is told while re-asserting */
@@ -38,6 +42,8 @@ struct reassert {
     char *marker, *grace_key;
     int64_t grace_ms, keep_ms;
     bool force_on_move;       /* no redis_wait_replicas: a promoted replica may lack any grant */
+    bool cluster;             /* a cluster primary: batches per slot, keys of that slot */
+    atomic_int probe_slot;    /* cluster: the slot whose marker stands for the node's; -1 */
     atomic_bool busy;         /* re-asserting: lock operations held back */
     atomic_llong grace_until; /* monotonic ms; 0 = no grace */
     pthread_mutex_t mu;       /* a leaf: what follows */
@@ -179,7 +185,11 @@ static const struct rn_cmd_type ra_type = {
     .settle = ra_on_settle,
 };
 
-static void send_part(struct ra_run *run, struct rn_conn *c, size_t first, size_t count)
+/* One reassert.lua call for items [first, first + count) with mode; tag:
+ * NULL for the node's own marker and grace keys, else those of the slot of
+ * "{tag}" (a cluster primary). */
+static void send_part(struct ra_run *run, struct rn_conn *c, size_t first, size_t count,
+                      char mode, const char *tag)
 {
     struct reassert *ra = run->ra;
     struct ra_cmd *cmd = lk_calloc(1, sizeof(*cmd));
@@ -189,12 +199,18 @@ static void send_part(struct ra_run *run, struct rn_conn *c, size_t first, size_
     cmd->count = count;
     struct rargs b = {0};
     rargs_int(&b, (long long)(2 + count));
-    rargs_str(&b, ra->marker);
-    rargs_str(&b, ra->grace_key);
+    if (tag != NULL) {
+        /* one slot: a cluster script touches keys of one slot only */
+        rargs_tagged(&b, ra->prefix, ra->prefix_len, "lockd:node", tag, "");
+        rargs_tagged(&b, ra->prefix, ra->prefix_len, "lockd:grace", tag, "");
+    } else {
+        rargs_str(&b, ra->marker);
+        rargs_str(&b, ra->grace_key);
+    }
     for (size_t i = 0; i < count; i++)
         rargs_tagged(&b, ra->prefix, ra->prefix_len, "", run->items[first + i].name, "");
     rargs_int(&b, (long long)ra->grace_ms);
-    rargs_put(&b, &run->mode, 1);
+    rargs_put(&b, &mode, 1);
     rargs_int(&b, (long long)ra->keep_ms);
     for (size_t i = 0; i < count; i++) {
         const struct gl_item *it = &run->items[first + i];
@@ -208,6 +224,13 @@ static void send_part(struct ra_run *run, struct rn_conn *c, size_t first, size_
         const char *owner = lk_pair_second(it->name);
         rargs_append(&b, owner, strlen(owner));
         rargs_int(&b, (long long)it->left_ms);
+        if (it->shared) {
+            rargs_put(&b, it->reader ? "1 " : "0 ", 2); /* '<mode> <limit>' */
+            nl = lk_itoa(it->limit, num);
+            rargs_append(&b, num, nl);
+        } else {
+            rargs_put(&b, "x", 1);
+        }
     }
     rn_cmd_take_args(&cmd->nc, &b);
     if (rn_send(&cmd->nc) != 0)
@@ -217,9 +240,48 @@ static void send_part(struct ra_run *run, struct rn_conn *c, size_t first, size_
     rn_cmd_unref(&cmd->nc);
 }
 
+static int by_slot(const void *a, const void *b)
+{
+    return ((const struct gl_item *)a)->slot - ((const struct gl_item *)b)->slot;
+}
+
+/* A cluster primary's run: one batch (or more, RA_BATCH each) per slot of
+ * its leases, in mode '3' (their slots' markers are never kept: a missing
+ * lease alone says data was lost), and one without leases on the probe
+ * slot (the primary's lowest, the same for every lockd), whose marker and
+ * grace key stand for the node's as on one Redis. No probe slot known yet:
+ * data counts as lost. */
+static void send_slots(struct ra_run *run, struct rn_conn *c)
+{
+    struct reassert *ra = run->ra;
+    for (size_t i = 0; i < run->n; i++) /* a name is its own hash tag */
+        run->items[i].slot = redis_key_slot(run->items[i].name, strlen(run->items[i].name));
+    qsort(run->items, run->n, sizeof(*run->items), by_slot);
+    int probe = atomic_load_explicit(&ra->probe_slot, memory_order_relaxed);
+    run->parts_left = 1; /* held while the parts go out */
+    if (probe >= 0) {
+        run->parts_left++;
+        send_part(run, c, 0, 0, run->mode, redis_slot_tag(probe));
+    } else {
+        run->lost = run->mode != '2';
+    }
+    for (size_t first = 0; first < run->n;) {
+        int slot = run->items[first].slot;
+        size_t count = 1;
+        while (first + count < run->n && count < RA_BATCH && run->items[first + count].slot == slot)
+            count++;
+        run->parts_left++;
+        send_part(run, c, first, count, run->mode == '0' ? '3' : run->mode,
+                  redis_slot_tag(slot));
+        first += count;
+    }
+    if (--run->parts_left == 0)
+        run_finish(run);
+}
+
 void ra_ready(struct reassert *ra, struct rn_conn *c)
 {
-    if (ra == NULL) /* a layer without restart handling (a cluster primary) */
+    if (ra == NULL)
         return;
     pthread_mutex_lock(&ra->mu);
     if (!ra->pending) {
@@ -235,15 +297,32 @@ void ra_ready(struct reassert *ra, struct rn_conn *c)
     pthread_mutex_unlock(&ra->mu);
     run->start_ms = lk_now_ms();
     run->items = glog_snapshot(ra->log, run->start_ms, &run->n);
+    if (ra->cluster) {
+        send_slots(run, c);
+        return;
+    }
     size_t parts = run->n == 0 ? 1 : (run->n + RA_BATCH - 1) / RA_BATCH;
     run->parts_left = (int)parts + 1; /* held while the parts go out */
     for (size_t p = 0; p < parts; p++) {
         size_t first = p * RA_BATCH;
         size_t count = run->n - first < RA_BATCH ? run->n - first : RA_BATCH;
-        send_part(run, c, first, count);
+        send_part(run, c, first, count, run->mode, NULL);
     }
     if (--run->parts_left == 0)
         run_finish(run);
+}
+
+void ra_set_probe_slot(struct reassert *ra, int slot)
+{
+    if (ra != NULL)
+        atomic_store_explicit(&ra->probe_slot, slot, memory_order_relaxed);
+}
+
+void ra_kick(struct reassert *ra, struct rn_conn *c)
+{
+    if (ra != NULL && c != NULL && atomic_load_explicit(&ra->busy, memory_order_acquire) &&
+        rn_conn_ready(c))
+        ra_ready(ra, c);
 }
 
 /* The node layer's hook (redis_node.h): on a loop thread, under the node's
@@ -258,6 +337,22 @@ static void on_restart(void *arg, bool moved)
     ra->startup = false;
     atomic_store(&ra->busy, true);
     pthread_mutex_unlock(&ra->mu);
+}
+
+void ra_adopt(struct reassert *to, struct reassert *from, ra_pick_fn pick, void *arg,
+              bool failover)
+{
+    if (to == NULL || from == NULL || to == from)
+        return;
+    size_t n = glog_move(from->log, to->log, pick, arg);
+    if (!failover)
+        return;
+    lk_log(LK_ERROR,
+           "redis '%s' took over slots of '%s', which is down: %zu leases move there and are "
+           "re-asserted",
+           rn_node_addr(to->node), rn_node_addr(from->node), n);
+    rn_node_count_restart(to->node); /* lockd_backend_restarts_total{node} */
+    on_restart(to, true); /* the next ready connection, or the next operation, runs it */
 }
 
 enum lk_code ra_gate(struct reassert *ra, bool grant, int64_t *retry_ms)
@@ -311,9 +406,11 @@ static char *key_of(const char *prefix, const char *what)
 }
 
 struct reassert *ra_new(struct rn_node *n, const struct lk_config *cfg, const char *prefix,
-                        const struct rn_script *script)
+                        const struct rn_script *script, bool cluster)
 {
     struct reassert *ra = lk_calloc(1, sizeof(*ra));
+    ra->cluster = cluster;
+    atomic_init(&ra->probe_slot, -1);
     ra->node = n;
     ra->log = glog_new(cfg->max_locks);
     ra->script = script;
@@ -336,8 +433,6 @@ struct reassert *ra_new(struct rn_node *n, const struct lk_config *cfg, const ch
 
 void ra_free(struct reassert *ra)
 {
-    if (ra == NULL)
-        return;
     if (ra == NULL)
         return;
     glog_free(ra->log);

@@ -1,8 +1,8 @@
 /*
  * reassert.h - keeping locks through a Redis that restarted empty or was
  * replaced by a replica (issue 25; Chubby's master fail-over grace). One per
- * Redis lock layer (backend_redis.c), so per node: Sentinel's one, and each
- * of Redlock's. It records the live leases the layer granted (grant_log.h);
+ * Redis lock layer (backend_redis.c), so per node: Sentinel's one, each
+ * of Redlock's, each Cluster primary's. It records the live leases the layer granted (grant_log.h);
  * when the node layer reports another Redis process (rn_node_set_restart) it
  * holds back grants, renewals and releases, re-asserts every recorded lease
  * on that Redis in batches (reassert.lua: same lease, same token, what is
@@ -31,7 +31,7 @@ struct lk_config;
  * reassert.lua (owned by the caller, outliving this). Sets the node's
  * restart hook. Main thread, before any connection to n exists. */
 struct reassert *ra_new(struct rn_node *n, const struct lk_config *cfg, const char *prefix,
-                        const struct rn_script *script);
+                        const struct rn_script *script, bool cluster);
 void ra_free(struct reassert *ra);
 /* The grants table the lock layer records into. */
 struct glog *ra_log(struct reassert *ra);
@@ -39,6 +39,23 @@ struct glog *ra_log(struct reassert *ra);
 /* A lock-layer connection is ready (hooks.ready): starts the re-assertion
  * a restart asked for, on c, before anything that waited goes out. */
 void ra_ready(struct reassert *ra, struct rn_conn *c);
+
+/* Cluster: the slot (the primary's lowest, from the router's map) whose
+ * marker and grace keys stand for the node's; -1 none. Any thread. */
+void ra_set_probe_slot(struct reassert *ra, int slot);
+
+/* A run asked for (ra_adopt) while c was ready already: starts it on c
+ * (its loop's thread), as ra_ready would. Cheap when nothing is asked. */
+void ra_kick(struct reassert *ra, struct rn_conn *c);
+
+/* Cluster (redis_cluster.c): the slots whose names pick accepts now belong
+ * to to's primary: from's records of those names move to to's table and,
+ * with failover (from's primary is down: its replica took over), to's
+ * primary re-asserts them as after a restart at a new address (grants held
+ * back, then the grace). Any thread but a loop's. */
+typedef bool (*ra_pick_fn)(void *arg, const char *name, size_t len);
+void ra_adopt(struct reassert *to, struct reassert *from, ra_pick_fn pick, void *arg,
+              bool failover);
 
 /* Whether an operation may go to Redis now: LK_OK, or LK_BACKEND_RECOVERING
  * (*retry_ms: when to ask again). grant: an acquire (or a ping, so that

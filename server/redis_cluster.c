@@ -33,6 +33,7 @@
 #include "server/hash.h"
 #include "server/log.h"
 #include "server/loop.h"
+#include "server/reassert.h"
 #include "server/redis_lock.h"
 #include "server/redis_node.h"
 #include "server/redis_slot.h"
@@ -74,6 +75,10 @@ struct rc {
     struct rc_shard *shards[RC_MAX_SHARDS];
     int nshards;
     short owner[REDIS_SLOTS]; /* atomic: shard index, -1 = no primary known */
+    /* The owner each slot had in the last map applied (map_apply's thread
+     * only): a change there hands the leases of the slot to the new owner
+     * (ra_adopt), even when a MOVED updated owner[] before. */
+    short applied[REDIS_SLOTS];
 
     pthread_mutex_t mu; /* guards hook and watched (a leaf: watch() calls only post) */
     bk_release_fn hook;
@@ -416,6 +421,80 @@ static void rewatch(struct rc *rc)
     pthread_mutex_unlock(&rc->mu);
 }
 
+/* Slots that moved from one primary to another in a new map: the leases
+ * this lockd granted there go with them (ra_adopt), so that renewals,
+ * releases and a later restart find them in the new primary's table; when
+ * the former primary is down (a failover: its replica took over, and may
+ * lack the last grants) the new one re-asserts them before it grants
+ * anything, then keeps the grace. Before the slots are stored: nothing
+ * reaches the new owner for them before it is held back. */
+struct rc_move {
+    struct rc *rc;
+    int from, to;
+    unsigned char *slots; /* REDIS_SLOTS flags */
+};
+
+static bool move_picks(void *arg, const char *name, size_t len)
+{
+    const struct rc_move *mv = arg;
+    return mv->slots[redis_key_slot(name, len)] != 0; /* a name is its own tag */
+}
+
+/* Whether a's slots moved because a failed (a replica took over) rather
+ * than by a resharding: it does not answer the discovery thread, or it
+ * answers as a replica. A resharding leaves it a live primary (asked
+ * directly: the loops' connections to it may be between two attempts
+ * while MIGRATE keeps it busy). Discovery thread (blocking,
+ * backend_timeout_ms at most); only when slots moved. */
+static bool primary_gone(struct rc *rc, const struct rc_shard *a)
+{
+    char host[RC_ADDR];
+    lk_strlcpy(host, a->addr, sizeof(host));
+    char *colon = strrchr(host, ':');
+    if (colon == NULL)
+        return true;
+    *colon = '\0';
+    redisContext *c = node_connect(rc, host, atoi(colon + 1));
+    if (c == NULL)
+        return true;
+    redisReply *r = redisCommand(c, "ROLE");
+    bool gone = r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
+                !is_str(r->element[0], "master");
+    if (r != NULL)
+        freeReplyObject(r);
+    redisFree(c);
+    return gone;
+}
+
+static void hand_over(struct rc *rc, const int *next)
+{
+    struct rc_move mv[8];
+    int nmv = 0;
+    for (int s = 0; s < REDIS_SLOTS; s++) {
+        int from = rc->applied[s], to = next[s];
+        if (from < 0 || to < 0 || from == to)
+            continue;
+        int k = 0;
+        while (k < nmv && !(mv[k].from == from && mv[k].to == to))
+            k++;
+        if (k == nmv) {
+            if (nmv == (int)(sizeof(mv) / sizeof(mv[0])))
+                continue; /* more pairs in one map: the next map_apply moves them */
+            mv[nmv] = (struct rc_move){rc, from, to, lk_calloc(REDIS_SLOTS, 1)};
+            nmv++;
+        }
+        mv[k].slots[s] = 1;
+        rc->applied[s] = (short)to;
+    }
+    for (int k = 0; k < nmv; k++) {
+        struct rc_shard *a = rc->shards[mv[k].from], *b = rc->shards[mv[k].to];
+        bool down = primary_gone(rc, a);
+        ra_adopt(redis_lock_reassert(b->lb.state), redis_lock_reassert(a->lb.state), move_picks,
+                 &mv[k], down);
+        free(mv[k].slots);
+    }
+}
+
 /* Makes m the map: opens primaries not known yet, then stores each slot's
  * owner. A primary that cannot be opened leaves its slots as they were. */
 static enum lk_code map_apply(struct rc *rc, const struct rc_map *m, char *err, size_t errlen)
@@ -431,10 +510,18 @@ static enum lk_code map_apply(struct rc *rc, const struct rc_map *m, char *err, 
     }
     int counts[RC_MAX_SHARDS] = {0};
     bool changed = false;
+    int *next = lk_malloc(REDIS_SLOTS * sizeof(*next));
     for (int s = 0; s < REDIS_SLOTS; s++) {
         int who = m->owner[s] >= 0 ? idx[m->owner[s]] : -1;
         if (who < 0 && m->owner[s] >= 0)
             who = owner_of(rc, s); /* its primary could not be opened: keep the old one */
+        next[s] = who;
+        if (rc->applied[s] < 0)
+            rc->applied[s] = (short)who; /* its first owner: nothing to hand over */
+    }
+    hand_over(rc, next);
+    for (int s = 0; s < REDIS_SLOTS; s++) {
+        int who = next[s];
         if (who >= 0)
             counts[who]++;
         if (owner_of(rc, s) != who) {
@@ -443,8 +530,16 @@ static enum lk_code map_apply(struct rc *rc, const struct rc_map *m, char *err, 
         }
     }
     int n = nshards(rc);
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
         __atomic_store_n(&rc->shards[i]->nslots, counts[i], __ATOMIC_RELAXED);
+        int low = -1;
+        for (int s = 0; s < REDIS_SLOTS && low < 0 && counts[i] > 0; s++)
+            if (next[s] == i)
+                low = s;
+        /* its restart marker lives there: every lockd with this map agrees */
+        ra_set_probe_slot(redis_lock_reassert(rc->shards[i]->lb.state), low);
+    }
+    free(next);
     if (changed)
         rewatch(rc);
     return LK_OK;
@@ -1111,6 +1206,7 @@ enum lk_code backend_cluster_new(const struct lk_config *cfg, struct backend *ou
     rc->efd = -1;
     pthread_mutex_init(&rc->mu, NULL);
     memset(rc->owner, 0xff, sizeof(rc->owner)); /* -1: nobody */
+    memset(rc->applied, 0xff, sizeof(rc->applied));
     struct rc_map *m = NULL;
     enum lk_code code = parse_seeds(rc, cfg->redis ? cfg->redis : "", err, errlen);
     if (code != LK_OK)

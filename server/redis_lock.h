@@ -19,6 +19,7 @@ struct redis_url;
 struct lk_config;
 struct lk_loop;
 struct rn_node;
+struct reassert;
 
 /* Opens one lock layer on url (the node is probed now: an unreachable one is
  * not an error, it is down until it answers): a backend named "redis" with
@@ -47,6 +48,9 @@ enum lk_code redis_lock_submit_asking(void *state, struct lk_loop *lp, const str
  * primary the sentinels name). state is what redis_lock_open put in
  * out->state. Any thread. */
 struct rn_node *redis_lock_node(void *state);
+/* Its re-assertion of leases after a restart (reassert.h): the cluster
+ * router hands it the leases of slots it took over. Any thread. */
+struct reassert *redis_lock_reassert(void *state);
 
 /* BK_ACQUIRE as the ops' submit does it (acquire.lua, or acquire_shared.lua
  * for a shared hold), with now_us as the token's floor instead of this

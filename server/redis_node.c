@@ -814,6 +814,13 @@ void rn_node_set_restart(struct rn_node *n, rn_restart_fn fn, void *arg)
     n->restart = fn;
 }
 
+void rn_node_count_restart(struct rn_node *n)
+{
+    pthread_mutex_lock(&n->mu);
+    n->restarts++;
+    pthread_mutex_unlock(&n->mu);
+}
+
 int64_t rn_node_restarts(struct rn_node *n)
 {
     pthread_mutex_lock(&n->mu);

@@ -93,6 +93,9 @@ typedef void (*rn_restart_fn)(void *arg, bool moved);
 void rn_node_set_restart(struct rn_node *n, rn_restart_fn fn, void *arg);
 /* Restarts seen (a run_id that changed). Any thread. */
 int64_t rn_node_restarts(struct rn_node *n);
+/* Counts one more (the cluster router saw a replica take over the slots of
+ * a primary that went down: reassert.c's ra_adopt). Any thread. */
+void rn_node_count_restart(struct rn_node *n);
 
 /* Moves the node to host:port (a sentinel named another primary): every
  * connection drops its context for the old address and reconnects to the

@@ -4,6 +4,8 @@
  */
 #include "server/redis_slot.h"
 
+#include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 
 uint16_t redis_crc16(const char *buf, size_t len)
@@ -28,4 +30,29 @@ int redis_key_slot(const char *key, size_t len)
             return redis_crc16(open + 1, (size_t)(close - open - 1)) & (REDIS_SLOTS - 1);
     }
     return redis_crc16(key, len) & (REDIS_SLOTS - 1);
+}
+
+static char slot_tags[REDIS_SLOTS][8];
+static pthread_once_t slot_tags_once = PTHREAD_ONCE_INIT;
+
+/* Decimal numbers in order until every slot has one: about 170,000 CRCs
+ * (a coupon collector over 16,384 slots), once. */
+static void slot_tags_build(void)
+{
+    int left = REDIS_SLOTS;
+    for (unsigned i = 0; left > 0 && i < 10000000; i++) {
+        char t[8];
+        int n = snprintf(t, sizeof(t), "%u", i);
+        int s = redis_crc16(t, (size_t)n) & (REDIS_SLOTS - 1);
+        if (slot_tags[s][0] == '\0') {
+            memcpy(slot_tags[s], t, (size_t)n + 1);
+            left--;
+        }
+    }
+}
+
+const char *redis_slot_tag(int slot)
+{
+    pthread_once(&slot_tags_once, slot_tags_build);
+    return slot_tags[slot & (REDIS_SLOTS - 1)];
 }

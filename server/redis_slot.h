@@ -17,5 +17,9 @@
 uint16_t redis_crc16(const char *buf, size_t len);
 /* The slot of key[0..len) (0 .. REDIS_SLOTS - 1). */
 int redis_key_slot(const char *key, size_t len);
+/* A short hash tag (at most 7 characters, static) whose slot is slot: a
+ * key holding "{tag}" lives in that slot (re-assertion's per-slot marker
+ * and grace keys, reassert.c). The table is built once, on first use. */
+const char *redis_slot_tag(int slot);
 
 #endif

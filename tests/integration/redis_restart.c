@@ -6,7 +6,10 @@
  * lease renews and releases with its token unchanged, the next grant of each
  * name has a larger token, both lockd counted the restart; a lockd stopped
  * (SIGSTOP) past the grace finds the leases others took lost and overwrites
- * none; 32 clients through two lockd across a restart never overlap.
+ * none; 32 clients through two lockd across a restart never overlap; a
+ * semaphore of 3 and two readers across an empty restart (no fourth slot,
+ * no writer, tokens unchanged, the next grant larger); max_locks refuses
+ * the next grant with 503 too_many_locks.
  */
 #include <pthread.h>
 #include <signal.h>
@@ -200,6 +203,105 @@ static void t_hundred_leases(void)
     th_client_free(c);
 }
 
+/* ---- shared holds: a semaphore and readers across an empty restart ---- */
+
+#define NSEM 3
+
+static void t_shared_across_restart(void)
+{
+    struct th_client *c = th_client_new();
+    struct lease_rec sem[NSEM], rd[2];
+    char *s2 = session_on(c, &L2);
+    memset(sem, 0, sizeof(sem));
+    memset(rd, 0, sizeof(rd));
+    /* limit 3: two slots through L1 (plain), one through L2 (session-bound);
+     * a reader-writer lock read-held through both */
+    for (int i = 0; i < NSEM + 2; i++) {
+        struct lease_rec *x = i < NSEM ? &sem[i] : &rd[i - NSEM];
+        x->l = i == 1 || i == NSEM + 1 ? &L2 : &L1;
+        x->sb = i == 1;
+        snprintf(x->name, sizeof(x->name), "%s", i < NSEM ? "sem" : "rw");
+        char path[96], body[160];
+        snprintf(path, sizeof(path), "/locks/%.31s", x->name);
+        if (i >= NSEM)
+            snprintf(body, sizeof(body), "{\"ttl_ms\":12000,\"mode\":\"shared\"}");
+        else if (x->sb)
+            snprintf(body, sizeof(body), "{\"ttl_ms\":3000,\"limit\":3,\"session\":\"%.40s\"}",
+                     s2);
+        else
+            snprintf(body, sizeof(body), "{\"ttl_ms\":12000,\"limit\":3}");
+        struct th_resp r;
+        CHECK_EQ_INT(req(c, "POST", x->l, path, body, NULL, &r), 200);
+        snprintf(x->lease, sizeof(x->lease), "%s", th_jstr(&r, "lease"));
+        x->token = th_jint(&r, "fencing_token");
+        th_resp_free(&r);
+    }
+    long long r1 = restarts_of(c, &L1), r2 = restarts_of(c, &L2);
+    restart_redis();
+    int64_t back = th_now_ms();
+    /* No fourth slot, no writer, while the leases live (12 s; the session's
+     * slot is renewed by L2's watchdog): 503 during the re-assertion and
+     * the grace, then 409 (the three slots, the readers, are back). */
+    int n503 = 0, n409 = 0;
+    while (th_now_ms() - back < 4000) {
+        for (int k = 0; k < 2; k++) {
+            const struct th_lockd *l = k ? &L2 : &L1;
+            struct th_resp r;
+            long st = req(c, "POST", l, "/locks/sem", "{\"ttl_ms\":1000,\"limit\":3}", NULL, &r);
+            if (st == 200)
+                th_fail(__FILE__, __LINE__, "a fourth slot of 'sem' granted %lld ms after the "
+                        "restart: %s", (long long)(th_now_ms() - back), r.body);
+            CHECK(st == 503 || st == 409);
+            n503 += st == 503;
+            n409 += st == 409;
+            th_resp_free(&r);
+            st = req(c, "POST", l, "/locks/rw", "{\"ttl_ms\":1000}", NULL, &r);
+            if (st == 200)
+                th_fail(__FILE__, __LINE__, "a writer of 'rw' granted over readers %lld ms after "
+                        "the restart: %s", (long long)(th_now_ms() - back), r.body);
+            CHECK(st == 503 || st == 409);
+            th_resp_free(&r);
+        }
+        th_sleep_ms(20);
+    }
+    printf("# shared holds after the restart: %d x 503, %d x 409 for a fourth slot\n", n503,
+           n409);
+    CHECK(n503 > 0 && n409 > 0);
+    CHECK_EQ_INT(restarts_of(c, &L1), r1 + 1);
+    CHECK_EQ_INT(restarts_of(c, &L2), r2 + 1);
+    struct th_resp r;
+    CHECK_EQ_INT(req(c, "GET", &L1, "/locks/sem", NULL, NULL, &r), 200);
+    CHECK_EQ_INT(th_jint(&r, "holders"), NSEM);
+    CHECK_EQ_INT(th_jint(&r, "limit"), 3);
+    th_resp_free(&r);
+    CHECK_EQ_INT(req(c, "GET", &L2, "/locks/rw", NULL, NULL, &r), 200);
+    CHECK_EQ_INT(th_jint(&r, "holders"), 2);
+    CHECK_STR(th_jstr(&r, "mode"), "shared");
+    th_resp_free(&r);
+    /* Renewed with tokens unchanged, released, and the next grant counts on. */
+    long long top = 0;
+    for (int i = 0; i < NSEM + 2; i++) {
+        struct lease_rec *x = i < NSEM ? &sem[i] : &rd[i - NSEM];
+        char path[96];
+        snprintf(path, sizeof(path), "/locks/%.31s", x->name);
+        CHECK_EQ_INT(req(c, "PUT", x->l, path, NULL, x->lease, &r), 200);
+        CHECK_EQ_INT(th_jint(&r, "fencing_token"), x->token);
+        th_resp_free(&r);
+        CHECK_EQ_INT(req(c, "DELETE", x->l, path, NULL, x->lease, &r), 200);
+        th_resp_free(&r);
+        if (i < NSEM && x->token > top)
+            top = x->token;
+    }
+    CHECK_EQ_INT(req(c, "POST", &L1, "/locks/sem", "{\"ttl_ms\":1000,\"limit\":3}", NULL, &r), 200);
+    CHECK(th_jint(&r, "fencing_token") > top);
+    th_resp_free(&r);
+    CHECK_EQ_INT(req(c, "POST", &L2, "/locks/rw", "{\"ttl_ms\":1000}", NULL, &r), 200);
+    CHECK(th_jint(&r, "fencing_token") > rd[0].token && th_jint(&r, "fencing_token") > rd[1].token);
+    th_resp_free(&r);
+    free(s2);
+    th_client_free(c);
+}
+
 /* ---- a lockd stopped past the grace while Redis restarts ---- */
 
 #define NSTOP 20
@@ -362,6 +464,54 @@ static void t_exclusion_across_restart(void)
     CHECK_EQ_INT(atomic_load(&regressions), 0);
 }
 
+/* ---- max_locks bounds the grants table: a clear refusal past it ---- */
+
+static void t_max_locks(void)
+{
+    struct th_lockd L3;
+    const char *args[] = {"--redis", redis_url, "--max_locks", "3", "--log_format", "text", NULL};
+    th_lockd_start(&L3, args, NULL);
+    struct th_client *c = th_client_new();
+    char lease[3][40];
+    const char *body[3] = {"{\"ttl_ms\":10000}", "{\"ttl_ms\":10000,\"limit\":2}",
+                           "{\"ttl_ms\":10000,\"mode\":\"shared\"}"};
+    for (int i = 0; i < 3; i++) {
+        char path[32];
+        snprintf(path, sizeof(path), "/locks/ml-%d", i);
+        struct th_resp r;
+        CHECK_EQ_INT(req(c, "POST", &L3, path, body[i], NULL, &r), 200);
+        snprintf(lease[i], sizeof(lease[i]), "%s", th_jstr(&r, "lease"));
+        th_resp_free(&r);
+    }
+    /* The fourth live lease is refused, whatever its kind, and nothing is
+     * granted: 503 too_many_locks, a message naming max_locks, Retry-After. */
+    const char *more[] = {"{\"ttl_ms\":10000}", "{\"ttl_ms\":10000,\"wait_ms\":300}",
+                          "{\"ttl_ms\":10000,\"limit\":2}"};
+    for (int i = 0; i < 3; i++) {
+        struct th_resp r;
+        CHECK_EQ_INT(req(c, "POST", &L3, i == 2 ? "/locks/ml-1" : "/locks/ml-x", more[i], NULL, &r),
+                     503);
+        CHECK_STR(th_jerr(&r), "too_many_locks");
+        CHECK(strstr(th_jstr(&r, "message"), "max_locks") != NULL);
+        CHECK(th_header(&r, "Retry-After") != NULL);
+        th_resp_free(&r);
+    }
+    struct th_resp r;
+    CHECK_EQ_INT(req(c, "GET", &L3, "/locks/ml-x", NULL, NULL, &r), 200);
+    CHECK(json_is_false(json_object_get(r.json, "held")));
+    th_resp_free(&r);
+    CHECK_EQ_INT(req(c, "GET", &L3, "/locks/ml-1", NULL, NULL, &r), 200);
+    CHECK_EQ_INT(th_jint(&r, "holders"), 1);
+    th_resp_free(&r);
+    /* Another lockd on the same Redis is not bounded by this one's table. */
+    CHECK_EQ_INT(req(c, "POST", &L1, "/locks/ml-y", "{\"ttl_ms\":1000}", NULL, NULL), 200);
+    /* A release frees a record: the next grant goes through. */
+    CHECK_EQ_INT(req(c, "DELETE", &L3, "/locks/ml-0", NULL, lease[0], NULL), 200);
+    CHECK_EQ_INT(req(c, "POST", &L3, "/locks/ml-x", "{\"ttl_ms\":1000}", NULL, NULL), 200);
+    th_lockd_kill(&L3, SIGKILL);
+    th_client_free(c);
+}
+
 /* reassert.lua on its own (redis-cli --eval): the fence counter is raised
  * to a re-asserted lease's token, never lowered, also when a watcher marked
  * it ('<n>w', issue 26), and the mark stays; a lock another lease holds is
@@ -372,7 +522,7 @@ static const char *reassert(const char *lease, const char *tok)
     const char *repo = getenv("REPO");
     snprintf(args, sizeof(args),
              "--eval %s/server/scripts/reassert.lua 'ra:m' 'ra:g' 'ra:{n}' , 0 0 86400000 "
-             "%s %s '0 5000 o' 5000",
+             "%s %s '0 5000 o' 5000 x",
              repo ? repo : ".", lease, tok);
     return th_redis_cli(&R, args);
 }
@@ -403,7 +553,9 @@ int main(void)
     lockd_on(&L1, "2000");
     lockd_on(&L2, "2000");
     TH_RUN(t_reassert_never_lowers_counter);
+    TH_RUN(t_max_locks);
     TH_RUN(t_hundred_leases);
+    TH_RUN(t_shared_across_restart);
     TH_RUN(t_exclusion_across_restart);
     th_lockd_kill(&L1, SIGKILL);
     th_lockd_kill(&L2, SIGKILL);

@@ -425,8 +425,7 @@ static long long acquire_token(struct th_client *c, const char *url, char *hdr, 
  * wall-clock counter, so the token goes back by about 10^12.
  *
  * A lock held when node 0 loses it stays held (nodes 1 and 2 refuse anyone
- * else): the delayed-restart rule matters when a second node loses its data
- * within one ttl. */
+ * else; t_restarts_empty_in_a_row has a second node lose its data too). */
 static void t_minority_restart_empty(void)
 {
     start_nodes(3);
@@ -480,6 +479,112 @@ static void t_minority_restart_empty(void)
     CHECK_EQ_INT(http_status(c, "DELETE", held_url, NULL, held_hdr, NULL), 200);
     th_client_free(c);
     th_lockd_kill(&l, SIGTERM);
+    stop_nodes();
+}
+
+/* ---- nodes restarted empty one after another (issue 25) ---- */
+
+#define NHELD 12
+
+/* Whether node i holds every name rl-re-0.. (the lock keys are back). */
+static bool node_holds_all(int i)
+{
+    for (int k = 0; k < NHELD; k++) {
+        char cmd[64];
+        snprintf(cmd, sizeof(cmd), "EXISTS 'rl:{re-%d}'", k);
+        if (atoi(th_redis_cli(&R[i], cmd)) != 1)
+            return false;
+    }
+    return true;
+}
+
+/* Tries every held name through both lockd: never a grant. */
+static void check_all_held(struct th_client *c, const char *when)
+{
+    for (int k = 0; k < NHELD; k++) {
+        char url[128];
+        snprintf(url, sizeof(url), "%s/locks/re-%d", (k % 2 ? &L2 : &L1)->url, k);
+        struct th_resp r;
+        th_http(c, "POST", url, "{\"ttl_ms\":1000}", NULL, &r);
+        if (r.status == 200)
+            th_fail(__FILE__, __LINE__, "'re-%d' granted again %s: %s", k, when, r.body);
+        if (r.status != 409 && r.status != 503)
+            th_fail(__FILE__, __LINE__, "'re-%d' %s: %ld %s", k, when, r.status, r.body);
+        th_resp_free(&r);
+    }
+}
+
+/* Waits until node i got every lease back from the lockd (re-asserted),
+ * trying the names meanwhile. */
+static void wait_reasserted(int i, struct th_client *c, const char *when)
+{
+    int64_t end = th_now_ms() + 10000 * th_time_scale();
+    while (!node_holds_all(i)) {
+        check_all_held(c, when);
+        if (th_now_ms() > end)
+            th_fail(__FILE__, __LINE__, "node %d never got the leases back", i);
+        th_sleep_ms(50);
+    }
+}
+
+/* Without persistence, node 0 restarts empty while leases are held through
+ * two lockd: each lockd re-asserts its leases there. Then node 1 is killed
+ * and node 2 restarts empty too: the only majority is two nodes that both
+ * lost their data, and still holds every live lease (re-asserted on node 2
+ * as on node 0), so nothing held is granted again; every lease renews with
+ * its token and the next grant counts past it. Without re-assertion node 0
+ * and node 2 would both be empty and grant every name to the first comer
+ * (the delayed-restart rule this replaces). */
+static void t_restarts_empty_in_a_row(void)
+{
+    start_nodes(3);
+    lockd_on(&L1);
+    lockd_on(&L2);
+    struct th_client *c = th_client_new();
+    char lease[NHELD][40];
+    long long token[NHELD];
+    for (int k = 0; k < NHELD; k++) {
+        char url[128];
+        snprintf(url, sizeof(url), "%s/locks/re-%d", (k % 2 ? &L1 : &L2)->url, k);
+        struct th_resp r;
+        th_http(c, "POST", url, "{\"ttl_ms\":30000}", NULL, &r);
+        CHECK_EQ_INT(r.status, 200);
+        snprintf(lease[k], sizeof(lease[k]), "%s", th_jstr(&r, "lease"));
+        token[k] = th_jint(&r, "fencing_token");
+        th_resp_free(&r);
+    }
+    int port0 = R[0].port, port2 = R[2].port;
+    th_redis_stop(&R[0]);
+    th_redis_start(&R[0], port0, NULL); /* empty */
+    wait_reasserted(0, c, "after node 0 restarted empty");
+    th_redis_stop(&R[1]); /* down: the majority is nodes 0 and 2 */
+    check_all_held(c, "with node 1 down");
+    th_redis_stop(&R[2]);
+    th_redis_start(&R[2], port2, NULL); /* empty too */
+    wait_reasserted(2, c, "after node 2 restarted empty");
+    int64_t t0 = th_now_ms();
+    while (th_now_ms() - t0 < 2500) { /* through the grace and after it */
+        check_all_held(c, "after both restarts");
+        th_sleep_ms(50);
+    }
+    for (int k = 0; k < NHELD; k++) {
+        char url[128], hdr[64];
+        snprintf(url, sizeof(url), "%s/locks/re-%d", (k % 2 ? &L1 : &L2)->url, k);
+        snprintf(hdr, sizeof(hdr), "Lock-Lease: %.39s", lease[k]);
+        struct th_resp r;
+        th_http(c, "PUT", url, "{}", (const char *const[]){hdr, NULL}, &r);
+        CHECK_EQ_INT(r.status, 200);
+        CHECK_EQ_INT(th_jint(&r, "fencing_token"), token[k]);
+        th_resp_free(&r);
+        CHECK_EQ_INT(http_status(c, "DELETE", url, NULL, hdr, NULL), 200);
+        th_http(c, "POST", url, "{\"ttl_ms\":1000}", NULL, &r);
+        CHECK_EQ_INT(r.status, 200);
+        CHECK(th_jint(&r, "fencing_token") > token[k]);
+        th_resp_free(&r);
+    }
+    th_client_free(c);
+    th_lockd_kill(&L1, SIGTERM);
+    th_lockd_kill(&L2, SIGTERM);
     stop_nodes();
 }
 
@@ -1173,6 +1278,7 @@ int main(int argc, char **argv)
     RUN(t_nodes_killed_mid_load_5);
     RUN(t_paused_node);
     RUN(t_minority_restart_empty);
+    RUN(t_restarts_empty_in_a_row);
     RUN(t_renew_after_loss);
     RUN(t_shared_readers_writer);
     RUN(t_shared_undo_and_writeback);

@@ -5,7 +5,12 @@
  * mid-load (lockd follows the new primary within the failover + 2 s,
  * without a restart; with redis_wait_replicas 1 a lock granted before the
  * failover is not granted again while its lease lives, no two holders at
- * once, tokens keep increasing), a primary demoted by hand (-READONLY: only
+ * once, tokens keep increasing; one replica, so grants resume once the old
+ * primary rejoins as the new one's replica), the same with no
+ * redis_wait_replicas, the replica made to miss the last grants (issue 25:
+ * lockd re-asserts its leases on the promoted replica; nothing held is
+ * granted again, tokens unchanged on renew and increasing after, the
+ * restart counted), a primary demoted by hand (-READONLY: only
  * 503 while the sentinels still name it, then the new one), and startup
  * errors (an unknown master name, no sentinel answering).
  */
@@ -110,6 +115,28 @@ static int agreed_port(int old)
 }
 
 static struct th_lockd L;
+
+static void lockd_on_grace(struct th_lockd *l, const char *wait_replicas, const char *grace_ms)
+{
+    const char *args[] = {"--backend",
+                          "sentinel",
+                          "--redis",
+                          urls,
+                          "--redis_master_name",
+                          MASTER,
+                          "--threads",
+                          "2",
+                          "--backend_timeout_ms",
+                          "500",
+                          "--redis_wait_replicas",
+                          wait_replicas,
+                          "--restart_grace_ms",
+                          grace_ms,
+                          "--log_format",
+                          "text",
+                          NULL};
+    th_lockd_start(l, args, NULL);
+}
 
 static void lockd_on(struct th_lockd *l, const char *wait_replicas)
 {
@@ -219,11 +246,12 @@ static void *loader(void *arg)
     return NULL;
 }
 
-/* Primary + 2 replicas (so that WAIT 1 is met again once the sentinels
- * re-point the surviving replica), redis_wait_replicas 1. */
+/* Primary + ONE replica, redis_wait_replicas 1: after the failover the
+ * promoted replica has none, so grants wait (503) until the old primary
+ * comes back as its replica. */
 static void t_primary_killed_mid_load(void)
 {
-    start_all(2);
+    start_all(1);
     lockd_on(&L, "1");
     struct th_client *c = th_client_new();
     /* held across the failover by a client that is gone */
@@ -247,19 +275,47 @@ static void t_primary_killed_mid_load(void)
         th_sleep_ms(20);
     }
     int64_t switched = th_now_ms();
-    /* lockd grants again, on the new primary, within 2 s of the switch */
+    int now_port = named_port();
+    /* lockd follows the new primary within 2 s of the switch: /readyz
+     * names it (grants wait for a replica: WAIT 1, and the only replica
+     * is the new primary now) */
+    char url[160], port[16];
+    snprintf(url, sizeof(url), "%s/readyz", L.url);
+    snprintf(port, sizeof(port), ":%d\"", now_port);
     int64_t bound = 2000 * th_time_scale();
-    while (atomic_load(&last_grant_ms) < switched) {
+    for (;;) {
+        th_http(c, "GET", url, NULL, NULL, &r);
+        bool there = r.status == 200 && strstr(r.body, port) != NULL;
+        th_resp_free(&r);
+        if (there)
+            break;
         if (th_now_ms() - switched > bound)
-            th_fail(__FILE__, __LINE__, "no grant %lld ms after the sentinels switched",
+            th_fail(__FILE__, __LINE__, "lockd not on the new primary %lld ms after the switch",
                     (long long)(th_now_ms() - switched));
         th_sleep_ms(10);
     }
-    printf("# failover: sentinels switched %lld ms after the kill, lockd granted %lld ms after "
-           "that\n",
-           (long long)(switched - killed), (long long)(atomic_load(&last_grant_ms) - switched));
+    int64_t followed = th_now_ms();
+    /* the old primary comes back (empty) as the new one's replica, as an
+     * operator would start it: WAIT 1 is met again, grants resume */
+    char of[64];
+    snprintf(of, sizeof(of), "replicaof 127.0.0.1 %d", now_port);
+    const char *const rconf[] = {of, "repl-diskless-sync-delay 0", NULL};
     int at_switch = atomic_load(&grants);
-    th_sleep_ms(500);
+    th_redis_start(&data[0], old, rconf);
+    int64_t rejoined = th_now_ms();
+    /* 20 grants within 5 s (its first sync, and the sentinels' own check
+     * of the returning node, can hold WAIT back for a moment) */
+    bound = 5000 * th_time_scale();
+    while (atomic_load(&grants) < at_switch + 20) {
+        if (th_now_ms() - rejoined > bound)
+            th_fail(__FILE__, __LINE__, "%d grants %lld ms after a replica rejoined",
+                    atomic_load(&grants) - at_switch, (long long)(th_now_ms() - rejoined));
+        th_sleep_ms(10);
+    }
+    printf("# failover: sentinels switched %lld ms after the kill, lockd followed %lld ms after "
+           "that, granted 20 times %lld ms after a replica rejoined\n",
+           (long long)(switched - killed), (long long)(followed - switched),
+           (long long)(th_now_ms() - rejoined));
     atomic_store(&stop_load, true);
     for (int i = 0; i < CLIENTS; i++)
         pthread_join(th[i], NULL);
@@ -278,14 +334,162 @@ static void t_primary_killed_mid_load(void)
     CHECK(h != NULL);
     CHECK_EQ_INT(json_integer_value(json_object_get(h, "fencing_token")), kept_token);
     th_resp_free(&r);
-    char url[160];
-    snprintf(url, sizeof(url), "%s/readyz", L.url);
     th_http(c, "GET", url, NULL, NULL, &r);
     CHECK_EQ_INT(r.status, 200);
-    char port[16];
     snprintf(port, sizeof(port), ":%d\"", named_port());
     CHECK(strstr(r.body, port) != NULL); /* /readyz names the new primary */
     th_resp_free(&r);
+    th_client_free(c);
+    th_lockd_kill(&L, SIGTERM);
+    stop_all();
+}
+
+/* lockd_backend_restarts_total of l (summed over nodes). */
+static long long restarts_of(struct th_client *c, const struct th_lockd *l)
+{
+    char url[160];
+    snprintf(url, sizeof(url), "%s/metrics", l->url);
+    struct th_resp r;
+    th_http(c, "GET", url, NULL, NULL, &r);
+    CHECK_EQ_INT(r.status, 200);
+    long long v = 0;
+    for (const char *p = strstr(r.body, "\nlockd_backend_restarts_total{"); p != NULL;
+         p = strstr(p + 1, "\nlockd_backend_restarts_total{")) {
+        const char *e = strchr(p, '}');
+        if (e != NULL)
+            v += atoll(e + 1);
+    }
+    th_resp_free(&r);
+    return v;
+}
+
+/* How many leases lockd's log says it put back after a restart. */
+static long put_back_in_log(const struct th_lockd *l)
+{
+    FILE *f = fopen(l->log, "r");
+    if (f == NULL)
+        return -1;
+    char line[1024];
+    long n = 0;
+    while (fgets(line, sizeof(line), f) != NULL) {
+        const char *p = strstr(line, "re-asserted leases on redis");
+        p = p ? strstr(p, " ms: ") : NULL;
+        if (p != NULL)
+            n += atol(p + 5);
+    }
+    fclose(f);
+    return n;
+}
+
+#define MISSED 20
+
+/* Issue 25 with Sentinel: one primary, ONE replica, no redis_wait_replicas.
+ * The replica is made to miss the last grants (stopped while the primary
+ * writes 32 MB ahead of them into its replication stream, so they are still
+ * in the primary's output buffer when it is SIGKILLed), then the sentinels
+ * promote it. lockd sees another Redis process at another address,
+ * re-asserts every live lease there (the missed ones put back), keeps new
+ * grants back for the grace, and then: no name held before the failover is
+ * granted to anyone else while its lease lives, each renews with its token
+ * unchanged, tokens keep increasing under load, the restart was counted. */
+static void t_failover_reasserts(void)
+{
+    start_all(1);
+    lockd_on_grace(&L, "0", "1000");
+    struct th_client *c = th_client_new();
+    struct th_resp r;
+    first_grant(c, "kept", "{\"ttl_ms\":30000}", &r);
+    long long kept_token = th_jint(&r, "fencing_token");
+    char kept_lease[40];
+    snprintf(kept_lease, sizeof(kept_lease), "%s", th_jstr(&r, "lease"));
+    th_resp_free(&r);
+    long long restarts = restarts_of(c, &L);
+
+    atomic_store(&stop_load, false); /* tokens must still beat the last test's */
+    pthread_t th[CLIENTS];
+    for (long i = 0; i < CLIENTS; i++)
+        CHECK(pthread_create(&th[i], NULL, loader, (void *)i) == 0);
+    th_sleep_ms(500);
+    int before = atomic_load(&grants);
+    CHECK(before > 0);
+
+    /* the replica stops reading; 32 MB go into the replication stream
+     * (a script's effects are replicated: SET junk <32 MB>), then the
+     * grants it must miss */
+    kill(data[1].pid, SIGSTOP);
+    th_redis_cli(&data[0], "EVAL \"redis.call('SET','junk',string.rep('x',33554432))\" 0");
+    char lease[MISSED][40];
+    long long token[MISSED];
+    for (int i = 0; i < MISSED; i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "missed-%d", i);
+        CHECK_EQ_INT(post(c, &L, name, "{\"ttl_ms\":30000}", &r), 200);
+        snprintf(lease[i], sizeof(lease[i]), "%s", th_jstr(&r, "lease"));
+        token[i] = th_jint(&r, "fencing_token");
+        th_resp_free(&r);
+    }
+    int old = data[0].port;
+    th_redis_stop(&data[0]); /* SIGKILL: its output buffer goes with it */
+    int64_t killed = th_now_ms();
+    kill(data[1].pid, SIGCONT);
+    int64_t end = killed + 15000;
+    while (named_port() == old) {
+        CHECK(th_now_ms() < end);
+        th_sleep_ms(20);
+    }
+    int64_t switched = th_now_ms();
+    /* grants again within 2 s of the switch plus the grace */
+    int64_t bound = (2000 + 1000) * th_time_scale();
+    while (atomic_load(&last_grant_ms) < switched) {
+        if (th_now_ms() - switched > bound)
+            th_fail(__FILE__, __LINE__, "no grant %lld ms after the sentinels switched",
+                    (long long)(th_now_ms() - switched));
+        th_sleep_ms(10);
+    }
+    printf("# failover: switched %lld ms after the kill, lockd granted %lld ms after that\n",
+           (long long)(switched - killed), (long long)(atomic_load(&last_grant_ms) - switched));
+    int at_switch = atomic_load(&grants);
+    th_sleep_ms(500);
+    atomic_store(&stop_load, true);
+    for (int i = 0; i < CLIENTS; i++)
+        pthread_join(th[i], NULL);
+    printf("# %d grants before the kill, %d after the switch, %d overlaps, %d regressions\n",
+           before, atomic_load(&grants) - at_switch, atomic_load(&overlaps),
+           atomic_load(&regressions));
+    CHECK(atomic_load(&grants) > at_switch);
+    CHECK_EQ_INT(atomic_load(&overlaps), 0);
+    CHECK_EQ_INT(atomic_load(&regressions), 0);
+    CHECK_EQ_INT(atomic_load(&odd), 0);
+    CHECK_EQ_INT(restarts_of(c, &L), restarts + 1);
+    long back = put_back_in_log(&L);
+    printf("# lockd put back %ld leases on the promoted replica\n", back);
+    CHECK(back >= MISSED); /* the replica did miss them */
+
+    /* nothing held before the failover is granted to another; each lease
+     * renews with its token; the next grant counts past it */
+    for (int i = 0; i <= MISSED; i++) {
+        char name[32], url[160], hdr[96];
+        snprintf(name, sizeof(name), i < MISSED ? "missed-%d" : "kept", i);
+        long long tok = i < MISSED ? token[i] : kept_token;
+        CHECK_EQ_INT(post(c, &L, name, "{\"ttl_ms\":1000}", &r), 409);
+        json_t *h = json_object_get(r.json, "holder");
+        CHECK(h != NULL);
+        CHECK_EQ_INT(json_integer_value(json_object_get(h, "fencing_token")), tok);
+        th_resp_free(&r);
+        snprintf(url, sizeof(url), "%s/locks/%s", L.url, name);
+        snprintf(hdr, sizeof(hdr), "Lock-Lease: %.39s", i < MISSED ? lease[i] : kept_lease);
+        const char *hdrs[] = {hdr, NULL};
+        th_http(c, "PUT", url, NULL, hdrs, &r);
+        CHECK_EQ_INT(r.status, 200);
+        CHECK_EQ_INT(th_jint(&r, "fencing_token"), tok);
+        th_resp_free(&r);
+        th_http(c, "DELETE", url, NULL, hdrs, &r);
+        CHECK_EQ_INT(r.status, 200);
+        th_resp_free(&r);
+        CHECK_EQ_INT(post(c, &L, name, "{\"ttl_ms\":1000}", &r), 200);
+        CHECK(th_jint(&r, "fencing_token") > tok);
+        th_resp_free(&r);
+    }
     th_client_free(c);
     th_lockd_kill(&L, SIGTERM);
     stop_all();
@@ -376,6 +580,7 @@ static void t_startup_errors(void)
 int main(void)
 {
     TH_RUN(t_primary_killed_mid_load);
+    TH_RUN(t_failover_reasserts);
     TH_RUN(t_demoted_by_hand);
     TH_RUN(t_startup_errors);
     return th_done();

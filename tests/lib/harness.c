@@ -346,6 +346,33 @@ void th_cluster_start(struct th_redis *nodes, int n, const char *const *extra)
                     nodes[i].port);
 }
 
+static bool replica_synced(void *arg)
+{
+    struct th_redis *r = arg;
+    const char *info = th_redis_cli(r, "INFO replication");
+    return strstr(info, "role:slave") != NULL && strstr(info, "master_link_status:up") != NULL;
+}
+
+void th_cluster_add_replica(const struct th_redis *primary, struct th_redis *replica)
+{
+    const char *const conf[] = {"cluster-enabled yes", "cluster-config-file nodes.conf",
+                                "cluster-node-timeout 1000", "cluster-require-full-coverage no",
+                                NULL};
+    redis_spawn(replica, cluster_port(), conf, NULL);
+    char id[64], cmd[512];
+    snprintf(id, sizeof(id), "%.40s", th_redis_cli(primary, "CLUSTER MYID"));
+    snprintf(cmd, sizeof(cmd),
+             "redis-cli --cluster add-node 127.0.0.1:%d 127.0.0.1:%d --cluster-slave "
+             "--cluster-master-id %s >%s/cluster-replica.log 2>&1",
+             replica->port, primary->port, id, th_tmpdir());
+    if (system(cmd) != 0)
+        th_fail(__FILE__, __LINE__, "redis-cli --cluster add-node failed (see %s/cluster-replica.log)",
+                th_tmpdir());
+    if (!th_wait_for(replica_synced, replica, 15000))
+        th_fail(__FILE__, __LINE__, "replica on port %d never synced with %d", replica->port,
+                primary->port);
+}
+
 void th_redis_stop(struct th_redis *r)
 {
     if (r->pid <= 0)

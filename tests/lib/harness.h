@@ -91,6 +91,10 @@ void th_sentinel_start(struct th_redis *s, const char *master, int master_port, 
  * no replicas); returns once every node says cluster_state:ok. Stop each
  * with th_redis_stop. */
 void th_cluster_start(struct th_redis *nodes, int n, const char *const *extra);
+/* Starts a cluster-enabled redis-server (as th_cluster_start's) and makes it
+ * a replica of primary (redis-cli --cluster add-node --cluster-slave);
+ * returns once it is in sync with primary. */
+void th_cluster_add_replica(const struct th_redis *primary, struct th_redis *replica);
 /* Runs redis-cli against it; returns stdout (static buffer). */
 const char *th_redis_cli(const struct th_redis *r, const char *args);
 /* Total calls of one command from INFO commandstats (e.g. "evalsha"). */

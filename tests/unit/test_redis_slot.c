@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -45,11 +46,26 @@ static void test_slots(void **state)
     assert_int_equal(slot("a{b"), redis_crc16("a{b", 3) % 16384);
 }
 
+/* Every slot has a tag of its own that hashes to it (re-assertion's
+ * per-slot keys on a cluster). */
+static void test_slot_tags(void **state)
+{
+    (void)state;
+    for (int s = 0; s < REDIS_SLOTS; s++) {
+        const char *t = redis_slot_tag(s);
+        char key[32];
+        snprintf(key, sizeof(key), "lockd:lockd:grace{%s}", t);
+        assert_true(t[0] != '\0' && strlen(t) <= 7);
+        assert_int_equal(slot(key), s);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_crc16),
         cmocka_unit_test(test_slots),
+        cmocka_unit_test(test_slot_tags),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
