@@ -427,6 +427,12 @@ char *metrics_render(const char *extra, size_t *len)
         render_counter(&b, singles[i].name, singles[i].help, singles[i].type);
         sb_printf(&b, "%s %lld\n", singles[i].name, (long long)metrics_get(singles[i].id));
     }
+    render_counter(&b, "lockd_cluster_redirections_total",
+                   "Cluster: MOVED and ASK redirections followed.", "counter");
+    sb_printf(&b, "lockd_cluster_redirections_total{kind=\"moved\"} %lld\n",
+              (long long)metrics_get(M_CLUSTER_MOVED));
+    sb_printf(&b, "lockd_cluster_redirections_total{kind=\"ask\"} %lld\n",
+              (long long)metrics_get(M_CLUSTER_ASK));
     render_counter(&b, "lockd_backend_request_duration_seconds",
                    "Backend call latency by operation.", "histogram");
     for (size_t i = 0; i < BK_OP_COUNT; i++) {
