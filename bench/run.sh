@@ -553,7 +553,9 @@ bench_redlock() {
 }
 
 # cluster_node VAR_PORT VAR_PID: a cluster-enabled redis-server whose bus
-# port (+10000) is free too
+# port (+10000) is free too. It announces 127.0.0.1: a node that never met
+# another (the 1-primary cluster) otherwise gives its address as "" in
+# CLUSTER SHARDS, and lockd then knows no primary for any slot.
 cluster_node() {
     local _p _pid i
     for ((i = 0; i < 100; i++)); do
@@ -561,7 +563,7 @@ cluster_node() {
         ((_p + 10000 <= 65535)) && ! (exec 3<>"/dev/tcp/127.0.0.1/$((_p + 10000))") 2>/dev/null && break
     done
     redis-server --port "$_p" --bind 127.0.0.1 --save '' --appendonly no --dir "$TMP" \
-        --cluster-enabled yes --cluster-config-file "nodes-$_p.conf" --cluster-node-timeout 1000 \
+        --cluster-announce-ip 127.0.0.1 --cluster-enabled yes --cluster-config-file "nodes-$_p.conf" --cluster-node-timeout 1000 \
         --cluster-require-full-coverage no --logfile "$TMP/redis-$_p.log" --daemonize no &
     _pid=$!
     PIDS+=("$_pid")
@@ -613,11 +615,11 @@ bench_cluster() {
         rs=$!
         measure cl_reshard "$pid" "${pids[*]}" --mode pairs --port "$port" --clients "$CLIENTS"
         m1=$(redirects "$port")
+        R[cl_reshard.moved_slots]=$(grep -c '^Moving slot' "$TMP/reshard.log")
         if kill -0 "$rs" 2>/dev/null; then
-            R[cl_reshard.note]="the reshard outlasted the load (slots still moving when it ended)"
+            R[cl_reshard.note]="the reshard outlasted the load: the rest of its ${BENCH_RESHARD_SLOTS:-500} slots moved after it"
         fi
         wait "$rs" 2>/dev/null
-        R[cl_reshard.moved_slots]=$(grep -c '^Moving slot' "$TMP/reshard.log")
         R[cl_reshard.redirects]=$((m1 - m0))
         R[cl_reshard.per_1000]=$(awk -v d=$((m1 - m0)) -v n="${R[cl_reshard.ops]:-0}" \
             'BEGIN { if (n > 0) printf "%.2f", 1000 * d / n; else print "n/a" }')
@@ -676,7 +678,7 @@ bench_fencemem() {
         SECS=$secs_save
         m1=$(redis-cli -p "$rp" info memory | tr -d '\r' | sed -n 's/^used_memory://p')
         k=$(redis-cli -p "$rp" dbsize)
-        key=$(redis-cli -p "$rp" --scan --count 100 | head -1)
+        key=$(redis-cli -p "$rp" --scan --pattern '*:fence' | head -1)
         R[fence.keys]=$k
         R[fence.ttl_s]=$([[ -n $key ]] && redis-cli -p "$rp" ttl "$key")
         R[fence.used_mb]=$(awk -v m="$m1" 'BEGIN { printf "%.1f", m / 1048576 }')
@@ -720,7 +722,7 @@ report_issues() {
     if want cluster; then
         irow "lockd cluster, 1 primary" cl_1 ""
         irow "lockd cluster, 3 primaries" cl_3 "/ 1 primary $(ratio "${R[cl_3.ops_per_s]:-}" "${R[cl_1.ops_per_s]:-}"): on $(nproc) cores that is lockd's routing overhead, not scale (the primaries share the cores with lockd and the load generator)"
-        irow "lockd cluster, 3 primaries, during a reshard" cl_reshard "${R[cl_reshard.moved_slots]:-?} slots moved; ${R[cl_reshard.redirects]:-?} redirections followed = ${R[cl_reshard.per_1000]:-?} per 1,000 pairs (lockd_cluster_redirections_total); ${R[cl_reshard.note]:-}"
+        irow "lockd cluster, 3 primaries, during a reshard" cl_reshard "${R[cl_reshard.moved_slots]:-?} slots moved while the load ran; ${R[cl_reshard.redirects]:-?} redirections followed = ${R[cl_reshard.per_1000]:-?} per 1,000 pairs (lockd_cluster_redirections_total); ${R[cl_reshard.note]:-}"
     fi
     if want sentinel; then
         irow "lockd, single Redis (median of $ROUNDS)" se_single "rounds ${R[se_single.range]:--}"
@@ -739,7 +741,7 @@ report_issues() {
         echo "| Redis commands per contended grant, over the 3 nodes (INFO commandstats, scripts' inner calls included) | $(fmt "${R[rl_contended.cmds_per_grant]:-}") | |"
     fi
     if want fencemem; then
-        echo "| Redis memory after ${R[fence.ops]:-?} unique names acquired and released (fence counters, TTL ${R[fence.ttl_s]:-?} s) | ${R[fence.used_mb]:-?} MB used, ${R[fence.keys]:-?} keys, ${R[fence.bytes_per_name]:-?} B per name | |"
+        echo "| Redis memory after ${R[fence.ops]:-?} unique names acquired and released (fence counters, TTL ${R[fence.ttl_s]:-?} s = fence_retention_ms) | ${R[fence.used_mb]:-?} MB used, ${R[fence.keys]:-?} keys, ${R[fence.bytes_per_name]:-?} B per name | |"
         echo "| the same for 1,000,000 unique names (per-name cost × 1 M) | $(fmt "${R[fence.mb_per_1m]:-}") MB | |"
     fi
 }
