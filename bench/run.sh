@@ -470,6 +470,11 @@ bench_shared() {
                 --names 16 --shared_pct 95 --name bench-rm --wait_ms 10000
             measure "sh_${b}_sem" "$pid" "$rpids" --mode pairs --port "$port" --clients 64 \
                 --names 1 --limit 8 --name bench-sem --wait_ms 10000
+            # like for like: the same fresh names and no waiting, only the mode differs
+            measure "sh_${b}_shfresh" "$pid" "$rpids" --mode pairs --port "$port" --clients "$CLIENTS" \
+                --shared_pct 100
+            measure "sh_${b}_semfresh" "$pid" "$rpids" --mode pairs --port "$port" --clients "$CLIENTS" \
+                --limit 8
             stop_pid "$pid"
         else
             note "shared ($b): lockd did not start"
@@ -481,9 +486,11 @@ bench_shared() {
     # Redis instructions per pair, exact (callgrind), each load behind lockd
     if [[ ${BENCH_IR:-1} == 1 ]] && command -v callgrind_control >/dev/null; then
         local load lg out
-        for load in excl read sem; do
+        for load in excl read sem shfresh semfresh; do
             case $load in
             excl) lg="" ;;
+            shfresh) lg="--shared_pct 100" ;;
+            semfresh) lg="--limit 8" ;;
             read) lg="--names 16 --shared_pct 95 --name bench-rm --wait_ms 10000" ;;
             sem) lg="--names 1 --limit 8 --name bench-sem --wait_ms 10000" ;;
             esac
@@ -712,6 +719,10 @@ report_issues() {
                 "CPU / exclusive: lockd $(ratio "${R[sh_${b}_read.cpu_us_per_pair]:-}" "${R[sh_${b}_excl.cpu_us_per_pair]:-}"), Redis $(ratio "${R[sh_${b}_read.redis_cpu_us_per_pair]:-}" "${R[sh_${b}_excl.redis_cpu_us_per_pair]:-}") (target ≤ 1.2); timeouts ${R[sh_${b}_read.timeouts]:--}${R[sh_${b}_read.evals_per_pair]:+; script calls per pair ${R[sh_${b}_read.evals_per_pair]} (failed attempts of waiters included)}"
             irow "$b: semaphore, limit 8, 64 clients" "sh_${b}_sem" \
                 "CPU / exclusive: lockd $(ratio "${R[sh_${b}_sem.cpu_us_per_pair]:-}" "${R[sh_${b}_excl.cpu_us_per_pair]:-}"), Redis $(ratio "${R[sh_${b}_sem.redis_cpu_us_per_pair]:-}" "${R[sh_${b}_excl.redis_cpu_us_per_pair]:-}") (target ≤ 1.2); timeouts ${R[sh_${b}_sem.timeouts]:--}${R[sh_${b}_sem.evals_per_pair]:+; script calls per pair ${R[sh_${b}_sem.evals_per_pair]} (failed attempts of waiters included)}"
+            for l in shfresh semfresh; do
+                irow "$b: $([[ $l == shfresh ]] && echo "shared" || echo "semaphore limit 8"), fresh names, no waiting" "sh_${b}_$l" \
+                    "like for like with exclusive: CPU / exclusive: lockd $(ratio "${R[sh_${b}_$l.cpu_us_per_pair]:-}" "${R[sh_${b}_excl.cpu_us_per_pair]:-}"), Redis $(ratio "${R[sh_${b}_$l.redis_cpu_us_per_pair]:-}" "${R[sh_${b}_excl.redis_cpu_us_per_pair]:-}")${R[sh_${b}_$l.evals_per_pair]:+; script calls per pair ${R[sh_${b}_$l.evals_per_pair]}}"
+            done
         done
     fi
     if want redlock; then
@@ -732,7 +743,7 @@ report_issues() {
     echo "| figure | value | target |"
     echo "|---|---:|---|"
     if want shared; then
-        for l in excl read sem; do
+        for l in excl read sem shfresh semfresh; do
             echo "| Redis instructions per pair behind lockd, $l (redis_behind.sh, ${BENCH_IR_PAIRS:-20000} pairs) | $(fmt "${R[sh_redis_$l.redis_ir_per_pair]:-}") | shared and semaphore ≤ 1.2 × exclusive ($(ratio "${R[sh_redis_$l.redis_ir_per_pair]:-}" "${R[sh_redis_excl.redis_ir_per_pair]:-}")) |"
         done
     fi
