@@ -44,9 +44,14 @@
  * from the handler (the spec's limit). MHD keeps them in its per-connection
  * pool, which must hold them and still have room for the answer; past the
  * pool, MHD answers 431 itself (as JSON: http_own.c), and a request between
- * the two would get no answer at all (MHD has no room left to write one). */
+ * the two would get no answer at all (MHD has no room left to write one).
+ * MHD zeroes 1.5 pools per request (the pool on reset, the unused half of its
+ * read buffer), so the pool is no larger than that needs: 9 KiB serves 8 KiB
+ * of headers and answers every size above with 431 exactly as 12 KiB did
+ * (first_hour), at 4.5 KiB less memset per request (12 KiB cost lockd 7 % of
+ * its CPU per memory pair: bench/RESULTS.md). */
 #define HEADERS_MAX 8192
-#define POOL_KIB 12
+#define POOL_BYTES (9 * 1024)
 struct conn_track {
     struct conn_track *prev, *next;
     int fd;
@@ -1062,10 +1067,10 @@ static int start_daemon(struct http_worker *wk, char *err, size_t errlen)
     wk->hold_untimed = cfg->backend_timeout_ms + 1000 >= (int64_t)wk->mhd_timeout_s * 1000;
     opts[n++] =
         (struct MHD_OptionItem){MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)wk->mhd_timeout_s, NULL};
-    /* 8 KiB: headers and the read/write buffers only (bodies are copied out
-     * chunk by chunk). MHD zeroes the pool for every request on a keep-alive
-     * connection, so a larger pool costs a large memset per request. */
-    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_MEMORY_LIMIT, POOL_KIB * 1024, NULL};
+    /* POOL_BYTES: headers and the read/write buffers only (bodies are copied
+     * out chunk by chunk). MHD zeroes the pool for every request on a
+     * keep-alive connection, so a larger pool costs a large memset per request. */
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_MEMORY_LIMIT, POOL_BYTES, NULL};
     opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_MEMORY_INCREMENT, 2048, NULL};
     opts[n++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, NULL};
     opts[n++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, wk};

@@ -5,7 +5,9 @@
  * lockd. Prints one machine-readable "RESULT key=value ..." line per run.
  *
  * Modes:
- *   pairs      acquire (POST /locks/bench-<rand>) then release (DELETE + Lock-Lease)
+ *   pairs      acquire (POST /locks/bench-<rand>) then release (DELETE + Lock-Lease);
+ *              with --names N on N names <name>-<i> with wait_ms, --shared_pct P
+ *              of the acquires in mode shared, --limit L a semaphore of L
  *   single     pairs with one client (acquire latency)
  *   contended  every client on one name with wait_ms; handoff latency
  *   http       plain GET or POST of --path (the nginx ceiling)
@@ -161,6 +163,9 @@ static struct {
     int64_t ttl_ms;
     int64_t wait_ms;
     int64_t hold_us;
+    int names;      /* pairs: 0 = a fresh name per pair, else one of N, waiting */
+    int shared_pct; /* pairs: this many % of acquires are mode shared */
+    int64_t limit;  /* pairs: 0 = none sent, else a semaphore of this limit */
     bool etcd_lease_per_client;
 } opt = {
     .mode = M_PAIRS,
@@ -415,10 +420,24 @@ static void start_cycle(struct worker *w, struct conn *c)
     case M_HOLD:
         if (opt.mode == M_HOLD)
             snprintf(c->name, sizeof c->name, "bench-hold-%d-%" PRIu64, c->id, w->ops);
+        else if (opt.names > 0)
+            snprintf(c->name, sizeof c->name, "%s-%d", opt.name,
+                     (int)(xorshift(&c->rnd) % (uint64_t)opt.names));
         else
             snprintf(c->name, sizeof c->name, "bench-%016" PRIx64, xorshift(&c->rnd));
         snprintf(path, sizeof path, "/locks/%s", c->name);
-        snprintf(body, sizeof body, "{\"ttl_ms\":%" PRId64 "}", opt.ttl_ms);
+        if (opt.mode == M_PAIRS && (opt.names > 0 || opt.shared_pct > 0 || opt.limit > 0)) {
+            bool shared = (int)(xorshift(&c->rnd) % 100) < opt.shared_pct;
+            char lim[32] = "";
+            if (opt.limit > 0)
+                snprintf(lim, sizeof lim, ",\"limit\":%" PRId64, opt.limit);
+            snprintf(body, sizeof body,
+                     "{\"ttl_ms\":%" PRId64 ",\"wait_ms\":%" PRId64 ",\"mode\":\"%s\"%s}",
+                     opt.ttl_ms, opt.names > 0 ? opt.wait_ms : 0,
+                     shared ? "shared" : "exclusive", lim);
+        } else {
+            snprintf(body, sizeof body, "{\"ttl_ms\":%" PRId64 "}", opt.ttl_ms);
+        }
         req_build(c, "POST", path, "", body);
         c->step = S_ACQUIRE;
         break;
@@ -941,6 +960,7 @@ static void usage(void)
         "               [--port2 PORT] [--max OPS] [--path P] [--method M] [--body JSON] [--name "
         "NAME]\n"
         "               [--ttl_ms MS] [--wait_ms MS] [--hold_us US] [--etcd_lease pair|client]\n"
+        "               [--names N] [--shared_pct P] [--limit L]\n"
         "               [--label TEXT] [--ready_file F]\n"
         "modes: pairs single contended http etcd etcd-contended hold waiters\n"
         "target is always 127.0.0.1\n");
@@ -1017,6 +1037,12 @@ int main(int argc, char **argv)
             opt.wait_ms = atoll(v);
         else if (!strcmp(a, "--hold_us"))
             opt.hold_us = atoll(v);
+        else if (!strcmp(a, "--names"))
+            opt.names = atoi(v);
+        else if (!strcmp(a, "--shared_pct"))
+            opt.shared_pct = atoi(v);
+        else if (!strcmp(a, "--limit"))
+            opt.limit = atoll(v);
         else if (!strcmp(a, "--etcd_lease"))
             opt.etcd_lease_per_client = !strcmp(v, "client");
         else

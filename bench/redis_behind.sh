@@ -7,9 +7,11 @@
 # test; compare two lockd builds in one go:
 #
 #   bench/redis_behind.sh OLD_LOCKD NEW_LOCKD...     (BEHIND_PAIRS=20000)
+#   BEHIND_LOADGEN_ARGS="--names 16 --shared_pct 95"  another load (loadgen pairs options)
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PAIRS=${BEHIND_PAIRS:-20000}
+read -r -a LG_ARGS <<<"${BEHIND_LOADGEN_ARGS:-}"
 LG=$ROOT/build/bench/loadgen
 (($# >= 1)) || { echo "usage: $0 LOCKD..." >&2; exit 64; }
 [[ -x $LG ]] || { echo "$LG missing: make build/bench/loadgen" >&2; exit 1; }
@@ -34,9 +36,9 @@ for lockd in "$@"; do
         --log_level warn --access_log false >/dev/null 2>&1 &
     LPID=$!
     sleep 0.5
-    "$LG" --mode pairs --port "$lport" --clients 64 --secs 2 >/dev/null 2>&1
+    "$LG" --mode pairs --port "$lport" --clients 64 --secs 2 "${LG_ARGS[@]}" >/dev/null 2>&1
     callgrind_control -i on "$RPID" >/dev/null 2>&1
-    out=$("$LG" --mode pairs --port "$lport" --clients 64 --secs 120 --max "$PAIRS" 2>&1 | grep RESULT)
+    out=$("$LG" --mode pairs --port "$lport" --clients 64 --secs 120 --max "$PAIRS" "${LG_ARGS[@]}" 2>&1 | grep RESULT)
     callgrind_control -i off "$RPID" >/dev/null 2>&1
     pairs=$(sed 's/.* ops=\([0-9]*\).*/\1/' <<<"$out")
     stats=$(redis-cli -p "$rport" info commandstats | tr -d '\r')

@@ -24,7 +24,16 @@
 #                          2 workers 78k; lockd memory 1 thread 40k pairs/s, 2: 30k)
 #   BENCH_HELD=100000      leases held for the RSS figure
 #   BENCH_WAITERS=10000    waiting clients for the RSS figure
-#   BENCH_ONLY="nginx redis etcd node memory lockdredis rss"  subset to run
+#   BENCH_ONLY="nginx redis etcd node memory lockdredis rss shared redlock cluster sentinel fencemem"
+#                          subset to run; the last five are issues 22-25's rows (one
+#                          pass each, sentinel ROUNDS times; report_issues):
+#                          shared: read-mostly and semaphore beside exclusive, memory
+#                          and Redis (BENCH_IR=0: without Redis instructions per pair,
+#                          BENCH_IR_PAIRS=20000 under callgrind); redlock: 3 Redis
+#                          against single Redis and Node.js redlock; cluster: 1 and 3
+#                          primaries and a reshard (BENCH_RESHARD_SLOTS=500); sentinel:
+#                          against single Redis; fencemem: Redis memory after
+#                          BENCH_FENCE_NAMES=1000000 unique names (BENCH_FENCE_SECS=180)
 #   BENCH_TMP=/tmp         where the temp dir goes (etcd's data dir is in it)
 #   BENCH_LOCKD=build/lockd  the lockd binary to measure (copied first: build/ may change meanwhile)
 set -u
@@ -38,7 +47,7 @@ NGINX_WORKERS=${BENCH_NGINX_WORKERS:-1}
 LOCKD_ARGS=${BENCH_LOCKD_ARGS:---threads $NGINX_WORKERS --log_level warn --access_log false}
 HELD=${BENCH_HELD:-100000}
 WAITERS=${BENCH_WAITERS:-10000}
-ONLY=${BENCH_ONLY:-nginx redis etcd node memory lockdredis rss}
+ONLY=${BENCH_ONLY:-nginx redis etcd node memory lockdredis rss shared redlock cluster sentinel fencemem}
 ROUNDS=${BENCH_ROUNDS:-3}
 LOADGEN=$ROOT/build/bench/loadgen
 LOCKD=${BENCH_LOCKD:-$ROOT/build/lockd}
@@ -414,6 +423,339 @@ bench_rss() {
     stop_pid "$pid"
 }
 
+# ------------------------------------------------------------------ issues 22-25
+
+# measure LABEL LOCKD_PID "REDIS_PIDS" LOADGEN_ARGS...: one loadgen run, with
+# lockd's CPU per pair and (when given) the Redis processes' summed; with
+# MEASURE_RPORT, that Redis's script calls per pair too
+measure() {
+    local label=$1 lpid=$2 rpids=$3 t0 t1 r0=0 r1=0 p e0=0 e1=0
+    shift 3
+    t0=$(cpu_ticks "$lpid")
+    for p in $rpids; do r0=$((r0 + $(cpu_ticks "$p"))); done
+    [[ -z ${MEASURE_RPORT:-} ]] || e0=$(redis_cmdstats "$MEASURE_RPORT" | awk '{print $1}')
+    run_loadgen "$label" "$@"
+    t1=$(cpu_ticks "$lpid")
+    for p in $rpids; do r1=$((r1 + $(cpu_ticks "$p"))); done
+    R[$label.cpu_us_per_pair]=$(us_per $((t1 - t0)) "${R[$label.ops]:-0}")
+    [[ -z $rpids ]] || R[$label.redis_cpu_us_per_pair]=$(us_per $((r1 - r0)) "${R[$label.ops]:-0}")
+    if [[ -n ${MEASURE_RPORT:-} ]]; then
+        e1=$(redis_cmdstats "$MEASURE_RPORT" | awk '{print $1}')
+        R[$label.evals_per_pair]=$(awk -v d=$((e1 - e0)) -v n="${R[$label.ops]:-0}" \
+            'BEGIN { if (n > 0) printf "%.2f", d / n; else print "n/a" }')
+    fi
+}
+
+cmds_all() { # cmds_all PORT...: commands run by these Redis (INFO commandstats, scripts' inner calls included)
+    local p s=0
+    for p in "$@"; do s=$((s + $(redis_cmdstats "$p" | awk '{print $3}'))); done
+    echo "$s"
+}
+
+# issue 22: read-mostly (95 % shared, 5 % exclusive, 16 names) and a
+# semaphore (limit 8, every client on one name) beside exclusive pairs on
+# fresh names, on memory and on Redis, one lockd per backend for all three
+bench_shared() {
+    local b port pid rport="" rpid="" rpids args
+    for b in memory redis; do
+        rpids="" args=(--backend memory)
+        if [[ $b == redis ]]; then
+            start_redis rport rpid || continue
+            rpids=$rpid args=(--redis "redis://127.0.0.1:$rport")
+        fi
+        MEASURE_RPORT=$rport
+        if start_lockd port pid "${args[@]}"; then
+            measure "sh_${b}_excl" "$pid" "$rpids" --mode pairs --port "$port" --clients "$CLIENTS"
+            measure "sh_${b}_read" "$pid" "$rpids" --mode pairs --port "$port" --clients "$CLIENTS" \
+                --names 16 --shared_pct 95 --name bench-rm --wait_ms 10000
+            measure "sh_${b}_sem" "$pid" "$rpids" --mode pairs --port "$port" --clients 64 \
+                --names 1 --limit 8 --name bench-sem --wait_ms 10000
+            # like for like: the same fresh names and no waiting, only the mode differs
+            measure "sh_${b}_shfresh" "$pid" "$rpids" --mode pairs --port "$port" --clients "$CLIENTS" \
+                --shared_pct 100
+            measure "sh_${b}_semfresh" "$pid" "$rpids" --mode pairs --port "$port" --clients "$CLIENTS" \
+                --limit 8
+            stop_pid "$pid"
+        else
+            note "shared ($b): lockd did not start"
+        fi
+        [[ -z $rpids ]] || stop_pid "$rpid"
+    done
+    MEASURE_RPORT=""
+
+    # Redis instructions per pair, exact (callgrind), each load behind lockd
+    if [[ ${BENCH_IR:-1} == 1 ]] && command -v callgrind_control >/dev/null; then
+        local load lg out
+        for load in excl read sem shfresh semfresh; do
+            case $load in
+            excl) lg="" ;;
+            shfresh) lg="--shared_pct 100" ;;
+            semfresh) lg="--limit 8" ;;
+            read) lg="--names 16 --shared_pct 95 --name bench-rm --wait_ms 10000" ;;
+            sem) lg="--names 1 --limit 8 --name bench-sem --wait_ms 10000" ;;
+            esac
+            log "redis_behind.sh ($load): ${BENCH_IR_PAIRS:-20000} pairs under callgrind"
+            out=$(BEHIND_PAIRS=${BENCH_IR_PAIRS:-20000} BEHIND_LOADGEN_ARGS=$lg "$ROOT/bench/redis_behind.sh" "$LOCKD" 2>&1)
+            echo "REDIS_BEHIND load=$load $out" >>"$RAW"
+            R[sh_redis_$load.redis_ir_per_pair]=$(sed -n 's/.*Redis instructions per pair \([0-9]*\).*/\1/p' <<<"$out")
+        done
+    else
+        note "shared: no callgrind (BENCH_IR=0 or valgrind missing): no Redis instructions per pair"
+    fi
+}
+
+node_install() { # node_install: node and bench/node's packages, or a note and 1
+    command -v node >/dev/null || { note "node not installed: Node.js + redlock peer skipped"; return 1; }
+    [[ -d $ROOT/bench/node/node_modules/redlock ]] && return 0
+    log "npm install in bench/node"
+    (cd "$ROOT/bench/node" && timeout 120 npm install --no-audit --no-fund --silent >/dev/null 2>&1) ||
+        { note "npm install of bench/node failed: Node.js + redlock peer skipped"; return 1; }
+}
+
+# issue 23: Redlock over 3 Redis processes, against single-Redis lockd and
+# the Node.js redlock peer on the same 3 nodes, in turn in this run
+bench_redlock() {
+    local i p q ports=() pids=() urls="" port pid c0 c1 sp="" spid=""
+    for i in 1 2 3; do
+        start_redis p q || { note "redlock: redis did not start"; return; }
+        ports+=("$p")
+        pids+=("$q")
+        urls+="${urls:+,}redis://127.0.0.1:$p"
+    done
+    if start_redis sp spid && start_lockd port pid --redis "redis://127.0.0.1:$sp"; then
+        measure rl_single "$pid" "$spid" --mode pairs --port "$port" --clients "$CLIENTS"
+        stop_pid "$pid"
+        stop_pid "$spid"
+    fi
+    if start_lockd port pid --backend redlock --redis "$urls"; then
+        measure rl_lockd "$pid" "${pids[*]}" --mode pairs --port "$port" --clients "$CLIENTS"
+        c0=$(cmds_all "${ports[@]}")
+        run_loadgen rl_contended --mode contended --port "$port" --clients "$CONTENDED" \
+            --name bench-contended --wait_ms 10000
+        c1=$(cmds_all "${ports[@]}")
+        R[rl_contended.cmds_per_grant]=$(awk -v d=$((c1 - c0)) -v g="${R[rl_contended.grants]:-0}" \
+            'BEGIN { if (g > 0) printf "%.2f", d / g; else print "n/a" }')
+        stop_pid "$pid"
+    else
+        note "redlock: lockd did not start"
+    fi
+    if node_install; then
+        for p in "${ports[@]}"; do redis-cli -p "$p" flushall >/dev/null; done
+        local np npid
+        np=$(free_port)
+        PORT=$np REDIS_PORTS=$(
+            IFS=,
+            echo "${ports[*]}"
+        ) node "$ROOT/bench/node/server.js" >"$TMP/node-redlock.log" 2>&1 &
+        npid=$!
+        PIDS+=("$npid")
+        if wait_for 20 http_ok "$np" /healthz; then
+            measure rl_node "$npid" "${pids[*]}" --mode pairs --port "$np" --clients "$CLIENTS"
+        else
+            note "redlock: the node redlock server did not start"
+        fi
+        stop_pid "$npid"
+    fi
+    for q in "${pids[@]}"; do stop_pid "$q"; done
+}
+
+# cluster_node VAR_PORT VAR_PID: a cluster-enabled redis-server whose bus
+# port (+10000) is free too. It announces 127.0.0.1: a node that never met
+# another (the 1-primary cluster) otherwise gives its address as "" in
+# CLUSTER SHARDS, and lockd then knows no primary for any slot.
+cluster_node() {
+    local _p _pid i
+    for ((i = 0; i < 100; i++)); do
+        _p=$(free_port)
+        ((_p + 10000 <= 65535)) && ! (exec 3<>"/dev/tcp/127.0.0.1/$((_p + 10000))") 2>/dev/null && break
+    done
+    redis-server --port "$_p" --bind 127.0.0.1 --save '' --appendonly no --dir "$TMP" \
+        --cluster-announce-ip 127.0.0.1 --cluster-enabled yes --cluster-config-file "nodes-$_p.conf" --cluster-node-timeout 1000 \
+        --cluster-require-full-coverage no --logfile "$TMP/redis-$_p.log" --daemonize no &
+    _pid=$!
+    PIDS+=("$_pid")
+    wait_for 10 redis-cli -p "$_p" ping || { log "cluster node did not start"; return 1; }
+    printf -v "$1" %s "$_p"
+    printf -v "$2" %s "$_pid"
+}
+cluster_ok() { redis-cli -p "$1" cluster info | grep -q 'cluster_state:ok'; }
+redirects() { # redirects LOCKD_PORT: MOVED + ASK this lockd followed
+    curl -s -m 5 "http://127.0.0.1:$1/metrics" |
+        awk '/^lockd_cluster_redirections_total\{/ { s += $2 } END { print s + 0 }'
+}
+
+# issue 24: the cluster backend on 1 primary and on 3 (on 2 cores the ratio is
+# lockd's routing overhead, not scale), and redirections per 1,000 operations
+# while a reshard moves BENCH_RESHARD_SLOTS slots under the load
+bench_cluster() {
+    local p q ports=() pids=() port pid i m0 m1 src dst rs
+    cluster_node p q || return
+    redis-cli -p "$p" cluster addslotsrange 0 16383 >/dev/null
+    if wait_for 15 cluster_ok "$p" && start_lockd port pid --backend cluster --redis "redis://127.0.0.1:$p"; then
+        measure cl_1 "$pid" "$q" --mode pairs --port "$port" --clients "$CLIENTS"
+        stop_pid "$pid"
+    else
+        note "cluster: 1 primary did not come up"
+    fi
+    stop_pid "$q"
+    for i in 1 2 3; do
+        cluster_node p q || return
+        ports+=("$p")
+        pids+=("$q")
+    done
+    if ! redis-cli --cluster create "${ports[@]/#/127.0.0.1:}" --cluster-replicas 0 --cluster-yes \
+        >"$TMP/cluster-create.log" 2>&1 || ! wait_for 15 cluster_ok "${ports[0]}" ||
+        ! wait_for 15 cluster_ok "${ports[2]}"; then
+        note "cluster: 3 primaries did not come up ($(tail -1 "$TMP/cluster-create.log"))"
+        for q in "${pids[@]}"; do stop_pid "$q"; done
+        return
+    fi
+    if start_lockd port pid --backend cluster --redis "redis://127.0.0.1:${ports[0]}"; then
+        measure cl_3 "$pid" "${pids[*]}" --mode pairs --port "$port" --clients "$CLIENTS"
+        # a reshard under the same load: slots from the first primary to the second
+        src=$(redis-cli -p "${ports[0]}" cluster myid)
+        dst=$(redis-cli -p "${ports[1]}" cluster myid)
+        m0=$(redirects "$port")
+        (sleep 0.5 && exec timeout $((SECS + 60)) redis-cli --cluster reshard "127.0.0.1:${ports[0]}" \
+            --cluster-from "$src" --cluster-to "$dst" --cluster-slots "${BENCH_RESHARD_SLOTS:-500}" \
+            --cluster-yes >"$TMP/reshard.log" 2>&1) &
+        rs=$!
+        measure cl_reshard "$pid" "${pids[*]}" --mode pairs --port "$port" --clients "$CLIENTS"
+        m1=$(redirects "$port")
+        R[cl_reshard.moved_slots]=$(grep -c '^Moving slot' "$TMP/reshard.log")
+        if kill -0 "$rs" 2>/dev/null; then
+            R[cl_reshard.note]="the reshard outlasted the load: the rest of its ${BENCH_RESHARD_SLOTS:-500} slots moved after it"
+        fi
+        wait "$rs" 2>/dev/null
+        R[cl_reshard.redirects]=$((m1 - m0))
+        R[cl_reshard.per_1000]=$(awk -v d=$((m1 - m0)) -v n="${R[cl_reshard.ops]:-0}" \
+            'BEGIN { if (n > 0) printf "%.2f", 1000 * d / n; else print "n/a" }')
+        stop_pid "$pid"
+    fi
+    for q in "${pids[@]}"; do stop_pid "$q"; done
+}
+
+# issue 24: the sentinel backend (discovery in front of one primary) beside
+# single Redis, ROUNDS times in turn; the data path is the same
+bench_sentinel() {
+    local r rp rpid sp spid port pid conf
+    for ((r = 1; r <= ROUNDS; r++)); do
+        rp="" rpid="" spid=""
+        if start_redis rp rpid && start_lockd port pid --redis "redis://127.0.0.1:$rp"; then
+            measure "se_single_r$r" "$pid" "$rpid" --mode pairs --port "$port" --clients "$CLIENTS"
+            stop_pid "$pid"
+        fi
+        stop_pid "$rpid"
+        start_redis rp rpid || continue
+        sp=$(free_port)
+        conf=$TMP/sentinel-$sp.conf
+        printf 'port %s\nbind 127.0.0.1\ndir %s\nsentinel monitor bench 127.0.0.1 %s 1\nsentinel down-after-milliseconds bench 5000\n' \
+            "$sp" "$TMP" "$rp" >"$conf"
+        redis-server "$conf" --sentinel >"$TMP/sentinel-$sp.log" 2>&1 &
+        spid=$!
+        PIDS+=("$spid")
+        if wait_for 10 redis-cli -p "$sp" ping &&
+            start_lockd port pid --backend sentinel --redis "redis://127.0.0.1:$sp" --redis_master_name bench; then
+            measure "se_sentinel_r$r" "$pid" "$rpid" --mode pairs --port "$port" --clients "$CLIENTS"
+            stop_pid "$pid"
+        else
+            note "sentinel: sentinel or lockd did not start (round $r)"
+        fi
+        stop_pid "$spid"
+        stop_pid "$rpid"
+    done
+    median_round se_single ops_per_s
+    median_round se_sentinel ops_per_s
+    ratio_rounds sentinel se_sentinel ops_per_s se_single ops_per_s
+    ratio_rounds sentinel_cpu se_sentinel cpu_us_per_pair se_single cpu_us_per_pair
+}
+
+# issue 25: what unique names leave in Redis: every name keeps its fence
+# counter for fence_retention_ms (default 24 h). BENCH_FENCE_NAMES unique
+# acquire + release pairs, bounded by BENCH_FENCE_SECS; bytes per name from
+# INFO memory (used_memory) before and after
+bench_fencemem() {
+    local rp="" rpid="" port pid m0 m1 k secs_save key
+    start_redis rp rpid || return
+    if start_lockd port pid --redis "redis://127.0.0.1:$rp"; then
+        m0=$(redis-cli -p "$rp" info memory | tr -d '\r' | sed -n 's/^used_memory://p')
+        secs_save=$SECS
+        SECS=${BENCH_FENCE_SECS:-180}
+        run_loadgen fence --mode pairs --port "$port" --clients "$CLIENTS" --max "${BENCH_FENCE_NAMES:-1000000}"
+        SECS=$secs_save
+        m1=$(redis-cli -p "$rp" info memory | tr -d '\r' | sed -n 's/^used_memory://p')
+        k=$(redis-cli -p "$rp" dbsize)
+        key=$(redis-cli -p "$rp" --scan --pattern '*:fence' | head -1)
+        R[fence.keys]=$k
+        R[fence.ttl_s]=$([[ -n $key ]] && redis-cli -p "$rp" ttl "$key")
+        R[fence.used_mb]=$(awk -v m="$m1" 'BEGIN { printf "%.1f", m / 1048576 }')
+        R[fence.bytes_per_name]=$(awk -v d=$((m1 - m0)) -v n="${R[fence.ops]:-0}" \
+            'BEGIN { if (n > 0) printf "%.0f", d / n; else print "n/a" }')
+        R[fence.mb_per_1m]=$(awk -v d=$((m1 - m0)) -v n="${R[fence.ops]:-0}" \
+            'BEGIN { if (n > 0) printf "%.0f", d / n * 1e6 / 1048576; else print "n/a" }')
+        stop_pid "$pid"
+    fi
+    stop_pid "$rpid"
+}
+
+
+report_issues() {
+    local b l
+    want shared || want redlock || want cluster || want sentinel || want fencemem || return 0
+    echo
+    echo "### Issues 22–25 (one pass each; ratios within this run)"
+    echo
+    echo "| row | pairs/s | pair p50 µs | pair p99 µs | lockd CPU µs/pair | Redis CPU µs/pair | note |"
+    echo "|---|---:|---:|---:|---:|---:|---|"
+    irow() { # irow NAME LABEL NOTE
+        printf '| %s | %s | %s | %s | %s | %s | %s |\n' "$1" "$(fmt "${R[$2.ops_per_s]:-}")" \
+            "$(fmt "${R[$2.pair_p50_us]:-}")" "$(fmt "${R[$2.pair_p99_us]:-}")" \
+            "$(fmt "${R[$2.cpu_us_per_pair]:-}")" "$(fmt "${R[$2.redis_cpu_us_per_pair]:-}")" "$3"
+    }
+    if want shared; then
+        for b in memory redis; do
+            irow "$b: exclusive, fresh names" "sh_${b}_excl" "${R[sh_${b}_excl.evals_per_pair]:+script calls per pair ${R[sh_${b}_excl.evals_per_pair]}}"
+            irow "$b: read-mostly, 16 names, 95 % shared" "sh_${b}_read" \
+                "CPU / exclusive: lockd $(ratio "${R[sh_${b}_read.cpu_us_per_pair]:-}" "${R[sh_${b}_excl.cpu_us_per_pair]:-}"), Redis $(ratio "${R[sh_${b}_read.redis_cpu_us_per_pair]:-}" "${R[sh_${b}_excl.redis_cpu_us_per_pair]:-}") (target ≤ 1.2); timeouts ${R[sh_${b}_read.timeouts]:--}${R[sh_${b}_read.evals_per_pair]:+; script calls per pair ${R[sh_${b}_read.evals_per_pair]} (failed attempts of waiters included)}"
+            irow "$b: semaphore, limit 8, 64 clients" "sh_${b}_sem" \
+                "CPU / exclusive: lockd $(ratio "${R[sh_${b}_sem.cpu_us_per_pair]:-}" "${R[sh_${b}_excl.cpu_us_per_pair]:-}"), Redis $(ratio "${R[sh_${b}_sem.redis_cpu_us_per_pair]:-}" "${R[sh_${b}_excl.redis_cpu_us_per_pair]:-}") (target ≤ 1.2); timeouts ${R[sh_${b}_sem.timeouts]:--}${R[sh_${b}_sem.evals_per_pair]:+; script calls per pair ${R[sh_${b}_sem.evals_per_pair]} (failed attempts of waiters included)}"
+            for l in shfresh semfresh; do
+                irow "$b: $([[ $l == shfresh ]] && echo "shared" || echo "semaphore limit 8"), fresh names, no waiting" "sh_${b}_$l" \
+                    "like for like with exclusive: CPU / exclusive: lockd $(ratio "${R[sh_${b}_$l.cpu_us_per_pair]:-}" "${R[sh_${b}_excl.cpu_us_per_pair]:-}"), Redis $(ratio "${R[sh_${b}_$l.redis_cpu_us_per_pair]:-}" "${R[sh_${b}_excl.redis_cpu_us_per_pair]:-}")${R[sh_${b}_$l.evals_per_pair]:+; script calls per pair ${R[sh_${b}_$l.evals_per_pair]}}"
+            done
+        done
+    fi
+    if want redlock; then
+        irow "lockd, single Redis" rl_single ""
+        irow "lockd redlock, 3 Redis" rl_lockd "/ single-Redis lockd $(ratio "${R[rl_lockd.ops_per_s]:-}" "${R[rl_single.ops_per_s]:-}"); / Node.js redlock $(ratio "${R[rl_lockd.ops_per_s]:-}" "${R[rl_node.ops_per_s]:-}") (target ≥ 2.5); Redis CPU summed over the 3"
+        irow "Node.js + npm redlock, same 3 Redis" rl_node "the lockd CPU column is node's; Redis CPU summed over the 3"
+    fi
+    if want cluster; then
+        irow "lockd cluster, 1 primary" cl_1 ""
+        irow "lockd cluster, 3 primaries" cl_3 "/ 1 primary $(ratio "${R[cl_3.ops_per_s]:-}" "${R[cl_1.ops_per_s]:-}"): on $(nproc) cores that is lockd's routing overhead, not scale (the primaries share the cores with lockd and the load generator)"
+        irow "lockd cluster, 3 primaries, during a reshard" cl_reshard "${R[cl_reshard.moved_slots]:-?} slots moved while the load ran; ${R[cl_reshard.redirects]:-?} redirections followed = ${R[cl_reshard.per_1000]:-?} per 1,000 pairs (lockd_cluster_redirections_total); ${R[cl_reshard.note]:-}"
+    fi
+    if want sentinel; then
+        irow "lockd, single Redis (median of $ROUNDS)" se_single "rounds ${R[se_single.range]:--}"
+        irow "lockd sentinel, same single primary (median of $ROUNDS)" se_sentinel "pairs/s / single Redis ${R[ratio.sentinel]:--} (target within 5 %); CPU ratio ${R[ratio.sentinel_cpu]:--}"
+    fi
+    echo
+    echo "| figure | value | target |"
+    echo "|---|---:|---|"
+    if want shared; then
+        for l in excl read sem shfresh semfresh; do
+            echo "| Redis instructions per pair behind lockd, $l (redis_behind.sh, ${BENCH_IR_PAIRS:-20000} pairs) | $(fmt "${R[sh_redis_$l.redis_ir_per_pair]:-}") | shared and semaphore ≤ 1.2 × exclusive ($(ratio "${R[sh_redis_$l.redis_ir_per_pair]:-}" "${R[sh_redis_excl.redis_ir_per_pair]:-}")) |"
+        done
+    fi
+    if want redlock; then
+        echo "| lockd redlock contended handoff p50, release sent → next grant | $(fmt "${R[rl_contended.handoff_send_p50_us]:-}") µs (release answered → grant $(fmt "${R[rl_contended.handoff_p50_us]:-}") µs; p99 $(fmt "${R[rl_contended.handoff_send_p99_us]:-}") µs) | ≤ 1000 µs |"
+        echo "| Redis commands per contended grant, over the 3 nodes (INFO commandstats, scripts' inner calls included) | $(fmt "${R[rl_contended.cmds_per_grant]:-}") | |"
+    fi
+    if want fencemem; then
+        echo "| Redis memory after ${R[fence.ops]:-?} unique names acquired and released (fence counters, TTL ${R[fence.ttl_s]:-?} s = fence_retention_ms) | ${R[fence.used_mb]:-?} MB used, ${R[fence.keys]:-?} keys, ${R[fence.bytes_per_name]:-?} B per name | |"
+        echo "| the same for 1,000,000 unique names (per-name cost × 1 M) | $(fmt "${R[fence.mb_per_1m]:-}") MB | |"
+    fi
+}
 # ------------------------------------------------------------------ rounds
 
 # median_round BASE KEY: copies every R[BASE_rN.*] of the round whose KEY is the
@@ -547,6 +889,7 @@ report() {
         echo
         for l in "${NOTES[@]}"; do echo "- $l"; done
     fi
+    report_issues
     echo
     echo "errors: $(for l in nginx nginxpairs etcd etcd_session memory lockdredis memory_contended lockdredis_contended etcd_contended; do printf '%s=%s/%s ' "$l" "${R[$l.errors]:--}" "${R[$l.conn_errors]:--}"; done)"
 }
@@ -611,6 +954,11 @@ if [[ -n $LOCKD_OK ]]; then
         unset REDIS_PORT REDIS_PID
     fi
     want rss && bench_rss
+    want shared && bench_shared
+    want redlock && bench_redlock
+    want cluster && bench_cluster
+    want sentinel && bench_sentinel
+    want fencemem && bench_fencemem
 fi
 report | tee "$TMP/table.md"
 mkdir -p "$ROOT/build/bench"

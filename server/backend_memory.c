@@ -32,10 +32,16 @@ struct mem_holder {
 
 /* One allocation per name, sized to it, plus an array only when it has more
  * than one holder: an exclusive lock keeps its holder inline (`one`). An
- * entry is created by the grant that takes a free name and freed when the
- * name is free again and out of any lock-delay. Holders are kept in grant
- * order, so in token order: the newest is the last. Each holder's slot frees
- * at its own expiry (trim), with no sweep needed for correctness. */
+ * entry is created by the grant that takes a free name. Once the name is
+ * free again and out of any lock-delay, an entry whose index was read (an
+ * inspect or a watch: `observed`) moves from the live table to the kept one
+ * and stays until keep_until_ms, so its reader sees the index move on; any
+ * other is freed at once (nobody can tell its index from 0). Reading a name
+ * with no entry leaves a kept one with index 0, so a grant and release
+ * between a watcher's answer and its next ask still change what it reads.
+ * Holders are kept in grant order, so in token order: the newest is the
+ * last. Each holder's slot frees at its own expiry (trim), with no sweep
+ * needed for correctness. */
 struct mem_lock {
     UT_hash_handle hh;
     int64_t delay_until_ms; /* lock-delay (Chubby) after a session expiry */
@@ -45,13 +51,19 @@ struct mem_lock {
     int64_t keep_until_ms;   /* a free entry stays this long, so its index lives on */
     struct mem_holder *h;   /* &one while cap is 1 */
     uint32_t n, cap;
+    bool observed; /* its index was read: kept while free (see above) */
     struct mem_holder one;
     char name[];
 };
 
 struct mem {
     pthread_mutex_t mu;
-    struct mem_lock *locks;
+    struct mem_lock *locks; /* live: held, or free in a lock-delay */
+    /* Free entries kept for their index, oldest move first (uthash keeps
+     * insertion order): the sweep frees them from the front and never walks
+     * them. Kept only when read (bench/RESULTS.md: keeping every released
+     * name cost a memory pair 6 % in cache misses and walks). */
+    struct mem_lock *kept;
     int64_t last_token;
     int64_t last_index; /* the index last given to any name */
     char sweep_at[LK_NAME_MAX + 1]; /* where the janitor's sweep resumes */
@@ -61,9 +73,10 @@ struct mem {
 
 #define SWEEP_STEP 2048 /* entries looked at per sweep call, under mu */
 #define INSPECT_MAX 100 /* holders an inspect lists (DESIGN.md §2) */
-/* A free name keeps its entry (and index) this long after its last change,
- * so that a watcher of it sees the same index; after that it answers 0
- * (lower: a watcher holding an older index is answered at once, once). */
+/* A free name whose index was read keeps its entry (and index) this long
+ * after its last change, so that a watcher of it sees the same index; after
+ * that it answers 0 (lower: a watcher holding an older index is answered at
+ * once, once). */
 #define KEEP_FREE_MS 60000
 
 static char mem_no_owner[1] = "";
@@ -136,31 +149,70 @@ static bool alive(const struct mem_lock *l)
     return l->n > 0;
 }
 
-/* Returns l if it is held, delayed or kept free (KEEP_FREE_MS), dropping it
- * when none of these. An expiry seen here is a change of holders. */
+/* Moves l from one table to the other (its hash value is kept). */
+static void move(struct mem_lock **from, struct mem_lock **to, struct mem_lock *l)
+{
+    unsigned hv = l->hh.hashv, len = l->hh.keylen;
+    HASH_DELETE(hh, *from, l);
+    HASH_ADD_BYHASHVALUE(hh, *to, name[0], len, hv, l);
+}
+
+/* l is live: returns it if it is still held or delayed, else moves it to the
+ * kept table (a free entry whose index was read keeps it until
+ * keep_until_ms) or frees it, and returns NULL. An expiry seen here is a
+ * change of holders. */
 static struct mem_lock *prune(struct mem *m, struct mem_lock *l, int64_t now)
 {
     if (trim(l, now))
         bump(m, l, now);
-    if (l->n == 0 && l->delay_until_ms <= now && l->keep_until_ms <= now) {
+    if (l->n > 0 || l->delay_until_ms > now)
+        return l;
+    if (l->observed && l->keep_until_ms > now) {
+        move(&m->locks, &m->kept, l);
+    } else {
         HASH_DEL(m->locks, l);
+        lock_free(l);
+    }
+    return NULL;
+}
+
+/* The live entry of name (see prune), else NULL. */
+static struct mem_lock *find_live(struct mem *m, const char *name, size_t len, unsigned hv,
+                                  int64_t now)
+{
+    struct mem_lock *l;
+    HASH_FIND_BYHASHVALUE(hh, m->locks, name, len, hv, l);
+    return l != NULL ? prune(m, l, now) : NULL;
+}
+
+/* The kept (free) entry of name, else NULL; one whose keep ended is freed. */
+static struct mem_lock *find_kept(struct mem *m, const char *name, size_t len, unsigned hv,
+                                  int64_t now)
+{
+    struct mem_lock *l;
+    HASH_FIND_BYHASHVALUE(hh, m->kept, name, len, hv, l);
+    if (l != NULL && l->keep_until_ms <= now) {
+        HASH_DEL(m->kept, l);
         lock_free(l);
         return NULL;
     }
     return l;
 }
 
-/* The entry of name if it is held, delayed or kept (see prune). */
+/* The entry of name if it is held, delayed or kept (live or not). */
 static struct mem_lock *find(struct mem *m, const char *name, int64_t now)
 {
-    struct mem_lock *l;
-    HASH_FIND_STR(m->locks, name, l);
-    return l != NULL ? prune(m, l, now) : NULL;
+    size_t len = strlen(name);
+    unsigned hv;
+    HASH_VALUE(name, len, hv);
+    struct mem_lock *l = find_live(m, name, len, hv, now);
+    return l != NULL ? l : find_kept(m, name, len, hv, now);
 }
 
 /* Expired entries nobody touches again would stay forever: the janitor
- * drops them, SWEEP_STEP entries per call (about 100 calls a second), so the
- * mutex is never held for a walk of the whole table. */
+ * prunes live entries, SWEEP_STEP per call (about 100 calls a second), so the
+ * mutex is never held for a walk of the whole table, and frees kept entries
+ * whose keep ended from the front of their table (at most SWEEP_STEP). */
 static void mem_sweep(void *bk)
 {
     struct mem *m = bk;
@@ -173,13 +225,19 @@ static void mem_sweep(void *bk)
         l = m->locks; /* first call, or the resume point is gone: start over */
     for (int i = 0; l != NULL && i < SWEEP_STEP; i++) {
         struct mem_lock *next = l->hh.next;
-        prune(m, l, now); /* frees l when neither held nor delayed */
+        (void)prune(m, l, now); /* takes l out when neither held nor delayed */
         l = next;
     }
     if (l != NULL)
         lk_strlcpy(m->sweep_at, l->name, sizeof(m->sweep_at));
     else
         m->sweep_at[0] = '\0';
+    /* Kept entries move in in about keep_until order: stop at the first that
+     * stays (one behind it is freed on its next lookup, or here later). */
+    for (int i = 0; (l = m->kept) != NULL && l->keep_until_ms <= now && i < SWEEP_STEP; i++) {
+        HASH_DEL(m->kept, l);
+        lock_free(l);
+    }
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -326,10 +384,9 @@ static void mem_acquire(struct mem *m, const struct bk_req *req, bk_done_fn done
     unsigned hv; /* hashed once for the lookup and, when new, the insert */
     HASH_VALUE(req->name, len, hv);
     pthread_mutex_lock(&m->mu);
-    struct mem_lock *l;
-    HASH_FIND_BYHASHVALUE(hh, m->locks, req->name, len, hv, l);
-    if (l != NULL)
-        l = prune(m, l, now);
+    struct mem_lock *l = find_live(m, req->name, len, hv, now);
+    if (l == NULL && (l = find_kept(m, req->name, len, hv, now)) != NULL)
+        move(&m->kept, &m->locks, l); /* a free entry kept for its index: live again */
     struct mem_holder *mh = NULL;
     if (l == NULL) {
         l = lk_malloc(sizeof(*l) + len + 1);
@@ -425,13 +482,13 @@ static void mem_release(struct mem *m, const struct bk_req *req, bk_done_fn done
         r.holders = NULL; /* released: this lease holds nothing now */
         r.nholders = 0;
         holder_remove(l, (uint32_t)(mh - l->h));
-        bump(m, l, now); /* a free entry stays a while (KEEP_FREE_MS): prune drops it */
+        bump(m, l, now); /* a free entry stays a while (KEEP_FREE_MS): prune keeps it */
         if (l->n == 0 && req->delay_ms > 0) {
             /* (other holders keep the name: no lock-delay while they do) */
             l->delay_until_ms = now + req->delay_ms;
             r.delay_ms = req->delay_ms;
         }
-        (void)prune(m, l, now); /* free, undelayed and not kept: gone now */
+        (void)prune(m, l, now); /* free and undelayed: kept for its index, or gone now */
     }
     pthread_mutex_unlock(&m->mu);
     done(arg, &r);
@@ -455,6 +512,7 @@ static void mem_force_release(struct mem *m, const struct bk_req *req, bk_done_f
             holder_remove(l, l->n - 1);
         l->delay_until_ms = 0; /* no lock-delay after a forced release */
         bump(m, l, now);
+        (void)prune(m, l, now); /* free: kept for its index */
     }
     pthread_mutex_unlock(&m->mu);
     done(arg, &r);
@@ -468,6 +526,19 @@ static void mem_inspect(struct mem *m, const struct bk_req *req, bk_done_fn done
     int64_t now = lk_now_ms();
     pthread_mutex_lock(&m->mu);
     struct mem_lock *l = find(m, req->name, now);
+    if (l != NULL) {
+        l->observed = true;
+    } else if (m->keep_free_ms > 0) { /* read at 0: a change from here must show */
+        size_t len = strlen(req->name);
+        struct mem_lock *k = lk_malloc(sizeof(*k) + len + 1);
+        memset(k, 0, sizeof(*k));
+        memcpy(k->name, req->name, len + 1);
+        k->h = &k->one;
+        k->cap = 1;
+        k->observed = true;
+        k->keep_until_ms = now + m->keep_free_ms;
+        HASH_ADD_KEYPTR(hh, m->kept, k->name, len, k);
+    }
     if (l != NULL && alive(l)) {
         size_t n = l->n < INSPECT_MAX ? l->n : INSPECT_MAX;
         hs = lk_malloc(n * sizeof(*hs));
@@ -573,7 +644,7 @@ static void mem_list(struct mem *m, const struct bk_req *req, bk_done_fn done, v
     size_t n = 0, matched = 0;
     pthread_mutex_lock(&m->mu);
     struct mem_lock *l, *tmp;
-    HASH_ITER (hh, m->locks, l, tmp) {
+    HASH_ITER (hh, m->locks, l, tmp) { /* kept entries are free: never listed */
         if (prune(m, l, now) == NULL || !alive(l))
             continue;
         if (strncmp(l->name, prefix, plen) != 0 || strcmp(l->name, cursor) <= 0)
@@ -689,6 +760,10 @@ static void mem_free(void *bk)
     struct mem_lock *l, *tmp;
     HASH_ITER (hh, m->locks, l, tmp) {
         HASH_DEL(m->locks, l);
+        lock_free(l);
+    }
+    HASH_ITER (hh, m->kept, l, tmp) {
+        HASH_DEL(m->kept, l);
         lock_free(l);
     }
     pthread_mutex_destroy(&m->mu);

@@ -446,6 +446,12 @@ char *metrics_render(const char *extra, size_t *len)
         render_counter(&b, singles[i].name, singles[i].help, singles[i].type);
         sb_printf(&b, "%s %lld\n", singles[i].name, (long long)metrics_get(singles[i].id));
     }
+    render_counter(&b, "lockd_cluster_redirections_total",
+                   "Cluster: MOVED and ASK redirections followed.", "counter");
+    sb_printf(&b, "lockd_cluster_redirections_total{kind=\"moved\"} %lld\n",
+              (long long)metrics_get(M_CLUSTER_MOVED));
+    sb_printf(&b, "lockd_cluster_redirections_total{kind=\"ask\"} %lld\n",
+              (long long)metrics_get(M_CLUSTER_ASK));
     render_counter(&b, "lockd_locks_held",
                    "Locks this lockd granted and has not seen released or expired, by whether "
                    "a session holds them.",

@@ -33,6 +33,7 @@
 #include "server/hash.h"
 #include "server/log.h"
 #include "server/loop.h"
+#include "server/metrics.h"
 #include "server/reassert.h"
 #include "server/redis_lock.h"
 #include "server/redis_node.h"
@@ -686,6 +687,7 @@ static void call_done(void *arg, const struct bk_res *r)
         int slot = -1;
         if (strncmp(why, "MOVED ", 6) == 0) {
             /* the slot is elsewhere now: there at once, and a new map soon */
+            metrics_add(M_CLUSTER_MOVED, 1);
             refresh_soon(rc);
             int to = redirect_target(rc, why, &slot);
             if (to >= 0 && k->slot == slot && ++k->tries <= RC_TRIES) {
@@ -701,6 +703,7 @@ static void call_done(void *arg, const struct bk_res *r)
         if (strncmp(why, "ASK ", 4) == 0) {
             /* the slot is migrating and this key already went: ask the
              * importing node, this once, behind ASKING */
+            metrics_add(M_CLUSTER_ASK, 1);
             int to = redirect_target(rc, why, &slot);
             if (to >= 0 && ++k->tries <= RC_TRIES) {
                 k->ask_shard = to;

@@ -1,6 +1,7 @@
 // bench/node/server.js - peer for bench/run.sh: the server a Node.js user
-// would write instead of lockd: the npm `redlock` package (v4, one Redis)
-// behind node's http module, with lockd's routes and answers:
+// would write instead of lockd: the npm `redlock` package (v4, one Redis:
+// REDIS_PORT, or a quorum over several: REDIS_PORTS=p1,p2,p3) behind node's
+// http module, with lockd's routes and answers:
 //   POST /locks/{name} {"ttl_ms","wait_ms"} -> 200 {"name","lease","fencing_token":null} + Lock-Lease
 //                                            409 {"error":"locked"}
 //   DELETE /locks/{name} + Lock-Lease       -> 200 {"name","released":true} / 404
@@ -13,8 +14,9 @@ const Redis = require('ioredis');
 const Redlock = require('redlock');
 
 const port = Number(process.env.PORT);
-const redis = new Redis(Number(process.env.REDIS_PORT), '127.0.0.1');
-const once = new Redlock([redis], { retryCount: 0, driftFactor: 0.01 });
+const redis = String(process.env.REDIS_PORTS || process.env.REDIS_PORT).split(',')
+  .map((p) => new Redis(Number(p), '127.0.0.1'));
+const once = new Redlock(redis, { retryCount: 0, driftFactor: 0.01 });
 const RETRY_DELAY = 200, RETRY_JITTER = 100; // redlock's defaults
 const waiting = new Map(); // retry count -> Redlock instance
 const held = new Map();    // lease -> Lock
@@ -24,7 +26,7 @@ function redlockFor(waitMs) {
   if (waitMs <= 0) return once;
   const n = Math.max(1, Math.ceil(waitMs / RETRY_DELAY));
   if (!waiting.has(n))
-    waiting.set(n, new Redlock([redis], { retryCount: n, retryDelay: RETRY_DELAY, retryJitter: RETRY_JITTER }));
+    waiting.set(n, new Redlock(redis, { retryCount: n, retryDelay: RETRY_DELAY, retryJitter: RETRY_JITTER }));
   return waiting.get(n);
 }
 

@@ -7,7 +7,8 @@
  * by a release through the other within 100 ms (sharded pub/sub, on every
  * primary); a slot resharded by hand (IMPORTING/MIGRATING, MIGRATE, SETSLOT
  * NODE) while one of its names is held and others are under load: no lock
- * lost, no second holder, tokens increasing, then MOVED followed; one
+ * lost, no second holder, tokens increasing, then MOVED followed, and the
+ * redirections counted in lockd_cluster_redirections_total; one
  * primary killed: its names 503, the others served, /readyz 503.
  */
 #include <pthread.h>
@@ -339,6 +340,20 @@ static void check_log(const struct th_lockd *l)
 
 /* ---- resharding a slot while one of its names is held ---- */
 
+/* lockd_cluster_redirections_total{kind="<kind>"} of l, -1 when absent. */
+static long long redirections(struct th_client *c, const struct th_lockd *l, const char *kind)
+{
+    char url[160], pat[96];
+    snprintf(url, sizeof(url), "%s/metrics", l->url);
+    snprintf(pat, sizeof(pat), "lockd_cluster_redirections_total{kind=\"%s\"} ", kind);
+    struct th_resp r;
+    th_http(c, "GET", url, NULL, NULL, &r);
+    const char *p = r.body != NULL ? strstr(r.body, pat) : NULL;
+    long long v = p != NULL ? atoll(p + strlen(pat)) : -1;
+    th_resp_free(&r);
+    return v;
+}
+
 static void t_reshard_held(void)
 {
     struct th_client *c = th_client_new();
@@ -408,6 +423,12 @@ static void t_reshard_held(void)
     CHECK(a != NULL);
     CHECK(moved > 0);
     CHECK_EQ_INT(owner_node(slot), dst);
+    /* lockd counted the redirections it followed (the source's ASKs went to them) */
+    long long ask = redirections(c, &L[0], "ask"), mv = redirections(c, &L[0], "moved");
+    long long ask1 = redirections(c, &L[1], "ask"), mv1 = redirections(c, &L[1], "moved");
+    printf("# lockd followed ASK %lld + %lld, MOVED %lld + %lld\n", ask, ask1, mv, mv1);
+    CHECK(mv >= 0 && mv1 >= 0);
+    CHECK(ask + ask1 > 0);
     /* the held lock moved with its slot: same holder, same token */
     CHECK_EQ_INT(req(c, &L[1], "POST", held, "{\"ttl_ms\":1000}", NULL, &r), 409);
     json_t *h = json_object_get(r.json, "holder");

@@ -5,7 +5,8 @@
  * is granted again, listing pages through held names in byte order, an
  * entry is sized to its name and owner, the longest of both included, and
  * what the contract adds: fence_floor, refused shared/limit requests, a bad
- * cursor, validity_ms. (The behaviour every backend shares is checked by
+ * cursor, validity_ms; a free name keeps its index only where it was read.
+ * (The behaviour every backend shares is checked by
  * tests/conformance.)
  * Includes backend_memory.c itself, so that the table's size can be read;
  * liblockd.a's copy is then not linked.
@@ -149,6 +150,57 @@ static void test_acquire_reuses_expired(void **state)
         assert_int_equal(acquire(m, name, 60000), i % 2 ? LK_OK : LK_LOCKED);
     }
     assert_int_equal(HASH_COUNT(m->locks), 200);
+    mem_free(m);
+}
+
+/* The index of a name outlives its entry only where someone read it: a
+ * released name nobody inspected leaves nothing behind (the benchmark's
+ * stream of unique names must not fill the table), one that was inspected,
+ * held or free, keeps its entry and index for keep_free_ms, and a name read
+ * while it had no entry shows a grant and release that came before the next
+ * read. The sweep frees kept entries whose time ran out. */
+static int64_t index_of(struct mem *m, const char *name)
+{
+    struct bk_req q = {.op = BK_INSPECT, .name = name};
+    return submit(m, &q).r.index;
+}
+
+static void test_index_kept_only_where_read(void **state)
+{
+    (void)state;
+    struct mem *m = mem_open();
+    assert_int_equal(m->keep_free_ms, KEEP_FREE_MS);
+    acquire_each(m, "unread", 100, 60000, LK_OK);
+    for (int i = 0; i < 100; i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "unread-%d", i);
+        assert_int_equal(release(m, name, 0), LK_OK);
+    }
+    assert_int_equal(HASH_COUNT(m->locks), 0);
+    assert_int_equal(HASH_COUNT(m->kept), 0);
+
+    assert_int_equal(acquire(m, "read-held", 60000), LK_OK);
+    int64_t held = index_of(m, "read-held");
+    assert_true(held > 0);
+    assert_int_equal(release(m, "read-held", 0), LK_OK);
+    int64_t freed = index_of(m, "read-held");
+    assert_true(freed > held);
+    assert_int_equal(HASH_COUNT(m->kept), 1);
+
+    assert_int_equal(index_of(m, "read-absent"), 0);
+    assert_int_equal(acquire(m, "read-absent", 60000), LK_OK);
+    assert_int_equal(release(m, "read-absent", 0), LK_OK);
+    assert_true(index_of(m, "read-absent") > freed);
+    assert_int_equal(HASH_COUNT(m->locks), 0);
+    assert_int_equal(HASH_COUNT(m->kept), 2);
+
+    m->keep_free_ms = 1; /* new keeps end at once; the sweep frees the old ones when theirs do */
+    struct mem_lock *l;
+    for (l = m->kept; l != NULL; l = l->hh.next)
+        l->keep_until_ms = lk_now_ms() - 1;
+    mem_sweep(m);
+    assert_int_equal(HASH_COUNT(m->kept), 0);
+    assert_int_equal(index_of(m, "read-held"), 0);
     mem_free(m);
 }
 
@@ -377,6 +429,7 @@ int main(void)
         cmocka_unit_test(test_sweep_drops_expired),
         cmocka_unit_test(test_acquire_reuses_expired),
         cmocka_unit_test(test_list_pages),
+        cmocka_unit_test(test_index_kept_only_where_read),
         cmocka_unit_test(test_entry_sized_to_its_strings),
         cmocka_unit_test(test_contract_extras),
     };
