@@ -690,6 +690,7 @@ static void sub_done(void *arg, const struct bk_res *r)
     case BK_INSPECT: inspect_eval(c); break;
     case BK_RENEW_MANY: batch_eval(c); break;
     case BK_LIST: list_eval(c); break;
+    case BK_ACQUIRE_MULTI: /* never sent: no BK_CAP_MULTI, the engine takes names one by one */
     case BK_OP_COUNT: break;
     }
     call_unref(c);
@@ -788,7 +789,8 @@ static enum lk_code rl_submit(void *state, struct lk_loop *lp, const struct bk_r
                               bk_done_fn done, void *arg)
 {
     struct rl *rl = state;
-    if (req->op == BK_ACQUIRE && (req->mode != BK_EXCLUSIVE || req->limit > 1)) {
+    if ((req->op == BK_ACQUIRE && (req->mode != BK_EXCLUSIVE || req->limit > 1)) ||
+        req->op == BK_ACQUIRE_MULTI) {
         struct bk_res r;
         bk_res_init(&r, LK_UNSUPPORTED); /* the engine refuses these first (caps) */
         done(arg, &r);

@@ -66,6 +66,7 @@ static const char *const bk_op_labels[BK_OP_COUNT] = {
     [BK_RELEASE] = "release", [BK_INSPECT] = "inspect",
     [BK_LIST] = "list",       [BK_RENEW_MANY] = "renew_many",
     [BK_PING] = "ping",       [BK_FORCE_RELEASE] = "force_release",
+    [BK_ACQUIRE_MULTI] = "acquire_multi",
 };
 
 void metrics_backend_observe(unsigned op, int64_t usec)
