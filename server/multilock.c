@@ -41,6 +41,7 @@ struct mlock {
     bool first;    /* the first try: queued waiters here come first */
     size_t next;   /* ordered path: the position in order being taken */
     size_t taken;  /* ordered path: names of order[0..taken) are held */
+    size_t undoing; /* ordered path: roll-back releases still out (+1 while sending) */
     bool has_session;
     int64_t ttl_ms;
     int64_t max_hold_ms;
@@ -73,14 +74,6 @@ static void ml_free(struct mlock *m)
     free(m->tokens);
     free(m->store);
     free(m);
-}
-
-/* Gives back names granted to nobody (compare-and-delete with the set's
- * lease); their waiters go once each is released. */
-static void give_back(struct mlock *m, const size_t *idx, size_t n, bool count)
-{
-    for (size_t i = 0; i < n; i++)
-        waiters_release_bg(m->e, m->lp, m->names[idx[i]], m->lease, 0, count);
 }
 
 static void give_back_all(struct mlock *m)
@@ -196,6 +189,21 @@ static void note_refusal(struct mlock *m, const struct bk_res *br, size_t blocke
 
 static void ordered_step(struct mlock *m);
 
+/* One name given back by a roll-back: its waiters may go. */
+static void undo_done(void *arg, const struct bk_res *br)
+{
+    struct mlock *m = arg;
+    (void)br;
+    if (--m->undoing == 0) {
+        /* wake each name's waiters only now, once all is back */
+        for (size_t i = 0; i < m->n; i++)
+            if (m->tokens[i] != 0)
+                waiters_kick(m->e, m->names[i]);
+        memset(m->tokens, 0, m->n * sizeof(*m->tokens));
+        ml_refused(m);
+    }
+}
+
 static void step_done(void *arg, const struct bk_res *br)
 {
     struct mlock *m = arg;
@@ -211,12 +219,20 @@ static void step_done(void *arg, const struct bk_res *br)
             ordered_step(m);
         return;
     }
-    /* Roll back: what was taken goes back before anyone waits, so no
-     * request ever holds a name while it waits for another. */
+    /* Roll back: what was taken goes back before anyone waits (and before
+     * the refusal is answered), so no request ever holds a name while it
+     * waits for another, and a refused set leaves nothing held. */
     note_refusal(m, br, idx);
-    give_back(m, m->order, m->taken, false);
+    if (m->taken == 0) {
+        ml_refused(m);
+        return;
+    }
+    m->undoing = m->taken + 1;
+    for (size_t i = 0; i < m->taken; i++)
+        engine_bk_release(m->e, m->lp, m->names[m->order[i]], m->lease, 0, false, undo_done, m);
     m->taken = 0;
-    ml_refused(m);
+    if (--m->undoing == 0)
+        ml_refused(m);
 }
 
 static void ordered_step(struct mlock *m)
@@ -276,6 +292,7 @@ static void ml_try(struct mlock *m)
         }
     }
     m->validity_ms = 0;
+    memset(m->tokens, 0, m->n * sizeof(*m->tokens));
     if (m->ordered || !(e->bk.ops->caps & BK_CAP_MULTI)) {
         m->ordered = true;
         m->next = m->taken = 0;
