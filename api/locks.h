@@ -20,8 +20,8 @@ struct eng_holder;
 bool check_query(struct req *r, const char *const *allowed, const char **lease, bool *conflict,
                  struct api_error *e);
 /* The lease from header, query or body: present ones must agree. */
-bool find_lease(struct req *r, const char *body_lease, const char *query_lease,
-                bool query_conflict, const char **out, struct api_error *e);
+bool find_lease(struct req *r, const char *body_lease, const char *query_lease, bool query_conflict,
+                const char **out, struct api_error *e);
 /* A holder as the API shows it (new reference). */
 json_t *holder_json(const struct eng_holder *h);
 /* Retry-After: ms rounded up to seconds, at least 1. */

@@ -41,8 +41,8 @@ static void multi_acquire_cb(void *arg, const struct eng_multi_result *res)
         json_object_set_new(o, "ttl_ms", json_integer(res->ttl_ms));
         json_object_set_new(o, "expires_at", json_string(expires));
         json_object_set_new(o, "session", res->session ? json_string(res->session) : json_null());
-        json_object_set_new(o, "owner", res->owner && res->owner[0] ? json_string(res->owner)
-                                                                      : json_null());
+        json_object_set_new(o, "owner",
+                            res->owner && res->owner[0] ? json_string(res->owner) : json_null());
         json_t *locks = json_array();
         for (size_t i = 0; i < res->n; i++) {
             json_t *one = json_object();
@@ -159,12 +159,11 @@ static void multi_set(struct req *r, enum parse_multi_kind kind)
         goto bad;
     char lease_copy[40];
     lk_strlcpy(lease_copy, lease, sizeof(lease_copy));
-    enum lk_code c =
-        kind == PM_RENEW
-            ? engine_multi_renew(http_engine(r), http_loop(r), pm.names, pm.nnames, lease_copy,
-                                 pm.ttl_ms, multi_set_cb, r)
-            : engine_multi_release(http_engine(r), http_loop(r), pm.names, pm.nnames,
-                                   lease_copy, multi_set_cb, r);
+    enum lk_code c = kind == PM_RENEW
+                         ? engine_multi_renew(http_engine(r), http_loop(r), pm.names, pm.nnames,
+                                              lease_copy, pm.ttl_ms, multi_set_cb, r)
+                         : engine_multi_release(http_engine(r), http_loop(r), pm.names, pm.nnames,
+                                                lease_copy, multi_set_cb, r);
     (void)c;
     json_decref(body); /* the engine copied the names */
     return;

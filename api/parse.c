@@ -108,8 +108,8 @@ static bool parse_names(json_t *o, struct parse_multi *out, struct api_error *e)
 json_t *parse_multi(const char *body, size_t len, const struct lk_config *cfg,
                     enum parse_multi_kind kind, struct parse_multi *out, struct api_error *e)
 {
-    static const char *const acquire_fields[] = {"names",   "ttl_ms", "wait_ms", "session",
-                                                 "owner",   "max_hold_ms", NULL};
+    static const char *const acquire_fields[] = {"names", "ttl_ms",      "wait_ms", "session",
+                                                 "owner", "max_hold_ms", NULL};
     static const char *const renew_fields[] = {"names", "lease", "ttl_ms", NULL};
     static const char *const release_fields[] = {"names", "lease", NULL};
     memset(out, 0, sizeof(*out));

@@ -663,9 +663,14 @@ static void mem_ping(struct mem *m, const struct bk_req *req, bk_done_fn done, v
 }
 
 static const mem_op_fn mem_op[BK_OP_COUNT] = {
-    [BK_ACQUIRE] = mem_acquire, [BK_RENEW] = mem_renew, [BK_RELEASE] = mem_release,
-    [BK_INSPECT] = mem_inspect, [BK_LIST] = mem_list,   [BK_RENEW_MANY] = mem_renew_many,
-    [BK_PING] = mem_ping,       [BK_FORCE_RELEASE] = mem_force_release,
+    [BK_ACQUIRE] = mem_acquire,
+    [BK_RENEW] = mem_renew,
+    [BK_RELEASE] = mem_release,
+    [BK_INSPECT] = mem_inspect,
+    [BK_LIST] = mem_list,
+    [BK_RENEW_MANY] = mem_renew_many,
+    [BK_PING] = mem_ping,
+    [BK_FORCE_RELEASE] = mem_force_release,
     [BK_ACQUIRE_MULTI] = mem_acquire_multi,
 };
 
@@ -708,8 +713,8 @@ static void mem_free(void *bk)
 
 static const struct backend_ops mem_ops = {
     .name = "memory",
-    .caps = BK_CAP_SHARED | BK_CAP_LIMIT | BK_CAP_FLOOR | BK_CAP_FORCE | BK_CAP_INDEX |
-            BK_CAP_MULTI,
+    .caps =
+        BK_CAP_SHARED | BK_CAP_LIMIT | BK_CAP_FLOOR | BK_CAP_FORCE | BK_CAP_INDEX | BK_CAP_MULTI,
     .attach = mem_attach,
     .detach = mem_detach,
     .submit = mem_submit,

@@ -81,7 +81,7 @@ enum rk {
     RK_PING,
     RK_UNDO,
     RK_GROUP,
-    RK_FENCE, /* fence_raise.lua, undo.lua: an integer, 1 = done on the lease's lock */
+    RK_FENCE,  /* fence_raise.lua, undo.lua: an integer, 1 = done on the lease's lock */
     RK_ASKING, /* Redis Cluster's ASKING before a command sent after an ASK redirection */
     RK_MULTI   /* acquire_set.lua: a multi-lock's names, all or none */
 };

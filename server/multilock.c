@@ -37,10 +37,10 @@ struct mlock {
     size_t *order;      /* indices of names, sorted by name (the ordered path) */
     int64_t *tokens;
     char *store;
-    bool ordered;  /* the backend cannot take this set in one call */
-    bool first;    /* the first try: queued waiters here come first */
-    size_t next;   /* ordered path: the position in order being taken */
-    size_t taken;  /* ordered path: names of order[0..taken) are held */
+    bool ordered;   /* the backend cannot take this set in one call */
+    bool first;     /* the first try: queued waiters here come first */
+    size_t next;    /* ordered path: the position in order being taken */
+    size_t taken;   /* ordered path: names of order[0..taken) are held */
     size_t undoing; /* ordered path: roll-back releases still out (+1 while sending) */
     bool has_session;
     int64_t ttl_ms;

@@ -943,7 +943,8 @@ enum wm_park waiters_multi_park(struct engine *e, struct eng_waiter *w, const ch
                                 const struct eng_holder *holder, enum lk_code *fail_code)
 {
     int64_t now = lk_now_ms();
-    int64_t expiry = now + (holder != NULL && holder->expires_in_ms > 0 ? holder->expires_in_ms : 0);
+    int64_t expiry =
+        now + (holder != NULL && holder->expires_in_ms > 0 ? holder->expires_in_ms : 0);
     enum wm_park out;
     struct eng_waiter *h = NULL;
     pthread_mutex_lock(&e->wmu);

@@ -240,8 +240,8 @@ static void *st_run(void *arg)
             } while (used[j]);
             used[j] = true;
             idx[i] = j;
-            n += (size_t)snprintf(body + n, sizeof(body) - n, "%s\"%s%d\"", i ? "," : "",
-                                  a->prefix, j);
+            n += (size_t)snprintf(body + n, sizeof(body) - n, "%s\"%s%d\"", i ? "," : "", a->prefix,
+                                  j);
         }
         char names[1024];
         snprintf(names, sizeof(names), "%.*s]}", (int)n, body);
@@ -366,8 +366,8 @@ static void renew_release(const struct th_lockd *l)
 {
     struct th_resp r;
     const char *set = "{\"names\":[\"rr-a\",\"rr-b\",\"rr-c\"]}";
-    th_http(cl, "POST", url(l, "/locks"), "{\"names\":[\"rr-a\",\"rr-b\",\"rr-c\"],\"ttl_ms\":5000}",
-            NULL, &r);
+    th_http(cl, "POST", url(l, "/locks"),
+            "{\"names\":[\"rr-a\",\"rr-b\",\"rr-c\"],\"ttl_ms\":5000}", NULL, &r);
     CHECK_EQ_INT(r.status, 200);
     char lease[40];
     snprintf(lease, sizeof(lease), "%s", th_jstr(&r, "lease"));
