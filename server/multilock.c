@@ -269,6 +269,8 @@ static void multi_done(void *arg, const struct bk_res *br)
         return;
     }
     note_refusal(m, br, br->blocked < m->n ? br->blocked : 0);
+    if (br->code == LK_OK) /* a grant without its tokens: never answered as one */
+        m->code = LK_INTERNAL;
     ml_refused(m);
 }
 
