@@ -104,7 +104,7 @@ static void ml_answer(struct mlock *m, enum lk_code code, bool holds)
     }
     r.retry_ms = m->retry_ms;
     r.waited_ms = m->w != NULL ? waiters_multi_waited(m->w) : 0;
-    if (code == LK_OK)
+    if (code == LK_OK && m->w != NULL) /* as a single waiter's grant */
         metrics_observe(H_ACQUIRE_WAIT, r.waited_ms * 1000);
     else
         metrics_add(code == LK_LOCKED ? M_ACQUIRE_LOCKED : M_ACQUIRE_ERROR, 1);

@@ -7,8 +7,8 @@
  * deadlock and never overlap (a register per name, shared by the clients);
  * on one Redis a set is one script call; renewing and releasing a set
  * names what was lost; members work alone through /locks/{name}; a
- * session's watchdog keeps members alive; bad input is 400 with nothing
- * held. Starts its own redis-server and lockd processes.
+ * session's watchdog keeps members alive; a waiting set whose client hangs
+ * up leaves its queue; bad input is 400 with nothing held. Starts its own redis-server and lockd processes.
  */
 #include <pthread.h>
 #include <signal.h>
@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "tests/lib/harness.h"
 
@@ -471,6 +472,71 @@ static void t_session_redis(void)
     session_set(&ra);
 }
 
+/* ---------------------------------------------------------------- hang-up */
+
+static int64_t waiters_of(const struct th_lockd *l, const char *name)
+{
+    struct th_resp r;
+    char path[300];
+    snprintf(path, sizeof(path), "/locks/%s", name);
+    th_http(cl, "GET", url(l, path), NULL, NULL, &r);
+    int64_t n = th_jint(&r, "waiters");
+    th_resp_free(&r);
+    return n;
+}
+
+/* A waiting set whose client hangs up leaves the queue it waits in, and is
+ * not granted when the name it waited for is released; a single waiter
+ * queued behind it gets that name. */
+static void hang_up(const struct th_lockd *l, const char *prefix)
+{
+    char a[64], b[64], lease[40];
+    snprintf(a, sizeof(a), "%sa", prefix);
+    snprintf(b, sizeof(b), "%sb", prefix);
+    CHECK_EQ_INT(one_acquire(l, b, "{\"ttl_ms\":30000}", lease), 200);
+    int fd = th_connect(l->port);
+    char body[256], rq[512];
+    snprintf(body, sizeof(body), "{\"names\":[\"%s\",\"%s\"],\"wait_ms\":10000}", a, b);
+    snprintf(rq, sizeof(rq), "POST /locks HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n%s",
+             strlen(body), body);
+    CHECK(write(fd, rq, strlen(rq)) == (ssize_t)strlen(rq));
+    int64_t end = th_now_ms() + 3000 * th_time_scale();
+    while (waiters_of(l, b) != 1 && th_now_ms() < end)
+        th_sleep_ms(10);
+    CHECK_EQ_INT(waiters_of(l, b), 1); /* queued behind the holder of b */
+    CHECK(!held(l, a));                /* holding nothing while it waits */
+    struct waiter_arg w = {.l = l, .body = NULL};
+    char path[128];
+    snprintf(path, sizeof(path), "{\"names\":[\"%s\"],\"wait_ms\":10000}", b);
+    w.body = path;
+    pthread_t th;
+    pthread_create(&th, NULL, waiter_run, &w);
+    end = th_now_ms() + 3000 * th_time_scale();
+    while (waiters_of(l, b) != 2 && th_now_ms() < end)
+        th_sleep_ms(10);
+    CHECK_EQ_INT(waiters_of(l, b), 2);
+    close(fd);
+    end = th_now_ms() + 3000 * th_time_scale();
+    while (waiters_of(l, b) != 1 && th_now_ms() < end)
+        th_sleep_ms(10);
+    CHECK_EQ_INT(waiters_of(l, b), 1); /* the hung-up set left */
+    CHECK_EQ_INT(one_release(l, b, lease), 200);
+    pthread_join(th, NULL);
+    CHECK_EQ_INT(w.status, 200); /* the next waiter got b, not the dead set */
+    CHECK(!held(l, a));
+    CHECK_EQ_INT(one_release(l, b, w.lease), 200);
+}
+
+static void t_hang_up_memory(void)
+{
+    hang_up(&mem, "hu-m-");
+}
+
+static void t_hang_up_redis(void)
+{
+    hang_up(&ra, "hu-r-");
+}
+
 /* ---------------------------------------------------------------- bad input */
 
 static void bad(const struct th_lockd *l, const char *method, const char *body, const char *err)
@@ -549,6 +615,8 @@ int main(void)
     RUN(t_session_memory);
     RUN(t_session_redis);
     RUN(t_bad_input);
+    RUN(t_hang_up_memory);
+    RUN(t_hang_up_redis);
     RUN(t_stress_memory);
     RUN(t_stress_redis_two_lockd);
     RUN(t_stress_redlock);
