@@ -8,7 +8,8 @@
  * on one Redis a set is one script call; renewing and releasing a set
  * names what was lost; members work alone through /locks/{name}; a
  * session's watchdog keeps members alive; a waiting set whose client hangs
- * up leaves its queue; bad input is 400 with nothing held. Starts its own redis-server and lockd processes.
+ * up leaves its queue; bad input is 400 with nothing held. Starts its own redis-server and lockd
+ * processes.
  */
 #include <pthread.h>
 #include <signal.h>
