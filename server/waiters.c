@@ -991,6 +991,8 @@ enum wm_park waiters_multi_park(struct engine *e, struct eng_waiter *w, const ch
     DL_APPEND(q->list, w);
     q->n++;
     w->q = q;
+    /* the name pokes carry (promote): the queue it waits in now */
+    lk_strlcpy(w->name, name, sizeof(w->name));
     e->nwaiters++;
     metrics_add(M_WAITERS, 1);
     w->kick_pending = false;
