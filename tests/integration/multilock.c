@@ -7,9 +7,10 @@
  * deadlock and never overlap (a register per name, shared by the clients);
  * on one Redis a set is one script call; renewing and releasing a set
  * names what was lost; members work alone through /locks/{name}; a
- * session's watchdog keeps members alive; a waiting set whose client hangs
- * up leaves its queue; bad input is 400 with nothing held. Starts its own redis-server and lockd
- * processes.
+ * session's watchdog keeps members alive; a set promoted to the head of a
+ * queue is granted at once; max_waiters bounds waiting sets; a waiting set
+ * whose client hangs up leaves its queue; bad input is 400 with nothing
+ * held. Starts its own redis-server and lockd processes.
  */
 #include <pthread.h>
 #include <signal.h>
@@ -549,6 +550,37 @@ static void t_promoted_redlock(void)
     promoted(&rlk, "pr-l-");
 }
 
+/* max_waiters bounds waiting sets too: with the one slot taken by a waiter,
+ * a waiting set is answered 409 at once, holding nothing. */
+static void t_max_waiters(void)
+{
+    struct th_lockd small;
+    const char *args[] = {"--backend", "memory", "--max_waiters", "1", NULL};
+    th_lockd_start(&small, args, NULL);
+    char lease[40];
+    CHECK_EQ_INT(one_acquire(&small, "mw-x", "{\"ttl_ms\":30000}", lease), 200);
+    struct waiter_arg w = {.l = &small, .body = "{\"names\":[\"mw-x\"],\"wait_ms\":10000}"};
+    pthread_t th;
+    pthread_create(&th, NULL, waiter_run, &w);
+    int64_t end = th_now_ms() + 3000 * th_time_scale();
+    while (waiters_of(&small, "mw-x") != 1 && th_now_ms() < end)
+        th_sleep_ms(10);
+    CHECK_EQ_INT(waiters_of(&small, "mw-x"), 1);
+    struct th_resp r;
+    int64_t t0 = th_now_ms();
+    th_http(cl, "POST", url(&small, "/locks"), "{\"names\":[\"mw-y\",\"mw-x\"],\"wait_ms\":10000}",
+            NULL, &r);
+    CHECK_EQ_INT(r.status, 409);
+    CHECK_STR(th_jstr(&r, "name"), "mw-x");
+    th_resp_free(&r);
+    CHECK(th_now_ms() - t0 < 2000 * th_time_scale()); /* at once, not after wait_ms */
+    CHECK(!held(&small, "mw-y"));
+    CHECK_EQ_INT(one_release(&small, "mw-x", lease), 200);
+    pthread_join(th, NULL);
+    CHECK_EQ_INT(w.status, 200);
+    th_lockd_kill(&small, SIGKILL);
+}
+
 /* ---------------------------------------------------------------- hang-up */
 
 /* A waiting set whose client hangs up leaves the queue it waits in, and is
@@ -684,6 +716,7 @@ int main(void)
     RUN(t_promoted_memory);
     RUN(t_promoted_redis);
     RUN(t_promoted_redlock);
+    RUN(t_max_waiters);
     RUN(t_hang_up_memory);
     RUN(t_hang_up_redis);
     RUN(t_stress_memory);
