@@ -11,6 +11,7 @@
 #include "api/http.h"
 #include "api/json_in.h"
 #include "api/json_out.h"
+#include "api/locks.h"
 #include "api/parse.h"
 #include "api/router.h"
 #include "config/config.h"
@@ -48,7 +49,7 @@ static bool query_field(void *arg, const char *k, const char *v)
 }
 
 /* Checks query parameter names; collects ?lease= values. */
-static bool check_query(struct req *r, const char *const *allowed, const char **lease,
+bool check_query(struct req *r, const char *const *allowed, const char **lease,
                         bool *conflict, struct api_error *e)
 {
     struct qcheck q = {allowed, e, true, NULL, false};
@@ -61,7 +62,7 @@ static bool check_query(struct req *r, const char *const *allowed, const char **
 }
 
 /* The lease from header, query or body: present ones must agree. */
-static bool find_lease(struct req *r, const char *body_lease, const char *query_lease,
+bool find_lease(struct req *r, const char *body_lease, const char *query_lease,
                        bool query_conflict, const char **out, struct api_error *e)
 {
     /* Two Lock-Lease headers that differ are as ambiguous as a header and a
@@ -77,7 +78,7 @@ static json_t *owner_json(const char *owner)
     return owner != NULL && owner[0] != '\0' ? json_string(owner) : json_null();
 }
 
-static json_t *holder_json(const struct eng_holder *h)
+json_t *holder_json(const struct eng_holder *h)
 {
     json_t *o = json_object();
     if (h->lock_delay) {
@@ -93,7 +94,7 @@ static json_t *holder_json(const struct eng_holder *h)
     return o;
 }
 
-static void retry_after(struct req *r, int64_t ms)
+void retry_after(struct req *r, int64_t ms)
 {
     char buf[24];
     int64_t s = ms > 0 ? (ms + 999) / 1000 : 1;

@@ -72,6 +72,78 @@ bad:
     return NULL;
 }
 
+/* The "names" of a multi-lock: an array of 1..PARSE_MULTI_MAX distinct names. */
+static bool parse_names(json_t *o, struct parse_multi *out, struct api_error *e)
+{
+    json_t *arr = json_object_get(o, "names");
+    size_t n = json_is_array(arr) ? json_array_size(arr) : 0;
+    if (n == 0 || n > PARSE_MULTI_MAX) {
+        api_error_set(e, LK_INVALID, "field 'names' must be an array of 1 to %d lock names",
+                      PARSE_MULTI_MAX);
+        return false;
+    }
+    for (size_t i = 0; i < n; i++) {
+        json_t *v = json_array_get(arr, i);
+        const char *name = json_is_string(v) ? json_string_value(v) : NULL;
+        if (name == NULL || !lk_name_valid(name, json_string_length(v))) {
+            api_error_set(e, LK_INVALID_NAME,
+                          "names[%zu] is not a lock name: lock names are 1 to 255 bytes of "
+                          "A-Z a-z 0-9 . _ : -",
+                          i);
+            return false;
+        }
+        for (size_t j = 0; j < i; j++) {
+            if (strcmp(out->names[j], name) == 0) {
+                api_error_set(e, LK_INVALID, "field 'names' repeats '%s' (names[%zu] and [%zu])",
+                              name, j, i);
+                return false;
+            }
+        }
+        out->names[i] = name;
+    }
+    out->nnames = n;
+    return true;
+}
+
+json_t *parse_multi(const char *body, size_t len, const struct lk_config *cfg,
+                    enum parse_multi_kind kind, struct parse_multi *out, struct api_error *e)
+{
+    static const char *const acquire_fields[] = {"names", "ttl_ms",      "wait_ms", "session",
+                                                 "owner", "max_hold_ms", NULL};
+    static const char *const renew_fields[] = {"names", "lease", "ttl_ms", NULL};
+    static const char *const release_fields[] = {"names", "lease", NULL};
+    memset(out, 0, sizeof(*out));
+    out->ttl_ms = kind == PM_ACQUIRE ? cfg->default_ttl_ms : 0;
+    out->owner = "";
+    out->max_hold_ms = -1;
+    const char *const *fields = kind == PM_ACQUIRE ? acquire_fields
+                                : kind == PM_RENEW ? renew_fields
+                                                   : release_fields;
+    json_t *o = json_in_parse(body, len, e);
+    if (o == NULL || !json_in_only(o, fields, e) || !parse_names(o, out, e))
+        goto bad;
+    if (kind == PM_ACQUIRE) {
+        if (!json_in_int(o, "ttl_ms", 100, cfg->max_ttl_ms, &out->ttl_ms, e) ||
+            !json_in_int(o, "wait_ms", 0, cfg->max_wait_ms, &out->wait_ms, e) ||
+            !json_in_str(o, "session", PARSE_SESSION_MAX, &out->session, e) ||
+            !json_in_str(o, "owner", 128, &out->owner, e) ||
+            !json_in_int(o, "max_hold_ms", 0, 30LL * 86400000, &out->max_hold_ms, e))
+            goto bad;
+        if (out->session == NULL && out->max_hold_ms >= 0) {
+            api_error_set(e, LK_INVALID, "field 'max_hold_ms' needs 'session'");
+            goto bad;
+        }
+        return o;
+    }
+    if (!json_in_str(o, "lease", 64, &out->lease, e) ||
+        (kind == PM_RENEW && !parse_renew_ttl(o, cfg, &out->ttl_ms, e)))
+        goto bad;
+    return o;
+bad:
+    json_decref(o);
+    return NULL;
+}
+
 json_t *parse_lease_body(const char *body, size_t len, bool renew, const char **lease,
                          struct api_error *e)
 {

@@ -52,6 +52,27 @@ bool parse_renew_ttl(json_t *body, const struct lk_config *cfg, int64_t *ttl_ms,
 bool parse_lease_pick(const char *hdr, const char *query, bool query_conflict, const char *body,
                       const char **out, struct api_error *e);
 
+/* POST, PUT and DELETE /locks: a multi-lock (DESIGN.md §2 "Multi-lock").
+ * names: 1..PARSE_MULTI_MAX distinct lock names (400 invalid_field for an
+ * empty list, too many or a repeat; 400 invalid_name for a bad name). The
+ * acquire takes ttl_ms, wait_ms, session, owner, max_hold_ms; the renew
+ * lease and ttl_ms; the release lease. Strings are borrowed from the
+ * returned object (new reference), or NULL with e set. */
+#define PARSE_MULTI_MAX 64
+enum parse_multi_kind { PM_ACQUIRE, PM_RENEW, PM_RELEASE };
+struct parse_multi {
+    const char *names[PARSE_MULTI_MAX];
+    size_t nnames;
+    int64_t ttl_ms;      /* acquire: default_ttl_ms; renew: 0 = the ttl last given */
+    int64_t wait_ms;     /* acquire */
+    const char *session; /* acquire: NULL = none */
+    const char *owner;   /* acquire */
+    int64_t max_hold_ms; /* acquire: -1 = not given */
+    const char *lease;   /* renew, release: the body's, NULL if absent */
+};
+json_t *parse_multi(const char *body, size_t len, const struct lk_config *cfg,
+                    enum parse_multi_kind kind, struct parse_multi *out, struct api_error *e);
+
 /* POST /sessions. owner is borrowed from the returned object (new reference). */
 struct parse_session {
     int64_t ttl_ms;

@@ -37,12 +37,15 @@ const struct route *router_match(const char *method, const char *path, const cha
                                  enum lk_code *why, char *allow, size_t allowlen,
                                  const char **label);
 
-/* Handlers (api/locks.c, api/sessions.c, api/ops.c). */
+/* Handlers (api/locks.c, api/multilock.c, api/sessions.c, api/ops.c). */
 void locks_acquire(struct req *r);
 void locks_renew(struct req *r);
 void locks_release(struct req *r);
 void locks_inspect(struct req *r);
 void locks_list(struct req *r);
+void locks_multi_acquire(struct req *r); /* api/multilock.c */
+void locks_multi_renew(struct req *r);
+void locks_multi_release(struct req *r);
 void sessions_create(struct req *r);
 void sessions_heartbeat(struct req *r);
 void sessions_get(struct req *r);

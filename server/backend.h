@@ -43,6 +43,15 @@ enum bk_op {
      * fencing_token = the highest token released, or LK_NOT_HELD. Wakes
      * waiters of other lockd processes as a release does. */
     BK_FORCE_RELEASE,
+    /* A multi-lock (BK_CAP_MULTI): names[0..nnames) all granted under one
+     * lease (exclusive, limit 1) or none, in one step that nobody sees half
+     * done. LK_OK with tokens[i] for names[i]; else the code a BK_ACQUIRE of
+     * names[blocked] would answer (LK_LOCKED with its holder or lock-delay,
+     * LK_LIMIT_MISMATCH) and nothing held. A backend that can do it for
+     * some sets only (a Redis Cluster: names of one slot) answers
+     * LK_UNSUPPORTED for the others; the engine then takes the names one by
+     * one (server/multilock.c). */
+    BK_ACQUIRE_MULTI,
     BK_OP_COUNT
 };
 
@@ -55,6 +64,7 @@ enum bk_mode { BK_EXCLUSIVE = 0, BK_SHARED = 1 };
 #define BK_CAP_FLOOR 0x4u  /* fence_floor honoured */
 #define BK_CAP_FORCE 0x8u  /* BK_FORCE_RELEASE */
 #define BK_CAP_INDEX 0x10u /* bk_res.index and bk_entry.index (watching) */
+#define BK_CAP_MULTI 0x20u /* BK_ACQUIRE_MULTI */
 
 struct bk_renew_item {
     const char *name;
@@ -116,6 +126,10 @@ struct bk_req {
     /* RENEW_MANY: the caller owns items until done runs */
     struct bk_renew_item *items;
     size_t nitems;
+    /* ACQUIRE_MULTI (with lease, owner, ttl_ms, session_bound, wait): 1 to
+     * 64 distinct names, owned by the caller until done runs */
+    const char *const *names;
+    size_t nnames;
 };
 
 struct bk_holder {
@@ -176,6 +190,10 @@ struct bk_res {
     size_t nitems;
     const struct bk_node_result *nodes;
     size_t nnodes;
+    /* ACQUIRE_MULTI: OK: the token of each name, in the request's order;
+     * refused: blocked is the index of the name the other fields describe */
+    const int64_t *tokens;
+    size_t blocked;
     /* LK_BACKEND_DOWN because Redis answered an error: its text, else NULL
      * (the cluster router follows MOVED, ASK, TRYAGAIN and CLUSTERDOWN).
      * LK_UNSUPPORTED: why, backend_ops.refusal's sentence, or NULL. */

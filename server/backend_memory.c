@@ -369,35 +369,28 @@ static void mem_detach(void *bk, struct lk_loop *lp)
  * the request and answering through done. */
 typedef void (*mem_op_fn)(struct mem *m, const struct bk_req *req, bk_done_fn done, void *arg);
 
-static void mem_acquire(struct mem *m, const struct bk_req *req, bk_done_fn done, void *arg)
+/* Under mu: gives name to req when its mode and limit allow (the entry is
+ * created for a free name), else fills r's refusal. The holder, or NULL. */
+static struct mem_holder *take(struct mem *m, const char *name, const struct bk_req *req,
+                               int64_t now, struct bk_holder *h, struct bk_res *r)
 {
-    struct bk_res r;
-    struct bk_holder h;
-    bk_res_init(&r, LK_OK);
-    if (req->limit < 1) {
-        r.code = LK_INVALID;
-        done(arg, &r);
-        return;
-    }
-    int64_t now = lk_now_ms();
-    size_t len = strlen(req->name);
+    size_t len = strlen(name);
     unsigned hv; /* hashed once for the lookup and, when new, the insert */
-    HASH_VALUE(req->name, len, hv);
-    pthread_mutex_lock(&m->mu);
-    struct mem_lock *l = find_live(m, req->name, len, hv, now);
-    if (l == NULL && (l = find_kept(m, req->name, len, hv, now)) != NULL)
+    HASH_VALUE(name, len, hv);
+    struct mem_lock *l = find_live(m, name, len, hv, now);
+    if (l == NULL && (l = find_kept(m, name, len, hv, now)) != NULL)
         move(&m->kept, &m->locks, l); /* a free entry kept for its index: live again */
     struct mem_holder *mh = NULL;
     if (l == NULL) {
         l = lk_malloc(sizeof(*l) + len + 1);
         memset(l, 0, sizeof(*l));
-        memcpy(l->name, req->name, len + 1);
+        memcpy(l->name, name, len + 1);
         HASH_ADD_BYHASHVALUE(hh, m->locks, name[0], len, hv, l);
         l->h = &l->one;
         l->cap = 1;
         l->limit = req->limit;
         mh = &l->h[l->n++];
-    } else if (admits(l, req, now, &h, &r)) {
+    } else if (admits(l, req, now, h, r)) {
         if (l->n == l->cap) {
             uint32_t cap = l->cap * 2;
             struct mem_holder *nh = lk_malloc(cap * sizeof(*nh));
@@ -412,6 +405,24 @@ static void mem_acquire(struct mem *m, const struct bk_req *req, bk_done_fn done
     if (mh != NULL) {
         holder_set(m, mh, req, now);
         bump(m, l, now);
+    }
+    return mh;
+}
+
+static void mem_acquire(struct mem *m, const struct bk_req *req, bk_done_fn done, void *arg)
+{
+    struct bk_res r;
+    struct bk_holder h;
+    bk_res_init(&r, LK_OK);
+    if (req->limit < 1) {
+        r.code = LK_INVALID;
+        done(arg, &r);
+        return;
+    }
+    int64_t now = lk_now_ms();
+    pthread_mutex_lock(&m->mu);
+    struct mem_holder *mh = take(m, req->name, req, now, &h, &r);
+    if (mh != NULL) {
         r.fencing_token = mh->token;
         r.ttl_ms = mh->ttl_ms;
         r.validity_ms = mh->ttl_ms; /* one process, one clock: no drift to subtract */
@@ -419,6 +430,43 @@ static void mem_acquire(struct mem *m, const struct bk_req *req, bk_done_fn done
     }
     pthread_mutex_unlock(&m->mu);
     done(arg, &r);
+}
+
+/* A multi-lock: every name is looked at before any is taken, under one hold
+ * of mu, so the set is granted whole or not at all and nobody sees it half
+ * taken (server/multilock.c). */
+static void mem_acquire_multi(struct mem *m, const struct bk_req *req, bk_done_fn done, void *arg)
+{
+    struct bk_res r;
+    struct bk_holder h;
+    bk_res_init(&r, LK_OK);
+    if (req->nnames == 0 || req->limit != 1 || req->mode != BK_EXCLUSIVE) {
+        r.code = LK_INVALID;
+        done(arg, &r);
+        return;
+    }
+    int64_t *tokens = lk_malloc(req->nnames * sizeof(*tokens));
+    int64_t now = lk_now_ms();
+    pthread_mutex_lock(&m->mu);
+    for (size_t i = 0; i < req->nnames; i++) {
+        struct mem_lock *l = find(m, req->names[i], now);
+        if (l != NULL && !admits(l, req, now, &h, &r)) {
+            r.blocked = i;
+            goto out;
+        }
+    }
+    for (size_t i = 0; i < req->nnames; i++) {
+        /* all admitted above, and nothing changed since: each is granted */
+        struct mem_holder *mh = take(m, req->names[i], req, now, &h, &r);
+        tokens[i] = mh != NULL ? mh->token : 0;
+    }
+    r.tokens = tokens;
+    r.ttl_ms = req->ttl_ms;
+    r.validity_ms = req->ttl_ms;
+out:
+    pthread_mutex_unlock(&m->mu);
+    done(arg, &r);
+    free(tokens);
 }
 
 /* Owner check shared by renew, release and renew_many: compare the lease
@@ -721,9 +769,15 @@ static void mem_ping(struct mem *m, const struct bk_req *req, bk_done_fn done, v
 }
 
 static const mem_op_fn mem_op[BK_OP_COUNT] = {
-    [BK_ACQUIRE] = mem_acquire, [BK_RENEW] = mem_renew, [BK_RELEASE] = mem_release,
-    [BK_INSPECT] = mem_inspect, [BK_LIST] = mem_list,   [BK_RENEW_MANY] = mem_renew_many,
-    [BK_PING] = mem_ping,       [BK_FORCE_RELEASE] = mem_force_release,
+    [BK_ACQUIRE] = mem_acquire,
+    [BK_RENEW] = mem_renew,
+    [BK_RELEASE] = mem_release,
+    [BK_INSPECT] = mem_inspect,
+    [BK_LIST] = mem_list,
+    [BK_RENEW_MANY] = mem_renew_many,
+    [BK_PING] = mem_ping,
+    [BK_FORCE_RELEASE] = mem_force_release,
+    [BK_ACQUIRE_MULTI] = mem_acquire_multi,
 };
 
 static enum lk_code mem_submit(void *bk, struct lk_loop *lp, const struct bk_req *req,
@@ -773,7 +827,8 @@ static void mem_free(void *bk)
 static const struct backend_ops mem_ops = {
     .name = "memory",
     .caps =
-        BK_CAP_SHARED | BK_CAP_LIMIT | BK_CAP_FLOOR | BK_CAP_FORCE | BK_CAP_INDEX | BK_CAP_GROUP,
+        BK_CAP_SHARED | BK_CAP_LIMIT | BK_CAP_FLOOR | BK_CAP_FORCE | BK_CAP_INDEX | BK_CAP_GROUP |
+            BK_CAP_MULTI,
     .attach = mem_attach,
     .detach = mem_detach,
     .submit = mem_submit,

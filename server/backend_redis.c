@@ -47,6 +47,7 @@ extern const char lk_lua_undo[];
 extern const char lk_lua_acquire_shared[];
 extern const char lk_lua_force_release[];
 extern const char lk_lua_reassert[];
+extern const char lk_lua_acquire_set[];
 
 #define RB_MAX_LOOPS 256 /* loop_index() values we accept */
 #define RB_BATCH 200     /* leases per renew_many EVALSHA */
@@ -65,6 +66,7 @@ enum {
     SC_ACQUIRE_SHARED,
     SC_FORCE_RELEASE,
     SC_REASSERT,
+    SC_ACQUIRE_SET,
     SC_COUNT
 };
 
@@ -80,8 +82,9 @@ enum rk {
     RK_PING,
     RK_UNDO,
     RK_GROUP,
-    RK_FENCE, /* fence_raise.lua, undo.lua: an integer, 1 = done on the lease's lock */
-    RK_ASKING /* Redis Cluster's ASKING before a command sent after an ASK redirection */
+    RK_FENCE,  /* fence_raise.lua, undo.lua: an integer, 1 = done on the lease's lock */
+    RK_ASKING, /* Redis Cluster's ASKING before a command sent after an ASK redirection */
+    RK_MULTI   /* acquire_set.lua: a multi-lock's names, all or none */
 };
 
 struct rb {
@@ -247,7 +250,7 @@ static void cmd_answer_down(struct rcmd *cmd)
     /* Held back (or lost) while the node is re-asserted after a restart:
      * the client is told to come back, not that Redis is down. */
     int64_t retry = 0;
-    bool grant = cmd->kind == RK_ACQUIRE || cmd->kind == RK_PING;
+    bool grant = cmd->kind == RK_ACQUIRE || cmd->kind == RK_MULTI || cmd->kind == RK_PING;
     if (ra_gate(cmd->bk->ra, grant, &retry) != LK_OK) {
         r.code = LK_BACKEND_RECOVERING;
         r.delay_ms = retry;
@@ -495,6 +498,62 @@ static void handle_acquire(struct rcmd *cmd, const redisReply *r)
     }
 }
 
+static void multi_undo(struct rcmd *cmd);
+
+/* acquire_set.lua's reply: the tokens (strings) of a grant, or {i, refusal
+ * of the i-th name as acquire.lua answers it}. */
+static void handle_multi(struct rcmd *cmd, const redisReply *r)
+{
+    size_t n = cmd->count;
+    if (!is_array(r, 1))
+        return;
+    if (r->element[0]->type == REDIS_REPLY_STRING) {
+        int64_t *tokens = lk_malloc(n * sizeof(*tokens));
+        bool ok = r->elements == n;
+        for (size_t i = 0; ok && i < n; i++)
+            ok = rtoken(r->element[i], &tokens[i]);
+        if (cmd->answered || !ok) {
+            /* nobody will use this grant (the caller got 503 already, or
+             * the answer is not tokens): give every name back now */
+            multi_undo(cmd);
+            cmd_answer_down(cmd);
+            free(tokens);
+            return;
+        }
+        struct bk_res out;
+        grant_res(cmd, tokens[0], &out);
+        out.tokens = tokens;
+        cmd_answer(cmd, &out);
+        free(tokens);
+        return;
+    }
+    if (cmd->answered || r->element[0]->type != REDIS_REPLY_INTEGER || r->elements < 2)
+        return;
+    /* the refusal as handle_acquire decodes it, shifted by one */
+    struct bk_res out;
+    struct bk_holder h;
+    bk_res_init(&out, LK_OK);
+    int64_t i = r->element[0]->integer;
+    out.blocked = i >= 1 && (size_t)i <= n ? (size_t)(i - 1) : 0;
+    int64_t st = rint64(r->element[1]);
+    size_t k = r->elements - 1;
+    if (st == 0 && k >= 5) {
+        out.code = LK_LOCKED;
+        holder_from_mode(r->element + 2, k >= 6, &h);
+        out.holders = &h;
+        out.nholders = 1;
+        cmd_answer(cmd, &out);
+    } else if (st == 2 && k >= 2) {
+        out.code = LK_LOCKED;
+        out.delay_ms = delay_left(r->element[2]);
+        cmd_answer(cmd, &out);
+    } else if (st == 3 && k >= 2) {
+        out.code = LK_LIMIT_MISMATCH;
+        out.limit = rint64(r->element[2]);
+        cmd_answer(cmd, &out);
+    }
+}
+
 static void handle_renew_release(struct rcmd *cmd, const redisReply *r)
 {
     struct bk_res out;
@@ -654,10 +713,11 @@ static void cmd_handle(struct rcmd *cmd, const redisReply *r)
 {
     if (r == NULL || (r->type == REDIS_REPLY_ERROR && cmd->kind != RK_PING))
         return;
-    if (cmd->answered && cmd->kind != RK_ACQUIRE)
+    if (cmd->answered && cmd->kind != RK_ACQUIRE && cmd->kind != RK_MULTI)
         return;
     switch (cmd->kind) {
     case RK_ACQUIRE: handle_acquire(cmd, r); break;
+    case RK_MULTI: handle_multi(cmd, r); break;
     case RK_RENEW:
     case RK_RELEASE: handle_renew_release(cmd, r); break;
     case RK_INSPECT: handle_inspect(cmd, r); break;
@@ -770,7 +830,8 @@ static bool rcmd_may_send(struct rn_cmd *nc)
     struct rcmd *cmd = (struct rcmd *)nc;
     int64_t retry;
     switch (cmd->kind) {
-    case RK_ACQUIRE: return ra_gate(cmd->bk->ra, true, &retry) == LK_OK;
+    case RK_ACQUIRE:
+    case RK_MULTI: return ra_gate(cmd->bk->ra, true, &retry) == LK_OK;
     case RK_GROUP:
         return ra_gate(cmd->bk->ra, nc->script == &cmd->bk->scripts[SC_ACQUIRE_MANY], &retry) ==
                LK_OK;
@@ -816,6 +877,29 @@ static void cmd_undo(struct rcmd *acq)
     rargs_append(&b, " -", 2);
     rn_cmd_take_args(&u->nc, &b);
     (void)cmd_submit(u, -1);
+}
+
+/* Gives back every name a multi-lock's script granted (release.lua with its
+ * lease, name by name: compare-and-delete). cmd->undo holds
+ * "<lease>\0<name>\0<name>\0..." (rb_acquire_multi). */
+static void multi_undo(struct rcmd *cmd)
+{
+    struct rb *bk = cmd->bk;
+    const char *lease = cmd->undo;
+    const char *name = lease + strlen(lease) + 1;
+    for (size_t i = 0; i < cmd->count; i++, name += strlen(name) + 1) {
+        struct rcmd *u = cmd_new(bk, cmd->nc.conn, RK_UNDO, SC_RELEASE, 0);
+        u->answered = true;
+        struct rargs b = {0};
+        rargs_str(&b, "1");
+        argb_key(&b, bk, name, "");
+        rargs_str(&b, lease);
+        rargs_str(&b, "0");
+        argb_channel(&b, bk, name);
+        rargs_append(&b, " -", 2);
+        rn_cmd_take_args(&u->nc, &b);
+        (void)cmd_submit(u, -1);
+    }
 }
 
 /* ---------------------------------------------------------------- groups
@@ -1062,6 +1146,63 @@ static enum lk_code rb_acquire_shared(struct rb *bk, struct rn_conn *c, const st
     return cmd_submit(cmd, -1);
 }
 
+/* A multi-lock: acquire_set.lua, one call for the whole set (never
+ * grouped). With redis_wait_replicas, or names of more than one slot on a
+ * cluster primary, LK_UNSUPPORTED: the engine takes the names one by one
+ * (each then waits for its replicas). Its members are not in the grants
+ * table, which keeps one name per lease: a Redis that restarts empty loses
+ * them, as it loses shared holds. */
+static enum lk_code rb_acquire_multi(struct rb *bk, struct rn_conn *c, const struct bk_req *a,
+                                     bk_done_fn done, void *arg)
+{
+    struct bk_res r;
+    bool unsupported = bk->wait_replicas > 0 || a->nnames == 0;
+    int slot = -1;
+    for (size_t i = 0; bk->cluster && !unsupported && i < a->nnames; i++) {
+        int s = redis_key_slot(a->names[i], strlen(a->names[i]));
+        unsupported = slot >= 0 && s != slot;
+        slot = s;
+    }
+    if (unsupported) {
+        bk_res_init(&r, LK_UNSUPPORTED);
+        done(arg, &r);
+        return LK_OK;
+    }
+    size_t ll = strlen(a->lease), extra = ll + 1;
+    for (size_t i = 0; i < a->nnames; i++)
+        extra += strlen(a->names[i]) + 1;
+    struct rcmd *cmd = op_new(bk, c, RK_MULTI, SC_ACQUIRE_SET, extra, done, arg);
+    char *p = cmd->undo; /* our own copy: an undo may come late */
+    memcpy(p, a->lease, ll + 1);
+    p += ll + 1;
+    for (size_t i = 0; i < a->nnames; i++) {
+        size_t nl = strlen(a->names[i]) + 1;
+        memcpy(p, a->names[i], nl);
+        p += nl;
+    }
+    cmd->count = a->nnames;
+    cmd->ttl_ms = a->ttl_ms;
+    struct rargs b = {0};
+    char ttl[24];
+    size_t tl = lk_itoa(a->ttl_ms, ttl);
+    rargs_int(&b, (int64_t)(2 * a->nnames));
+    for (size_t i = 0; i < a->nnames; i++) {
+        argb_key(&b, bk, a->names[i], "");
+        argb_key(&b, bk, a->names[i], ":fence");
+    }
+    rargs_put(&b, a->wait ? "1" : "0", 1); /* '<w><lease>', '<sb> <ttl_ms> <owner>' */
+    rargs_append(&b, a->lease, ll);
+    rargs_put(&b, a->session_bound ? "1 " : "0 ", 2);
+    rargs_append(&b, ttl, tl);
+    rargs_append(&b, " ", 1);
+    if (a->owner)
+        rargs_append(&b, a->owner, strlen(a->owner));
+    rargs_put(&b, ttl, tl);
+    rargs_int(&b, lk_wall_us());
+    rn_cmd_take_args(&cmd->nc, &b);
+    return cmd_submit(cmd, -1);
+}
+
 static enum lk_code rb_renew(struct rb *bk, struct rn_conn *c, const struct bk_req *req,
                              bk_done_fn done, void *arg)
 {
@@ -1280,11 +1421,11 @@ static bool refused(struct rb *bk, const struct bk_req *req, bk_done_fn done, vo
         return false;
     struct bk_res r;
     int64_t retry = 0;
-    bool grant = req->op == BK_ACQUIRE || req->op == BK_PING;
+    bool grant = req->op == BK_ACQUIRE || req->op == BK_ACQUIRE_MULTI || req->op == BK_PING;
     if (ra_gate(bk->ra, grant, &retry) != LK_OK) {
         bk_res_init(&r, LK_BACKEND_RECOVERING);
         r.delay_ms = retry;
-    } else if (req->op == BK_ACQUIRE && glog_full(bk->log)) {
+    } else if ((req->op == BK_ACQUIRE || req->op == BK_ACQUIRE_MULTI) && glog_full(bk->log)) {
         static int64_t said_ms; /* one line a minute: a rough guard, any thread */
         int64_t now = lk_now_ms();
         if (now - __atomic_load_n(&said_ms, __ATOMIC_RELAXED) > 60000) {
@@ -1330,6 +1471,7 @@ static enum lk_code rb_submit(void *state, struct lk_loop *lp, const struct bk_r
         return rb_renew_many(bk, c, req, done, arg);
     case BK_PING: return rb_ping(bk, c, done, arg);
     case BK_FORCE_RELEASE: return rb_force_release(bk, c, req, done, arg);
+    case BK_ACQUIRE_MULTI: return rb_acquire_multi(bk, c, req, done, arg);
     case BK_OP_COUNT: break;
     }
     bk_res_init(&r, LK_UNSUPPORTED);
@@ -1392,7 +1534,7 @@ static void rb_free(void *state)
 static const struct backend_ops rb_ops = {
     .name = "redis",
     .caps = BK_CAP_SHARED | BK_CAP_LIMIT | BK_CAP_FLOOR | BK_CAP_FORCE | BK_CAP_INDEX |
-            BK_CAP_GROUP, /* floor: exclusive */
+            BK_CAP_MULTI | BK_CAP_GROUP, /* floor: exclusive */
     .attach = rb_attach,
     .detach = rb_detach,
     .submit = rb_submit,
@@ -1496,6 +1638,7 @@ enum lk_code redis_lock_open_cluster(const struct redis_url *url, const struct l
         [SC_ACQUIRE_SHARED] = {"acquire_shared", lk_lua_acquire_shared},
         [SC_FORCE_RELEASE] = {"force_release", lk_lua_force_release},
         [SC_REASSERT] = {"reassert", lk_lua_reassert},
+        [SC_ACQUIRE_SET] = {"acquire_set", lk_lua_acquire_set},
     };
     for (int i = 0; i < SC_COUNT; i++) {
         char *body = fill_retention(src[i].body, cfg->fence_retention_ms);

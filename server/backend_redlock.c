@@ -860,7 +860,7 @@ static void list_answer(struct rl_call *c)
         snprintf(cur, sizeof(cur), "%d.%s", node, s->next_cursor);
         r.next_cursor = cur;
     } else if (node + 1 < walk_nodes(c->rl)) {
-        snprintf(cur, sizeof(cur), "%d.0", node + 1);
+        snprintf(cur, sizeof(cur), "%d.", node + 1); /* its start */
         r.next_cursor = cur;
     }
     call_answer(c, &r);
@@ -909,7 +909,7 @@ static void list_eval(struct rl_call *c)
         int next = c->list_node + 1;
         c->list_node = next;
         free(c->cursor);
-        c->cursor = lk_strdup("0");
+        c->cursor = lk_strdup(""); /* a node's start (its lock layer's cursors are signed) */
         c->req.cursor = c->cursor;
         c->sub[next].done = false;
         c->pending++;
@@ -1007,6 +1007,7 @@ static void sub_done(void *arg, const struct bk_res *r)
     case BK_INSPECT: inspect_eval(c); break;
     case BK_RENEW_MANY: batch_eval(c); break;
     case BK_LIST: list_eval(c); break;
+    case BK_ACQUIRE_MULTI: /* never sent: no BK_CAP_MULTI, the engine takes names one by one */
     case BK_OP_COUNT: break;
     }
     call_unref(c);
@@ -1065,14 +1066,15 @@ static enum lk_code fan_out(struct rl_call *c, int from, int to, const struct bk
 static enum lk_code rl_list(struct rl *rl, struct lk_loop *lp, const struct bk_req *req,
                             bk_done_fn done, void *arg)
 {
-    /* '<node>.<that node's cursor>'; a first page walks node 0 */
+    /* '<node>.<that node's cursor>' ('<node>.' its start); a first page
+     * walks node 0 */
     const char *cur = req->cursor ? req->cursor : "";
     int node = 0;
     const char *rest = "";
     if (cur[0] != '\0') {
         char *end = NULL;
         long v = strtol(cur, &end, 10);
-        if (end == cur || *end != '.' || v < 0 || v >= walk_nodes(rl) || end[1] == '\0') {
+        if (end == cur || *end != '.' || v < 0 || v >= walk_nodes(rl)) {
             struct bk_res r;
             bk_res_init(&r, LK_BAD_CURSOR);
             done(arg, &r);
@@ -1097,7 +1099,7 @@ static enum lk_code rl_submit(void *state, struct lk_loop *lp, const struct bk_r
                               bk_done_fn done, void *arg)
 {
     struct rl *rl = state;
-    if (req->op == BK_ACQUIRE && req->limit > 1) {
+    if ((req->op == BK_ACQUIRE && req->limit > 1) || req->op == BK_ACQUIRE_MULTI) {
         struct bk_res r;
         bk_res_init(&r, LK_UNSUPPORTED); /* the engine refuses these first (caps) */
         r.refusal = rl_refusal(req);
@@ -1204,6 +1206,8 @@ static void rl_free(void *state)
  * majorities can admit different ones: more than `limit` in all. */
 static const char *rl_refusal(const struct bk_req *req)
 {
+    if (req->op == BK_ACQUIRE_MULTI)
+        return "the redlock backend takes a multi-lock name by name (the engine's ordered path)";
     if (req->limit > 1)
         return "a semaphore (limit > 1) is not supported by the redlock backend: each node counts "
                "its own permits, and permits counted on different majorities can exceed the "

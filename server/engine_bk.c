@@ -45,6 +45,8 @@ static bool supported(const struct engine *e, const struct bk_req *req)
     unsigned caps = e->bk.ops->caps;
     if (req->op == BK_FORCE_RELEASE)
         return (caps & BK_CAP_FORCE) != 0;
+    if (req->op == BK_ACQUIRE_MULTI)
+        return (caps & BK_CAP_MULTI) != 0;
     if (req->op != BK_ACQUIRE)
         return true;
     if (req->mode == BK_SHARED && !(caps & BK_CAP_SHARED))

@@ -186,6 +186,37 @@ void waiters_free_all(struct engine *e);
 void waiters_release_bg(struct engine *e, struct lk_loop *lp, const char *name, const char *lease,
                         int64_t delay_ms, bool count);
 
+/* A waiting multi-lock's place in the queues (multilock.c). Its waiter
+ * never asks the backend itself: fn(arg, LK_OK) means "try the whole set
+ * now" (it is the head of its queue and the name was released, or its
+ * holder expired), and the multi-lock then calls waiters_multi_park or
+ * waiters_multi_end. Any other code means the wait is over (LK_LOCKED: the
+ * deadline; LK_SESSION_NOT_FOUND, LK_SHUTTING_DOWN; LK_CANCELLED: the client
+ * left, answer nothing): the waiter is out of every queue, and the
+ * multi-lock frees it with waiters_multi_end. All on the waiter's loop. */
+typedef void (*waiters_multi_fn)(void *arg, enum lk_code why);
+/* A waiter for a multi-lock whose first try starts now (not queued yet). */
+struct eng_waiter *waiters_multi_new(struct engine *e, struct lk_loop *lp, const char *session,
+                                     int64_t wait_ms, waiters_multi_fn fn, void *arg);
+/* The client left while the set was being tried (engine_cancel). */
+bool waiters_multi_cancelled(struct engine *e, struct eng_waiter *w);
+enum wm_park {
+    WM_QUEUED, /* waits in name's queue: fn runs later */
+    WM_AGAIN,  /* try the set again now (a release came meanwhile, or it
+                * heads a queue it just joined) */
+    WM_FULL,   /* max_waiters are queued: answer 409 now */
+    WM_FAILED, /* its session died or lockd drains: answer *fail_code */
+};
+/* The set was refused by name (holder: who holds it, or NULL): w waits in
+ * name's queue (moving from the queue it was in, if another). */
+enum wm_park waiters_multi_park(struct engine *e, struct eng_waiter *w, const char *name,
+                                const struct eng_holder *holder, enum lk_code *fail_code);
+/* Takes w out of its queue and frees it; holds: the set was granted (the
+ * next in that queue waits for a release). */
+void waiters_multi_end(struct engine *e, struct eng_waiter *w, bool holds);
+int64_t waiters_multi_waited(const struct eng_waiter *w);
+bool waiters_multi_expired(const struct eng_waiter *w);
+
 /* ---- session.c: the session table (no backend, no waiters) ---- */
 
 bool session_alive(struct engine *e, const char *id);

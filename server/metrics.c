@@ -78,10 +78,15 @@ void metrics_observe(enum hist_id id, int64_t usec)
 /* lockd_backend_request_duration_seconds{op}: a fixed set, one per op. */
 static struct hist bk_hists[BK_OP_COUNT];
 static const char *const bk_op_labels[BK_OP_COUNT] = {
-    [BK_ACQUIRE] = "acquire", [BK_RENEW] = "renew",
-    [BK_RELEASE] = "release", [BK_INSPECT] = "inspect",
-    [BK_LIST] = "list",       [BK_RENEW_MANY] = "renew_many",
-    [BK_PING] = "ping",       [BK_FORCE_RELEASE] = "force_release",
+    [BK_ACQUIRE] = "acquire",
+    [BK_RENEW] = "renew",
+    [BK_RELEASE] = "release",
+    [BK_INSPECT] = "inspect",
+    [BK_LIST] = "list",
+    [BK_RENEW_MANY] = "renew_many",
+    [BK_PING] = "ping",
+    [BK_FORCE_RELEASE] = "force_release",
+    [BK_ACQUIRE_MULTI] = "acquire_multi",
 };
 
 void metrics_backend_observe(unsigned op, int64_t usec)

@@ -1029,6 +1029,19 @@ static enum lk_code rc_submit(void *state, struct lk_loop *lp, const struct bk_r
         k->slot = name_slot(rc, req->name);
         return call_start(k);
     }
+    case BK_ACQUIRE_MULTI: {
+        /* one script call when every name is in one slot; else the engine
+         * takes them one by one (LK_UNSUPPORTED) */
+        int slot = req->nnames > 0 ? name_slot(rc, req->names[0]) : -1;
+        for (size_t i = 1; slot >= 0 && i < req->nnames; i++)
+            if (name_slot(rc, req->names[i]) != slot)
+                slot = -1;
+        if (slot < 0)
+            break;
+        struct rc_call *k = call_new(rc, lp, req, finish_plain, done, arg);
+        k->slot = slot;
+        return call_start(k);
+    }
     case BK_OP_COUNT: break;
     }
     bk_res_init(&r, LK_UNSUPPORTED);
@@ -1162,7 +1175,7 @@ static void rc_free(void *state)
 static const struct backend_ops rc_ops = {
     .name = "cluster",
     .caps = BK_CAP_SHARED | BK_CAP_LIMIT | BK_CAP_FLOOR | BK_CAP_FORCE | BK_CAP_INDEX |
-            BK_CAP_GROUP, /* the lock layer's */
+            BK_CAP_MULTI | BK_CAP_GROUP, /* the lock layer's; names of many slots: LK_UNSUPPORTED */
     .attach = rc_attach,
     .detach = rc_detach,
     .submit = rc_submit,

@@ -26,6 +26,12 @@
  * the next change through any lockd publishes, and answer the watchers whose
  * index differs; the others wait on a timer at their deadline or the
  * holder's expiry, whichever comes first. Idle watchers cost no CPU.
+ *
+ * A waiting multi-lock (multilock.c) has one waiter too, which never asks
+ * the backend itself: it queues behind the name that refused its set, and
+ * when it reaches the head and that name is released (or its holder
+ * expires), the multi-lock tries its whole set again; refused by another
+ * name, the waiter moves to that name's queue (waiters_multi_park).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -89,6 +95,10 @@ struct eng_waiter {
     int64_t index;    /* the index its client knows */
     eng_info_fn wdone;
     struct wlist *wl; /* under wmu */
+    /* a multi-lock's: moves between queues, never a BK_ACQUIRE of its own */
+    bool is_multi;
+    waiters_multi_fn mfn;
+    void *marg;
 };
 
 /* The watchers of one name, on any loop. */
@@ -193,6 +203,12 @@ static void result_of(struct eng_waiter *w, struct eng_result *r, enum lk_code c
 /* Answers w (already unlinked) with a failure code. */
 static void fail(struct eng_waiter *w, enum lk_code code, const struct eng_holder *holder)
 {
+    if (w->is_multi) { /* its multi-lock answers, and frees it (waiters_multi_end) */
+        ev_timer_stop(loop_ev(w->lp), &w->timer);
+        w->state = W_DONE;
+        w->mfn(w->marg, code);
+        return;
+    }
     struct eng_result r;
     result_of(w, &r, code);
     if (holder != NULL) {
@@ -425,6 +441,19 @@ static void attempt(struct eng_waiter *w)
     }
     bool failed = w->failed;
     enum lk_code code = w->fail_code;
+    if (w->is_multi) {
+        struct eng_waiter *h = NULL;
+        if (failed && w->q != NULL) {
+            unlink_waiter(e, w, &h);
+            promote(e, h, true);
+        }
+        pthread_mutex_unlock(&e->wmu);
+        if (failed)
+            fail(w, code, NULL);
+        else
+            w->mfn(w->marg, LK_OK); /* the multi-lock tries its whole set */
+        return;
+    }
     pthread_mutex_unlock(&e->wmu);
     if (failed) {
         struct bk_res r;
@@ -640,16 +669,24 @@ void engine_cancel(struct engine *e, struct eng_waiter *w)
     }
     pthread_mutex_lock(&e->wmu);
     if (w->state == W_ATTEMPTING) {
-        /* attempt_done frees it, releasing a grant nobody will receive. */
+        /* attempt_done frees it, releasing a grant nobody will receive (a
+         * multi-lock's attempt: multilock.c, which asks waiters_multi_cancelled). */
         w->cancelled = true;
         pthread_mutex_unlock(&e->wmu);
         return;
     }
-    struct eng_waiter *h;
-    unlink_waiter(e, w, &h);
-    promote(e, h, false);
+    struct eng_waiter *h = NULL;
+    if (w->q != NULL) {
+        unlink_waiter(e, w, &h);
+        promote(e, h, false);
+    }
     pthread_mutex_unlock(&e->wmu);
     ev_timer_stop(loop_ev(w->lp), &w->timer);
+    if (w->is_multi) {
+        w->state = W_DONE;
+        w->mfn(w->marg, LK_CANCELLED); /* frees its multi-lock, and w, answering nothing */
+        return;
+    }
     free(w);
 }
 
@@ -977,4 +1014,138 @@ enum lk_code engine_watch(struct engine *e, struct lk_loop *lp, const char *name
      * callback has not run. */
     watch_check(e, lp, name);
     return LK_AGAIN;
+}
+
+/* ------------------------------------------------------------ multi-locks */
+
+struct eng_waiter *waiters_multi_new(struct engine *e, struct lk_loop *lp, const char *session,
+                                     int64_t wait_ms, waiters_multi_fn fn, void *arg)
+{
+    struct eng_waiter *w = lk_calloc(1, sizeof(*w));
+    w->e = e;
+    w->lp = lp;
+    w->is_multi = true;
+    w->mfn = fn;
+    w->marg = arg;
+    if (session != NULL) {
+        w->has_session = true;
+        lk_strlcpy(w->session, session, sizeof(w->session));
+    }
+    w->start_ms = lk_now_ms();
+    w->deadline_ms = w->start_ms + wait_ms;
+    w->state = W_ATTEMPTING; /* its first try runs now */
+    ev_timer_init(&w->timer, on_timer, 0., 0.);
+    w->timer.data = w;
+    return w;
+}
+
+bool waiters_multi_cancelled(struct engine *e, struct eng_waiter *w)
+{
+    pthread_mutex_lock(&e->wmu);
+    bool c = w->cancelled;
+    pthread_mutex_unlock(&e->wmu);
+    return c;
+}
+
+enum wm_park waiters_multi_park(struct engine *e, struct eng_waiter *w, const char *name,
+                                const struct eng_holder *holder, enum lk_code *fail_code)
+{
+    int64_t now = lk_now_ms();
+    int64_t expiry =
+        now + (holder != NULL && holder->expires_in_ms > 0 ? holder->expires_in_ms : 0);
+    enum wm_park out;
+    struct eng_waiter *h = NULL;
+    pthread_mutex_lock(&e->wmu);
+    if (w->failed || atomic_load(&e->draining)) {
+        *fail_code = w->failed ? w->fail_code : LK_SHUTTING_DOWN;
+        out = WM_FAILED;
+        goto leave;
+    }
+    struct wqueue *q = w->q;
+    if (q != NULL && strcmp(q->name, name) == 0) {
+        /* refused again by the name it waits for at the head of: as a
+         * single waiter, it waits for a release or the holder's expiry */
+        if (holder != NULL) {
+            q->holder = *holder;
+            q->has_holder = true;
+        }
+        q->holder_expiry_ms = expiry;
+        if (w->kick_pending) { /* released while the set was being tried */
+            w->kick_pending = false;
+            pthread_mutex_unlock(&e->wmu);
+            return WM_AGAIN;
+        }
+        w->state = W_QUEUED;
+        w->retry_at_ms = expiry + 1;
+        pthread_mutex_unlock(&e->wmu);
+        arm(w);
+        return WM_QUEUED;
+    }
+    if (q != NULL) { /* another name refused the set: leave this queue */
+        unlink_waiter(e, w, &h);
+        promote(e, h, true); /* the set did not take it: it may be free */
+    }
+    if (e->cfg->max_waiters > 0 && e->nwaiters >= e->cfg->max_waiters) {
+        out = WM_FULL;
+        goto leave;
+    }
+    HASH_FIND_STR(e->queues, name, q);
+    if (q == NULL) {
+        q = lk_calloc(1, sizeof(*q));
+        lk_strlcpy(q->name, name, sizeof(q->name));
+        HASH_ADD_STR(e->queues, name, q);
+        engine_bk_watch(e, name, true);
+    }
+    DL_APPEND(q->list, w);
+    q->n++;
+    w->q = q;
+    /* the name pokes carry (promote): the queue it waits in now */
+    lk_strlcpy(w->name, name, sizeof(w->name));
+    e->nwaiters++;
+    metrics_add(M_WAITERS, 1);
+    w->kick_pending = false;
+    if (q->list == w) {
+        if (holder != NULL) {
+            q->holder = *holder;
+            q->has_holder = true;
+        }
+        q->holder_expiry_ms = expiry;
+        /* Head of a queue it just joined: a release between the refusal and
+         * this subscription would go unheard, so the set is tried once more
+         * now (refused by this name again, it then waits). */
+        pthread_mutex_unlock(&e->wmu);
+        return WM_AGAIN;
+    }
+    w->state = W_QUEUED;
+    w->retry_at_ms = 0; /* until it is the head */
+    pthread_mutex_unlock(&e->wmu);
+    arm(w);
+    return WM_QUEUED;
+leave:
+    pthread_mutex_unlock(&e->wmu);
+    return out;
+}
+
+void waiters_multi_end(struct engine *e, struct eng_waiter *w, bool holds)
+{
+    struct eng_waiter *h = NULL;
+    pthread_mutex_lock(&e->wmu);
+    if (w->q != NULL) {
+        unlink_waiter(e, w, &h);
+        /* granted, the set holds the name: the next waits for its release */
+        promote(e, h, !holds);
+    }
+    pthread_mutex_unlock(&e->wmu);
+    ev_timer_stop(loop_ev(w->lp), &w->timer);
+    free(w);
+}
+
+int64_t waiters_multi_waited(const struct eng_waiter *w)
+{
+    return lk_now_ms() - w->start_ms;
+}
+
+bool waiters_multi_expired(const struct eng_waiter *w)
+{
+    return lk_now_ms() >= w->deadline_ms;
 }

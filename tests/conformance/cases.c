@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/redis_slot.h"
 #include "tests/conformance/conformance.h"
 #include "tests/lib/harness.h"
 
@@ -956,6 +957,89 @@ static void case_index(struct cf *c)
     CHECK(index_of(c, "ix-s") > s3);
 }
 
+/* A multi-lock (BK_ACQUIRE_MULTI): refused whole while one name is held
+ * (naming it and its holder, taking none of the others), granted whole once
+ * it is free, one token per name above the name's earlier ones; each member
+ * is an ordinary lock of the set's lease. The names share a Redis Cluster
+ * slot (a cluster takes a set of one slot in one call, and answers
+ * LK_UNSUPPORTED for names of many, leaving them to the engine). */
+static void case_multi_acquire(struct cf *c)
+{
+    static struct cf_res res;
+    char names[3][32];
+    const char *nv[3] = {names[0], names[1], names[2]};
+    snprintf(names[0], sizeof(names[0]), "ma-0");
+    int slot = redis_key_slot(names[0], strlen(names[0])), found = 1;
+    for (int k = 1; found < 3 && k < 1000000; k++) {
+        char n[32];
+        snprintf(n, sizeof(n), "ma-%d", k);
+        if (redis_key_slot(n, strlen(n)) == slot)
+            snprintf(names[found++], sizeof(names[0]), "%s", n);
+    }
+    CHECK_EQ_INT(found, 3);
+    int64_t t1 = cf_grant(c, names[1], LEASE_B, "bob");
+    struct bk_req q = {.op = BK_ACQUIRE_MULTI,
+                       .names = nv,
+                       .nnames = 3,
+                       .lease = LEASE_A,
+                       .owner = "alice",
+                       .mode = BK_EXCLUSIVE,
+                       .limit = 1,
+                       .ttl_ms = 5000};
+    cf_submit(c, &q, &res);
+    CHECK_EQ_INT(res.code, LK_LOCKED);
+    CHECK_EQ_INT(res.blocked, 1);
+    check_held_by(&res, "bob", t1, 60000);
+    CHECK_EQ_INT(cf_inspect(c, names[0])->nholders, 0); /* none of the set taken */
+    CHECK_EQ_INT(cf_inspect(c, names[2])->nholders, 0);
+    CHECK_EQ_INT(cf_release(c, names[1], LEASE_B, 0)->code, LK_OK);
+
+    cf_submit(c, &q, &res);
+    CHECK_EQ_INT(res.code, LK_OK);
+    CHECK_EQ_INT(res.ntokens, 3);
+    CHECK(res.tokens[1] > t1);
+    int64_t tokens[3];
+    for (int i = 0; i < 3; i++) {
+        tokens[i] = res.tokens[i];
+        const struct cf_res *r = cf_inspect(c, names[i]);
+        CHECK_EQ_INT(r->code, LK_OK);
+        check_held_by(r, "alice", tokens[i], 5000);
+    }
+    /* held whole: refused again, by the first name (nothing changes) */
+    q.lease = LEASE_C;
+    cf_submit(c, &q, &res);
+    CHECK_EQ_INT(res.code, LK_LOCKED);
+    CHECK_EQ_INT(res.blocked, 0);
+    check_held_by(&res, "alice", tokens[0], 5000);
+    /* members are ordinary locks of the set's lease */
+    CHECK_EQ_INT(cf_renew(c, names[2], LEASE_A, 8000)->code, LK_OK);
+    CHECK_EQ_INT(cf_release(c, names[0], LEASE_A, 0)->code, LK_OK);
+    CHECK_EQ_INT(cf_acquire(c, names[0], LEASE_B, "", 5000)->code, LK_OK);
+    CHECK_EQ_INT(cf_release(c, names[1], LEASE_A, 0)->code, LK_OK);
+    CHECK_EQ_INT(cf_release(c, names[2], LEASE_A, 0)->code, LK_OK);
+    CHECK_EQ_INT(cf_release(c, names[0], LEASE_B, 0)->code, LK_OK);
+
+    /* a lock-delay refuses the set too */
+    CHECK_EQ_INT(cf_acquire(c, names[2], LEASE_B, "", 5000)->code, LK_OK);
+    CHECK_EQ_INT(cf_release(c, names[2], LEASE_B, 3000)->code, LK_OK);
+    q.lease = LEASE_A;
+    cf_submit(c, &q, &res);
+    CHECK_EQ_INT(res.code, LK_LOCKED);
+    CHECK_EQ_INT(res.blocked, 2);
+    CHECK(res.delay_ms > 0 && res.nholders == 0);
+    CHECK_EQ_INT(cf_inspect(c, names[0])->nholders, 0);
+
+    if (strcmp(c->def->name, "cluster") == 0) { /* names of two slots: not in one call */
+        const char *two[2] = {"ma-0", "ma-x"};
+        CHECK(redis_key_slot("ma-x", 4) != slot);
+        q.names = two;
+        q.nnames = 2;
+        cf_submit(c, &q, &res);
+        CHECK_EQ_INT(res.code, LK_UNSUPPORTED);
+        CHECK_EQ_INT(cf_inspect(c, "ma-0")->nholders, 0);
+    }
+}
+
 const struct cf_case cf_cases[] = {
     {"grant_and_refusal", case_grant_and_refusal, 0, 0},
     {"fencing_across_release", case_fencing_across_release, 0, 0},
@@ -977,6 +1061,7 @@ const struct cf_case cf_cases[] = {
     {"semaphore_refused", case_semaphore_refused, 0, 0},
     {"force_release", case_force_release, 0, BK_CAP_FORCE},
     {"index", case_index, 0, BK_CAP_INDEX},
+    {"multi_acquire", case_multi_acquire, 0, BK_CAP_MULTI},
     {"backend_down", case_backend_down, CF_NEEDS_PAUSE, 0},
     {"restart", case_restart, CF_NEEDS_RESTART, 0},
     {NULL, NULL, 0, 0},

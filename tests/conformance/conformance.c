@@ -65,6 +65,7 @@ bool cf_settle(struct cf *c, struct cf_res *const *res, size_t n, int64_t timeou
 struct pending {
     struct cf_res *res;
     int64_t t0;
+    size_t nnames; /* ACQUIRE_MULTI: how many tokens a grant carries */
 };
 
 static struct pending pendings[64];
@@ -111,6 +112,11 @@ static void on_done(void *arg, const struct bk_res *r)
     snprintf(x->refusal, sizeof(x->refusal), "%s", r->refusal != NULL ? r->refusal : "");
     x->items = r->items;
     x->nitems = r->nitems;
+    x->blocked = r->blocked;
+    x->ntokens = r->code == LK_OK && r->tokens != NULL ? p->nnames : 0;
+    CHECK(x->ntokens <= 64);
+    for (size_t i = 0; i < x->ntokens; i++)
+        x->tokens[i] = r->tokens[i];
     /* what every result must satisfy, whatever the case */
     if (r->code == LK_OK && r->fencing_token != 0)
         CHECK(r->fencing_token > 0 && r->fencing_token < (1LL << 53)); /* exact in JSON */
@@ -134,6 +140,7 @@ void cf_submit_async(struct cf *c, const struct bk_req *req, struct cf_res *res,
     memset(res, 0, sizeof(*res));
     p->res = res;
     p->t0 = th_now_ms();
+    p->nnames = req->op == BK_ACQUIRE_MULTI ? req->nnames : 0;
     if (t0 != NULL)
         *t0 = p->t0;
     enum lk_code rc = c->be.ops->submit(c->be.state, c->lp, req, on_done, p);

@@ -70,6 +70,9 @@ struct cf_res {
     char refusal[512];           /* bk_res.refusal, "" when NULL */
     struct bk_renew_item *items; /* RENEW_MANY: must be the request's own */
     size_t nitems;
+    int64_t tokens[64]; /* ACQUIRE_MULTI: OK, one per name asked */
+    size_t ntokens;
+    size_t blocked; /* ACQUIRE_MULTI refused: the name it names */
     /* the completion contract, as observed */
     int calls;
     bool done;

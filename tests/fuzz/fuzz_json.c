@@ -1,7 +1,7 @@
 /*
  * fuzz_json.c - libFuzzer target for request bodies: the first byte picks the
- * decoder (acquire, renew, release, session create, or the json_in getters on
- * their own), the rest is the body. Checks that a decoder either fails with an
+ * decoder (acquire, renew, release, session create, a multi-lock's, or the
+ * json_in getters on their own), the rest is the body. Checks that a decoder either fails with an
  * error code and status set, or returns an object whose values obey the
  * limits it promises. Built by `make fuzz`; seeds in corpus/fuzz_json.
  */
@@ -46,7 +46,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     if (size == 0)
         return 0;
-    unsigned sel = data[0] % 5;
+    unsigned sel = data[0] % 6;
     /* A copy with no slack: ASan sees any read past the body's end. */
     size_t len = size - 1;
     char *body = malloc(len ? len : 1);
@@ -111,6 +111,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             must(s.ttl_ms >= 1000 && s.ttl_ms <= cfg.max_session_ttl_ms, "session ttl in range");
             must(s.lock_delay_ms >= 0 && s.lock_delay_ms <= cfg.max_ttl_ms, "delay in range");
             must(strlen(s.owner) <= 128, "owner bounded");
+        }
+        break;
+    }
+    case 5: {
+        /* A multi-lock's body: 1..64 distinct valid names, or an error. */
+        struct parse_multi m;
+        enum parse_multi_kind kind = (enum parse_multi_kind)((data[0] / 6) % 3);
+        o = parse_multi(body, len, &cfg, kind, &m, &e);
+        if (o != NULL) {
+            must(m.nnames >= 1 && m.nnames <= PARSE_MULTI_MAX, "names counted");
+            for (size_t i = 0; i < m.nnames; i++) {
+                must(lk_name_valid(m.names[i], strlen(m.names[i])), "names are lock names");
+                for (size_t j = 0; j < i; j++)
+                    must(strcmp(m.names[i], m.names[j]) != 0, "names are distinct");
+            }
+            if (kind == PM_ACQUIRE)
+                must(m.ttl_ms >= 100 && m.ttl_ms <= cfg.max_ttl_ms && m.wait_ms >= 0 &&
+                         m.wait_ms <= cfg.max_wait_ms,
+                     "multi ttl and wait in range");
+            else
+                must(m.lease == NULL || strlen(m.lease) <= 64, "multi lease bounded");
         }
         break;
     }

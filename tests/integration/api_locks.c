@@ -700,7 +700,7 @@ static void test_ops(void)
     expect_allow("POST", "/healthz", "GET, HEAD, OPTIONS");
     expect_allow("PATCH", "/locks/allow-x", "POST, PUT, DELETE, GET, HEAD, OPTIONS");
     expect_allow("PATCH", "/sessions/abc", "PUT, GET, HEAD, DELETE, OPTIONS");
-    expect_allow("PUT", "/locks", "GET, HEAD, OPTIONS");
+    expect_allow("PATCH", "/locks", "GET, HEAD, POST, PUT, DELETE, OPTIONS");
 }
 
 /* ---- blocking waits ---- */

@@ -10,6 +10,8 @@
  * lost, no second holder, tokens increasing, then MOVED followed, and the
  * redirections counted in lockd_cluster_redirections_total; one
  * primary killed: its names 503, the others served, /readyz 503.
+ * Multi-locks: one slot's names in one script call, names of every primary
+ * taken one by one, all or none, a waiting set woken across lockd.
  */
 #include <pthread.h>
 #include <signal.h>
@@ -315,6 +317,126 @@ static void t_waiter_woken_across_lockd(void)
     th_client_free(c);
 }
 
+/* ---- multi-locks (issue 26) ---- */
+
+static long multi(struct th_client *c, const struct th_lockd *l, const char *method,
+                  const char *body, const char *lease, struct th_resp *keep)
+{
+    char url[160], hdr[96];
+    snprintf(url, sizeof(url), "%s/locks", l->url);
+    snprintf(hdr, sizeof(hdr), "Lock-Lease: %s", lease ? lease : "");
+    const char *hdrs[] = {hdr, NULL};
+    struct th_resp r;
+    th_http(c, method, url, body, lease ? hdrs : NULL, &r);
+    long st = r.status;
+    if (keep != NULL)
+        *keep = r;
+    else
+        th_resp_free(&r);
+    return st;
+}
+
+struct mwaiter {
+    const char *body;
+    long status;
+    int64_t done_ms;
+    char lease[64];
+};
+
+static void *multi_wait(void *arg)
+{
+    struct mwaiter *w = arg;
+    struct th_client *c = th_client_new();
+    struct th_resp r;
+    w->status = multi(c, &L[1], "POST", w->body, NULL, &r);
+    w->done_ms = th_now_ms();
+    if (w->status == 200)
+        snprintf(w->lease, sizeof(w->lease), "%s", th_jstr(&r, "lease"));
+    th_resp_free(&r);
+    th_client_free(c);
+    return NULL;
+}
+
+/* Names of one slot: one script call on its primary. Names on every
+ * primary: taken one by one (never a cross-slot script), all or none,
+ * and a waiting set on one lockd is granted after a release through the
+ * other. */
+static void t_multilock(void)
+{
+    struct th_client *c = th_client_new();
+    /* two names of one slot */
+    char same[2][32];
+    snprintf(same[0], sizeof(same[0]), "ms-0");
+    int slot = slot_of(same[0]);
+    for (int k = 1;; k++) {
+        snprintf(same[1], sizeof(same[1]), "ms-%d", k);
+        if (slot_of(same[1]) == slot)
+            break;
+    }
+    int o = owner_node(slot);
+    CHECK(o >= 0);
+    long long before = th_redis_calls(&node[o], "evalsha") + th_redis_calls(&node[o], "eval");
+    char body[512];
+    snprintf(body, sizeof(body), "{\"names\":[\"%s\",\"%s\"],\"ttl_ms\":10000}", same[0], same[1]);
+    struct th_resp r;
+    CHECK_EQ_INT(multi(c, &L[0], "POST", body, NULL, &r), 200);
+    char lease[64];
+    snprintf(lease, sizeof(lease), "%s", th_jstr(&r, "lease"));
+    th_resp_free(&r);
+    long long after = th_redis_calls(&node[o], "evalsha") + th_redis_calls(&node[o], "eval");
+    CHECK_EQ_INT(after - before, 1);
+    snprintf(body, sizeof(body), "{\"names\":[\"%s\",\"%s\"]}", same[0], same[1]);
+    CHECK_EQ_INT(multi(c, &L[1], "DELETE", body, lease, &r), 200);
+    CHECK_EQ_INT(json_array_size(json_object_get(r.json, "locks")), 2);
+    th_resp_free(&r);
+
+    /* ten names over every primary, one of them held through L[0] */
+    int seen[N] = {0};
+    size_t k = (size_t)snprintf(body, sizeof(body), "{\"names\":[");
+    for (int i = 0; i < 10; i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "mx-%d", i);
+        seen[owner_node(slot_of(name))] = 1;
+        k += (size_t)snprintf(body + k, sizeof(body) - k, "%s\"%s\"", i ? "," : "", name);
+    }
+    for (int i = 0; i < N; i++)
+        CHECK(seen[i]);
+    char names[600];
+    snprintf(names, sizeof(names), "%s]}", body);
+    CHECK_EQ_INT(req(c, &L[0], "POST", "mx-7", "{\"ttl_ms\":30000}", NULL, &r), 200);
+    char hold[64];
+    snprintf(hold, sizeof(hold), "%s", th_jstr(&r, "lease"));
+    th_resp_free(&r);
+    CHECK_EQ_INT(multi(c, &L[1], "POST", names, NULL, &r), 409);
+    CHECK_STR(th_jstr(&r, "name"), "mx-7");
+    th_resp_free(&r);
+    for (int i = 0; i < 10; i++) { /* none of the set left held */
+        char name[32];
+        snprintf(name, sizeof(name), "mx-%d", i);
+        req(c, &L[0], "GET", name, NULL, NULL, &r);
+        CHECK(json_is_true(json_object_get(r.json, "held")) == (i == 7));
+        th_resp_free(&r);
+    }
+    char wbody[700];
+    snprintf(wbody, sizeof(wbody), "%s],\"wait_ms\":10000,\"ttl_ms\":10000}", body);
+    struct mwaiter w = {.body = wbody};
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, multi_wait, &w) == 0);
+    th_sleep_ms(300);
+    CHECK_EQ_INT(req(c, &L[0], "DELETE", "mx-7", NULL, hold, NULL), 200);
+    int64_t released = th_now_ms();
+    pthread_join(th, NULL);
+    CHECK_EQ_INT(w.status, 200);
+    printf("# a set over %d primaries granted %lld ms after the release through the other lockd\n",
+           N, (long long)(w.done_ms - released));
+    CHECK(w.done_ms - released <= 2000 * th_time_scale());
+    CHECK_EQ_INT(multi(c, &L[0], "DELETE", names, w.lease, &r), 200);
+    CHECK_EQ_INT(json_array_size(json_object_get(r.json, "locks")), 10);
+    CHECK_EQ_INT(json_array_size(json_object_get(r.json, "lost")), 0);
+    th_resp_free(&r);
+    th_client_free(c);
+}
+
 /* No script ever touched keys of two slots, or of another node's slot. */
 static void check_log(const struct th_lockd *l)
 {
@@ -494,6 +616,7 @@ int main(void)
     TH_RUN(t_spread);
     TH_RUN(t_two_lockd_16_clients);
     TH_RUN(t_waiter_woken_across_lockd);
+    TH_RUN(t_multilock);
     TH_RUN(t_reshard_held);
     TH_RUN(t_primary_killed);
     /* a clean exit: drained, every connection and thread freed (ASan) */

@@ -54,6 +54,15 @@ rec "$L" POST "$u/locks/oa%2Fb"                                     # 400 invali
 rec "$L" PUT "$u/locks/oa.b?lease=aa" -H "Lock-Lease: bb"           # 400 conflicting_lease
 rec "$L" POST "$u/locks/oa.b" -d '{"session":"nosuchsession"}'      # 404 session_not_found
 rec "$L" POST "$u/locks/oa.b" -d "{\"owner\":\"$(head -c 20000 /dev/zero | tr '\0' x)\"}"  # 413
+rec /locks POST "$u/locks" -d '{"names":["oa.m1","oa.m2"],"ttl_ms":5000,"owner":"openapi"}'
+mlease=$(lease_of)
+rec /locks POST "$u/locks" -d '{"names":["oa.m2","oa.m3"],"wait_ms":50}'       # 409 locked
+rec /locks POST "$u/locks" -d '{"names":["oa.m3","oa.m3"]}'                    # 400 invalid_field
+rec /locks POST "$u/locks" -d '{"names":["oa.m3","oa/m4"]}'                    # 400 invalid_name
+rec /locks PUT "$u/locks" -H "Lock-Lease: $mlease" -d '{"names":["oa.m1","oa.m2","oa.m3"],"ttl_ms":6000}'
+rec /locks PUT "$u/locks" -H "Lock-Lease: 00000000000000000000000000000000" -d '{"names":["oa.m1"]}'  # 409 held_by_other
+rec /locks DELETE "$u/locks?lease=$mlease" -d '{"names":["oa.m1","oa.m2"]}'
+rec /locks DELETE "$u/locks" -H "Lock-Lease: $mlease" -d '{"names":["oa.m1","oa.m2"]}'  # 404 not_held
 rec /sessions POST "$u/sessions" -d '{"ttl_ms":5000,"owner":"openapi"}'
 sess=$(node -e 'process.stdout.write(JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")).session)' "$T_TMP/body")
 rec "$L" POST "$u/locks/oa.s" -d "{\"session\":\"$sess\"}"

@@ -43,6 +43,17 @@ check session-acquire 200 "\"session\":\"$S\"" -- -X POST "$u/locks/report-2" -d
 check heartbeat 200 '"locks":\["report-2"\],"lost":\[\]' -- -X PUT "$u/sessions/$S"
 check session-end 200 '"released":\["report-2"\]' -- -X DELETE "$u/sessions/$S"
 
+# "Several locks as one": all or none, then renew and release of the set
+check multi 200 '^\{"lease":"[0-9a-f]{32}","ttl_ms":10000,"expires_at":"[0-9T:.-]+Z","session":null,"owner":null,"locks":\[\{"name":"account.17","fencing_token":[0-9]+\},\{"name":"account.42","fencing_token":[0-9]+\}\]\}$' -- \
+    -X POST "$u/locks" -d '{"names":["account.17","account.42"],"ttl_ms":10000,"wait_ms":5000}'
+LEASE=$(printf '%s' "$last" | sed 's/.*"lease":"\([0-9a-f]*\)".*/\1/')
+check multi-locked 409 '^\{"error":"locked","message":"'"'"'account.42'"'"' is held; none of the names was granted","name":"account.42","holder":\{.*\},"waited_ms":0\}$' -- \
+    -X POST "$u/locks" -d '{"names":["account.42","account.99"]}'
+check multi-renew 200 '^\{"locks":\["account.17","account.42"\],"lost":\[\],"ttl_ms":10000,"expires_at":"[0-9T:.-]+Z"\}$' -- \
+    -X PUT "$u/locks" -H "Lock-Lease: $LEASE" -d '{"names":["account.17","account.42"]}'
+check multi-release 200 '^\{"locks":\["account.17","account.42"\],"lost":\[\]\}$' -- \
+    -X DELETE "$u/locks" -H "Lock-Lease: $LEASE" -d '{"names":["account.17","account.42"]}'
+
 # "Running it on Redis": the README's one command, pointed at a throwaway
 # redis-server on a free port instead of 6379.
 rport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
