@@ -54,6 +54,14 @@ rec "$L" POST "$u/locks/oa%2Fb"                                     # 400 invali
 rec "$L" PUT "$u/locks/oa.b?lease=aa" -H "Lock-Lease: bb"           # 400 conflicting_lease
 rec "$L" POST "$u/locks/oa.b" -d '{"session":"nosuchsession"}'      # 404 session_not_found
 rec "$L" POST "$u/locks/oa.b" -d "{\"owner\":\"$(head -c 20000 /dev/zero | tr '\0' x)\"}"  # 413
+rec "$L" POST "$u/locks/oa.r" -d '{"mode":"shared","ttl_ms":5000,"owner":"r1"}'
+rec "$L" POST "$u/locks/oa.r" -d '{"mode":"shared","ttl_ms":5000,"owner":"r2"}'
+rec "$L" POST "$u/locks/oa.r" -d '{"ttl_ms":5000}'                  # 409 locked, holder.mode shared
+rec "$L" GET "$u/locks/oa.r"                                        # holders 2, holder_list
+rec "$L" POST "$u/locks/oa.sem" -d '{"limit":2,"ttl_ms":5000}'
+rec "$L" POST "$u/locks/oa.sem" -d '{"limit":3}'                    # 409 limit_mismatch
+rec "$L" GET "$u/locks/oa.sem"
+rec /locks GET "$u/locks?limit=10&prefix=oa."                        # mode, limit, holders
 rec /sessions POST "$u/sessions" -d '{"ttl_ms":5000,"owner":"openapi"}'
 sess=$(node -e 'process.stdout.write(JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")).session)' "$T_TMP/body")
 rec "$L" POST "$u/locks/oa.s" -d "{\"session\":\"$sess\"}"
