@@ -76,6 +76,20 @@ static bool ready(struct th_client *c, const struct th_lockd *l)
     return req(c, "GET", l, "/readyz", NULL, NULL, NULL) == 200;
 }
 
+/* Whether l's log has a line containing both a and b. */
+static bool log_has(const struct th_lockd *l, const char *a, const char *b)
+{
+    FILE *f = fopen(l->log, "r");
+    if (f == NULL)
+        return false;
+    char line[4096];
+    bool found = false;
+    while (!found && fgets(line, sizeof(line), f) != NULL)
+        found = strstr(line, a) != NULL && strstr(line, b) != NULL;
+    fclose(f);
+    return found;
+}
+
 static void restart_redis(void)
 {
     th_redis_stop(&R); /* SIGKILL: nothing was saved */
@@ -138,8 +152,16 @@ static void t_hundred_leases(void)
     /* Nothing held is granted: not during the re-assertion, not in the
      * grace, not after it (the plain leases have 12 s, session leases are
      * renewed by the watchdog). Try every name through both lockd for 3 s. */
-    int n503 = 0, n409 = 0, rounds = 0;
+    int n503 = 0, n409 = 0, rounds = 0, said_recovering = 0;
     while (th_now_ms() - back < 3000) {
+        /* /readyz says recovering while the grace runs (503) */
+        for (int k = 0; k < 2; k++) {
+            struct th_resp rz;
+            if (req(c, "GET", k ? &L2 : &L1, "/readyz", NULL, NULL, &rz) == 503 &&
+                rz.body != NULL && strstr(rz.body, "\"status\":\"recovering\"") != NULL)
+                said_recovering |= 1 << k;
+            th_resp_free(&rz);
+        }
         for (int i = 0; i < NLEASES; i++) {
             char path[96];
             snprintf(path, sizeof(path), "/locks/%.31s", ls[i].name);
@@ -167,6 +189,12 @@ static void t_hundred_leases(void)
     CHECK(th_now_ms() - granted_ms < 12000); /* all the plain leases were live throughout */
     CHECK_EQ_INT(restarts_of(c, &L1), 1);
     CHECK_EQ_INT(restarts_of(c, &L2), 1);
+    CHECK_EQ_INT(said_recovering, 3); /* both lockd's /readyz */
+    /* both logged the restart at error level, naming the node */
+    char node[64];
+    snprintf(node, sizeof(node), "redis '127.0.0.1:%d' is a new process", R.port);
+    CHECK(log_has(&L1, " error ", node));
+    CHECK(log_has(&L2, " error ", node));
     /* Every lease renews with its token unchanged; no session lost any. */
     for (int i = 0; i < NLEASES; i++) {
         char path[96];

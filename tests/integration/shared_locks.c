@@ -126,6 +126,15 @@ static void readers_then_writer(const struct th_lockd *r1, const struct th_lockd
         last = t;
     }
     CHECK_EQ_INT(inspect_int(r1, name, "holders"), 8);
+    /* a try-once writer is refused by the readers: 409 locked, and the
+     * holder it names is a reader (its mode says so) */
+    struct th_resp tr;
+    th_http(cl, "POST", url(wl, "/locks/", name), "{\"ttl_ms\":30000}", NULL, &tr);
+    CHECK_EQ_INT(tr.status, 409);
+    CHECK_STR(th_jerr(&tr), "locked");
+    CHECK_STR(json_string_value(json_object_get(json_object_get(tr.json, "holder"), "mode")),
+              "shared");
+    th_resp_free(&tr);
 
     struct blocked w = {wl, name, "{\"wait_ms\":10000,\"ttl_ms\":30000,\"owner\":\"writer\"}", 0,
                         0, "", 0};
@@ -241,9 +250,13 @@ static void grouped_grant(const struct th_lockd *l, const struct th_redis *r, co
             CHECK(strcmp(b[i].lease, b[j].lease) != 0);
         }
     }
-    CHECK_EQ_INT(calls, 1);
+    /* One grouped grant; at most one more acquire: the head's own retry
+     * (its backstop timer, or a release message racing the local kick) may
+     * land between the count and the release on a loaded machine (CI saw 2
+     * calls, 2 scripts). A chain of grants would take GROUP_READERS. */
+    CHECK(calls >= 1 && calls <= 2);
     if (r != NULL)
-        CHECK_EQ_INT(evals, 2);
+        CHECK(evals >= 2 && evals <= 3);
     CHECK_EQ_INT(inspect_int(l, name, "holders"), GROUP_READERS);
     for (int i = 0; i < GROUP_READERS; i++)
         CHECK_EQ_INT(release(cl, l, name, b[i].lease), 200);
@@ -524,7 +537,7 @@ static void session_readers(const struct th_lockd *l, const char *name)
 {
     char *sid = session_new(l, "{\"ttl_ms\":1000,\"lock_delay_ms\":500}");
     char body[256], lease1[40], lease2[40], lease3[40];
-    snprintf(body, sizeof(body), "{\"mode\":\"shared\",\"ttl_ms\":300,\"session\":\"%s\"}", sid);
+    snprintf(body, sizeof(body), "{\"mode\":\"shared\",\"ttl_ms\":600,\"session\":\"%s\"}", sid);
     CHECK_EQ_INT(acquire(cl, l, name, body, lease1, NULL), 200);
     CHECK_EQ_INT(acquire(cl, l, name, body, lease2, NULL), 200); /* a second slot */
     CHECK(strcmp(lease1, lease2) != 0);
@@ -540,7 +553,9 @@ static void session_readers(const struct th_lockd *l, const char *name)
     CHECK(strcmp(lease3, lease1) == 0 || strcmp(lease3, lease2) == 0);
     snprintf(body, sizeof(body), "{\"ttl_ms\":300,\"session\":\"%s\",\"reentrant\":true}", sid);
     CHECK_EQ_INT(acquire(cl, l, name, body, NULL, NULL), 409); /* no upgrade */
-    for (int i = 0; i < 4; i++) { /* 1.2 s: four times the lease ttl */
+    /* 1.5 s: 2.5 times the lease ttl (600 ms, not 300: on a loaded machine
+     * a watchdog pass ran later than a 300 ms lease lasts) */
+    for (int i = 0; i < 5; i++) {
         th_sleep_ms(300);
         th_http(cl, "PUT", url(l, "/sessions/", sid), NULL, NULL, &r);
         CHECK_EQ_INT(r.status, 200);
@@ -638,9 +653,8 @@ int main(void)
     RUN(t_session_readers);
     RUN(t_errors);
     RUN(t_metrics);
-    /* Last: they restart rd. Both fail until shared holds are re-asserted
-     * after a restart (issue 25's grant log records exclusive leases only:
-     * the re-assertion helper's branch adds them). */
+    /* Last: they restart rd (shared holds and semaphore slots are
+     * re-asserted after the empty restart: grant_log.c, reassert.lua). */
     const char *rsargs[] = {
         "--backend",          "redis", "--redis", redis_url, "--backend_timeout_ms", "500",
         "--restart_grace_ms", "300",   NULL};

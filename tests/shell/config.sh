@@ -54,6 +54,8 @@ expect_exit2 bad-listen "for 'listen' (flag --listen)" -- lockd --listen nonsens
 expect_exit2 bad-listen-check "for 'listen' (flag --listen)" -- lockd --listen 127.0.0.1:70000 --check-config
 printf 'listen 10.0.0.1\n' >"$tmp/bad3.conf"
 expect_exit2 bad-listen-file "$tmp/bad3.conf:1" -- lockd --config "$tmp/bad3.conf" --check-config
+expect_exit2 fence-retention-below-max-ttl "'fence_retention_ms': smaller than max_ttl_ms" -- \
+    lockd --fence_retention_ms 1000 --max_ttl_ms 60000 --check-config
 expect_exit2 redlock-even "needs an odd number of URLs" -- lockd --redis redis://a:1,redis://b:1,redis://c:1,redis://d:1 --check-config
 
 # --check-config checks exactly what startup checks (short of binding the

@@ -24,7 +24,11 @@ check_lockd_conf() {
         const Y = require("yaml");
         const docs = Y.parseAllDocuments(require("fs").readFileSync(0, "utf8")).map((x) => x.toJS());
         const cm = docs.find((o) => o && o.kind === "ConfigMap" && o.metadata.name.startsWith("lockd-config"));
-        process.stdout.write(cm.data["lockd.conf"]);' <"$1" >"$1.conf" &&
+        process.stdout.write(cm.data["lockd.conf"]);' <"$1" >"$1.raw" &&
+        # The token file is a mounted Secret in the pod: here a stand-in
+        # (--check-config opens every file startup opens).
+        printf '%s\n' 0123456789abcdef0123456789abcdef >"$d/tokens" &&
+        sed "s#/etc/lockd/auth/tokens#$d/tokens#" "$1.raw" >"$1.conf" &&
         env -u LOCKD_BIN -u LOCKD_URL "$LOCKD_BIN" --config "$1.conf" --check-config >/dev/null
 }
 if command -v kubectl >/dev/null 2>&1; then
