@@ -434,7 +434,7 @@ static void rec_add(struct glog *g, int c, const struct gl_rec *r)
     }
     if (found)
         rec_del(g, s, i); /* another class: it goes, r comes */
-    if ((s->used + 1) * 4 > (size_t)s->cap * 3)
+    if (((size_t)s->used + 1) * 4 > (size_t)s->cap * 3)
         idx_rebuild(s, s->cap ? s->cap + s->cap / 2 : GL_MIN_CAP, s->wide);
     uint32_t ref = ref_of(c, s->cls[c].n);
     if (!s->wide && ref > UINT16_MAX)
