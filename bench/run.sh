@@ -560,9 +560,9 @@ bench_redlock() {
 }
 
 # cluster_node VAR_PORT VAR_PID: a cluster-enabled redis-server whose bus
-# port (+10000) is free too. It announces 127.0.0.1: a node that never met
-# another (the 1-primary cluster) otherwise gives its address as "" in
-# CLUSTER SHARDS, and lockd then knows no primary for any slot.
+# port (+10000) is free too. No cluster-announce-ip: the 1-primary cluster's
+# node, which never met another, gives its address as "" in CLUSTER SHARDS,
+# and lockd takes that for the node it asked (as redis-cli does).
 cluster_node() {
     local _p _pid i
     for ((i = 0; i < 100; i++)); do
@@ -570,7 +570,7 @@ cluster_node() {
         ((_p + 10000 <= 65535)) && ! (exec 3<>"/dev/tcp/127.0.0.1/$((_p + 10000))") 2>/dev/null && break
     done
     redis-server --port "$_p" --bind 127.0.0.1 --save '' --appendonly no --dir "$TMP" \
-        --cluster-announce-ip 127.0.0.1 --cluster-enabled yes --cluster-config-file "nodes-$_p.conf" --cluster-node-timeout 1000 \
+        --cluster-enabled yes --cluster-config-file "nodes-$_p.conf" --cluster-node-timeout 1000 \
         --cluster-require-full-coverage no --logfile "$TMP/redis-$_p.log" --daemonize no &
     _pid=$!
     PIDS+=("$_pid")

@@ -1,12 +1,17 @@
 /*
  * grant_log.c - the per-node table of live leases this lockd granted
  * (grant_log.h). Keyed by lease (128 random bits: no two grants share one),
- * spread over GL_STRIPES open-addressing tables (linear probing, backward
- * shift on delete) so that the loops' grants and releases rarely meet on
- * one mutex. A record is one allocation: 40 bytes (the lease as 16 raw
- * bytes, token, expiry, ttl, limit and flags, two lengths), then the name
- * and the owner, no terminators (a 16-byte name: a 64-byte heap chunk); the
- * table holds a pointer per slot, at most 3/4 full. The mutexes are leaves.
+ * spread over GL_STRIPES stripes so that the loops' grants and releases
+ * rarely meet on one mutex. A stripe keeps its records packed, the way
+ * CPython's compact dict does: per size class a dense array of fixed-size
+ * records (chunks of GL_CHUNK, no allocation per record, no heap header or
+ * rounding), a delete moving the class's last record into the hole; and an
+ * open-addressing index of 16-bit references into them (32-bit once a
+ * class of the stripe passes 8,190 records; linear probing, backward shift
+ * on delete, at most 3/4 full, growing by half). A record is 36 bytes (the
+ * lease as 16 raw bytes, token, expiry with limit and flags, ttl), then the
+ * name, a NUL and the owner, padded with NULs to its class (a 16-byte name
+ * and no owner: 52 bytes). The mutexes are leaves.
  */
 #include "server/grant_log.h"
 
@@ -19,6 +24,13 @@
 
 #define GL_STRIPES 128
 #define GL_MIN_CAP 8
+#define GL_CLASSES 8 /* the low 3 bits of a reference */
+#define GL_CHUNK_BITS 5
+#define GL_CHUNK (1u << GL_CHUNK_BITS) /* records per chunk (the first grows to it) */
+
+/* The text each class holds: the name (1..255 bytes), a NUL and the owner
+ * (at most 255 kept), NUL padded; 512 holds the longest. */
+static const uint16_t gl_text[GL_CLASSES] = {16, 24, 32, 48, 64, 96, 160, 512};
 
 /* lim: the limit (1..10000) in the low 14 bits, and two flags; a shared
  * hold with limit 1 is a reader, with more a semaphore's slot
@@ -26,21 +38,32 @@
 #define GL_LIMIT_MASK 0x3fff
 #define GL_SB 0x4000
 #define GL_SHARED 0x8000
+#define GL_EXP_BITS 48 /* expires_ms, two's complement: ±4,000 years of monotonic ms */
 
+/* 4-byte aligned (strides are multiples of 4): the 64-bit fields are bytes,
+ * read and written with memcpy. */
 struct gl_rec {
     uint8_t lease[16];
-    int64_t token;
-    int64_t expires_ms;
-    uint32_t ttl_ms; /* max_ttl_ms is at most 30 days: below 2^32 */
-    uint16_t lim;
-    uint8_t name_len, owner_len; /* names are 1..255 bytes, owners at most 128 */
-    char text[];                 /* the name, then the owner */
+    uint8_t token[8]; /* int64_t */
+    uint8_t word[8];  /* uint64_t: expires_ms in the low GL_EXP_BITS, lim above */
+    uint32_t ttl_ms;  /* max_ttl_ms is at most 30 days: below 2^32 */
+    char text[];      /* gl_text[class] bytes */
+};
+_Static_assert(sizeof(struct gl_rec) == 36, "a record's head is 36 bytes");
+
+struct gl_class {
+    uint8_t **chunk;       /* chunk[i] holds records i * GL_CHUNK.. */
+    uint32_t n;            /* records: positions 0..n-1 */
+    uint32_t nchunk, ptrs; /* chunks allocated, entries of chunk[] */
+    uint32_t first;        /* records chunk[0] has room for (2..GL_CHUNK) */
 };
 
 struct gl_stripe {
     pthread_mutex_t mu;
-    struct gl_rec **slot; /* cap entries, NULL = free */
-    size_t cap, used;
+    void *idx; /* cap uint16_t (uint32_t when wide): 0 free, else a reference */
+    uint32_t cap, used;
+    bool wide;
+    struct gl_class cls[GL_CLASSES];
 };
 
 struct glog {
@@ -75,14 +98,115 @@ static void lease_hex(const uint8_t raw[16], char out[33])
     out[32] = '\0';
 }
 
-/* Where a lease lives. Its bytes are the hash: every recorded lease comes
- * from the system's random source (a client cannot choose one, so cannot
- * crowd a table); a lease a client sends is only looked up. */
-static uint32_t home_of(const uint8_t *k)
+/* ---- a record's fields ---- */
+
+static size_t stride(int c)
+{
+    return sizeof(struct gl_rec) + gl_text[c];
+}
+
+static int64_t rec_token(const struct gl_rec *r)
+{
+    int64_t t;
+    memcpy(&t, r->token, sizeof(t));
+    return t;
+}
+
+static void rec_set_token(struct gl_rec *r, int64_t t)
+{
+    memcpy(r->token, &t, sizeof(t));
+}
+
+static uint64_t rec_word(const struct gl_rec *r)
+{
+    uint64_t w;
+    memcpy(&w, r->word, sizeof(w));
+    return w;
+}
+
+static int64_t rec_expires(const struct gl_rec *r)
+{
+    const uint64_t mask = (UINT64_C(1) << GL_EXP_BITS) - 1, sign = UINT64_C(1) << (GL_EXP_BITS - 1);
+    uint64_t e = rec_word(r) & mask;
+    return (e & sign) ? (int64_t)e - (int64_t)(mask + 1) : (int64_t)e;
+}
+
+static unsigned rec_lim(const struct gl_rec *r)
+{
+    return (unsigned)(rec_word(r) >> GL_EXP_BITS);
+}
+
+static void rec_set(struct gl_rec *r, int64_t expires_ms, unsigned lim)
+{
+    const int64_t bound = INT64_C(1) << (GL_EXP_BITS - 1);
+    if (expires_ms >= bound)
+        expires_ms = bound - 1;
+    if (expires_ms < -bound)
+        expires_ms = -bound;
+    uint64_t w = ((uint64_t)expires_ms & ((UINT64_C(1) << GL_EXP_BITS) - 1)) | (uint64_t)lim
+                                                                                   << GL_EXP_BITS;
+    memcpy(r->word, &w, sizeof(w));
+}
+
+/* The name (*nl bytes) and the owner (*ol bytes) in class c's text. */
+static const char *rec_owner(const struct gl_rec *r, int c, size_t *nl, size_t *ol)
+{
+    size_t cap = gl_text[c];
+    *nl = strnlen(r->text, cap);
+    if (*nl == cap) {
+        *ol = 0;
+        return r->text + cap;
+    }
+    *ol = strnlen(r->text + *nl + 1, cap - *nl - 1);
+    return r->text + *nl + 1;
+}
+
+/* ---- a stripe's records: class arrays, and the index over them ---- */
+
+/* A reference: 1 + (position << 3 | class); 0 is a free index slot. */
+static uint32_t ref_of(int c, uint32_t pos)
+{
+    return (pos << 3 | (uint32_t)c) + 1;
+}
+
+static struct gl_rec *rec_at(const struct gl_stripe *s, int c, uint32_t pos)
+{
+    return (struct gl_rec *)(void *)(s->cls[c].chunk[pos >> GL_CHUNK_BITS] +
+                                     (pos & (GL_CHUNK - 1)) * stride(c));
+}
+
+static struct gl_rec *rec_ref(const struct gl_stripe *s, uint32_t ref)
+{
+    return rec_at(s, (int)((ref - 1) & 7), (ref - 1) >> 3);
+}
+
+static uint32_t idx_get(const struct gl_stripe *s, size_t i)
+{
+    return s->wide ? ((const uint32_t *)s->idx)[i] : ((const uint16_t *)s->idx)[i];
+}
+
+static void idx_set(struct gl_stripe *s, size_t i, uint32_t ref)
+{
+    if (s->wide)
+        ((uint32_t *)s->idx)[i] = ref;
+    else
+        ((uint16_t *)s->idx)[i] = (uint16_t)ref;
+}
+
+/* Where a lease lives in an index of cap slots. Its bytes are the hash:
+ * every recorded lease comes from the system's random source (a client
+ * cannot choose one, so cannot crowd a table); a lease a client sends is
+ * only looked up. */
+static size_t home_of(const uint8_t *k, uint32_t cap)
 {
     uint32_t h;
     memcpy(&h, k, sizeof(h));
-    return h;
+    return (size_t)(((uint64_t)h * cap) >> 32);
+}
+
+static size_t next_of(const struct gl_stripe *s, size_t i)
+{
+    return i + 1 == s->cap ? 0 : i + 1;
 }
 
 static struct gl_stripe *stripe_of(struct glog *g, const uint8_t *k)
@@ -90,82 +214,146 @@ static struct gl_stripe *stripe_of(struct glog *g, const uint8_t *k)
     return &g->st[k[4] % GL_STRIPES];
 }
 
-/* Under the stripe's mutex: the slot of k, or of the free slot where it
- * would go (*found false). The table has a free slot (at most 3/4 full). */
+/* Under the stripe's mutex: the index slot of k, or of the free slot where
+ * it would go (*found false). The index has a free slot (at most 3/4 full). */
 static size_t slot_find(const struct gl_stripe *s, const uint8_t *k, bool *found)
 {
-    size_t mask = s->cap - 1, i = home_of(k) & mask;
     *found = false;
     if (s->cap == 0)
         return 0;
-    while (s->slot[i] != NULL) {
-        if (memcmp(s->slot[i]->lease, k, 16) == 0) {
+    size_t i = home_of(k, s->cap);
+    for (uint32_t ref; (ref = idx_get(s, i)) != 0; i = next_of(s, i)) {
+        if (memcmp(rec_ref(s, ref)->lease, k, 16) == 0) {
             *found = true;
             return i;
         }
-        i = (i + 1) & mask;
     }
     return i;
 }
 
-static void slot_grow(struct gl_stripe *s)
+/* The index slot that holds ref (the record of lease k): it is there. */
+static size_t slot_of_ref(const struct gl_stripe *s, const uint8_t *k, uint32_t ref)
 {
-    size_t old = s->cap, cap = old ? old * 2 : GL_MIN_CAP;
-    struct gl_rec **was = s->slot;
-    s->slot = lk_calloc(cap, sizeof(*s->slot));
-    s->cap = cap;
-    for (size_t i = 0; i < old; i++) {
-        if (was[i] == NULL)
-            continue;
-        size_t j = home_of(was[i]->lease) & (cap - 1);
-        while (s->slot[j] != NULL)
-            j = (j + 1) & (cap - 1);
-        s->slot[j] = was[i];
-    }
-    free(was);
+    size_t i = home_of(k, s->cap);
+    while (idx_get(s, i) != ref)
+        i = next_of(s, i);
+    return i;
 }
 
-/* Takes the record in slot i out (the caller frees or keeps it) and shifts
- * back the ones its removal would cut off from their home slot. */
-static void slot_unlink(struct glog *g, struct gl_stripe *s, size_t i)
+/* A new index of cap slots (wide or not) over every record. */
+static void idx_rebuild(struct gl_stripe *s, uint32_t cap, bool wide)
 {
-    size_t mask = s->cap - 1, j = i;
+    free(s->idx);
+    s->idx = lk_calloc(cap, wide ? sizeof(uint32_t) : sizeof(uint16_t));
+    s->cap = cap;
+    s->wide = wide;
+    for (int c = 0; c < GL_CLASSES; c++) {
+        for (uint32_t pos = 0; pos < s->cls[c].n; pos++) {
+            size_t i = home_of(rec_at(s, c, pos)->lease, cap);
+            while (idx_get(s, i) != 0)
+                i = next_of(s, i);
+            idx_set(s, i, ref_of(c, pos));
+        }
+    }
+}
+
+/* Empties index slot i, shifting back the references its removal would cut
+ * off from their home slot. */
+static void idx_unlink(struct gl_stripe *s, size_t i)
+{
+    size_t j = i;
     for (;;) {
-        j = (j + 1) & mask;
-        if (s->slot[j] == NULL)
+        j = next_of(s, j);
+        uint32_t ref = idx_get(s, j);
+        if (ref == 0)
             break;
-        size_t k = home_of(s->slot[j]->lease) & mask;
-        /* j's record stays when its home lies cyclically in (i, j] */
+        size_t k = home_of(rec_ref(s, ref)->lease, s->cap);
+        /* j's reference stays when its home lies cyclically in (i, j] */
         bool stays = i <= j ? i < k && k <= j : i < k || k <= j;
         if (!stays) {
-            s->slot[i] = s->slot[j];
+            idx_set(s, i, ref);
             i = j;
         }
     }
-    s->slot[i] = NULL;
+    idx_set(s, i, 0);
+}
+
+/* Room for one more record of class c: its position (the class's n). */
+static uint32_t class_push(struct gl_class *a, int c)
+{
+    uint32_t pos = a->n, ch = pos >> GL_CHUNK_BITS, off = pos & (GL_CHUNK - 1);
+    if (a->ptrs == 0) {
+        a->ptrs = 4;
+        a->chunk = lk_calloc(a->ptrs, sizeof(*a->chunk));
+    }
+    if (ch == 0 && off == a->first) { /* the first chunk grows: 2, 4, ... GL_CHUNK */
+        a->first = a->first ? a->first * 2 : 2;
+        a->chunk[0] = lk_realloc(a->chunk[0], a->first * stride(c));
+        a->nchunk = 1;
+    } else if (ch > 0 && ch == a->nchunk) {
+        if (ch == a->ptrs) {
+            a->ptrs *= 2;
+            a->chunk = lk_realloc(a->chunk, a->ptrs * sizeof(*a->chunk));
+        }
+        a->chunk[ch] = lk_malloc(GL_CHUNK * stride(c));
+        a->nchunk++;
+    }
+    a->n++;
+    return pos;
+}
+
+/* After a class's n went down: frees the chunks beyond one spare (all of
+ * them once it is empty). */
+static void class_trim(struct gl_class *a)
+{
+    uint32_t keep = a->n == 0 ? 0 : ((a->n + GL_CHUNK - 1) >> GL_CHUNK_BITS) + 1;
+    while (a->nchunk > keep)
+        free(a->chunk[--a->nchunk]);
+    if (a->n == 0) {
+        free(a->chunk);
+        a->chunk = NULL;
+        a->ptrs = a->first = 0;
+    }
+}
+
+/* Deletes the record index slot i refers to: the class's last record moves
+ * into its place (a walk over a class looks at that position again). */
+static void rec_del(struct glog *g, struct gl_stripe *s, size_t i)
+{
+    uint32_t ref = idx_get(s, i), pos = (ref - 1) >> 3;
+    int c = (int)((ref - 1) & 7);
+    struct gl_class *a = &s->cls[c];
+    idx_unlink(s, i);
+    uint32_t last = a->n - 1;
+    if (pos != last) {
+        struct gl_rec *r = rec_at(s, c, pos);
+        memcpy(r, rec_at(s, c, last), stride(c));
+        idx_set(s, slot_of_ref(s, r->lease, ref_of(c, last)), ref_of(c, pos));
+    }
+    a->n--;
+    class_trim(a);
     s->used--;
     atomic_fetch_sub_explicit(&g->count, 1, memory_order_relaxed);
 }
 
-static void slot_del(struct glog *g, struct gl_stripe *s, size_t i)
+/* Deletes the record at position pos of class c. */
+static void rec_del_at(struct glog *g, struct gl_stripe *s, int c, uint32_t pos)
 {
-    free(s->slot[i]);
-    slot_unlink(g, s, i);
+    rec_del(g, s, slot_of_ref(s, rec_at(s, c, pos)->lease, ref_of(c, pos)));
 }
 
-/* Drops the stripe's expired records; under its mutex. A delete may shift
- * a later record into slot i: i is looked at again (a record may be seen
- * twice, which a sweep does not mind). */
+/* Drops the stripe's expired records; under its mutex. */
 static size_t stripe_sweep(struct glog *g, struct gl_stripe *s, int64_t now)
 {
     size_t n = 0;
-    for (size_t i = 0; i < s->cap;) {
-        struct gl_rec *r = s->slot[i];
-        if (r != NULL && r->expires_ms <= now) {
-            slot_del(g, s, i);
-            n++;
-        } else {
-            i++;
+    for (int c = 0; c < GL_CLASSES; c++) {
+        for (uint32_t pos = 0; pos < s->cls[c].n;) {
+            if (rec_expires(rec_at(s, c, pos)) <= now) {
+                rec_del_at(g, s, c, pos); /* pos again: the last record moved in */
+                n++;
+            } else {
+                pos++;
+            }
         }
     }
     return n;
@@ -173,8 +361,7 @@ static size_t stripe_sweep(struct glog *g, struct gl_stripe *s, int64_t now)
 
 /* The record of lease, under its stripe's locked mutex (*sp), or NULL (and
  * then no mutex is held). */
-static struct gl_rec *lock_rec(struct glog *g, const char *lease, struct gl_stripe **sp,
-                               size_t *at)
+static struct gl_rec *lock_rec(struct glog *g, const char *lease, struct gl_stripe **sp, size_t *at)
 {
     uint8_t k[16];
     if (g == NULL || !lease_raw(lease, k))
@@ -189,7 +376,7 @@ static struct gl_rec *lock_rec(struct glog *g, const char *lease, struct gl_stri
     }
     *sp = s;
     *at = i;
-    return s->slot[i];
+    return rec_ref(s, idx_get(s, i));
 }
 
 struct glog *glog_new(int64_t max)
@@ -207,10 +394,13 @@ void glog_free(struct glog *g)
     if (g == NULL)
         return;
     for (int i = 0; i < GL_STRIPES; i++) {
-        for (size_t j = 0; j < g->st[i].cap; j++)
-            free(g->st[i].slot[j]);
-        free(g->st[i].slot);
-        pthread_mutex_destroy(&g->st[i].mu);
+        struct gl_stripe *s = &g->st[i];
+        for (int c = 0; c < GL_CLASSES; c++) {
+            s->cls[c].n = 0;
+            class_trim(&s->cls[c]);
+        }
+        free(s->idx);
+        pthread_mutex_destroy(&s->mu);
     }
     free(g);
 }
@@ -230,48 +420,61 @@ size_t glog_count(struct glog *g)
     return n > 0 ? (size_t)n : 0;
 }
 
-/* Adds r (ownership moves), replacing a record of the same lease. */
-static void rec_add(struct glog *g, struct gl_rec *r)
+/* Records the record r of class c (copied), replacing one of the same lease. */
+static void rec_add(struct glog *g, int c, const struct gl_rec *r)
 {
     struct gl_stripe *s = stripe_of(g, r->lease);
     bool found;
     pthread_mutex_lock(&s->mu);
-    if ((s->used + 1) * 4 > s->cap * 3)
-        slot_grow(s);
     size_t i = slot_find(s, r->lease, &found);
-    if (found) {
-        free(s->slot[i]);
-    } else {
-        s->used++;
-        atomic_fetch_add_explicit(&g->count, 1, memory_order_relaxed);
+    if (found && (int)((idx_get(s, i) - 1) & 7) == c) {
+        memcpy(rec_ref(s, idx_get(s, i)), r, stride(c));
+        pthread_mutex_unlock(&s->mu);
+        return;
     }
-    s->slot[i] = r;
+    if (found)
+        rec_del(g, s, i); /* another class: it goes, r comes */
+    if (((size_t)s->used + 1) * 4 > (size_t)s->cap * 3)
+        idx_rebuild(s, s->cap ? s->cap + s->cap / 2 : GL_MIN_CAP, s->wide);
+    uint32_t ref = ref_of(c, s->cls[c].n);
+    if (!s->wide && ref > UINT16_MAX)
+        idx_rebuild(s, s->cap, true);
+    uint32_t pos = class_push(&s->cls[c], c);
+    memcpy(rec_at(s, c, pos), r, stride(c));
+    idx_set(s, slot_find(s, r->lease, &found), ref);
+    s->used++;
+    atomic_fetch_add_explicit(&g->count, 1, memory_order_relaxed);
     pthread_mutex_unlock(&s->mu);
 }
 
 void glog_put(struct glog *g, const struct gl_grant *gr)
 {
-    uint8_t k[16];
-    if (g == NULL || !lease_raw(gr->lease, k))
+    union {
+        struct gl_rec r;
+        uint8_t b[sizeof(struct gl_rec) + 512];
+    } u;
+    if (g == NULL || !lease_raw(gr->lease, u.r.lease))
         return;
     size_t nl = strlen(gr->name), ol = gr->owner != NULL ? gr->owner_len : 0;
     if (nl == 0 || nl > UINT8_MAX)
         return;
     if (ol > UINT8_MAX)
         ol = UINT8_MAX;
-    struct gl_rec *r = lk_malloc(sizeof(*r) + nl + ol);
-    memcpy(r->lease, k, sizeof(k));
-    r->token = gr->token;
-    r->expires_ms = gr->expires_ms;
-    r->ttl_ms = (uint32_t)(gr->ttl_ms > 0 && gr->ttl_ms <= UINT32_MAX ? gr->ttl_ms : 0);
+    ol = strnlen(gr->owner != NULL ? gr->owner : "", ol); /* a NUL ends it (as snapshot reads it) */
+    size_t need = nl + (ol > 0 ? 1 + ol : 0);
+    int c = 0;
+    while (gl_text[c] < need)
+        c++;
+    rec_set_token(&u.r, gr->token);
     int limit = gr->limit >= 1 && gr->limit <= GL_LIMIT_MASK ? gr->limit : 1;
-    r->lim = (uint16_t)(limit | (gr->sb ? GL_SB : 0) | (gr->shared ? GL_SHARED : 0));
-    r->name_len = (uint8_t)nl;
-    r->owner_len = (uint8_t)ol;
-    memcpy(r->text, gr->name, nl);
+    rec_set(&u.r, gr->expires_ms,
+            (unsigned)limit | (gr->sb ? GL_SB : 0) | (gr->shared ? GL_SHARED : 0));
+    u.r.ttl_ms = (uint32_t)(gr->ttl_ms > 0 && gr->ttl_ms <= UINT32_MAX ? gr->ttl_ms : 0);
+    memset(u.r.text, 0, gl_text[c]);
+    memcpy(u.r.text, gr->name, nl);
     if (ol > 0)
-        memcpy(r->text + nl, gr->owner, ol);
-    rec_add(g, r);
+        memcpy(u.r.text + nl + 1, gr->owner, ol);
+    rec_add(g, c, &u.r);
 }
 
 void glog_renew(struct glog *g, const char *lease, int64_t ttl_ms, int64_t start_ms)
@@ -283,7 +486,7 @@ void glog_renew(struct glog *g, const char *lease, int64_t ttl_ms, int64_t start
         return;
     if (ttl_ms > 0 && ttl_ms <= UINT32_MAX)
         r->ttl_ms = (uint32_t)ttl_ms;
-    r->expires_ms = start_ms + r->ttl_ms;
+    rec_set(r, start_ms + r->ttl_ms, rec_lim(r));
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -294,8 +497,8 @@ void glog_token(struct glog *g, const char *lease, int64_t token)
     struct gl_rec *r = lock_rec(g, lease, &s, &i);
     if (r == NULL)
         return;
-    if (token > r->token)
-        r->token = token;
+    if (token > rec_token(r))
+        rec_set_token(r, token);
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -305,7 +508,7 @@ void glog_drop(struct glog *g, const char *lease)
     size_t i;
     if (lock_rec(g, lease, &s, &i) == NULL)
         return;
-    slot_del(g, s, i);
+    rec_del(g, s, i);
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -316,8 +519,8 @@ bool glog_take(struct glog *g, const char *lease, int64_t *token)
     struct gl_rec *r = lock_rec(g, lease, &s, &i);
     if (r == NULL)
         return false;
-    *token = r->token;
-    slot_del(g, s, i);
+    *token = rec_token(r);
+    rec_del(g, s, i);
     pthread_mutex_unlock(&s->mu);
     return true;
 }
@@ -328,13 +531,17 @@ size_t glog_drop_name(struct glog *g, const char *name)
     for (int i = 0; g != NULL && i < GL_STRIPES; i++) {
         struct gl_stripe *s = &g->st[i];
         pthread_mutex_lock(&s->mu);
-        for (size_t j = 0; j < s->cap;) {
-            const struct gl_rec *r = s->slot[j];
-            if (r != NULL && r->name_len == nl && memcmp(r->text, name, nl) == 0) {
-                slot_del(g, s, j); /* j again: a later record may have moved in */
-                n++;
-            } else {
-                j++;
+        for (int c = 0; c < GL_CLASSES; c++) {
+            if (gl_text[c] < nl)
+                continue;
+            for (uint32_t pos = 0; pos < s->cls[c].n;) {
+                const struct gl_rec *r = rec_at(s, c, pos);
+                if (memcmp(r->text, name, nl) == 0 && (nl == gl_text[c] || r->text[nl] == '\0')) {
+                    rec_del_at(g, s, c, pos); /* pos again: the last record moved in */
+                    n++;
+                } else {
+                    pos++;
+                }
             }
         }
         pthread_mutex_unlock(&s->mu);
@@ -353,26 +560,29 @@ struct gl_item *glog_snapshot(struct glog *g, int64_t now, size_t *n)
     for (int i = 0; i < GL_STRIPES; i++) {
         struct gl_stripe *s = &g->st[i];
         pthread_mutex_lock(&s->mu);
-        stripe_sweep(g, s, now); /* so that each record below is copied once */
-        for (size_t j = 0; j < s->cap; j++) {
-            const struct gl_rec *r = s->slot[j];
-            if (r == NULL)
-                continue;
-            if (k == cap) {
-                cap *= 2;
-                it = lk_realloc(it, cap * sizeof(*it));
+        stripe_sweep(g, s, now);
+        for (int c = 0; c < GL_CLASSES; c++) {
+            for (uint32_t pos = 0; pos < s->cls[c].n; pos++) {
+                const struct gl_rec *r = rec_at(s, c, pos);
+                if (k == cap) {
+                    cap *= 2;
+                    it = lk_realloc(it, cap * sizeof(*it));
+                }
+                struct gl_item *x = &it[k++];
+                unsigned lim = rec_lim(r);
+                lease_hex(r->lease, x->lease);
+                x->token = rec_token(r);
+                x->left_ms = rec_expires(r) - now;
+                x->ttl_ms = r->ttl_ms;
+                x->sb = (lim & GL_SB) != 0;
+                x->shared = (lim & GL_SHARED) != 0;
+                x->limit = (int)(lim & GL_LIMIT_MASK);
+                x->reader = x->shared && x->limit == 1;
+                size_t nl, ol;
+                const char *owner = rec_owner(r, c, &nl, &ol);
+                x->name = lk_malloc(LK_PAIR_SIZE(nl, ol));
+                lk_pair_put(x->name, r->text, nl, owner, ol);
             }
-            struct gl_item *x = &it[k++];
-            lease_hex(r->lease, x->lease);
-            x->token = r->token;
-            x->left_ms = r->expires_ms - now;
-            x->ttl_ms = r->ttl_ms;
-            x->sb = (r->lim & GL_SB) != 0;
-            x->shared = (r->lim & GL_SHARED) != 0;
-            x->limit = r->lim & GL_LIMIT_MASK;
-            x->reader = x->shared && x->limit == 1;
-            x->name = lk_malloc(LK_PAIR_SIZE(r->name_len, r->owner_len));
-            lk_pair_put(x->name, r->text, r->name_len, r->text + r->name_len, r->owner_len);
         }
         pthread_mutex_unlock(&s->mu);
     }
@@ -405,26 +615,39 @@ size_t glog_move(struct glog *from, struct glog *to, glog_pick_fn pick, void *ar
     size_t moved = 0;
     for (int i = 0; i < GL_STRIPES; i++) {
         struct gl_stripe *s = &from->st[i];
-        struct gl_rec **took = NULL;
-        size_t n = 0, cap = 0;
+        /* the records taken, each a 4-byte class then the record */
+        uint8_t *took = NULL;
+        size_t len = 0, cap = 0, n = 0;
         pthread_mutex_lock(&s->mu);
-        for (size_t j = 0; j < s->cap;) {
-            struct gl_rec *r = s->slot[j];
-            if (r == NULL || !pick(arg, r->text, r->name_len)) {
-                j++;
-                continue;
+        for (int c = 0; c < GL_CLASSES; c++) {
+            for (uint32_t pos = 0; pos < s->cls[c].n;) {
+                const struct gl_rec *r = rec_at(s, c, pos);
+                size_t nl, ol;
+                rec_owner(r, c, &nl, &ol);
+                if (!pick(arg, r->text, nl)) {
+                    pos++;
+                    continue;
+                }
+                if (len + 4 + stride(c) > cap) {
+                    cap = cap ? cap * 2 : 4096;
+                    took = lk_realloc(took, cap);
+                }
+                uint32_t cls = (uint32_t)c;
+                memcpy(took + len, &cls, 4);
+                memcpy(took + len + 4, r, stride(c));
+                len += 4 + stride(c);
+                n++;
+                rec_del_at(from, s, c, pos); /* pos again: the last record moved in */
             }
-            if (n == cap) {
-                cap = cap ? cap * 2 : 16;
-                took = lk_realloc(took, cap * sizeof(*took));
-            }
-            took[n++] = r;
-            slot_unlink(from, s, j); /* j again: a later record may have moved in */
         }
         pthread_mutex_unlock(&s->mu);
         /* one mutex at a time: each stays a leaf */
-        for (size_t k = 0; k < n; k++)
-            rec_add(to, took[k]);
+        for (size_t off = 0; off < len;) {
+            uint32_t c;
+            memcpy(&c, took + off, 4);
+            rec_add(to, (int)c, (const struct gl_rec *)(const void *)(took + off + 4));
+            off += 4 + stride((int)c);
+        }
         moved += n;
         free(took);
     }

@@ -93,6 +93,7 @@ struct rc {
     bool running;
     redisContext *query; /* discovery thread only: the node that answered last */
     char query_addr[RC_ADDR];
+    char query_host[RC_ADDR]; /* its host, as reached */
 };
 
 /* ---------------------------------------------------------------- the map */
@@ -168,9 +169,16 @@ struct rc_map {
     int n;
 };
 
-static int map_addr(struct rc_map *m, const char *host, long long port)
+/* A node's address as a map names it. An empty (or absent) host is a node
+ * that does not know its own address (a cluster of one that never met
+ * another): it is the one that answered, at the host it was reached by
+ * (`via`), as redis-cli and redis-py read it. "?" is a node that announces
+ * hostnames but has none: unknown. */
+static int map_addr(struct rc_map *m, const char *host, const char *via, long long port)
 {
     char a[RC_ADDR];
+    if (host == NULL || host[0] == '\0')
+        host = via;
     if (port <= 0 || port > 65535 || host == NULL || host[0] == '\0' || strcmp(host, "?") == 0)
         return -1;
     snprintf(a, sizeof(a), "%.50s:%lld", host, port);
@@ -220,7 +228,7 @@ static long long rnum(const redisReply *r)
 /* CLUSTER SHARDS (Redis 7): [{slots: [lo, hi, ...], nodes: [{ip, port,
  * role, health, ...}, ...]}, ...]; the primary that is not failed wins, a
  * failed one is still its slots' owner (its names answer 503). */
-static bool parse_shards(const redisReply *r, struct rc_map *m)
+static bool parse_shards(const redisReply *r, const char *via, struct rc_map *m)
 {
     if (r->type != REDIS_REPLY_ARRAY)
         return false;
@@ -241,7 +249,7 @@ static bool parse_shards(const redisReply *r, struct rc_map *m)
         if (best == NULL)
             continue;
         const redisReply *ip = field(best, "ip");
-        int who = map_addr(m, ip && ip->type == REDIS_REPLY_STRING ? ip->str : NULL,
+        int who = map_addr(m, ip && ip->type == REDIS_REPLY_STRING ? ip->str : NULL, via,
                            rnum(field(best, "port")));
         if (who < 0)
             continue;
@@ -251,18 +259,22 @@ static bool parse_shards(const redisReply *r, struct rc_map *m)
     return true;
 }
 
-/* CLUSTER SLOTS: [[lo, hi, [ip, port, id], replicas...], ...] */
-static bool parse_slots(const redisReply *r, struct rc_map *m)
+/* CLUSTER SLOTS: [[lo, hi, [ip, port, id], replicas...], ...]; the ip may
+ * be "" or nil (map_addr). */
+static bool parse_slots(const redisReply *r, const char *via, struct rc_map *m)
 {
     if (r->type != REDIS_REPLY_ARRAY)
         return false;
     for (size_t i = 0; i < r->elements; i++) {
         const redisReply *e = r->element[i];
         if (e->type != REDIS_REPLY_ARRAY || e->elements < 3 ||
-            e->element[2]->type != REDIS_REPLY_ARRAY || e->element[2]->elements < 2 ||
-            e->element[2]->element[0]->type != REDIS_REPLY_STRING)
+            e->element[2]->type != REDIS_REPLY_ARRAY || e->element[2]->elements < 2)
             continue;
-        int who = map_addr(m, e->element[2]->element[0]->str, rnum(e->element[2]->element[1]));
+        const redisReply *ip = e->element[2]->element[0];
+        if (ip->type != REDIS_REPLY_STRING && ip->type != REDIS_REPLY_NIL)
+            continue;
+        int who = map_addr(m, ip->type == REDIS_REPLY_STRING ? ip->str : NULL, via,
+                           rnum(e->element[2]->element[1]));
         if (who >= 0)
             map_range(m, rnum(e->element[0]), rnum(e->element[1]), who);
     }
@@ -295,16 +307,16 @@ static redisContext *node_connect(const struct rc *rc, const char *host, int por
     return c;
 }
 
-/* Asks c for the map: 1 (m filled), 0 (it answered, but is no cluster
- * node: err says so), -1 (c failed; the caller frees it). */
-static int map_ask(redisContext *c, struct rc_map *m, char *err, size_t errlen)
+/* Asks c, reached at host via, for the map: 1 (m filled), 0 (it answered,
+ * but is no cluster node: err says so), -1 (c failed; the caller frees it). */
+static int map_ask(redisContext *c, const char *via, struct rc_map *m, char *err, size_t errlen)
 {
     memset(m->owner, 0xff, sizeof(m->owner)); /* -1 */
     m->n = 0;
     redisReply *r = redisCommand(c, "CLUSTER SHARDS");
     if (r == NULL)
         return -1;
-    bool ok = r->type != REDIS_REPLY_ERROR && parse_shards(r, m);
+    bool ok = r->type != REDIS_REPLY_ERROR && parse_shards(r, via, m);
     if (!ok && r->type == REDIS_REPLY_ERROR && strstr(r->str, "cluster support disabled")) {
         snprintf(err, errlen, "%s", r->str);
         freeReplyObject(r);
@@ -316,7 +328,7 @@ static int map_ask(redisContext *c, struct rc_map *m, char *err, size_t errlen)
     r = redisCommand(c, "CLUSTER SLOTS"); /* before Redis 7 */
     if (r == NULL)
         return -1;
-    ok = r->type != REDIS_REPLY_ERROR && parse_slots(r, m);
+    ok = r->type != REDIS_REPLY_ERROR && parse_slots(r, via, m);
     if (!ok)
         snprintf(err, errlen, "%s", r->type == REDIS_REPLY_ERROR ? r->str : "no slot map");
     freeReplyObject(r);
@@ -329,7 +341,7 @@ static int discover(struct rc *rc, struct rc_map *m, char *err, size_t errlen)
 {
     int best = -1;
     if (rc->query != NULL) {
-        int got = map_ask(rc->query, m, err, errlen);
+        int got = map_ask(rc->query, rc->query_host, m, err, errlen);
         if (got == 1)
             return 1;
         redisFree(rc->query);
@@ -353,9 +365,10 @@ static int discover(struct rc *rc, struct rc_map *m, char *err, size_t errlen)
         redisContext *c = node_connect(rc, host, port);
         if (c == NULL)
             continue;
-        int got = map_ask(c, m, err, errlen);
+        int got = map_ask(c, host, m, err, errlen);
         if (got == 1) {
             rc->query = c;
+            lk_strlcpy(rc->query_host, host, sizeof(rc->query_host));
             snprintf(rc->query_addr, sizeof(rc->query_addr), "%.50s:%d", host, port);
             return 1;
         }
