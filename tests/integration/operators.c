@@ -59,6 +59,8 @@ static long long metric(const struct th_lockd *l, const char *name)
 
 /* ---------------------------------------------------------------- force-unlock */
 
+static long long index_of(const struct th_lockd *l, const char *name);
+
 /* Some line of l's log holds all three strings (waits up to 5 s for it). */
 static bool log_has(const struct th_lockd *l, const char *a, const char *b, const char *c)
 {
@@ -106,6 +108,7 @@ static void force_on(const struct th_lockd *holder, const struct th_lockd *op, c
     th_resp_free(&r);
     CHECK_EQ_INT(metric(op, "lockd_forced_releases_total"), before);
 
+    long long i0 = index_of(holder, name);
     snprintf(path, sizeof(path), "%s?force=true", name);
     CHECK_EQ_INT(call("DELETE", url(op, "/locks/", path), NULL, admin_hdr, &r), 200);
     CHECK(json_is_true(json_object_get(r.json, "released")));
@@ -120,6 +123,7 @@ static void force_on(const struct th_lockd *holder, const struct th_lockd *op, c
     char what[200];
     snprintf(what, sizeof(what), "force-unlocked '%s' token %lld", name, token);
     CHECK(log_has(op, "\"level\":\"warn\"", what, want));
+    CHECK(index_of(holder, name) > i0); /* a forced release moves the index */
     CHECK_EQ_INT(metric(op, "lockd_forced_releases_total"), before + 1);
     CHECK_EQ_INT(call("DELETE", url(op, "/locks/", path), NULL, admin_hdr, &r), 404);
     CHECK_STR(th_jerr(&r), "not_held");

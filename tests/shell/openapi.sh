@@ -155,6 +155,11 @@ t_check "every example in openapi.yaml conforms to its schema, and every error e
 t_check "every answer conforms to openapi.yaml" \
     sh -c 'node "$0/tests/shell/lib/openapi_check.js" "$0" <"$1" >"$1.out"; rc=$?; cat "$1.out"; exit $rc' "$REPO" "$cases"
 t_check "all $(wc -l <"$cases") requests were checked" test "$(grep -c '^conforms' "$cases.out")" -eq "$(wc -l <"$cases")"
+t_check "every file openapi.yaml refers to is in the repository (no design document elsewhere)" sh -c '
+    for f in $(grep -o "[A-Za-z0-9_/.-]*\.\(md\|c\|h\|lua\|sh\|yaml\|js\)\>" "$0/openapi.yaml" | sort -u); do
+        [ -e "$0/$f" ] || { echo "openapi.yaml refers to $f, not in the repository" >&2; exit 1; }
+    done
+    ! grep -qi "design\.md\|design document" "$0/openapi.yaml"' "$REPO"
 code=$(curl -sS -o /dev/null -D "$hdr" -w '%{http_code}' -X PATCH "$u/locks/oa.a")
 t_check "405 carries an Allow header" sh -c '[ "$0" = 405 ] && grep -qi "^allow: " "$1"' "$code" "$hdr"
 curl -sS -o "$T_TMP/metrics" "$u/metrics"
