@@ -253,7 +253,7 @@ static void test_retry_after_on_503(void)
 {
     /* a second lockd allowing one session: the second is 503 too_many_sessions */
     struct th_lockd one;
-    const char *args[] = {"--max_sessions", "1", NULL};
+    const char *args[] = {"--max_sessions", "1", "--log_level", "info", NULL};
     th_lockd_start(&one, args, NULL);
     char url[128];
     snprintf(url, sizeof(url), "%s/sessions", one.url);
@@ -266,6 +266,21 @@ static void test_retry_after_on_503(void)
     CHECK_STR(th_jerr(&r), "too_many_sessions");
     CHECK_STR(th_header(&r, "Retry-After"), "1");
     th_resp_free(&r);
+    /* a 5xx line carries its error code and the client's address, as a 4xx does */
+    bool logged = false;
+    for (int i = 0; i < 50 && !logged; i++) {
+        FILE *f = fopen(one.log, "r");
+        char line[2048];
+        while (f != NULL && !logged && fgets(line, sizeof(line), f) != NULL)
+            logged = strstr(line, "\"status\":503,") != NULL &&
+                     strstr(line, "\"error\":\"too_many_sessions\"") != NULL &&
+                     strstr(line, "\"client\":\"127.0.0.1:") != NULL;
+        if (f != NULL)
+            fclose(f);
+        if (!logged)
+            th_sleep_ms(100);
+    }
+    CHECK(logged);
     th_lockd_kill(&one, SIGTERM);
 
     /* backend_unavailable: a Redis nobody answers on (port 1 refuses) */

@@ -3,10 +3,10 @@
  * force-unlock (401 without a token, 403 with a client token or without
  * admin_token_file, 200 with an admin token; every shared holder goes; the
  * former holder's session, on another lockd of the same Redis, reports the
- * name in `lost`; lockd_forced_releases_total moves) and watching (index,
- * Lock-Index, the index in listings, long polls woken by a release through
- * another lockd and by an expiry, an unchanged name answering after
- * wait_ms).
+ * name in `lost`; lockd_forced_releases_total moves; a warn line names the
+ * request id and the peer) and watching (index, Lock-Index, the index in
+ * listings, long polls woken by a release through another lockd and by an
+ * expiry, an unchanged name answering after wait_ms).
  */
 #include <pthread.h>
 #include <signal.h>
@@ -59,6 +59,26 @@ static long long metric(const struct th_lockd *l, const char *name)
 
 /* ---------------------------------------------------------------- force-unlock */
 
+static long long index_of(const struct th_lockd *l, const char *name);
+
+/* Some line of l's log holds all three strings (waits up to 5 s for it). */
+static bool log_has(const struct th_lockd *l, const char *a, const char *b, const char *c)
+{
+    for (int i = 0; i < 50; i++) {
+        FILE *f = fopen(l->log, "r");
+        char line[2048];
+        bool found = false;
+        while (f != NULL && !found && fgets(line, sizeof(line), f) != NULL)
+            found = strstr(line, a) != NULL && strstr(line, b) != NULL && strstr(line, c) != NULL;
+        if (f != NULL)
+            fclose(f);
+        if (found)
+            return true;
+        th_sleep_ms(100);
+    }
+    return false;
+}
+
 static void force_on(const struct th_lockd *holder, const struct th_lockd *op, const char *name)
 {
     struct th_resp r;
@@ -88,12 +108,22 @@ static void force_on(const struct th_lockd *holder, const struct th_lockd *op, c
     th_resp_free(&r);
     CHECK_EQ_INT(metric(op, "lockd_forced_releases_total"), before);
 
+    long long i0 = index_of(holder, name);
     snprintf(path, sizeof(path), "%s?force=true", name);
     CHECK_EQ_INT(call("DELETE", url(op, "/locks/", path), NULL, admin_hdr, &r), 200);
     CHECK(json_is_true(json_object_get(r.json, "released")));
     CHECK(json_is_true(json_object_get(r.json, "forced")));
     CHECK_EQ_INT(th_jint(&r, "fencing_token"), token);
+    char want[200];
+    const char *rid = th_header(&r, "X-Request-Id");
+    CHECK(rid != NULL);
+    snprintf(want, sizeof(want), "(request %s from 127.0.0.1:", rid != NULL ? rid : "?");
     th_resp_free(&r);
+    /* logged at warn with the request id and the operator's address */
+    char what[200];
+    snprintf(what, sizeof(what), "force-unlocked '%s' token %lld", name, token);
+    CHECK(log_has(op, "\"level\":\"warn\"", what, want));
+    CHECK(index_of(holder, name) > i0); /* a forced release moves the index */
     CHECK_EQ_INT(metric(op, "lockd_forced_releases_total"), before + 1);
     CHECK_EQ_INT(call("DELETE", url(op, "/locks/", path), NULL, admin_hdr, &r), 404);
     CHECK_STR(th_jerr(&r), "not_held");

@@ -10,8 +10,9 @@
 # change, --count), `elect` (one leader at a time, hand-over on SIGTERM within
 # 1 s and on SIGKILL within the session ttl + 1 s; a leader whose lock an
 # operator force-unlocks stops COMMAND and campaigns again, and the other
-# takes over with a larger token), and, with two lockd on one
-# redis-server, COMMAND (of run, and of elect's leader) stopped before a
+# takes over with a larger token; release --force without an admin token
+# exits 77; a COMMAND deaf to SIGTERM is SIGKILLed after --kill-after), and,
+# with two lockd on one redis-server, COMMAND (of run, and of elect's leader) stopped before a
 # lease ttl shorter than the session ttl lets another client in.
 set -eu
 . "$(dirname "$0")/lib/common.sh"
@@ -408,6 +409,9 @@ T_PIDS="$T_PIDS $f2"
 sleep 0.5
 t_check "elect/force: the second candidate waits" test "$(f_starts)" -eq 1
 tok1=$(grep '^S' "$fl" | sed -n 1p | cut -d' ' -f3)
+t_status 77 "elect/force: release --force without an admin token exits 77 (403 forbidden)" \
+    "$L" --url "$adm_url" release --force sh.force
+t_check "elect/force: ... and the leader still leads" test "$(f_ends)" -eq 0
 t_force=$(date +%s%N)
 t_check "elect/force: the operator force-unlocks the leader's lock" \
     sh -c '"$0" --url "$1" --token-file "$2" release --force sh.force >/dev/null' "$L" "$adm_url" "$d/admin.tok"
@@ -433,6 +437,24 @@ t_check "elect/force: ... with a larger token still" \
     test "$(grep '^S' "$fl" | sed -n 3p | cut -d' ' -f3)" -gt "$(grep '^S' "$fl" | sed -n 2p | cut -d' ' -f3)"
 kill -TERM "$f1"
 wait "$f1" || true
+
+# elect: a COMMAND that ignores SIGTERM gets SIGKILL after --kill-after
+"$L" elect sh.ka --kill-after 500ms -- sh -c 'trap "" TERM; echo S >>"$0"; while :; do sleep 0.05; done' \
+    "$d/ka.log" 2>"$d/ka.err" &
+ka=$!
+T_PIDS="$T_PIDS $ka"
+t_check "elect/kill-after: the candidate leads" t_wait_for 30 test -s "$d/ka.log"
+t_kill=$(date +%s%N)
+kill -TERM "$ka"
+ka_rc=0
+wait "$ka" || ka_rc=$?
+ka_ms=$((($(date +%s%N) - t_kill) / 1000000))
+t_check "elect/kill-after: exits 143 once COMMAND, deaf to SIGTERM, was SIGKILLed ($ka_rc)" test "$ka_rc" -eq 143
+t_check "elect/kill-after: ... no sooner than --kill-after 500ms, nor much later ($ka_ms ms)" \
+    test "$ka_ms" -ge 450 -a "$ka_ms" -lt 5000
+t_check "elect/kill-after: ... and says so" grep -q "still runs 500 ms after SIGTERM: sending SIGKILL" "$d/ka.err"
+t_check "elect/kill-after: the lock is free after it resigned" \
+    sh -c '"$0" status sh.ka | grep -qx "held=false"' "$L"
 
 # ---- run: a lease ttl shorter than the session ttl bounds how long COMMAND
 # may outlive its lockd. Two lockd share one redis-server; `run --ttl 1s

@@ -4,7 +4,8 @@
 # against the schema openapi.yaml gives for that route, method and status.
 # The same requests run on the memory backend and, when redis-server is
 # installed, on Redis, where a burst of concurrent acquires and releases is
-# answered from grouped script calls and a stopped Redis answers 503.
+# answered from grouped script calls and a stopped Redis answers 503. An
+# answer's field that the schema does not declare is an error too.
 set -eu
 . "$(dirname "$0")/lib/common.sh"
 
@@ -78,6 +79,18 @@ rec "$S" PUT "$u/sessions/$sess"
 rec "$S" GET "$u/sessions/$sess"
 rec "$S" DELETE "$u/sessions/$sess"
 rec "$S" PUT "$u/sessions/$sess"                                    # 404 session_not_found
+rec "$L" POST "$u/locks/oa.f" -d '{"ttl_ms":5000,"owner":"stuck"}'
+rec "$L" GET "$u/locks/oa.f?index=1&wait_ms=100"                   # a watch, answered at once
+rec "$L" DELETE "$u/locks/oa.f?force=true"                         # 403 forbidden
+rec "$L" DELETE "$u/locks/oa.f?force=true" -H "Authorization: Bearer oa-admin"
+# a lock-delay: the session expires, its lock stays unacquirable a while
+rec /sessions POST "$u/sessions" -d '{"ttl_ms":1000,"lock_delay_ms":60000}'
+sess=$(node -e 'process.stdout.write(JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")).session)' "$T_TMP/body")
+rec "$L" POST "$u/locks/oa.d" -d "{\"session\":\"$sess\"}"
+t_wait_for 100 sh -c 'curl -s "$0/locks/oa.d" | grep -q "\"lock_delay\":true"' "$u" ||
+    t_not_ok "the expired session's lock is under its lock-delay"
+rec "$L" GET "$u/locks/oa.d"                                        # lock_delay, lock_delay_ms
+rec "$L" POST "$u/locks/oa.d" -d '{}'                               # 409 locked, holder.lock_delay
 rec /healthz GET "$u/healthz"
 rec /readyz GET "$u/readyz"
 }
@@ -115,12 +128,14 @@ burst() {
     rm -f "$T_TMP"/burst.*
 }
 
-t_start_lockd main
+printf 'oa-admin\n' >"$T_TMP/admin.tok"
+t_start_lockd main --admin_token_file "$T_TMP/admin.tok"
 mem_url=$T_LOCKD_URL
 drive "$mem_url"
 burst "$mem_url"
 if t_start_redis redis; then
-    t_start_lockd onredis --redis "$T_REDIS_URL" --backend_timeout_ms 500
+    t_start_lockd onredis --redis "$T_REDIS_URL" --backend_timeout_ms 500 \
+        --admin_token_file "$T_TMP/admin.tok"
     drive "$T_LOCKD_URL"
     burst "$T_LOCKD_URL"
     kill "$T_REDIS_PID"
@@ -140,6 +155,11 @@ t_check "every example in openapi.yaml conforms to its schema, and every error e
 t_check "every answer conforms to openapi.yaml" \
     sh -c 'node "$0/tests/shell/lib/openapi_check.js" "$0" <"$1" >"$1.out"; rc=$?; cat "$1.out"; exit $rc' "$REPO" "$cases"
 t_check "all $(wc -l <"$cases") requests were checked" test "$(grep -c '^conforms' "$cases.out")" -eq "$(wc -l <"$cases")"
+t_check "every file openapi.yaml refers to is in the repository (no design document elsewhere)" sh -c '
+    for f in $(grep -o "[A-Za-z0-9_/.-]*\.\(md\|c\|h\|lua\|sh\|yaml\|js\)\>" "$0/openapi.yaml" | sort -u); do
+        [ -e "$0/$f" ] || { echo "openapi.yaml refers to $f, not in the repository" >&2; exit 1; }
+    done
+    ! grep -qi "design\.md\|design document" "$0/openapi.yaml"' "$REPO"
 code=$(curl -sS -o /dev/null -D "$hdr" -w '%{http_code}' -X PATCH "$u/locks/oa.a")
 t_check "405 carries an Allow header" sh -c '[ "$0" = 405 ] && grep -qi "^allow: " "$1"' "$code" "$hdr"
 curl -sS -o "$T_TMP/metrics" "$u/metrics"

@@ -4,8 +4,10 @@
  * Reads JSON lines {"path": "/locks/{name}", "method": "post", "status": 200,
  * "body": {...}} on stdin; for each, finds that operation's response for the
  * status and validates the body against its application/json schema (JSON
- * Schema 2020-12, as OpenAPI 3.1 uses). Prints one line per answer checked,
- * exits 1 if any does not conform or is undocumented.
+ * Schema 2020-12, as OpenAPI 3.1 uses) and looks for fields the schema does
+ * not declare (where it allows any). Prints one line per answer checked,
+ * exits 1 if any does not conform, carries an undeclared field or is
+ * undocumented.
  */
 'use strict';
 const fs = require('fs');
@@ -20,6 +22,33 @@ ajv.addSchema(doc, 'openapi.json');
 
 const esc = (s) => s.replace(/~/g, '~0').replace(/\//g, '~1');
 let bad = 0;
+
+/* Fields an answer carries that its schema does not declare (a schema that
+ * allows any other property still conforms, so a field the server sends and
+ * the spec dropped would go unseen): paths of the undeclared keys. */
+const deref = (s) => (s && s.$ref ? deref(s.$ref.split('/').slice(1).reduce((o, k) => o[k], doc)) : s);
+function branches(s) {
+    s = deref(s);
+    if (!s || typeof s !== 'object') return [];
+    return [s, ...['allOf', 'anyOf', 'oneOf'].flatMap((k) => (s[k] || []).flatMap(branches))];
+}
+function undeclared(schema, value, where, out) {
+    const bs = branches(schema);
+    if (Array.isArray(value)) {
+        const items = bs.map((b) => b.items).find((i) => i);
+        if (items) value.forEach((v, i) => undeclared(items, v, `${where}[${i}]`, out));
+        return out;
+    }
+    if (!value || typeof value !== 'object') return out;
+    const props = bs.filter((b) => b.properties);
+    if (props.length === 0 || bs.some((b) => b.additionalProperties === true)) return out;
+    for (const [k, v] of Object.entries(value)) {
+        const b = props.find((p) => k in p.properties);
+        if (b) undeclared(b.properties[k], v, `${where}.${k}`, out);
+        else out.push(`${where}.${k}`);
+    }
+    return out;
+}
 for (const line of fs.readFileSync(0, 'utf8').split('\n')) {
     if (!line.trim()) continue;
     const c = JSON.parse(line);
@@ -38,7 +67,11 @@ for (const line of fs.readFileSync(0, 'utf8').split('\n')) {
         continue;
     }
     const validate = ajv.compile({ $ref: `openapi.json${ptr}/content/application~1json/schema` });
-    if (validate(c.body)) {
+    const extra = validate(c.body) ? undeclared(resp.content['application/json'].schema, c.body, 'body', []) : null;
+    if (extra && extra.length) {
+        console.log(`sends fields openapi.yaml does not declare: ${where}: ${extra.join(', ')}\n  body: ${JSON.stringify(c.body)}`);
+        bad++;
+    } else if (extra) {
         console.log(`conforms: ${where}`);
     } else {
         console.log(`does not conform: ${where}: ${ajv.errorsText(validate.errors)}\n  body: ${JSON.stringify(c.body)}`);
