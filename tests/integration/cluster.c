@@ -8,7 +8,12 @@
  * primary); a slot resharded by hand (IMPORTING/MIGRATING, MIGRATE, SETSLOT
  * NODE) while one of its names is held and others are under load: no lock
  * lost, no second holder, tokens increasing, then MOVED followed, and the
- * redirections counted in lockd_cluster_redirections_total; one
+ * redirections counted in lockd_cluster_redirections_total; a slot moved
+ * (SETSLOT NODE everywhere) while lockd's map names the old primary: the
+ * request follows the MOVED and lockd_cluster_redirections_total{kind=
+ * "moved"} counts it; a slot nobody serves (DELSLOTS): CLUSTERDOWN retried
+ * with pauses, 503 within about 1 s, other slots served; sessions over HTTP
+ * (watchdog past several lease ttls, expiry then lock-delay); one
  * primary killed: its names 503, the others served, /readyz 503.
  * Multi-locks: one slot's names in one script call, names of every primary
  * taken one by one, all or none, a waiting set woken across lockd.
@@ -566,6 +571,222 @@ static void t_reshard_held(void)
     th_client_free(c);
 }
 
+/* ---- a slot moved (resharding finished): MOVED followed ---- */
+
+/* Moves slot (no keys in it) from its primary to the next one, the way
+ * redis-cli --cluster reshard ends: IMPORTING/MIGRATING, then SETSLOT NODE
+ * on the destination, the source and the others. */
+static void move_empty_slot(int slot)
+{
+    int src = owner_node(slot);
+    CHECK(src >= 0);
+    int dst = (src + 1) % N;
+    char sid[64], did[64], cmd[256];
+    node_id(src, sid, sizeof(sid));
+    node_id(dst, did, sizeof(did));
+    snprintf(cmd, sizeof(cmd), "CLUSTER SETSLOT %d IMPORTING %s", slot, sid);
+    CHECK(strstr(th_redis_cli(&node[dst], cmd), "OK") != NULL);
+    snprintf(cmd, sizeof(cmd), "CLUSTER SETSLOT %d MIGRATING %s", slot, did);
+    CHECK(strstr(th_redis_cli(&node[src], cmd), "OK") != NULL);
+    snprintf(cmd, sizeof(cmd), "CLUSTER SETSLOT %d NODE %s", slot, did);
+    CHECK(strstr(th_redis_cli(&node[dst], cmd), "OK") != NULL);
+    CHECK(strstr(th_redis_cli(&node[src], cmd), "OK") != NULL);
+    for (int i = 0; i < N; i++)
+        if (i != src && i != dst)
+            CHECK(strstr(th_redis_cli(&node[i], cmd), "OK") != NULL);
+}
+
+/* A name whose slot just moved (the lockd's map still names the old
+ * primary): the request succeeds through the MOVED, and
+ * lockd_cluster_redirections_total{kind="moved"} counts it. lockd also asks
+ * for the map once a second; a refresh that lands between the move and the
+ * request leaves nothing to follow, so a few slots are tried, each once per
+ * lockd, until both lockd followed one. */
+static void t_moved_followed(void)
+{
+    struct th_client *c = th_client_new();
+    bool seen[2] = {false, false};
+    int tries = 0;
+    for (int i = 0; tries < 8 && !(seen[0] && seen[1]); i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "mv-%d", i);
+        int slot = slot_of(name);
+        if (slot == slot_of("rs-held")) /* moved already */
+            continue;
+        tries++;
+        int src = owner_node(slot);
+        long long before[2] = {redirections(c, &L[0], "moved"), redirections(c, &L[1], "moved")};
+        CHECK(before[0] >= 0 && before[1] >= 0);
+        move_empty_slot(slot);
+        CHECK_EQ_INT(owner_node(slot), (src + 1) % N);
+        for (int j = 0; j < 2; j++) {
+            struct th_resp r;
+            CHECK_EQ_INT(req(c, &L[j], "POST", name, "{\"ttl_ms\":5000}", NULL, &r), 200);
+            char lease[64];
+            snprintf(lease, sizeof(lease), "%s", th_jstr(&r, "lease"));
+            th_resp_free(&r);
+            CHECK_EQ_INT(req(c, &L[j], "DELETE", name, NULL, lease, NULL), 200);
+            long long after = redirections(c, &L[j], "moved");
+            if (after > before[j])
+                seen[j] = true;
+            printf("# slot %d moved %d -> %d: lockd %d followed %lld MOVED\n", slot, src,
+                   (src + 1) % N, j, after - before[j]);
+        }
+        /* the lock key is on the new primary */
+        char cmd[128];
+        snprintf(cmd, sizeof(cmd), "CLUSTER COUNTKEYSINSLOT %d", slot);
+        CHECK(atoll(th_redis_cli(&node[(src + 1) % N], cmd)) > 0);
+    }
+    CHECK(seen[0]);
+    CHECK(seen[1]);
+    th_client_free(c);
+}
+
+/* ---- a slot nobody serves: CLUSTERDOWN retried, then 503 ---- */
+
+static long long errorstat(const struct th_redis *r, const char *what)
+{
+    char pat[64];
+    snprintf(pat, sizeof(pat), "errorstat_%s:count=", what);
+    const char *es = th_redis_cli(r, "INFO errorstats");
+    const char *p = strstr(es, pat);
+    return p != NULL ? atoll(p + strlen(pat)) : 0;
+}
+
+/* CLUSTER DELSLOTS on the slot's primary: it answers "CLUSTERDOWN Hash slot
+ * not served" (cluster-require-full-coverage no: only for that slot; the
+ * other nodes still name it the owner). lockd
+ * retries with growing pauses (RC_TRIES x RC_RETRY_MS, about 1 s in all, as
+ * the README says) and then answers 503; names of other slots are served
+ * meanwhile; ADDSLOTS brings the name back. */
+static void t_clusterdown_bounded(void)
+{
+    struct th_client *c = th_client_new();
+    /* a slot of primary 1: not a seed, so the map lockd keeps asking for
+     * (from node 0, which goes on naming node 1 the owner) sends every try
+     * to node 1 */
+    char name[32];
+    int slot = -1, o = 1;
+    for (int i = 0; slot < 0 && i < 1000; i++) {
+        snprintf(name, sizeof(name), "cd-%d", i);
+        if (owner_node(slot_of(name)) == o)
+            slot = slot_of(name);
+    }
+    CHECK(slot >= 0);
+    CHECK_EQ_INT(req(c, &L[0], "POST", name, "{\"ttl_ms\":5000}", NULL, NULL), 200);
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "CLUSTER COUNTKEYSINSLOT %d", slot);
+    CHECK(atoll(th_redis_cli(&node[o], cmd)) > 0);
+    /* the slot's keys stay on the node; only its service stops */
+    snprintf(cmd, sizeof(cmd), "CLUSTER DELSLOTS %d", slot);
+    CHECK(strstr(th_redis_cli(&node[o], cmd), "OK") != NULL);
+    for (int j = 0; j < 2; j++) {
+        long long down0 = errorstat(&node[o], "CLUSTERDOWN");
+        int64_t t0 = th_now_ms();
+        struct th_resp r;
+        long st = req(c, &L[j], "POST", name, "{\"ttl_ms\":5000}", NULL, &r);
+        int64_t took = th_now_ms() - t0;
+        long long downs = errorstat(&node[o], "CLUSTERDOWN") - down0;
+        printf("# lockd %d: %ld %s after %lld ms, %lld CLUSTERDOWN answers\n", j, st,
+               th_jerr(&r) ? th_jerr(&r) : "", (long long)took, downs);
+        CHECK_EQ_INT(st, 503);
+        th_resp_free(&r);
+        /* retried (more than one CLUSTERDOWN, with pauses: 8 tries sleep
+         * 0.9 s), and bounded */
+        CHECK(downs >= 2);
+        CHECK(took >= 500);
+        CHECK(took <= 3000 * th_time_scale());
+        /* another slot (of this primary too) is served at once */
+        for (int i = 0, done = 0; done < 3 && i < 1000; i++) {
+            char other[32];
+            snprintf(other, sizeof(other), "cd-ok-%d-%d", j, i);
+            if (slot_of(other) == slot || (done == 0 && owner_node(slot_of(other)) != o))
+                continue;
+            done++;
+            t0 = th_now_ms();
+            CHECK_EQ_INT(req(c, &L[j], "POST", other, "{\"ttl_ms\":1000}", NULL, NULL), 200);
+            CHECK(th_now_ms() - t0 < 500 * th_time_scale());
+        }
+    }
+    snprintf(cmd, sizeof(cmd), "CLUSTER ADDSLOTS %d", slot);
+    CHECK(strstr(th_redis_cli(&node[o], cmd), "OK") != NULL);
+    /* served again, and the lock held before is still held */
+    struct th_resp r;
+    long st = 0;
+    for (int64_t t0 = th_now_ms(); th_now_ms() - t0 < 10000 * th_time_scale();) {
+        st = req(c, &L[1], "POST", name, "{\"ttl_ms\":1000}", NULL, &r);
+        if (st != 503)
+            break;
+        th_resp_free(&r);
+    }
+    CHECK_EQ_INT(st, 409);
+    th_resp_free(&r);
+    th_client_free(c);
+}
+
+/* ---- sessions over HTTP ---- */
+
+/* A session on L[0] holds a name whose lease (600 ms) it outlives several
+ * times while heartbeated (the watchdog renews it); L[1] cannot take it.
+ * Heartbeats stop: the session expires (ttl 1 s), its lock is released with
+ * a lock-delay of 500 ms, and only then L[1] gets it. */
+static void t_sessions(void)
+{
+    struct th_client *c = th_client_new();
+    const char *name = "sess-0";
+    char url[200];
+    snprintf(url, sizeof(url), "%s/sessions", L[0].url);
+    struct th_resp r;
+    th_http(c, "POST", url, "{\"ttl_ms\":1000,\"lock_delay_ms\":500}", NULL, &r);
+    CHECK_EQ_INT(r.status, 201);
+    char sid[80], body[200];
+    snprintf(sid, sizeof(sid), "%s", th_jstr(&r, "session"));
+    th_resp_free(&r);
+    snprintf(body, sizeof(body), "{\"ttl_ms\":600,\"session\":\"%s\"}", sid);
+    CHECK_EQ_INT(req(c, &L[0], "POST", name, body, NULL, &r), 200);
+    long long token = th_jint(&r, "fencing_token");
+    th_resp_free(&r);
+    snprintf(url, sizeof(url), "%s/sessions/%s", L[0].url, sid);
+    int64_t last_hb = 0;
+    for (int i = 0; i < 8; i++) { /* 2.4 s: four lease ttls */
+        th_sleep_ms(300);
+        th_http(c, "PUT", url, NULL, NULL, &r);
+        last_hb = th_now_ms();
+        CHECK_EQ_INT(r.status, 200);
+        CHECK_EQ_INT(json_array_size(json_object_get(r.json, "lost")), 0);
+        th_resp_free(&r);
+        CHECK_EQ_INT(req(c, &L[1], "POST", name, "{\"ttl_ms\":1000}", NULL, &r), 409);
+        json_t *h = json_object_get(r.json, "holder");
+        CHECK_EQ_INT(json_integer_value(json_object_get(h, "fencing_token")), token);
+        th_resp_free(&r);
+    }
+    /* no more heartbeats: expiry, then the lock-delay */
+    long st = 0;
+    int64_t got = 0;
+    bool delayed = false;
+    while (th_now_ms() - last_hb < 10000 * th_time_scale()) {
+        st = req(c, &L[1], "POST", name, "{\"ttl_ms\":1000}", NULL, &r);
+        json_t *h = json_object_get(r.json, "holder");
+        if (st == 409 && json_is_true(json_object_get(h, "lock_delay")))
+            delayed = true;
+        th_resp_free(&r);
+        if (st == 200) {
+            got = th_now_ms();
+            break;
+        }
+        th_sleep_ms(20);
+    }
+    printf("# session's lock granted elsewhere %lld ms after the last heartbeat\n",
+           (long long)(got - last_hb));
+    CHECK_EQ_INT(st, 200);
+    CHECK(got - last_hb >= 1000 + 400); /* session ttl, then (most of) the lock-delay */
+    CHECK(delayed);
+    th_http(c, "GET", url, NULL, NULL, &r);
+    CHECK_EQ_INT(r.status, 404);
+    th_resp_free(&r);
+    th_client_free(c);
+}
+
 /* ---- one primary killed ---- */
 
 static void t_primary_killed(void)
@@ -618,6 +839,9 @@ int main(void)
     TH_RUN(t_waiter_woken_across_lockd);
     TH_RUN(t_multilock);
     TH_RUN(t_reshard_held);
+    TH_RUN(t_moved_followed);
+    TH_RUN(t_clusterdown_bounded);
+    TH_RUN(t_sessions);
     TH_RUN(t_primary_killed);
     /* a clean exit: drained, every connection and thread freed (ASan) */
     CHECK_EQ_INT(th_lockd_signal_wait(&L[0], SIGTERM, 30000 * th_time_scale()), 0);

@@ -8,7 +8,8 @@
  * backend call on its release; a reader's slot frees at its ttl; a
  * session-bound reader is kept by the watchdog and a session's expiry frees
  * all its slots;
- * limit_mismatch; a wrong lease releases nothing; a Redis restart under a
+ * limit_mismatch; a wrong lease releases nothing; 120 holders listed as the
+ * newest 100 in holder_list; a Redis restart under a
  * semaphore's load grants no slot twice. Starts its own redis-server and
  * lockd processes.
  */
@@ -631,6 +632,46 @@ static void t_metrics(void)
             TH_RUN(fn);                                                                            \
     } while (0)
 
+/* ---------------------------------------------------------------- holder_list cap */
+
+/* 120 holders (readers, then a semaphore of limit 150): inspect says holders
+ * 120 and lists the newest 100 (tokens strictly decreasing, the first the
+ * last granted), on l (memory or Redis). */
+static void holder_list_capped(const struct th_lockd *l, const char *name, const char *body)
+{
+    static char leases[120][40];
+    long long last = 0;
+    for (int i = 0; i < 120; i++) {
+        long long t;
+        CHECK_EQ_INT(acquire(cl, l, name, body, leases[i], &t), 200);
+        CHECK(t > last);
+        last = t;
+    }
+    struct th_resp r;
+    th_http(cl, "GET", url(l, "/locks/", name), NULL, NULL, &r);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK_EQ_INT(th_jint(&r, "holders"), 120);
+    json_t *list = json_object_get(r.json, "holder_list");
+    CHECK_EQ_INT(json_array_size(list), 100);
+    long long prev = 0;
+    for (size_t i = 0; i < json_array_size(list); i++) {
+        long long t = json_integer_value(json_object_get(json_array_get(list, i), "fencing_token"));
+        CHECK(i == 0 ? t == last : t < prev);
+        prev = t;
+    }
+    th_resp_free(&r);
+    for (int i = 0; i < 120; i++)
+        CHECK_EQ_INT(release(cl, l, name, leases[i]), 200);
+}
+
+static void t_holder_list_cap(void)
+{
+    holder_list_capped(&mem, "cap-shared-mem", "{\"mode\":\"shared\",\"ttl_ms\":30000}");
+    holder_list_capped(&ra, "cap-shared-redis", "{\"mode\":\"shared\",\"ttl_ms\":30000}");
+    holder_list_capped(&mem, "cap-sem-mem", "{\"limit\":150,\"ttl_ms\":30000}");
+    holder_list_capped(&ra, "cap-sem-redis", "{\"limit\":150,\"ttl_ms\":30000}");
+}
+
 int main(void)
 {
     th_redis_start(&rd, 0, NULL);
@@ -653,6 +694,7 @@ int main(void)
     RUN(t_session_readers);
     RUN(t_errors);
     RUN(t_metrics);
+    RUN(t_holder_list_cap);
     /* Last: they restart rd (shared holds and semaphore slots are
      * re-asserted after the empty restart: grant_log.c, reassert.lua). */
     const char *rsargs[] = {
