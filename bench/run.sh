@@ -479,12 +479,15 @@ bench_watchers() {
     R[watch.idle_cpu_ms]=$(awk -v t=$((c1 - c0)) -v hz="$CLK_TCK" 'BEGIN { printf "%.0f", t * 1000 / hz }')
     R[watch.idle_cpu_pct]=$(awk -v t=$((c1 - c0)) -v hz="$CLK_TCK" 'BEGIN { printf "%.1f", t * 100 / hz / 5 }')
     # one release: loadgen ends once every watcher has answered (bounded)
+    c0=$(cpu_ticks "$pid")
     kill -USR1 "$lg"
     for ((i = 0; i < 600; i++)); do
         kill -0 "$lg" 2>/dev/null || break
         sleep 0.1
     done
+    c1=$(cpu_ticks "$pid")
     stop_pid "$lg"
+    R[watch.wake_cpu_ms]=$(awk -v t=$((c1 - c0)) -v hz="$CLK_TCK" 'BEGIN { printf "%.0f", t * 1000 / hz }')
     local line kv
     line=$(grep '^RESULT' "$TMP/watchers.out")
     echo "$line" >>"$RAW"
@@ -962,7 +965,7 @@ report() {
     if want watchers; then
         echo "| lockd RSS before / with $WATCHERS watchers of one name (memory) | $(fmt "${R[watch.before_kb]:-}") / $(fmt "${R[watch.with_kb]:-}") kB, $(fmt "${R[watch.bytes_per]:-}") B per watcher | |"
         echo "| lockd CPU over 5 s idle with those watchers parked (without any: $(fmt "${R[watch.base_cpu_ms]:-}") ms) | $(fmt "${R[watch.idle_cpu_ms]:-}") ms (${R[watch.idle_cpu_pct]:-?} % of a core) | memory, not CPU |"
-        echo "| one release → all $WATCHERS watchers answered (from the release sent) | $(fmt "${R[watch.all_ms]:-}") ms (p50 $(fmt "${R[watchers.watch_p50_us]:-}") µs, p99 $(fmt "${R[watchers.watch_p99_us]:-}") µs; ${R[watchers.watch_n]:-0} answered) | |"
+        echo "| one release → all $WATCHERS watchers answered (from the release sent) | $(fmt "${R[watch.all_ms]:-}") ms (p50 $(fmt "${R[watchers.watch_p50_us]:-}") µs, p99 $(fmt "${R[watchers.watch_p99_us]:-}") µs; ${R[watchers.watch_n]:-0} answered; lockd CPU meanwhile $(fmt "${R[watch.wake_cpu_ms]:-}") ms) | |"
     fi
     if ((${#NOTES[@]})); then
         echo
