@@ -15,6 +15,10 @@
  *   etcd-contended  the same on one name (etcd's lock blocks until granted)
  *   hold       acquire --max leases on distinct names and keep them (RSS)
  *   waiters    one client holds --name, every other one waits on it (RSS)
+ *   watchers   one client holds --name and reads its index, every other one
+ *              watches it (GET ?index=N&wait_ms=M); on SIGUSR1 the holder
+ *              releases and watch_* is each watcher's answer after the release
+ *              was sent (watch_max_us: the last of them)
  *
  * Latencies go to log-linear histograms (HdrHistogram-style: 128 linear
  * sub-buckets per power of two, < 1% error), never an average.
@@ -141,10 +145,20 @@ static void hist_print(FILE *f, const char *prefix, const struct hist *h)
 
 /* ---------------------------------------------------------------- options */
 
-enum mode { M_PAIRS, M_SINGLE, M_CONTENDED, M_HTTP, M_ETCD, M_ETCD_CONTENDED, M_HOLD, M_WAITERS };
+enum mode {
+    M_PAIRS,
+    M_SINGLE,
+    M_CONTENDED,
+    M_HTTP,
+    M_ETCD,
+    M_ETCD_CONTENDED,
+    M_HOLD,
+    M_WAITERS,
+    M_WATCHERS
+};
 
-static const char *const mode_names[] = {"pairs", "single",         "contended", "http",
-                                         "etcd",  "etcd-contended", "hold",      "waiters"};
+static const char *const mode_names[] = {"pairs",          "single", "contended", "http",    "etcd",
+                                         "etcd-contended", "hold",   "waiters",   "watchers"};
 
 static struct {
     enum mode mode;
@@ -184,9 +198,13 @@ static struct {
 
 /* ---------------------------------------------------------------- shared state */
 
-static atomic_bool g_stop;         /* no new requests after this */
-static atomic_uint_fast64_t g_ops; /* completed operations, for --max */
-static atomic_int g_connected;     /* waiters mode: requests sent */
+static atomic_bool g_stop;              /* no new requests after this */
+static atomic_uint_fast64_t g_ops;      /* completed operations, for --max */
+static atomic_int g_connected;          /* waiters mode: requests sent */
+static volatile sig_atomic_t g_release; /* watchers: SIGUSR1 asks the holder to release */
+static bool g_released;                 /* watchers: the release is sent (one thread) */
+static uint64_t g_rel_sent_ns;          /* watchers: when */
+static char g_watch_index[32];          /* watchers: the name's index while held */
 static uint64_t g_t0_ns, g_deadline_ns;
 
 /* Contended handoff bookkeeping. Grants and releases of one name alternate:
@@ -214,7 +232,18 @@ static uint64_t now_ns(void)
 
 /* ---------------------------------------------------------------- connections */
 
-enum step { S_CONNECTING, S_GRANT, S_LOCK, S_ACQUIRE, S_RELEASE, S_UNLOCK, S_HTTP, S_PARKED };
+enum step {
+    S_CONNECTING,
+    S_GRANT,
+    S_LOCK,
+    S_ACQUIRE,
+    S_RELEASE,
+    S_UNLOCK,
+    S_HTTP,
+    S_PARKED,
+    S_INSPECT,
+    S_WATCH
+};
 
 struct conn {
     int fd;
@@ -249,6 +278,7 @@ struct worker {
     uint64_t ops, reqs, errors, timeouts, conn_errors, status_other;
     struct hist req, acq, rel, pair, handoff, handoff_send;
     struct hist handoff_cross; /* --port2: the releaser was on the other lockd */
+    struct hist watch;         /* watchers: release sent -> this watcher answered */
 };
 
 struct response {
@@ -256,6 +286,7 @@ struct response {
     const char *body;
     size_t body_len;
     char lease[80];
+    char index[32]; /* Lock-Index */
     bool close;
 };
 
@@ -433,19 +464,29 @@ static void start_cycle(struct worker *w, struct conn *c)
                 snprintf(lim, sizeof lim, ",\"limit\":%" PRId64, opt.limit);
             snprintf(body, sizeof body,
                      "{\"ttl_ms\":%" PRId64 ",\"wait_ms\":%" PRId64 ",\"mode\":\"%s\"%s}",
-                     opt.ttl_ms, opt.names > 0 ? opt.wait_ms : 0,
-                     shared ? "shared" : "exclusive", lim);
+                     opt.ttl_ms, opt.names > 0 ? opt.wait_ms : 0, shared ? "shared" : "exclusive",
+                     lim);
         } else {
             snprintf(body, sizeof body, "{\"ttl_ms\":%" PRId64 "}", opt.ttl_ms);
         }
         req_build(c, "POST", path, "", body);
         c->step = S_ACQUIRE;
         break;
+    case M_WATCHERS:
+        if (c->id != 0) {
+            snprintf(path, sizeof path, "/locks/%s?index=%s&wait_ms=%" PRId64, opt.name,
+                     g_watch_index, opt.wait_ms);
+            req_build(c, "GET", path, "", NULL);
+            c->step = S_WATCH;
+            break;
+        }
+        /* the holder acquires like the waiters' holder */
+        /* fall through */
     case M_CONTENDED:
     case M_WAITERS:
         snprintf(c->name, sizeof c->name, "%s", opt.name);
         snprintf(path, sizeof path, "/locks/%s", c->name);
-        if (opt.mode == M_WAITERS && c->id == 0)
+        if ((opt.mode == M_WAITERS || opt.mode == M_WATCHERS) && c->id == 0)
             snprintf(body, sizeof body, "{\"ttl_ms\":%" PRId64 "}", opt.ttl_ms);
         else
             snprintf(body, sizeof body, "{\"ttl_ms\":%" PRId64 ",\"wait_ms\":%" PRId64 "}",
@@ -477,7 +518,7 @@ static void start_cycle(struct worker *w, struct conn *c)
         break;
     }
     send_request(w, c);
-    if (opt.mode == M_WAITERS && c->id != 0)
+    if ((opt.mode == M_WAITERS || opt.mode == M_WATCHERS) && c->id != 0)
         atomic_fetch_add(&g_connected, 1);
 }
 
@@ -602,6 +643,15 @@ static void on_response(struct worker *w, struct conn *c, const struct response 
             c->step = S_PARKED;
             return;
         }
+        if (opt.mode == M_WATCHERS) {
+            /* the holder reads the index the watchers will wait on */
+            snprintf(c->lease, sizeof c->lease, "%s", r->lease);
+            snprintf(path, sizeof path, "/locks/%s", c->name);
+            req_build(c, "GET", path, "", NULL);
+            c->step = S_INSPECT;
+            send_request(w, c);
+            return;
+        }
         snprintf(c->lease, sizeof c->lease, "%s", r->lease);
         if (opt.hold_us > 0) {
             struct timespec ts = {.tv_sec = opt.hold_us / 1000000,
@@ -616,7 +666,53 @@ static void on_response(struct worker *w, struct conn *c, const struct response 
         if (contended)
             record_release_sent(c, c->t_req_ns);
         return;
+    case S_INSPECT:
+        if (r->status != 200 || r->index[0] == '\0') {
+            fprintf(stderr, "loadgen: inspect answered %d without Lock-Index\n", r->status);
+            w->errors++;
+            c->step = S_PARKED;
+            w->active--;
+            conn_close(w, c);
+            atomic_store(&g_stop, true);
+            return;
+        }
+        snprintf(g_watch_index, sizeof g_watch_index, "%s", r->index);
+        c->step = S_PARKED; /* the worker loop now opens every watcher */
+        return;
+    case S_WATCH:
+        /* 200 after the release: woken; before it: wait_ms ran out (a timeout) */
+        if ((r->status != 200 || !g_released) && w->errors + w->timeouts < 3)
+            fprintf(stderr, "loadgen: watch answered %d%s: %.*s\n", r->status,
+                    g_released ? "" : " before the release",
+                    (int)(r->body_len > 200 ? 200 : r->body_len), r->body ? r->body : "");
+        if (r->status != 200)
+            w->errors++;
+        else if (!g_released)
+            w->timeouts++;
+        else if (!memmem(r->body, r->body_len, "\"held\":false", 12) &&
+                 !memmem(r->body, r->body_len, "\"held\": false", 13)) {
+            if (w->errors < 3) /* woken, but not told the name is free */
+                fprintf(stderr, "loadgen: watch answered after the release: %.*s\n",
+                        (int)(r->body_len > 200 ? 200 : r->body_len), r->body ? r->body : "");
+            w->errors++;
+        } else {
+            hist_add(&w->watch, t - g_rel_sent_ns);
+            op_done(w);
+        }
+        c->step = S_PARKED;
+        w->active--;
+        conn_close(w, c);
+        return;
     case S_RELEASE:
+        if (opt.mode == M_WATCHERS) {
+            if (r->status != 200)
+                w->errors++;
+            hist_add(&w->rel, lat);
+            c->step = S_PARKED;
+            w->active--;
+            conn_close(w, c);
+            return;
+        }
         if (r->status != 200) {
             w->errors++;
             if (w->errors < 5)
@@ -722,6 +818,15 @@ static int parse_responses(struct worker *w, struct conn *c)
                 if (vl < sizeof r.lease) {
                     memcpy(r.lease, v, vl);
                     r.lease[vl] = '\0';
+                }
+            } else if (ll > 11 && strncasecmp(line, "Lock-Index:", 11) == 0) {
+                const char *v = line + 11;
+                while (*v == ' ')
+                    v++;
+                size_t vl = (size_t)(eol - v);
+                if (vl < sizeof r.index) {
+                    memcpy(r.index, v, vl);
+                    r.index[vl] = '\0';
                 }
             } else if (ll > 11 && strncasecmp(line, "Connection:", 11) == 0)
                 r.close = memmem(line, ll, "close", 5) != NULL;
@@ -896,7 +1001,7 @@ static void *worker_main(void *arg)
         if (!c->in)
             abort();
         c->fd = -1;
-        if (opt.mode == M_WAITERS && c->id != 0) {
+        if ((opt.mode == M_WAITERS || opt.mode == M_WATCHERS) && c->id != 0) {
             /* waiters connect after the holder got the lock (see below) */
             c->step = S_PARKED;
             continue;
@@ -906,7 +1011,7 @@ static void *worker_main(void *arg)
         else
             c->step = S_PARKED;
     }
-    bool waiters_started = opt.mode != M_WAITERS || w->idx != 0;
+    bool waiters_started = (opt.mode != M_WAITERS && opt.mode != M_WATCHERS) || w->idx != 0;
     struct epoll_event evs[256];
     uint64_t grace_end = 0;
     while (w->active > 0 || !waiters_started) {
@@ -914,12 +1019,26 @@ static void *worker_main(void *arg)
         if (t >= g_deadline_ns)
             atomic_store(&g_stop, true);
         if (atomic_load(&g_stop)) {
-            if (opt.mode == M_WAITERS || opt.mode == M_CONTENDED || opt.mode == M_ETCD_CONTENDED)
+            if (opt.mode == M_WAITERS || opt.mode == M_WATCHERS || opt.mode == M_CONTENDED ||
+                opt.mode == M_ETCD_CONTENDED)
                 break; /* the waiters/blocked calls never finish on their own */
             if (grace_end == 0)
                 grace_end = t + 3000000000ull;
             if (t >= grace_end)
                 break;
+        }
+        if (opt.mode == M_WATCHERS && g_release && !g_released && waiters_started &&
+            w->conns[0].step == S_PARKED && w->conns[0].fd >= 0) {
+            /* SIGUSR1: the holder releases; every watcher should now answer */
+            struct conn *h = &w->conns[0];
+            char path[400], hdr[160];
+            snprintf(path, sizeof path, "/locks/%s", h->name);
+            snprintf(hdr, sizeof hdr, "Lock-Lease: %s\r\n", h->lease);
+            req_build(h, "DELETE", path, hdr, NULL);
+            h->step = S_RELEASE;
+            g_released = true;
+            send_request(w, h);
+            g_rel_sent_ns = h->t_req_ns;
         }
         if (!waiters_started && w->conns[0].step == S_PARKED && w->conns[0].fd >= 0) {
             /* the holder has the lock: now open every waiter */
@@ -962,9 +1081,15 @@ static void usage(void)
         "               [--ttl_ms MS] [--wait_ms MS] [--hold_us US] [--etcd_lease pair|client]\n"
         "               [--names N] [--shared_pct P] [--limit L]\n"
         "               [--label TEXT] [--ready_file F]\n"
-        "modes: pairs single contended http etcd etcd-contended hold waiters\n"
+        "modes: pairs single contended http etcd etcd-contended hold waiters watchers\n"
         "target is always 127.0.0.1\n");
     exit(2);
+}
+
+static void on_sigusr1(int sig)
+{
+    (void)sig;
+    g_release = 1;
 }
 
 /* Prints a port that 127.0.0.1 can bind now (for run.sh's peers). */
@@ -1052,11 +1177,12 @@ int main(int argc, char **argv)
         usage();
     if (opt.mode == M_SINGLE)
         opt.clients = 1;
-    if (opt.mode == M_CONTENDED || opt.mode == M_ETCD_CONTENDED || opt.mode == M_WAITERS)
+    if (opt.mode == M_CONTENDED || opt.mode == M_ETCD_CONTENDED || opt.mode == M_WAITERS ||
+        opt.mode == M_WATCHERS)
         opt.threads = 1; /* handoff bookkeeping and the holder live on one thread */
     if (opt.threads > opt.clients)
         opt.threads = opt.clients;
-    if (opt.mode == M_WAITERS && opt.clients < 2)
+    if ((opt.mode == M_WAITERS || opt.mode == M_WATCHERS) && opt.clients < 2)
         usage();
 
     /* enough descriptors for 10,000 waiters */
@@ -1067,6 +1193,8 @@ int main(int argc, char **argv)
         setrlimit(RLIMIT_NOFILE, &rl);
     }
     signal(SIGPIPE, SIG_IGN);
+    if (opt.mode == M_WATCHERS)
+        signal(SIGUSR1, on_sigusr1);
 
     struct worker *ws = calloc((size_t)opt.threads, sizeof *ws);
     struct conn *cs = calloc((size_t)opt.clients, sizeof *cs);
@@ -1092,7 +1220,7 @@ int main(int argc, char **argv)
         /* waiters/hold: tell run.sh when every request is out */
         bool written = false;
         while (!written && !atomic_load(&g_stop) && now_ns() < g_deadline_ns) {
-            bool ready = opt.mode == M_WAITERS
+            bool ready = opt.mode == M_WAITERS || opt.mode == M_WATCHERS
                              ? atomic_load(&g_connected) >= opt.clients - 1
                              : (opt.max_ops && atomic_load(&g_ops) >= opt.max_ops);
             if (ready) {
@@ -1127,6 +1255,7 @@ int main(int argc, char **argv)
         hist_merge(&tot.handoff, &ws[t].handoff);
         hist_merge(&tot.handoff_send, &ws[t].handoff_send);
         hist_merge(&tot.handoff_cross, &ws[t].handoff_cross);
+        hist_merge(&tot.watch, &ws[t].watch);
     }
     printf("RESULT label=%s mode=%s port=%d clients=%d threads=%d secs=%.2f ops=%" PRIu64
            " ops_per_s=%.0f reqs=%" PRIu64 " reqs_per_s=%.0f errors=%" PRIu64 " timeouts=%" PRIu64
@@ -1142,6 +1271,7 @@ int main(int argc, char **argv)
     hist_print(stdout, "handoff", &tot.handoff);
     hist_print(stdout, "handoff_send", &tot.handoff_send);
     hist_print(stdout, "handoff_cross", &tot.handoff_cross);
+    hist_print(stdout, "watch", &tot.watch);
     printf("\n");
     fflush(stdout);
     free(ws);

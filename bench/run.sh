@@ -24,7 +24,10 @@
 #                          2 workers 78k; lockd memory 1 thread 40k pairs/s, 2: 30k)
 #   BENCH_HELD=100000      leases held for the RSS figure
 #   BENCH_WAITERS=10000    waiting clients for the RSS figure
-#   BENCH_ONLY="nginx redis etcd node memory lockdredis rss shared redlock cluster sentinel fencemem"
+#   BENCH_WATCHERS=10000   watchers of one name (memory backend) for the watchers key:
+#                          lockd RSS per watcher, CPU over 5 s idle with them parked,
+#                          one release -> every watcher answered
+#   BENCH_ONLY="nginx redis etcd node memory lockdredis rss watchers shared redlock cluster sentinel fencemem"
 #                          subset to run; the last five are issues 22-25's rows (one
 #                          pass each, sentinel ROUNDS times; report_issues):
 #                          shared: read-mostly and semaphore beside exclusive, memory
@@ -47,7 +50,8 @@ NGINX_WORKERS=${BENCH_NGINX_WORKERS:-1}
 LOCKD_ARGS=${BENCH_LOCKD_ARGS:---threads $NGINX_WORKERS --log_level warn --access_log false}
 HELD=${BENCH_HELD:-100000}
 WAITERS=${BENCH_WAITERS:-10000}
-ONLY=${BENCH_ONLY:-nginx redis etcd node memory lockdredis rss shared redlock cluster sentinel fencemem}
+WATCHERS=${BENCH_WATCHERS:-10000}
+ONLY=${BENCH_ONLY:-nginx redis etcd node memory lockdredis rss watchers shared redlock cluster sentinel fencemem}
 ROUNDS=${BENCH_ROUNDS:-3}
 LOADGEN=$ROOT/build/bench/loadgen
 LOCKD=${BENCH_LOCKD:-$ROOT/build/lockd}
@@ -420,6 +424,79 @@ bench_rss() {
         note "rss: waiters did not all connect within 60 s"
     fi
     stop_pid "$lg"
+    stop_pid "$pid"
+}
+
+# bench_watchers: issue 26's "a watcher is a suspended connection, like a
+# waiter; 10,000 watchers cost memory, not CPU", on the memory backend.
+# loadgen --mode watchers: one client holds the name and reads its index,
+# WATCHERS clients send GET ?index=N&wait_ms=M and stay parked; SIGUSR1 makes
+# the holder release, and loadgen times each watcher's answer from the release
+# sent (watch_max_us: all of them answered).
+bench_watchers() {
+    local port pid lg i n fds c0 c1 prev cur
+    ulimit -n $((WATCHERS + 1000)) 2>/dev/null || note "watchers: cannot raise the fd limit"
+    start_lockd port pid --backend memory --max_connections $((WATCHERS + 100)) || return
+    lockd_serves_locks "$port" || { note "watchers: lockd does not serve /locks yet: skipped"; stop_pid "$pid"; return; }
+    sleep 0.5
+    R[watch.before_kb]=$(rss_kb "$pid")
+    # the same 5 s idle without watchers: what the timers cost anyway
+    c0=$(cpu_ticks "$pid")
+    sleep 5
+    c1=$(cpu_ticks "$pid")
+    R[watch.base_cpu_ms]=$(awk -v t=$((c1 - c0)) -v hz="$CLK_TCK" 'BEGIN { printf "%.0f", t * 1000 / hz }')
+    rm -f "$TMP/watchers.ready"
+    "$LOADGEN" --label watchers --mode watchers --port "$port" --clients $((WATCHERS + 1)) \
+        --name bench-watched --secs 300 --wait_ms 240000 --ttl_ms 600000 \
+        --ready_file "$TMP/watchers.ready" >"$TMP/watchers.out" 2>>"$TMP/loadgen.err" &
+    lg=$!
+    PIDS+=("$lg")
+    if ! wait_for 60 test -s "$TMP/watchers.ready"; then
+        note "watchers: the watchers did not all connect within 60 s"
+        stop_pid "$lg"; stop_pid "$pid"; return
+    fi
+    # every request is sent; parked once lockd holds a descriptor for each and
+    # its CPU stops moving (no watcher gauge exists; both bounded)
+    for ((i = 0; i < 300; i++)); do
+        fds=$(find "/proc/$pid/fd" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l)
+        ((fds >= WATCHERS)) && break
+        sleep 0.1
+    done
+    prev=-1
+    for ((i = 0; i < 60; i++)); do
+        cur=$(cpu_ticks "$pid")
+        [[ $cur == "$prev" ]] && break
+        prev=$cur
+        sleep 0.5
+    done
+    R[watch.fds]=$fds
+    R[watch.with_kb]=$(rss_kb "$pid")
+    R[watch.bytes_per]=$(awk -v a="${R[watch.before_kb]}" -v b="${R[watch.with_kb]}" -v n="$WATCHERS" \
+        'BEGIN { printf "%.0f", (b - a) * 1024 / n }')
+    c0=$(cpu_ticks "$pid")
+    sleep 5
+    c1=$(cpu_ticks "$pid")
+    R[watch.idle_cpu_ms]=$(awk -v t=$((c1 - c0)) -v hz="$CLK_TCK" 'BEGIN { printf "%.0f", t * 1000 / hz }')
+    R[watch.idle_cpu_pct]=$(awk -v t=$((c1 - c0)) -v hz="$CLK_TCK" 'BEGIN { printf "%.1f", t * 100 / hz / 5 }')
+    # one release: loadgen ends once every watcher has answered (bounded)
+    c0=$(cpu_ticks "$pid")
+    kill -USR1 "$lg"
+    for ((i = 0; i < 600; i++)); do
+        kill -0 "$lg" 2>/dev/null || break
+        sleep 0.1
+    done
+    c1=$(cpu_ticks "$pid")
+    stop_pid "$lg"
+    R[watch.wake_cpu_ms]=$(awk -v t=$((c1 - c0)) -v hz="$CLK_TCK" 'BEGIN { printf "%.0f", t * 1000 / hz }')
+    local line kv
+    line=$(grep '^RESULT' "$TMP/watchers.out")
+    echo "$line" >>"$RAW"
+    for kv in $line; do
+        [[ $kv == *=* ]] && R[watchers.${kv%%=*}]=${kv#*=}
+    done
+    n=${R[watchers.watch_n]:-0}
+    ((n == WATCHERS)) || note "watchers: $n of $WATCHERS answered after the release (timeouts ${R[watchers.timeouts]:-?}, errors ${R[watchers.errors]:-?}/${R[watchers.conn_errors]:-?})"
+    R[watch.all_ms]=$(awk -v u="${R[watchers.watch_max_us]:-}" 'BEGIN { if (u != "") printf "%.1f", u / 1000 }')
     stop_pid "$pid"
 }
 
@@ -885,6 +962,11 @@ report() {
     echo "| lockd CPU while idle with those leases held | ${R[rss.held_idle_cpu]:-?} % of a core | |"
     echo "| GET /locks?limit=100 with those leases held | ${R[rss.held_list_ms]:-?} ms | |"
     echo "| lockd RSS with ${R[rss.waiters_n]:-?} waiting clients | $(fmt "${R[rss.waiters_kb]:-}") kB | < 204800 kB |"
+    if want watchers; then
+        echo "| lockd RSS before / with $WATCHERS watchers of one name (memory) | $(fmt "${R[watch.before_kb]:-}") / $(fmt "${R[watch.with_kb]:-}") kB, $(fmt "${R[watch.bytes_per]:-}") B per watcher | |"
+        echo "| lockd CPU over 5 s idle with those watchers parked (without any: $(fmt "${R[watch.base_cpu_ms]:-}") ms) | $(fmt "${R[watch.idle_cpu_ms]:-}") ms (${R[watch.idle_cpu_pct]:-?} % of a core) | memory, not CPU |"
+        echo "| one release → all $WATCHERS watchers answered (from the release sent) | $(fmt "${R[watch.all_ms]:-}") ms (p50 $(fmt "${R[watchers.watch_p50_us]:-}") µs, p99 $(fmt "${R[watchers.watch_p99_us]:-}") µs; ${R[watchers.watch_n]:-0} answered; lockd CPU meanwhile $(fmt "${R[watch.wake_cpu_ms]:-}") ms) | |"
+    fi
     if ((${#NOTES[@]})); then
         echo
         for l in "${NOTES[@]}"; do echo "- $l"; done
@@ -954,6 +1036,7 @@ if [[ -n $LOCKD_OK ]]; then
         unset REDIS_PORT REDIS_PID
     fi
     want rss && bench_rss
+    want watchers && bench_watchers
     want shared && bench_shared
     want redlock && bench_redlock
     want cluster && bench_cluster
