@@ -361,15 +361,16 @@ static void t_multi_across_restart(void)
         if (k == 0)
             snprintf(body, sizeof(body), "%.200s,\"ttl_ms\":12000}", set[k]);
         else
-            snprintf(body, sizeof(body), "%.200s,\"ttl_ms\":3000,\"session\":\"%.40s\"}", set[k], s2);
+            snprintf(body, sizeof(body), "%.200s,\"ttl_ms\":3000,\"session\":\"%.40s\"}", set[k],
+                     s2);
         struct th_resp r;
         CHECK_EQ_INT(req(c, "POST", k ? &L2 : &L1, "/locks", body, NULL, &r), 200);
         snprintf(lease[k], sizeof(lease[k]), "%s", th_jstr(&r, "lease"));
         json_t *locks = json_object_get(r.json, "locks");
         CHECK_EQ_INT(json_array_size(locks), NSET);
         for (int i = 0; i < NSET; i++)
-            token[k][i] =
-                json_integer_value(json_object_get(json_array_get(locks, (size_t)i), "fencing_token"));
+            token[k][i] = json_integer_value(
+                json_object_get(json_array_get(locks, (size_t)i), "fencing_token"));
         th_resp_free(&r);
         strcat(set[k], "}");
     }

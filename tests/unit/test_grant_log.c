@@ -440,8 +440,8 @@ static void test_members(void **state)
     for (int s = 0; s < SETS; s++)
         for (int i = 0; i < M; i++)
             if (live[s][i])
-                assert_true(glog_take((i % 10 == 1 || i % 10 == 5) ? to : g, lease[s], nm[i],
-                                      &token));
+                assert_true(
+                    glog_take((i % 10 == 1 || i % 10 == 5) ? to : g, lease[s], nm[i], &token));
     assert_int_equal(glog_count(g) + glog_count(to), 0);
     glog_free(to);
     glog_free(g);
@@ -486,9 +486,9 @@ static void test_bytes_per_record(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_record),     cmocka_unit_test(test_churn),
-        cmocka_unit_test(test_classes),    cmocka_unit_test(test_move),
-        cmocka_unit_test(test_one_stripe), cmocka_unit_test(test_members),
+        cmocka_unit_test(test_record),           cmocka_unit_test(test_churn),
+        cmocka_unit_test(test_classes),          cmocka_unit_test(test_move),
+        cmocka_unit_test(test_one_stripe),       cmocka_unit_test(test_members),
         cmocka_unit_test(test_bytes_per_record),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
