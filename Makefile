@@ -185,7 +185,7 @@ test-valgrind: build/tests
 # (halt_on_error) stops lockd, fails the suite, and is printed from build/tsan/report.*.
 # TSAN_REDIS_PROGS run again with TH_BACKEND=redis (the Redis backend's
 # connections, scripts and replies cross threads too); ~6 s each.
-TSAN_PROGS ?= api_locks hardening_limits sessions redis_lockd waiting
+TSAN_PROGS ?= api_locks hardening_limits sessions redis_lockd waiting multilock
 TSAN_REDIS_PROGS ?= hardening_limits
 test-tsan: build/tests build/tsan/lockd
 	@rm -f build/tsan/report.*

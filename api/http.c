@@ -890,10 +890,16 @@ static void req_done(struct req *r, bool delivered, int64_t now_us)
         r->waiting = false;
     }
     if (r->grant_pending && !delivered) {
-        /* The client never got its lease: give the lock back now. */
-        enum lk_code c =
-            engine_release(wk->srv->e, wk->lp, r->param, r->grant_lease, release_ignored, NULL);
-        (void)c;
+        /* The client never got its lease: give the lock (or a multi-lock's
+         * every name) back now. */
+        for (const char *n = r->grant_names ? r->grant_names : r->param; n[0] != '\0';
+             n += strlen(n) + 1) {
+            enum lk_code c =
+                engine_release(wk->srv->e, wk->lp, n, r->grant_lease, release_ignored, NULL);
+            (void)c;
+            if (r->grant_names == NULL)
+                break;
+        }
     }
     int64_t us = now_us - r->start_us;
     const char *label = r->route ? r->route->label : "other";
@@ -968,6 +974,7 @@ static void req_done(struct req *r, bool delivered, int64_t now_us)
                   kv[10], kv[11], kv[12], kv[13], kv[14], kv[15], NULL);
     }
     free(r->param_buf);
+    free(r->grant_names);
     body_free(r);
     free(r->resp);
     free(r);

@@ -62,6 +62,9 @@ struct req {
     int sock;        /* its socket while parked: EOF watch, hang-up peek */
     void *eof_watch; /* ev_io *, malloc'd */
     bool grant_pending;
+    /* a multi-lock's grant_pending: its names, "<name>\0...<name>\0\0"
+     * (malloc'd), released as param is for a single lock */
+    char *grant_names;
     int64_t token;     /* fencing token the answer carried, for the access log; 0 = none */
     const char *error; /* an error answer's "error" (errors.c's table, static), for the log */
 
@@ -69,7 +72,7 @@ struct req {
      * a 1.5 KiB memset per request); each is written before it is read. */
     char hdr_value[REQ_MAX_HEADERS][72]; /* [0, nhdrs) */
     /* a grant that must be released if the client never receives it: the
-     * lock is the request's own name (param) */
+     * lock is the request's own name (param), or grant_names' */
     char grant_lease[33]; /* "" until a grant */
     char trace_id[33];    /* a W3C traceparent header's trace id, for the log; "" if none */
     char param_small[64];

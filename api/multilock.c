@@ -5,6 +5,7 @@
  * errors.c. On the request's loop.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "api/errors.h"
@@ -34,6 +35,22 @@ static void multi_acquire_cb(void *arg, const struct eng_multi_result *res)
                                      ignore_release, NULL);
             return;
         }
+        /* Its client may still hang up before the answer reaches it: then
+         * every name goes back at once, as a single lock's (grant_pending). */
+        size_t len = 1;
+        for (size_t i = 0; i < res->n; i++)
+            len += strlen(res->names[i]) + 1;
+        char *names = lk_malloc(len), *p = names;
+        for (size_t i = 0; i < res->n; i++) {
+            size_t nl = strlen(res->names[i]) + 1;
+            memcpy(p, res->names[i], nl);
+            p += nl;
+        }
+        *p = '\0';
+        free(r->grant_names);
+        r->grant_names = names;
+        lk_strlcpy(r->grant_lease, res->lease, sizeof(r->grant_lease));
+        r->grant_pending = true;
         json_t *o = json_object();
         char expires[32];
         lk_rfc3339(res->expires_at_ms, expires);

@@ -148,6 +148,7 @@ struct rcmd {
     struct bk_grant_item *more;
     size_t nmore;
     const char *lease_ref; /* renew, release: the request's lease (valid until answered) */
+    const char *name_ref;  /* renew, release: the request's name (as lease_ref) */
     /* acquire: what an undo needs, "<name>\0<lease>\0" (lk_pair_put) */
     const char *undo_name, *undo_lease;
     char *refusal; /* the Redis error that answered it (bk_res.refusal), or NULL */
@@ -441,15 +442,45 @@ static void note_grant(struct rcmd *cmd, int64_t token)
     }
 }
 
+/* A multi-lock granted (acquire_set.lua): each member in the grants table
+ * with its own token, so a Redis that restarts empty gets every one back.
+ * cmd->undo is "<lease>\0<name>\0..." (rb_acquire_multi); the value tail
+ * '<sb> <ttl_ms> <owner>' follows the 2n keys and '<w><lease>'. */
+static void note_multi(struct rcmd *cmd, const int64_t *tokens)
+{
+    const struct rn_cmd *nc = &cmd->nc;
+    size_t at = 3 + 2 * cmd->count + 1;
+    if ((size_t)nc->argc <= at)
+        return;
+    const char *rest = nc->argv[at];
+    size_t rlen = nc->argvlen[at];
+    const char *sp = rlen > 2 ? memchr(rest + 2, ' ', rlen - 2) : NULL;
+    struct gl_grant gr = {
+        .lease = cmd->undo,
+        .ttl_ms = cmd->ttl_ms,
+        .expires_ms = cmd->start_ms + cmd->ttl_ms,
+        .sb = rlen > 0 && rest[0] == '1',
+        .owner = sp != NULL ? sp + 1 : rest + rlen,
+        .limit = 1,
+    };
+    gr.owner_len = (size_t)(rest + rlen - gr.owner);
+    const char *name = cmd->undo + strlen(cmd->undo) + 1;
+    for (size_t i = 0; i < cmd->count; i++, name += strlen(name) + 1) {
+        gr.name = name;
+        gr.token = tokens[i];
+        glog_put(cmd->bk->log, &gr);
+    }
+}
+
 /* A renewal or release answered: the lease lives on, or is gone. */
 static void note_owner_result(struct rcmd *cmd, const struct bk_res *out)
 {
     if (cmd->lease_ref == NULL)
         return;
     if (out->code == LK_OK && cmd->kind == RK_RENEW)
-        glog_renew(cmd->bk->log, cmd->lease_ref, out->ttl_ms, cmd->start_ms);
+        glog_renew(cmd->bk->log, cmd->lease_ref, cmd->name_ref, out->ttl_ms, cmd->start_ms);
     else if (out->code == LK_OK || out->code == LK_NOT_HELD || out->code == LK_HELD_BY_OTHER)
-        glog_drop(cmd->bk->log, cmd->lease_ref);
+        glog_drop(cmd->bk->log, cmd->lease_ref, cmd->name_ref);
 }
 
 static void handle_acquire(struct rcmd *cmd, const redisReply *r)
@@ -523,6 +554,7 @@ static void handle_multi(struct rcmd *cmd, const redisReply *r)
         struct bk_res out;
         grant_res(cmd, tokens[0], &out);
         out.tokens = tokens;
+        note_multi(cmd, tokens);
         cmd_answer(cmd, &out);
         free(tokens);
         return;
@@ -678,9 +710,9 @@ static void handle_batch(struct rcmd *cmd, const redisReply *r)
         struct bk_renew_item *it = &cmd->batch->items[cmd->first + i];
         it->result = v == 1 ? LK_OK : v == 2 ? LK_HELD_BY_OTHER : LK_NOT_HELD;
         if (v == 1)
-            glog_renew(cmd->bk->log, it->lease, it->ttl_ms, cmd->start_ms);
+            glog_renew(cmd->bk->log, it->lease, it->name, it->ttl_ms, cmd->start_ms);
         else
-            glog_drop(cmd->bk->log, it->lease);
+            glog_drop(cmd->bk->log, it->lease, it->name);
     }
     cmd_mark_answered(cmd);
     batch_part_done(cmd->batch);
@@ -1149,9 +1181,9 @@ static enum lk_code rb_acquire_shared(struct rb *bk, struct rn_conn *c, const st
 /* A multi-lock: acquire_set.lua, one call for the whole set (never
  * grouped). With redis_wait_replicas, or names of more than one slot on a
  * cluster primary, LK_UNSUPPORTED: the engine takes the names one by one
- * (each then waits for its replicas). Its members are not in the grants
- * table, which keeps one name per lease: a Redis that restarts empty loses
- * them, as it loses shared holds. */
+ * (each then waits for its replicas). Each member goes in the grants table
+ * with its own token (note_multi): a Redis that restarts empty gets them
+ * back. */
 static enum lk_code rb_acquire_multi(struct rb *bk, struct rn_conn *c, const struct bk_req *a,
                                      bk_done_fn done, void *arg)
 {
@@ -1208,6 +1240,7 @@ static enum lk_code rb_renew(struct rb *bk, struct rn_conn *c, const struct bk_r
 {
     struct rcmd *cmd = op_new(bk, c, RK_RENEW, SC_RENEW, 0, done, arg);
     cmd->lease_ref = req->lease;
+    cmd->name_ref = req->name;
     struct rargs b = {0};
     rargs_str(&b, "1");
     argb_key(&b, bk, req->name, "");
@@ -1222,6 +1255,7 @@ static enum lk_code rb_release(struct rb *bk, struct rn_conn *c, const struct bk
 {
     struct rcmd *cmd = op_new(bk, c, RK_RELEASE, SC_RELEASE, 0, done, arg);
     cmd->lease_ref = req->lease;
+    cmd->name_ref = req->name;
     cmd->delayed = req->delay_ms > 0;
     cmd->delay_ms = req->delay_ms > 0 ? req->delay_ms : 0;
     struct rargs b = {0};
@@ -1715,7 +1749,7 @@ enum lk_code redis_lock_fence_raise(void *state, struct lk_loop *lp, const char 
                                     const char *lease, int64_t token, bk_done_fn done, void *arg)
 {
     struct rb *bk = state;
-    glog_token(bk->log, lease, token); /* what a restart re-asserts */
+    glog_token(bk->log, lease, name, token); /* what a restart re-asserts */
     struct rcmd *cmd = op_new(bk, conn_of(bk, lp), RK_FENCE, SC_FENCE_RAISE, 0, done, arg);
     struct rargs b = {0};
     rargs_str(&b, "2");
@@ -1731,7 +1765,7 @@ enum lk_code redis_lock_undo(void *state, struct lk_loop *lp, const char *name, 
                              bk_done_fn done, void *arg)
 {
     struct rb *bk = state;
-    glog_drop(bk->log, lease); /* given back: never re-asserted */
+    glog_drop(bk->log, lease, name); /* given back: never re-asserted */
     struct rcmd *cmd = op_new(bk, conn_of(bk, lp), RK_FENCE, SC_UNDO, 0, done, arg);
     struct rargs b = {0};
     rargs_str(&b, "1");

@@ -88,15 +88,15 @@ void engine_plain_granted(struct engine *e, const char *name, const char *lease,
     metrics_add(M_LOCKS_HELD_PLAIN, 1);
 }
 
-void engine_plain_renewed(struct engine *e, const char *lease, int64_t ttl_ms)
+void engine_plain_renewed(struct engine *e, const char *name, const char *lease, int64_t ttl_ms)
 {
-    glog_renew(e->plain, lease, ttl_ms, lk_now_ms());
+    glog_renew(e->plain, lease, name, ttl_ms, lk_now_ms());
 }
 
-void engine_plain_gone(struct engine *e, const char *lease, bool released)
+void engine_plain_gone(struct engine *e, const char *name, const char *lease, bool released)
 {
     int64_t granted_us;
-    if (!glog_take(e->plain, lease, &granted_us))
+    if (!glog_take(e->plain, lease, name, &granted_us))
         return;
     metrics_add(M_LOCKS_HELD_PLAIN, -1);
     if (released)
@@ -322,7 +322,7 @@ static void renew_done(void *arg, const struct bk_res *br)
         if (count > 0)
             r.session = o->session;
         else
-            engine_plain_renewed(o->e, o->lease, br->ttl_ms);
+            engine_plain_renewed(o->e, o->name, o->lease, br->ttl_ms);
         r.lease = o->lease;
         r.fencing_token = br->fencing_token;
         r.ttl_ms = engine_answer_ttl(br, o->ttl_ms);
@@ -365,7 +365,7 @@ static void release_done(void *arg, const struct bk_res *br)
     if (o->session_last)
         session_release_end(o->e, o->name, o->lease, br->code);
     else if (br->code == LK_OK || br->code == LK_NOT_HELD || br->code == LK_HELD_BY_OTHER)
-        engine_plain_gone(o->e, o->lease, br->code == LK_OK);
+        engine_plain_gone(o->e, o->name, o->lease, br->code == LK_OK);
     if (br->code == LK_OK) {
         metrics_add(M_RELEASE_OK, 1);
         r.fencing_token = br->fencing_token;

@@ -140,8 +140,8 @@ void engine_holder_conv(struct eng_holder *out, const struct bk_holder *h);
 /* A plain (sessionless) lease was granted here, or renewed to last ttl_ms
  * from now; it is gone (released = true: its hold time is observed). */
 void engine_plain_granted(struct engine *e, const char *name, const char *lease, int64_t ttl_ms);
-void engine_plain_renewed(struct engine *e, const char *lease, int64_t ttl_ms);
-void engine_plain_gone(struct engine *e, const char *lease, bool released);
+void engine_plain_renewed(struct engine *e, const char *name, const char *lease, int64_t ttl_ms);
+void engine_plain_gone(struct engine *e, const char *name, const char *lease, bool released);
 /* The janitor, every tick: drops (and uncounts) plain leases that expired. */
 void engine_plain_sweep(struct engine *e, int64_t now);
 /* Counts a grant in lockd_acquire_total and lockd_grants_total{mode}. */

@@ -1,8 +1,9 @@
 /*
  * grant_log.c - the per-node table of live leases this lockd granted
- * (grant_log.h). Keyed by lease (128 random bits: no two grants share one),
- * spread over GL_STRIPES stripes so that the loops' grants and releases
- * rarely meet on one mutex. A stripe keeps its records packed, the way
+ * (grant_log.h). Keyed by (lease, name): a multi-lock's members share one
+ * lease, one record each. Spread over GL_STRIPES stripes by the lease (a
+ * multi-lock's members in one stripe) so that the loops' grants and
+ * releases rarely meet on one mutex. A stripe keeps its records packed, the way
  * CPython's compact dict does: per size class a dense array of fixed-size
  * records (chunks of GL_CHUNK, no allocation per record, no heap header or
  * rounding), a delete moving the class's last record into the hole; and an
@@ -193,15 +194,46 @@ static void idx_set(struct gl_stripe *s, size_t i, uint32_t ref)
         ((uint16_t *)s->idx)[i] = (uint16_t)ref;
 }
 
-/* Where a lease lives in an index of cap slots. Its bytes are the hash:
- * every recorded lease comes from the system's random source (a client
- * cannot choose one, so cannot crowd a table); a lease a client sends is
- * only looked up. */
-static size_t home_of(const uint8_t *k, uint32_t cap)
-{
+/* A record's key: the lease's 16 raw bytes and the name (nl bytes, not
+ * NUL-terminated), with its hash. */
+struct gl_key {
+    uint8_t lease[16];
+    const char *name;
+    size_t nl;
     uint32_t h;
-    memcpy(&h, k, sizeof(h));
+};
+
+/* The hash of (lease, name): the lease's first 4 bytes, mixed with the
+ * name's FNV-1a. Every recorded lease comes from the system's random source
+ * (a client cannot choose one, so cannot crowd a table); names a client
+ * chooses share a lease only within one multi-lock (at most 64). A lease a
+ * client sends is only looked up. */
+static uint32_t key_hash(const uint8_t *lease, const char *name, size_t nl)
+{
+    uint32_t h, f = 2166136261u;
+    memcpy(&h, lease, sizeof(h));
+    for (size_t i = 0; i < nl; i++)
+        f = (f ^ (uint8_t)name[i]) * 16777619u;
+    return h ^ f;
+}
+
+/* Where hash h lives in an index of cap slots. */
+static size_t home_of(uint32_t h, uint32_t cap)
+{
     return (size_t)(((uint64_t)h * cap) >> 32);
+}
+
+/* The hash of record r of class c. */
+static uint32_t rec_hash(const struct gl_rec *r, int c)
+{
+    return key_hash(r->lease, r->text, strnlen(r->text, gl_text[c]));
+}
+
+/* Whether record r of class c has key k. */
+static bool rec_is(const struct gl_rec *r, int c, const struct gl_key *k)
+{
+    return k->nl <= gl_text[c] && memcmp(r->lease, k->lease, 16) == 0 &&
+           memcmp(r->text, k->name, k->nl) == 0 && (k->nl == gl_text[c] || r->text[k->nl] == '\0');
 }
 
 static size_t next_of(const struct gl_stripe *s, size_t i)
@@ -209,21 +241,21 @@ static size_t next_of(const struct gl_stripe *s, size_t i)
     return i + 1 == s->cap ? 0 : i + 1;
 }
 
-static struct gl_stripe *stripe_of(struct glog *g, const uint8_t *k)
+static struct gl_stripe *stripe_of(struct glog *g, const uint8_t *lease)
 {
-    return &g->st[k[4] % GL_STRIPES];
+    return &g->st[lease[4] % GL_STRIPES];
 }
 
 /* Under the stripe's mutex: the index slot of k, or of the free slot where
  * it would go (*found false). The index has a free slot (at most 3/4 full). */
-static size_t slot_find(const struct gl_stripe *s, const uint8_t *k, bool *found)
+static size_t slot_find(const struct gl_stripe *s, const struct gl_key *k, bool *found)
 {
     *found = false;
     if (s->cap == 0)
         return 0;
-    size_t i = home_of(k, s->cap);
+    size_t i = home_of(k->h, s->cap);
     for (uint32_t ref; (ref = idx_get(s, i)) != 0; i = next_of(s, i)) {
-        if (memcmp(rec_ref(s, ref)->lease, k, 16) == 0) {
+        if (rec_is(rec_ref(s, ref), (int)((ref - 1) & 7), k)) {
             *found = true;
             return i;
         }
@@ -231,10 +263,10 @@ static size_t slot_find(const struct gl_stripe *s, const uint8_t *k, bool *found
     return i;
 }
 
-/* The index slot that holds ref (the record of lease k): it is there. */
-static size_t slot_of_ref(const struct gl_stripe *s, const uint8_t *k, uint32_t ref)
+/* The index slot that holds ref (a record whose hash is h): it is there. */
+static size_t slot_of_ref(const struct gl_stripe *s, uint32_t h, uint32_t ref)
 {
-    size_t i = home_of(k, s->cap);
+    size_t i = home_of(h, s->cap);
     while (idx_get(s, i) != ref)
         i = next_of(s, i);
     return i;
@@ -249,7 +281,7 @@ static void idx_rebuild(struct gl_stripe *s, uint32_t cap, bool wide)
     s->wide = wide;
     for (int c = 0; c < GL_CLASSES; c++) {
         for (uint32_t pos = 0; pos < s->cls[c].n; pos++) {
-            size_t i = home_of(rec_at(s, c, pos)->lease, cap);
+            size_t i = home_of(rec_hash(rec_at(s, c, pos), c), cap);
             while (idx_get(s, i) != 0)
                 i = next_of(s, i);
             idx_set(s, i, ref_of(c, pos));
@@ -267,7 +299,7 @@ static void idx_unlink(struct gl_stripe *s, size_t i)
         uint32_t ref = idx_get(s, j);
         if (ref == 0)
             break;
-        size_t k = home_of(rec_ref(s, ref)->lease, s->cap);
+        size_t k = home_of(rec_hash(rec_ref(s, ref), (int)((ref - 1) & 7)), s->cap);
         /* j's reference stays when its home lies cyclically in (i, j] */
         bool stays = i <= j ? i < k && k <= j : i < k || k <= j;
         if (!stays) {
@@ -328,7 +360,7 @@ static void rec_del(struct glog *g, struct gl_stripe *s, size_t i)
     if (pos != last) {
         struct gl_rec *r = rec_at(s, c, pos);
         memcpy(r, rec_at(s, c, last), stride(c));
-        idx_set(s, slot_of_ref(s, r->lease, ref_of(c, last)), ref_of(c, pos));
+        idx_set(s, slot_of_ref(s, rec_hash(r, c), ref_of(c, last)), ref_of(c, pos));
     }
     a->n--;
     class_trim(a);
@@ -339,7 +371,7 @@ static void rec_del(struct glog *g, struct gl_stripe *s, size_t i)
 /* Deletes the record at position pos of class c. */
 static void rec_del_at(struct glog *g, struct gl_stripe *s, int c, uint32_t pos)
 {
-    rec_del(g, s, slot_of_ref(s, rec_at(s, c, pos)->lease, ref_of(c, pos)));
+    rec_del(g, s, slot_of_ref(s, rec_hash(rec_at(s, c, pos), c), ref_of(c, pos)));
 }
 
 /* Drops the stripe's expired records; under its mutex. */
@@ -359,17 +391,21 @@ static size_t stripe_sweep(struct glog *g, struct gl_stripe *s, int64_t now)
     return n;
 }
 
-/* The record of lease, under its stripe's locked mutex (*sp), or NULL (and
- * then no mutex is held). */
-static struct gl_rec *lock_rec(struct glog *g, const char *lease, struct gl_stripe **sp, size_t *at)
+/* The record of (lease, name), under its stripe's locked mutex (*sp), or
+ * NULL (and then no mutex is held). */
+static struct gl_rec *lock_rec(struct glog *g, const char *lease, const char *name,
+                               struct gl_stripe **sp, size_t *at)
 {
-    uint8_t k[16];
-    if (g == NULL || !lease_raw(lease, k))
+    struct gl_key k;
+    if (g == NULL || name == NULL || !lease_raw(lease, k.lease))
         return NULL;
-    struct gl_stripe *s = stripe_of(g, k);
+    k.name = name;
+    k.nl = strlen(name);
+    k.h = key_hash(k.lease, name, k.nl);
+    struct gl_stripe *s = stripe_of(g, k.lease);
     bool found;
     pthread_mutex_lock(&s->mu);
-    size_t i = slot_find(s, k, &found);
+    size_t i = slot_find(s, &k, &found);
     if (!found) {
         pthread_mutex_unlock(&s->mu);
         return NULL;
@@ -420,13 +456,19 @@ size_t glog_count(struct glog *g)
     return n > 0 ? (size_t)n : 0;
 }
 
-/* Records the record r of class c (copied), replacing one of the same lease. */
+/* Records the record r of class c (copied), replacing one of the same
+ * lease and name. */
 static void rec_add(struct glog *g, int c, const struct gl_rec *r)
 {
     struct gl_stripe *s = stripe_of(g, r->lease);
+    struct gl_key k;
+    memcpy(k.lease, r->lease, 16);
+    k.name = r->text;
+    k.nl = strnlen(r->text, gl_text[c]);
+    k.h = key_hash(k.lease, k.name, k.nl);
     bool found;
     pthread_mutex_lock(&s->mu);
-    size_t i = slot_find(s, r->lease, &found);
+    size_t i = slot_find(s, &k, &found);
     if (found && (int)((idx_get(s, i) - 1) & 7) == c) {
         memcpy(rec_ref(s, idx_get(s, i)), r, stride(c));
         pthread_mutex_unlock(&s->mu);
@@ -441,7 +483,7 @@ static void rec_add(struct glog *g, int c, const struct gl_rec *r)
         idx_rebuild(s, s->cap, true);
     uint32_t pos = class_push(&s->cls[c], c);
     memcpy(rec_at(s, c, pos), r, stride(c));
-    idx_set(s, slot_find(s, r->lease, &found), ref);
+    idx_set(s, slot_find(s, &k, &found), ref);
     s->used++;
     atomic_fetch_add_explicit(&g->count, 1, memory_order_relaxed);
     pthread_mutex_unlock(&s->mu);
@@ -477,11 +519,12 @@ void glog_put(struct glog *g, const struct gl_grant *gr)
     rec_add(g, c, &u.r);
 }
 
-void glog_renew(struct glog *g, const char *lease, int64_t ttl_ms, int64_t start_ms)
+void glog_renew(struct glog *g, const char *lease, const char *name, int64_t ttl_ms,
+                int64_t start_ms)
 {
     struct gl_stripe *s;
     size_t i;
-    struct gl_rec *r = lock_rec(g, lease, &s, &i);
+    struct gl_rec *r = lock_rec(g, lease, name, &s, &i);
     if (r == NULL)
         return;
     if (ttl_ms > 0 && ttl_ms <= UINT32_MAX)
@@ -490,11 +533,11 @@ void glog_renew(struct glog *g, const char *lease, int64_t ttl_ms, int64_t start
     pthread_mutex_unlock(&s->mu);
 }
 
-void glog_token(struct glog *g, const char *lease, int64_t token)
+void glog_token(struct glog *g, const char *lease, const char *name, int64_t token)
 {
     struct gl_stripe *s;
     size_t i;
-    struct gl_rec *r = lock_rec(g, lease, &s, &i);
+    struct gl_rec *r = lock_rec(g, lease, name, &s, &i);
     if (r == NULL)
         return;
     if (token > rec_token(r))
@@ -502,21 +545,21 @@ void glog_token(struct glog *g, const char *lease, int64_t token)
     pthread_mutex_unlock(&s->mu);
 }
 
-void glog_drop(struct glog *g, const char *lease)
+void glog_drop(struct glog *g, const char *lease, const char *name)
 {
     struct gl_stripe *s;
     size_t i;
-    if (lock_rec(g, lease, &s, &i) == NULL)
+    if (lock_rec(g, lease, name, &s, &i) == NULL)
         return;
     rec_del(g, s, i);
     pthread_mutex_unlock(&s->mu);
 }
 
-bool glog_take(struct glog *g, const char *lease, int64_t *token)
+bool glog_take(struct glog *g, const char *lease, const char *name, int64_t *token)
 {
     struct gl_stripe *s;
     size_t i;
-    struct gl_rec *r = lock_rec(g, lease, &s, &i);
+    struct gl_rec *r = lock_rec(g, lease, name, &s, &i);
     if (r == NULL)
         return false;
     *token = rec_token(r);

@@ -2,7 +2,8 @@
  * grant_log.h - the leases one Redis lock layer granted that are still live,
  * kept so that they can be re-asserted on a Redis that restarted empty or
  * was replaced by a replica that lacked them (server/reassert.c). One table
- * per node; bounded by max_locks. Any thread: striped mutexes, each a leaf.
+ * per node, one record per (lease, name); bounded by max_locks. Any
+ * thread: striped mutexes, each a leaf.
  * A record costs ≈ 58 bytes with a 16-byte name, the index included
  * (tests/unit/test_grant_log.c measures it, and holds it to ≤ 60). The
  * engine keeps one more, of the plain (not session-bound) leases it
@@ -50,16 +51,19 @@ void glog_free(struct glog *g);
 /* Whether max leases are recorded already (the next grant is refused). */
 bool glog_full(struct glog *g);
 size_t glog_count(struct glog *g);
-/* Records a grant. Replaces a record of the same lease. */
+/* Records a grant. Replaces a record of the same lease and name. Records
+ * are keyed by (lease, name): a multi-lock's members share one lease. */
 void glog_put(struct glog *g, const struct gl_grant *gr);
-/* A renewal of lease: ttl_ms (0 = the last one) from start_ms (monotonic). */
-void glog_renew(struct glog *g, const char *lease, int64_t ttl_ms, int64_t start_ms);
-/* Redlock's fence write-back gave lease another token. */
-void glog_token(struct glog *g, const char *lease, int64_t token);
-/* lease is gone (released, undone, lost). */
-void glog_drop(struct glog *g, const char *lease);
-/* As glog_drop, telling whether lease was recorded and, if so, its token. */
-bool glog_take(struct glog *g, const char *lease, int64_t *token);
+/* A renewal of lease on name: ttl_ms (0 = the last one) from start_ms
+ * (monotonic). */
+void glog_renew(struct glog *g, const char *lease, const char *name, int64_t ttl_ms,
+                int64_t start_ms);
+/* Redlock's fence write-back gave lease on name another token. */
+void glog_token(struct glog *g, const char *lease, const char *name, int64_t token);
+/* lease on name is gone (released, undone, lost). */
+void glog_drop(struct glog *g, const char *lease, const char *name);
+/* As glog_drop, telling whether it was recorded and, if so, its token. */
+bool glog_take(struct glog *g, const char *lease, const char *name, int64_t *token);
 /* Drops every record of name (an operator's force-unlock); how many. A walk
  * of the whole table: for rare calls only. */
 size_t glog_drop_name(struct glog *g, const char *name);

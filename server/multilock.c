@@ -146,6 +146,9 @@ static void ml_granted(struct mlock *m)
     }
     for (size_t i = 0; i < m->n; i++) {
         engine_count_grant(false, 1);
+        /* a plain member counts in lockd_locks_held as a plain lock does */
+        if (!m->has_session)
+            engine_plain_granted(e, m->names[i], m->lease, m->ttl_ms);
         watchers_kick(e, m->names[i]);
     }
     lk_log(LK_DEBUG, "granted %zu names from '%s' as one", m->n, m->names[0]);

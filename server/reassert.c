@@ -140,7 +140,7 @@ static void run_part(struct ra_run *run, struct ra_cmd *cmd, const redisReply *r
                  * its next renewal (a client's, or the watchdog's for a
                  * session) gets held_by_other and the session reports it lost. */
                 run->other++;
-                glog_drop(run->ra->log, it->lease);
+                glog_drop(run->ra->log, it->lease, it->name);
                 lk_log(LK_WARN,
                        "lease of '%s' (token %lld) is held by another holder after the "
                        "restart of redis '%s': lost",

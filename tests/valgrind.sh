@@ -13,7 +13,7 @@
 set -u
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
-progs=${VALGRIND_PROGS-"api_locks hardening_ops hardening_auth_tls hardening_limits redis_lockd sessions waiting"}
+progs=${VALGRIND_PROGS-"api_locks hardening_ops hardening_auth_tls hardening_limits redis_lockd sessions waiting multilock"}
 redis_progs=${VALGRIND_REDIS_PROGS-"hardening_ops hardening_auth_tls"}
 self_progs=${VALGRIND_SELF_PROGS-"redis_backend"}
 out=$repo/build/valgrind

@@ -9,7 +9,8 @@
  * names what was lost; members work alone through /locks/{name}; a
  * session's watchdog keeps members alive; a set promoted to the head of a
  * queue is granted at once; max_waiters bounds waiting sets; a waiting set
- * whose client hangs up leaves its queue; bad input is 400 with nothing
+ * whose client hangs up leaves its queue, and one whose client hangs up as
+ * it is granted gives every name back at once; bad input is 400 with nothing
  * held. Starts its own redis-server and lockd processes.
  */
 #include <pthread.h>
@@ -18,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "tests/lib/harness.h"
@@ -635,6 +637,72 @@ static void t_hang_up_redis(void)
     hang_up(&ra, "hu-r-");
 }
 
+/* A waiting set whose client hangs up as the name it waits for frees may
+ * be granted in that same instant: lockd gives every name back at once
+ * (the grant's hang-up peek, or grant_pending when the answer could not be
+ * delivered), not at the set's 30 s ttl. The hang-up (a close, or a reset
+ * every other round) and the holder's release are written back to back on
+ * raw sockets, so lockd often sees both in one loop pass; every third
+ * round lets the hang-up arrive first. */
+static void hang_up_race(const struct th_lockd *l, const char *prefix)
+{
+    for (int i = 0; i < 30; i++) {
+        char n[2][64], lease[40];
+        snprintf(n[0], sizeof(n[0]), "%s%d-a", prefix, i);
+        snprintf(n[1], sizeof(n[1]), "%s%d-b", prefix, i);
+        CHECK_EQ_INT(one_acquire(l, n[1], "{\"ttl_ms\":30000}", lease), 200);
+        int fd = th_connect(l->port), rel = th_connect(l->port);
+        char body[256], rq[512], rq2[256];
+        snprintf(body, sizeof(body),
+                 "{\"names\":[\"%s\",\"%s\"],\"wait_ms\":10000,\"ttl_ms\":30000}", n[0], n[1]);
+        int k = snprintf(rq, sizeof(rq),
+                         "POST /locks HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n%s",
+                         strlen(body), body);
+        CHECK(write(fd, rq, (size_t)k) == k);
+        int k2 = snprintf(rq2, sizeof(rq2),
+                          "DELETE /locks/%s HTTP/1.1\r\nHost: x\r\nLock-Lease: %s\r\n"
+                          "Connection: close\r\n\r\n",
+                          n[1], lease);
+        int64_t end = th_now_ms() + 3000 * th_time_scale();
+        while (waiters_of(l, n[1]) != 1 && th_now_ms() < end)
+            th_sleep_ms(5);
+        CHECK_EQ_INT(waiters_of(l, n[1]), 1);
+        if (i % 2 == 1) {
+            struct linger lg = {.l_onoff = 1, .l_linger = 0};
+            CHECK(setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)) == 0);
+        }
+        close(fd);
+        if (i % 3 == 2)
+            th_sleep_ms(1);
+        CHECK(write(rel, rq2, (size_t)k2) == k2);
+        char ans[1024];
+        size_t have = 0;
+        ssize_t got;
+        while (have < sizeof(ans) - 1 && (got = read(rel, ans + have, sizeof(ans) - 1 - have)) > 0)
+            have += (size_t)got;
+        ans[have] = '\0';
+        close(rel);
+        CHECK(strncmp(ans, "HTTP/1.1 200", 12) == 0);
+        end = th_now_ms() + 2000 * th_time_scale();
+        while ((held(l, n[0]) || held(l, n[1])) && th_now_ms() < end)
+            th_sleep_ms(10);
+        if (held(l, n[0]) || held(l, n[1]))
+            th_fail(__FILE__, __LINE__,
+                    "round %d: '%s' or '%s' still held after the waiting set's client hung up", i,
+                    n[0], n[1]);
+    }
+}
+
+static void t_hang_up_race_memory(void)
+{
+    hang_up_race(&mem, "hr-m-");
+}
+
+static void t_hang_up_race_redis(void)
+{
+    hang_up_race(&ra, "hr-r-");
+}
+
 /* ---------------------------------------------------------------- bad input */
 
 static void bad(const struct th_lockd *l, const char *method, const char *body, const char *err)
@@ -719,6 +787,8 @@ int main(void)
     RUN(t_max_waiters);
     RUN(t_hang_up_memory);
     RUN(t_hang_up_redis);
+    RUN(t_hang_up_race_memory);
+    RUN(t_hang_up_race_redis);
     RUN(t_stress_memory);
     RUN(t_stress_redis_two_lockd);
     RUN(t_stress_redlock);

@@ -9,8 +9,11 @@
  * (SIGSTOP) past the grace finds the leases others took lost and overwrites
  * none; 32 clients through two lockd across a restart never overlap; a
  * semaphore of 3 and two readers across an empty restart (no fourth slot,
- * no writer, tokens unchanged, the next grant larger); max_locks refuses
- * the next grant with 503 too_many_locks.
+ * no writer, tokens unchanged, the next grant larger); two multi-locks of
+ * 5 names (one plain, one under a session) across an empty restart (no
+ * member granted to another, the set renews with every token unchanged,
+ * the next grant larger); max_locks refuses the next grant with 503
+ * too_many_locks.
  */
 #include <pthread.h>
 #include <signal.h>
@@ -346,6 +349,108 @@ static void t_shared_across_restart(void)
     th_client_free(c);
 }
 
+/* ---- multi-locks across an empty restart ---- */
+
+#define NSET 5
+
+/* A plain set of 5 names through L1 and a session-bound one through L2
+ * (3 s members, renewed by L2's watchdog across the restart): each member
+ * is in its lockd's grants table with its own token, so none is granted to
+ * another while the leases live; the sets renew (PUT /locks) with every
+ * member and every token unchanged, release, and each name's next grant
+ * has a larger token. */
+static void t_multi_across_restart(void)
+{
+    struct th_client *c = th_client_new();
+    char *s2 = session_on(c, &L2);
+    char lease[2][40], name[2][NSET][16], set[2][256];
+    long long token[2][NSET];
+    for (int k = 0; k < 2; k++) {
+        size_t n = (size_t)snprintf(set[k], sizeof(set[k]), "{\"names\":[");
+        for (int i = 0; i < NSET; i++) {
+            snprintf(name[k][i], sizeof(name[k][i]), "ms%d-%d", k, i);
+            n += (size_t)snprintf(set[k] + n, sizeof(set[k]) - n, "%s\"%s\"", i ? "," : "",
+                                  name[k][i]);
+        }
+        snprintf(set[k] + n, sizeof(set[k]) - n, "]");
+        char body[400];
+        if (k == 0)
+            snprintf(body, sizeof(body), "%.200s,\"ttl_ms\":12000}", set[k]);
+        else
+            snprintf(body, sizeof(body), "%.200s,\"ttl_ms\":3000,\"session\":\"%.40s\"}", set[k],
+                     s2);
+        struct th_resp r;
+        CHECK_EQ_INT(req(c, "POST", k ? &L2 : &L1, "/locks", body, NULL, &r), 200);
+        snprintf(lease[k], sizeof(lease[k]), "%s", th_jstr(&r, "lease"));
+        json_t *locks = json_object_get(r.json, "locks");
+        CHECK_EQ_INT(json_array_size(locks), NSET);
+        for (int i = 0; i < NSET; i++)
+            token[k][i] = json_integer_value(
+                json_object_get(json_array_get(locks, (size_t)i), "fencing_token"));
+        th_resp_free(&r);
+        strcat(set[k], "}");
+    }
+    restart_redis();
+    int64_t back = th_now_ms();
+    int n503 = 0, n409 = 0;
+    while (th_now_ms() - back < 4000) {
+        for (int k = 0; k < 2; k++) {
+            for (int i = 0; i < NSET; i++) {
+                const struct th_lockd *l = (i + k) % 2 ? &L2 : &L1;
+                char path[64];
+                snprintf(path, sizeof(path), "/locks/%.15s", name[k][i]);
+                struct th_resp r;
+                long st = req(c, "POST", l, path, "{\"ttl_ms\":1000}", NULL, &r);
+                if (st == 200)
+                    th_fail(__FILE__, __LINE__,
+                            "member '%s' of a multi-lock granted to another %lld ms after the "
+                            "restart: %s",
+                            name[k][i], (long long)(th_now_ms() - back), r.body);
+                CHECK(st == 503 || st == 409);
+                n503 += st == 503;
+                n409 += st == 409;
+                th_resp_free(&r);
+            }
+        }
+        th_sleep_ms(50);
+    }
+    printf("# multi-lock members after the restart: %d x 503, %d x 409\n", n503, n409);
+    CHECK(n409 > 0);
+    long long top[2][NSET];
+    for (int k = 0; k < 2; k++) {
+        const struct th_lockd *l = k ? &L2 : &L1;
+        struct th_resp r;
+        CHECK_EQ_INT(req(c, "PUT", l, "/locks", set[k], lease[k], &r), 200);
+        CHECK_EQ_INT(json_len(&r, "locks"), NSET);
+        CHECK_EQ_INT(json_len(&r, "lost"), 0);
+        th_resp_free(&r);
+        for (int i = 0; i < NSET; i++) { /* each member alone: its token unchanged */
+            char path[64];
+            snprintf(path, sizeof(path), "/locks/%.15s", name[k][i]);
+            CHECK_EQ_INT(req(c, "PUT", l, path, NULL, lease[k], &r), 200);
+            CHECK_EQ_INT(th_jint(&r, "fencing_token"), token[k][i]);
+            th_resp_free(&r);
+            top[k][i] = token[k][i];
+        }
+        CHECK_EQ_INT(req(c, "DELETE", l, "/locks", set[k], lease[k], &r), 200);
+        CHECK_EQ_INT(json_len(&r, "locks"), NSET);
+        th_resp_free(&r);
+    }
+    for (int k = 0; k < 2; k++) {
+        for (int i = 0; i < NSET; i++) {
+            char path[64];
+            snprintf(path, sizeof(path), "/locks/%.15s", name[k][i]);
+            struct th_resp r;
+            CHECK_EQ_INT(req(c, "POST", &L1, path, "{\"ttl_ms\":1000}", NULL, &r), 200);
+            CHECK(th_jint(&r, "fencing_token") > top[k][i]);
+            CHECK_EQ_INT(req(c, "DELETE", &L1, path, NULL, th_jstr(&r, "lease"), NULL), 200);
+            th_resp_free(&r);
+        }
+    }
+    free(s2);
+    th_client_free(c);
+}
+
 /* ---- a lockd stopped past the grace while Redis restarts ---- */
 
 #define NSTOP 20
@@ -600,6 +705,7 @@ int main(void)
     TH_RUN(t_max_locks);
     TH_RUN(t_hundred_leases);
     TH_RUN(t_shared_across_restart);
+    TH_RUN(t_multi_across_restart);
     TH_RUN(t_exclusion_across_restart);
     th_lockd_kill(&L1, SIGKILL);
     th_lockd_kill(&L2, SIGKILL);

@@ -4,7 +4,9 @@
 # log_format); error lines carry the error code and the client address;
 # POST /sessions lines the new session id, cut; a traceparent's trace id as
 # trace_id; a session's expiry names its locks; backend latency by op; the
-# process_* metrics; and an exposition promtool accepts (when installed).
+# process_* metrics; a plain multi-lock counted per name in lockd_locks_held
+# and lockd_lock_hold_seconds; and an exposition promtool accepts (when
+# installed).
 set -eu
 . "$(dirname "$0")/lib/common.sh"
 
@@ -165,6 +167,16 @@ t_check "a plain lease that expired is no longer counted (within 10 s)" \
     t_wait_for 100 m_is "$plain" $((p0 + 3))
 t_check "an expiry is not a release: no hold time observed" \
     m_is lockd_lock_hold_seconds_count $((h0 + 4))
+# A plain multi-lock of 5 names is 5 plain locks; releasing the set, 5 holds.
+pm=$(m "$plain")
+hm=$(m lockd_lock_hold_seconds_count)
+set5='"names":["lm.1","lm.2","lm.3","lm.4","lm.5"]'
+curl -s -XPOST "$u/locks" -d "{$set5,\"ttl_ms\":60000}" >"$T_TMP/lm"
+t_check "a plain multi-lock of 5 names: the plain gauge up by 5" m_is "$plain" $((pm + 5))
+curl -s -XDELETE "$u/locks" -H "Lock-Lease: $(lease_of <"$T_TMP/lm")" -d "{$set5}" >/dev/null
+t_check "the set released: the plain gauge back, 5 holds counted" \
+    sh -c '[ "$1" = "$2" ] && [ "$3" = "$4" ]' - "$(m "$plain")" "$pm" \
+    "$(m lockd_lock_hold_seconds_count)" $((hm + 5))
 grep -q '^lockd_lock_hold_seconds_bucket{le="3600"} ' "$T_TMP/metrics.txt" ||
     curl -s "$u/metrics" | grep -q '^lockd_lock_hold_seconds_bucket{le="3600"} ' ||
     t_not_ok "lockd_lock_hold_seconds has buckets up to an hour"

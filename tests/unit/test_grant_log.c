@@ -3,7 +3,8 @@
  * records in, renewed, re-tokened, dropped, swept and copied out; names
  * and owners of every size class; records moved to another table and
  * dropped by name; many inserts and deletes through the packed arrays and
- * their index lose nothing, also in one stripe past the 16-bit index; and
+ * their index lose nothing, also in one stripe past the 16-bit index; a
+ * multi-lock's members (one lease, many names) are one record each; and
  * what a record costs in memory (the figure README states).
  */
 #include <setjmp.h>
@@ -65,10 +66,15 @@ static void test_record(void **state)
     put(g, "n4", "0123456789ABCDEF0123456789ABCDEF", 40, 1000); /* nor upper case */
     assert_int_equal(glog_count(g), 2);
     assert_false(glog_full(g));
-    glog_renew(g, a, 7000, 500); /* expires 7500 */
-    glog_token(g, a, 15);
-    glog_token(g, a, 12);                             /* never lowered */
-    glog_drop(g, "0123456789ABCDEF0123456789ABCDEF"); /* a client's other spelling drops nothing */
+    glog_renew(g, a, "n1", 7000, 500); /* expires 7500 */
+    glog_token(g, a, "n1", 15);
+    glog_token(g, a, "n1", 12); /* never lowered */
+    glog_renew(g, a, "n2", 9000, 500);
+    glog_token(g, a, "n2", 99); /* another name of the lease: nothing */
+    glog_drop(g, a, "n");       /* nor a prefix of its name */
+    glog_drop(g, a, "n12");     /* nor a longer one */
+    glog_drop(g, b, "n1");
+    glog_drop(g, "0123456789ABCDEF0123456789ABCDEF", "n1"); /* a client's other spelling */
     assert_int_equal(glog_count(g), 2);
     struct gl_grant sem = {.name = "sem",
                            .lease = "00000000000000000000000000000001",
@@ -99,7 +105,7 @@ static void test_record(void **state)
     assert_int_equal(x->limit, 3);
     assert_string_equal(lk_pair_second(x->name), "");
     glog_items_free(it, n);
-    glog_drop(g, a);
+    glog_drop(g, a, "n1");
     assert_int_equal(glog_count(g), 1);
     for (int i = 0; i < 200; i++)
         glog_sweep(g, 3000);
@@ -125,7 +131,7 @@ static void test_churn(void **state)
     for (int k = 0; k < 3 * N; k++) {
         int i = rand() % N;
         if (live[i])
-            glog_drop(g, lease[i]);
+            glog_drop(g, lease[i], "name");
         else
             put(g, "name", lease[i], i + 1, 1000);
         live[i] = !live[i];
@@ -197,15 +203,22 @@ static void test_classes(void **state)
         assert_true(it[j].shared == (i % 3 == 0));
     }
     glog_items_free(it, n);
-    /* the same lease again with a name of another class: replaced, not added */
-    struct gl_grant gr = {
-        .name = name[1], .lease = lease[0], .token = 99, .expires_ms = 9000, .limit = 1};
+    /* the same lease and name again with an owner of another class:
+     * replaced, not added */
+    struct gl_grant gr = {.name = name[0],
+                          .lease = lease[0],
+                          .owner = owner[9],
+                          .owner_len = ol[9],
+                          .token = 99,
+                          .expires_ms = 9000,
+                          .limit = 1};
     glog_put(g, &gr);
     assert_int_equal(glog_count(g), N);
     int64_t token = 0;
-    assert_true(glog_take(g, lease[0], &token));
+    assert_false(glog_take(g, lease[0], name[1], &token)); /* not that name's */
+    assert_true(glog_take(g, lease[0], name[0], &token));
     assert_int_equal(token, 99);
-    assert_false(glog_take(g, lease[0], &token));
+    assert_false(glog_take(g, lease[0], name[0], &token));
     /* by name, in every class it is in (its owner's length decides); a
      * prefix of a name is not that name */
     static const size_t extra[] = {0, 40, 200};
@@ -307,7 +320,7 @@ static void test_one_stripe(void **state)
     for (int k = 0; k < 2 * N; k++) {
         int i = rand() % N;
         if (live[i])
-            glog_drop(g, lease[i]);
+            glog_drop(g, lease[i], "name");
         else
             put(g, "name", lease[i], i + 1, 1000 + i % 2);
         live[i] = !live[i];
@@ -318,7 +331,7 @@ static void test_one_stripe(void **state)
         odd += live[i] && i % 2;
         int64_t token;
         if (i % 5 == 0) { /* take and put back */
-            assert_true(glog_take(g, lease[i], &token) == live[i]);
+            assert_true(glog_take(g, lease[i], "name", &token) == live[i]);
             if (live[i])
                 put(g, "name", lease[i], i + 1, 1000 + i % 2);
         }
@@ -338,6 +351,99 @@ static void test_one_stripe(void **state)
         swept += glog_sweep(g, 5000);
     assert_int_equal(swept, odd);
     assert_int_equal(glog_count(g), 0);
+    glog_free(g);
+}
+
+/* A multi-lock's members: one lease, 64 names, one record each (and a
+ * second lease on the same names beside them); each is renewed, re-tokened
+ * and taken by its own name; many such sets in one table churn without
+ * losing a member, and glog_move takes members by name. */
+static void test_members(void **state)
+{
+    (void)state;
+    enum { M = 64, SETS = 300 };
+    struct glog *g = glog_new(SETS * M + 2 * M);
+    char a[33], b[33], nm[M][16];
+    lk_random_hex(a, 16);
+    lk_random_hex(b, 16);
+    for (int i = 0; i < M; i++) {
+        snprintf(nm[i], sizeof(nm[i]), "m-%d", i);
+        put(g, nm[i], a, 100 + i, 1000);
+        put(g, nm[i], b, 500 + i, 1000);
+    }
+    assert_int_equal(glog_count(g), 2 * M);
+    for (int i = 0; i < M; i++) {
+        glog_token(g, a, nm[i], 200 + i);
+        glog_renew(g, a, nm[i], 4000 + i, 0);
+    }
+    size_t n;
+    struct gl_item *it = glog_snapshot(g, 1500, &n); /* b's members expired */
+    assert_int_equal(n, M);
+    for (size_t j = 0; j < n; j++) {
+        int i = (int)it[j].token - 200;
+        assert_true(i >= 0 && i < M);
+        assert_string_equal(it[j].lease, a);
+        assert_string_equal(it[j].name, nm[i]);
+        assert_int_equal(it[j].left_ms, 4000 + i - 1500);
+    }
+    glog_items_free(it, n);
+    int64_t token;
+    for (int i = 0; i < M; i += 2) {
+        assert_true(glog_take(g, a, nm[i], &token));
+        assert_int_equal(token, 200 + i);
+        assert_false(glog_take(g, a, nm[i], &token));
+    }
+    assert_int_equal(glog_count(g), M / 2);
+    for (int i = 1; i < M; i += 2)
+        glog_drop(g, a, nm[i]);
+    assert_int_equal(glog_count(g), 0);
+    /* many sets: members dropped and put back at random */
+    static char lease[SETS][33];
+    static bool live[SETS][M];
+    for (int s = 0; s < SETS; s++) {
+        lk_random_hex(lease[s], 16);
+        for (int i = 0; i < M; i++) {
+            put(g, nm[i], lease[s], (int64_t)s * M + i + 1, 1000);
+            live[s][i] = true;
+        }
+    }
+    srand(13);
+    for (int k = 0; k < 4 * SETS * M; k++) {
+        int s = rand() % SETS, i = rand() % M;
+        if (live[s][i])
+            glog_drop(g, lease[s], nm[i]);
+        else
+            put(g, nm[i], lease[s], (int64_t)s * M + i + 1, 1000);
+        live[s][i] = !live[s][i];
+    }
+    size_t want = 0;
+    for (int s = 0; s < SETS; s++)
+        for (int i = 0; i < M; i++)
+            want += live[s][i];
+    assert_int_equal(glog_count(g), want);
+    it = glog_snapshot(g, 0, &n);
+    assert_int_equal(n, want);
+    for (size_t j = 0; j < n; j++) {
+        int s = (int)((it[j].token - 1) / M), i = (int)((it[j].token - 1) % M);
+        assert_true(live[s][i]);
+        assert_string_equal(it[j].lease, lease[s]);
+        assert_string_equal(it[j].name, nm[i]);
+    }
+    glog_items_free(it, n);
+    struct glog *to = glog_new(SETS * M);
+    size_t moved = glog_move(g, to, pick_1_5, NULL); /* names ending in 1 or 5 */
+    size_t expect = 0;
+    for (int s = 0; s < SETS; s++)
+        for (int i = 0; i < M; i++)
+            expect += live[s][i] && (i % 10 == 1 || i % 10 == 5);
+    assert_int_equal(moved, expect);
+    for (int s = 0; s < SETS; s++)
+        for (int i = 0; i < M; i++)
+            if (live[s][i])
+                assert_true(
+                    glog_take((i % 10 == 1 || i % 10 == 5) ? to : g, lease[s], nm[i], &token));
+    assert_int_equal(glog_count(g) + glog_count(to), 0);
+    glog_free(to);
     glog_free(g);
 }
 
@@ -380,9 +486,10 @@ static void test_bytes_per_record(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_record),     cmocka_unit_test(test_churn),
-        cmocka_unit_test(test_classes),    cmocka_unit_test(test_move),
-        cmocka_unit_test(test_one_stripe), cmocka_unit_test(test_bytes_per_record),
+        cmocka_unit_test(test_record),           cmocka_unit_test(test_churn),
+        cmocka_unit_test(test_classes),          cmocka_unit_test(test_move),
+        cmocka_unit_test(test_one_stripe),       cmocka_unit_test(test_members),
+        cmocka_unit_test(test_bytes_per_record),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
