@@ -14,8 +14,8 @@
 --               holder dropped). No sweep is needed for correctness.
 --   '<lock>:h'  a hash lease -> '<token> <sb> <ttl_ms> <mode> <owner>'
 --               (mode 1 = shared, 0 = a semaphore's slot).
--- The three keys expire with the last holder (sh_expire), share the {name}
--- tag, and ':z', ':h' never match list.lua's pattern (it ends in '}').
+-- The three keys expire together, no sooner than the last holder (sh_extend;
+-- sh_expire to the last holder's expiry exactly), share the {name} tag, and ':z', ':h' never match list.lua's pattern (it ends in '}').
 
 -- Watching (inspect.lua): a name's index is 2n+1 while it is free or held
 -- shared (n: its fence counter '<lock>:fence'), 2n while an exclusive
@@ -33,22 +33,37 @@ local function sh_publish(lock, msg)
 end
 
 -- A holder left without a grant: the fence counter (and so the index) moves
--- on, keeping a watcher's mark.
+-- on, keeping a watcher's mark. INCR, one call, unless watched ('<n>w': not
+-- a number); it keeps the counter's expiry (fence_retention_ms after the
+-- last grant), and gives one to a counter it had to create.
 local function sh_bump(lock)
   local f = lock .. ':fence'
+  local r = redis.pcall('INCR', f)
+  if type(r) == 'number' then
+    if r == 1 then
+      redis.call('PEXPIRE', f, 'FENCE_RETENTION_MS')
+    end
+    return
+  end
   local v = redis.call('GET', f) or '0'
   local n, w = string.match(v, '^(%d*)(w?)$')
   redis.call('SET', f, string.format('%d', (tonumber(n) or 0) + 1) .. (w or ''), 'PX', 'FENCE_RETENTION_MS')
 end
 
--- Redis' own clock, so that every lockd counts expiries alike.
+-- Redis' own clock, so that every lockd counts expiries alike: read once
+-- per script call (a grouped call's operations share it).
+local sh_t
 local function sh_now()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  if not sh_t then
+    local t = redis.call('TIME')
+    sh_t = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  return sh_t
 end
 
--- Drops expired holders; returns how many remain.
-local function sh_trim(lock, now)
+-- Drops expired holders; returns how many remain (n: how many the set held,
+-- when the caller knows: one call less).
+local function sh_trim(lock, now, n)
   local z = lock .. ':z'
   local gone = redis.call('ZRANGEBYSCORE', z, '-inf', now)
   for i = 1, #gone, 1000 do
@@ -62,6 +77,9 @@ local function sh_trim(lock, now)
   if #gone > 0 then
     sh_bump(lock)
   end
+  if n then
+    return n - #gone
+  end
   return redis.call('ZCARD', z)
 end
 
@@ -73,6 +91,21 @@ local function sh_expire(lock, now)
   redis.call('PEXPIRE', lock, ms)
   redis.call('PEXPIRE', z, ms)
   redis.call('PEXPIRE', lock .. ':h', ms)
+end
+
+-- The three keys live at least t ms more (a grant or a renewal of ttl t).
+-- They are not trimmed to the last holder's expiry each time (that took a
+-- ZRANGE and three PEXPIREs per grant): when they must live longer they
+-- get 2t, so the holders granted or renewed in the next t ms cost one PTTL.
+-- Keys that outlive their holders hold nothing: whoever touches the name
+-- next trims the set to empty and treats the name as free.
+local function sh_extend(lock, t)
+  if redis.call('PTTL', lock) < t then
+    local k = 2 * t
+    redis.call('PEXPIRE', lock, k)
+    redis.call('PEXPIRE', lock .. ':z', k)
+    redis.call('PEXPIRE', lock .. ':h', k)
+  end
 end
 
 -- {owner, token, sb, pttl, mode} of the holder that expires first (first =
@@ -131,39 +164,45 @@ local function sh_renew(lock, lease, nt)
     redis.call('HSET', lock .. ':h', lease, tok .. ' ' .. sb .. ' ' .. nt .. ' ' .. mode .. ' ' .. owner)
   end
   redis.call('ZADD', lock .. ':z', now + tonumber(nt), lease)
-  sh_expire(lock, now)
+  sh_extend(lock, tonumber(nt))
   return {1, tonumber(tok), tonumber(nt)}
 end
 
 -- Releases lease's slot of a marked name (v: the marker). The name's keys
 -- go with its last holder, leaving a lock-delay when asked; a release
--- publishes when a waiter asked (w), as _release.lua's does.
+-- publishes when a waiter asked (w), as _release.lua's does. The keys'
+-- expiry is left alone (sh_extend): the last one out deletes them.
 local function sh_release(lock, v, lease, delay, publish)
-  local r = sh_renew(lock, lease, nil)
-  if r[1] ~= 1 then
-    return r
-  end
   local now = sh_now()
-  redis.call('ZREM', lock .. ':z', lease)
-  redis.call('HDEL', lock .. ':h', lease)
+  local z, h = lock .. ':z', lock .. ':h'
+  local e = redis.call('ZSCORE', z, lease)
+  if not e or tonumber(e) <= now then
+    return sh_renew(lock, lease, nil) -- not held: who is, as a renewal says
+  end
+  local tok = string.match(redis.call('HGET', h, lease) or '', '^%d+') or '0'
+  local n = redis.call('ZCARD', z) - 1
+  if n > 0 then
+    redis.call('ZREM', z, lease)
+    redis.call('HDEL', h, lease)
+    n = sh_trim(lock, now, n)
+  end
   sh_bump(lock)
-  if sh_trim(lock, now) == 0 then
-    redis.call('DEL', lock .. ':z', lock .. ':h')
+  if n <= 0 then
     local xu = tonumber(string.match(v, '^s%d1 %d+ (%d+)$') or 0)
     if delay ~= '0' then
+      redis.call('DEL', z, h)
       redis.call('SET', lock, 'd', 'PX', delay)
     elseif xu > now then
       -- a writer waits: the last reader leaves it reserved, for a second at
       -- most, so that no reader (of another lockd) overtakes it now
+      redis.call('DEL', z, h)
       redis.call('SET', lock, 's11 1 ' .. xu, 'PX', math.min(xu - now, 1000))
     else
-      redis.call('DEL', lock)
+      redis.call('DEL', lock, z, h)
     end
-  else
-    sh_expire(lock, now)
   end
   if string.byte(v, 2) == 49 then
     publish(lock)
   end
-  return r[2]
+  return tok
 end
