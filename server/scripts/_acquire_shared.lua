@@ -17,13 +17,13 @@
 -- counter and lockd's wall clock, in one script with the grant.
 -- O(log N) in the holders. A name nobody holds costs one SET ... NX GET for
 -- the marker (its check and its write: the marker is only written again
--- when it changes), and its keys get 2 x ttl to live (sh_extend).
+-- when it changes), and its keys get ttl to live; later holders extend it
+-- to 2 x theirs when it is short (sh_extend).
 local w = string.sub(wl, 1, 1)
 local lease = string.sub(wl, 2)
 local z, h = lock .. ':z', lock .. ':h'
-local life = 2 * tonumber(ttl)
 local mk = 's' .. w .. '0 ' .. limit .. ' 0'
-local v = redis.call('SET', lock, mk, 'NX', 'PX', life, 'GET')
+local v = redis.call('SET', lock, mk, 'NX', 'PX', ttl, 'GET')
 if v == 'd' then
   local d = redis.call('PTTL', lock)
   return {2, d > 0 and d or 1}
@@ -80,7 +80,7 @@ else
   else
     -- a marker whose holders all expired: the name is free
     redis.call('DEL', z, h)
-    redis.call('SET', lock, mk, 'PX', life)
+    redis.call('SET', lock, mk, 'PX', ttl)
     renew_keys = true
     mk = nil
   end
@@ -103,21 +103,22 @@ if mk then
   redis.call('SET', lock, mk, 'KEEPTTL')
 end
 local t = tonumber(ttl)
-redis.call('ZADD', z, now + t, lease)
+redis.call('ZADD', z, sh_int(now + t), lease)
 redis.call('HSET', h, lease, tok .. ' ' .. rest)
 for k = 1, more do
   local a = 5 + (k - 1) * 4
   local kt = tonumber(ARGV[a + 3])
-  redis.call('ZADD', z, now + kt, ARGV[a + 1])
+  redis.call('ZADD', z, sh_int(now + kt), ARGV[a + 1])
   redis.call('HSET', h, ARGV[a + 1], string.format('%d', tonumber(tok) + k) .. ' ' .. ARGV[a + 2] .. ' ' .. ARGV[a + 3] .. ' 1 ' .. ARGV[a + 4])
   if kt > t then
     t = kt
   end
 end
-if renew_keys and t * 2 <= life then
-  redis.call('PEXPIRE', z, life)
-  redis.call('PEXPIRE', h, life)
-else
-  sh_extend(lock, t)
+if renew_keys then
+  redis.call('PEXPIRE', z, ttl)
+  redis.call('PEXPIRE', h, ttl)
+end
+if not renew_keys or t > tonumber(ttl) then
+  sh_extend(lock, t) -- a reader riding on it may hold longer
 end
 return tok
