@@ -835,7 +835,9 @@ static void cmd_undo(struct rcmd *acq)
  * Under load one loop turn makes tens of acquires and releases. Each EVALSHA
  * costs Redis a fixed price (parsing it, setting up KEYS and ARGV, the reply)
  * on top of the script's own calls, so the acquires of a turn go to Redis as
- * one acquire_many.lua call, and the releases as one release_many.lua: Redis
+ * one acquire_many.lua call (shared ones, readers and semaphore slots, as one
+ * acquire_shared_many.lua: a third queue), and the releases of both kinds
+ * as one release_many.lua: Redis
  * instructions per acquire + release pair fall from 78,500 alone to 54,700 in
  * groups of 16, fully pipelined (bench/RESULTS.md). Each operation keeps its
  * own command, deadline and answer; the group command holds a reference on
