@@ -140,10 +140,10 @@ struct rcmd {
     size_t first, count;
     struct rcmd **members; /* RK_GROUP: the operations it carries, a ref on each */
     int nmembers;
-    int64_t ttl_ms;        /* acquire: granted ttl */
-    int64_t delay_ms;      /* release: the lock-delay asked */
-    int64_t token;         /* acquire with WAIT: the grant's token, answered after WAIT */
-    int64_t start_ms;      /* when it was asked: a lease recorded expires no later than Redis' */
+    int64_t ttl_ms;   /* acquire: granted ttl */
+    int64_t delay_ms; /* release: the lock-delay asked */
+    int64_t token;    /* acquire with WAIT: the grant's token, answered after WAIT */
+    int64_t start_ms; /* when it was asked: a lease recorded expires no later than Redis' */
     /* shared acquire: the caller's more holders (bk_req.more), their tokens
      * filled when the grant is answered (acquire_shared.lua: token + k) */
     struct bk_grant_item *more;
