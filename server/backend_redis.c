@@ -70,9 +70,10 @@ enum {
     SC_COUNT
 };
 
-/* the node layer's group queues we use: exclusive acquires, releases,
- * shared acquires (readers and semaphore slots) */
-enum { GQ_ACQUIRE, GQ_RELEASE, GQ_SHARED };
+/* the node layer's group queues we use, flushed in this order (acquires
+ * before releases, as when shared acquires went alone at once): exclusive
+ * acquires, shared acquires (readers and semaphore slots), releases */
+enum { GQ_ACQUIRE, GQ_SHARED, GQ_RELEASE };
 
 enum rk {
     RK_ACQUIRE,

@@ -15,7 +15,8 @@
 --   '<lock>:h'  a hash lease -> '<token> <sb> <ttl_ms> <mode> <owner>'
 --               (mode 1 = shared, 0 = a semaphore's slot).
 -- The three keys expire together, no sooner than the last holder (sh_extend;
--- sh_expire to the last holder's expiry exactly), share the {name} tag, and ':z', ':h' never match list.lua's pattern (it ends in '}').
+-- sh_expire to the last holder's expiry exactly), share the {name} tag, and
+-- ':z', ':h' never match list.lua's pattern (it ends in '}').
 
 -- Watching (inspect.lua): a name's index is 2n+1 while it is free or held
 -- shared (n: its fence counter '<lock>:fence'), 2n while an exclusive
