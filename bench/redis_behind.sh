@@ -3,7 +3,8 @@
 # behind lockd, exact: redis-server runs under callgrind (counting only while
 # the measured load runs), lockd (--threads 1) in front of it, loadgen's 64
 # clients doing BEHIND_PAIRS pairs after a 2 s warm-up. Also prints the
-# operations per script call (INFO commandstats, warm-up included). Not a
+# operations per script call and script calls per pair (INFO commandstats of
+# the measured pairs). Not a
 # test; compare two lockd builds in one go:
 #
 #   bench/redis_behind.sh OLD_LOCKD NEW_LOCKD...     (BEHIND_PAIRS=20000)
@@ -37,6 +38,7 @@ for lockd in "$@"; do
     LPID=$!
     sleep 0.5
     "$LG" --mode pairs --port "$lport" --clients 64 --secs 2 "${LG_ARGS[@]}" >/dev/null 2>&1
+    redis-cli -p "$rport" config resetstat >/dev/null 2>&1 # commandstats: the measured pairs alone
     callgrind_control -i on "$RPID" >/dev/null 2>&1
     out=$("$LG" --mode pairs --port "$lport" --clients 64 --secs 120 --max "$PAIRS" "${LG_ARGS[@]}" 2>&1 | grep RESULT)
     callgrind_control -i off "$RPID" >/dev/null 2>&1
@@ -50,6 +52,9 @@ for lockd in "$@"; do
         /^cmdstat_(get|evalsha|eval):/ { c[$1] = $3 }
         # one GET per release (acquires take the lock with SET ... NX GET):
         # operations are twice the releases
-        END { printf "%s: %d pairs, Redis instructions per pair %d, operations per script call %.1f\n",
-              l, p, ir / p, 2 * c["cmdstat_get"] / (c["cmdstat_evalsha"] + c["cmdstat_eval"]) }' <<<"$stats"
+        # (script calls per pair says it best for shared pairs: their
+        # scripts make GETs of their own)
+        END { printf "%s: %d pairs, Redis instructions per pair %d, operations per script call %.1f, script calls per pair %.2f\n",
+              l, p, ir / p, 2 * c["cmdstat_get"] / (c["cmdstat_evalsha"] + c["cmdstat_eval"]),
+              (c["cmdstat_evalsha"] + c["cmdstat_eval"]) / p }' <<<"$stats"
 done

@@ -45,6 +45,7 @@ extern const char lk_lua_release_many[];
 extern const char lk_lua_fence_raise[];
 extern const char lk_lua_undo[];
 extern const char lk_lua_acquire_shared[];
+extern const char lk_lua_acquire_shared_many[];
 extern const char lk_lua_force_release[];
 extern const char lk_lua_reassert[];
 extern const char lk_lua_acquire_set[];
@@ -67,10 +68,14 @@ enum {
     SC_FORCE_RELEASE,
     SC_REASSERT,
     SC_ACQUIRE_SET,
+    SC_ACQUIRE_SHARED_MANY,
     SC_COUNT
 };
 
-enum { GQ_ACQUIRE, GQ_RELEASE }; /* the node layer's group queues we use */
+/* the node layer's group queues we use, flushed in this order (acquires
+ * before releases, as when shared acquires went alone at once): exclusive
+ * acquires, shared acquires (readers and semaphore slots), releases */
+enum { GQ_ACQUIRE, GQ_SHARED, GQ_RELEASE };
 
 enum rk {
     RK_ACQUIRE,
@@ -132,17 +137,17 @@ struct rcmd {
     bool delayed; /* release leaving a lock-delay: never grouped */
     bool granted; /* acquire: the script granted; the answer waits for WAIT */
     bool floored; /* acquire with a fence floor: never grouped (its now_us is its own) */
-    bool shared;  /* acquire: acquire_shared.lua (shared or a semaphore), never grouped */
+    bool shared;  /* acquire: acquire_shared.lua (shared or a semaphore) */
     bk_done_fn done;
     void *arg;
     struct rbatch *batch;
     size_t first, count;
     struct rcmd **members; /* RK_GROUP: the operations it carries, a ref on each */
     int nmembers;
-    int64_t ttl_ms;        /* acquire: granted ttl */
-    int64_t delay_ms;      /* release: the lock-delay asked */
-    int64_t token;         /* acquire with WAIT: the grant's token, answered after WAIT */
-    int64_t start_ms;      /* when it was asked: a lease recorded expires no later than Redis' */
+    int64_t ttl_ms;   /* acquire: granted ttl */
+    int64_t delay_ms; /* release: the lock-delay asked */
+    int64_t token;    /* acquire with WAIT: the grant's token, answered after WAIT */
+    int64_t start_ms; /* when it was asked: a lease recorded expires no later than Redis' */
     /* shared acquire: the caller's more holders (bk_req.more), their tokens
      * filled when the grant is answered (acquire_shared.lua: token + k) */
     struct bk_grant_item *more;
@@ -393,8 +398,9 @@ static void grant_res(struct rcmd *cmd, int64_t token, struct bk_res *out)
 }
 
 /* Where rb_acquire_shared puts its arguments (after EVALSHA sha 2 lock
- * fence): w lease sb ttl_ms owner mode limit now_us. */
-enum { SH_ARG_SB = 7, SH_ARG_OWNER = 9, SH_ARG_LIMIT = 11 };
+ * fence): '<w><lease>', '<sb> <ttl_ms> <mode> <owner>', ttl_ms, limit,
+ * now_us (acquire_shared.lua), then bk_req.more's. */
+enum { SH_ARG_WL = 5, SH_ARG_REST = 6, SH_ARG_LIMIT = 8, SH_ARG_NOW = 9 };
 
 /* The grants table (grant_log.c): what a restarted Redis gets back,
  * exclusive leases and shared holds (readers, semaphore slots) alike. */
@@ -411,10 +417,15 @@ static void note_grant(struct rcmd *cmd, int64_t token)
         .expires_ms = cmd->start_ms + cmd->ttl_ms,
     };
     if (cmd->shared) {
-        gr.sb = nc->argv[SH_ARG_SB][0] == '1';
-        gr.owner = nc->argv[SH_ARG_OWNER];
-        gr.owner_len = nc->argvlen[SH_ARG_OWNER];
-        gr.shared = true; /* a reader has limit 1 (SH_ARG_MODE '1'), a slot more */
+        /* '<sb> <ttl_ms> <mode> <owner>' */
+        const char *rest = nc->argv[SH_ARG_REST], *end = rest + nc->argvlen[SH_ARG_REST];
+        const char *p = rest;
+        for (int sp = 0; sp < 3 && p < end; p++)
+            sp += *p == ' ';
+        gr.sb = rest[0] == '1';
+        gr.owner = p;
+        gr.owner_len = (size_t)(end - p);
+        gr.shared = true; /* a reader has limit 1 (mode '1'), a slot more */
         gr.limit = atoi(nc->argv[SH_ARG_LIMIT]);
     } else {
         /* '<sb> <ttl_ms> <owner>' (acquire.lua's value tail) */
@@ -865,8 +876,10 @@ static bool rcmd_may_send(struct rn_cmd *nc)
     case RK_ACQUIRE:
     case RK_MULTI: return ra_gate(cmd->bk->ra, true, &retry) == LK_OK;
     case RK_GROUP:
-        return ra_gate(cmd->bk->ra, nc->script == &cmd->bk->scripts[SC_ACQUIRE_MANY], &retry) ==
-               LK_OK;
+        return ra_gate(cmd->bk->ra,
+                       nc->script == &cmd->bk->scripts[SC_ACQUIRE_MANY] ||
+                           nc->script == &cmd->bk->scripts[SC_ACQUIRE_SHARED_MANY],
+                       &retry) == LK_OK;
     case RK_RENEW:
     case RK_RELEASE:
     case RK_BATCH:
@@ -939,7 +952,9 @@ static void multi_undo(struct rcmd *cmd)
  * Under load one loop turn makes tens of acquires and releases. Each EVALSHA
  * costs Redis a fixed price (parsing it, setting up KEYS and ARGV, the reply)
  * on top of the script's own calls, so the acquires of a turn go to Redis as
- * one acquire_many.lua call, and the releases as one release_many.lua: Redis
+ * one acquire_many.lua call (shared ones, readers and semaphore slots, as one
+ * acquire_shared_many.lua: a third queue), and the releases of both kinds
+ * as one release_many.lua: Redis
  * instructions per acquire + release pair fall from 78,500 alone to 54,700 in
  * groups of 16, fully pipelined (bench/RESULTS.md). Each operation keeps its
  * own command, deadline and answer; the group command holds a reference on
@@ -954,9 +969,11 @@ static int group_queue(const struct rcmd *cmd)
 {
     if (cmd->kind == RK_RELEASE && !cmd->delayed)
         return GQ_RELEASE;
-    if (cmd->kind == RK_ACQUIRE && cmd->nc.wait_replicas == 0 && !cmd->floored && !cmd->shared)
-        return GQ_ACQUIRE;
-    return -1;
+    if (cmd->kind != RK_ACQUIRE || cmd->nc.wait_replicas != 0 || cmd->floored)
+        return -1;
+    if (cmd->shared)
+        return cmd->nmore == 0 ? GQ_SHARED : -1; /* readers riding on it: alone */
+    return GQ_ACQUIRE;
 }
 
 static void group_send_slot(struct rb *bk, struct rn_conn *c, int q, struct rn_cmd **nm, int n);
@@ -997,26 +1014,31 @@ static void group_send(void *arg, struct rn_conn *c, int q, struct rn_cmd **nm, 
     }
 }
 
-/* One group call (acquire_many.lua or release_many.lua) for nm[0..n). */
+/* One group call (acquire_many.lua, acquire_shared_many.lua or
+ * release_many.lua) for nm[0..n). */
 static void group_send_slot(struct rb *bk, struct rn_conn *c, int q, struct rn_cmd **nm, int n)
 {
-    bool acq = q == GQ_ACQUIRE;
-    struct rcmd *g = cmd_new(bk, c, RK_GROUP, acq ? SC_ACQUIRE_MANY : SC_RELEASE_MANY, 0);
+    bool acq = q != GQ_RELEASE, sh = q == GQ_SHARED;
+    int script = sh ? SC_ACQUIRE_SHARED_MANY : acq ? SC_ACQUIRE_MANY : SC_RELEASE_MANY;
+    struct rcmd *g = cmd_new(bk, c, RK_GROUP, script, 0);
     g->answered = true; /* nobody waits on the group itself */
     g->members = lk_malloc((size_t)n * sizeof(*g->members));
     for (int i = 0; i < n; i++)
         g->members[i] = (struct rcmd *)nm[i];
     g->nmembers = n;
     struct rcmd **m = g->members;
-    /* Members' argv (rb_acquire, rb_release):
+    /* Members' argv (rb_acquire, rb_acquire_shared, rb_release):
      *   acquire  EVALSHA sha 2 lock fence wl rest ttl now_us
+     *   shared   EVALSHA sha 2 lock fence wl rest ttl limit now_us
      *   release  EVALSHA sha 1 lock lease delay chanpub
-     * The group's (acquire_many.lua, release_many.lua):
+     * The group's (acquire_many.lua, acquire_shared_many.lua,
+     * release_many.lua):
      *   acquire  EVALSHA sha n lock... now_us (wl rest ttl)...
+     *   shared   EVALSHA sha n lock... now_us (wl rest ttl limit)...
      *   release  EVALSHA sha n lock... publisher prefix_len lease...
      * The latest member's clock is a floor for every token of the group;
      * the fence keys are '<lock>:fence', built by the script. */
-    int na = acq ? 3 : 1; /* per member after its keys */
+    int na = sh ? 4 : acq ? 3 : 1; /* per member after its keys */
     struct rn_cmd *gc = &g->nc;
     gc->argc = 3 + n * (1 + na) + (acq ? 1 : 2);
     gc->argv = lk_malloc((size_t)gc->argc * sizeof(*gc->argv));
@@ -1034,15 +1056,16 @@ static void group_send_slot(struct rb *bk, struct rn_conn *c, int q, struct rn_c
         gc->argvlen[k++] = m[i]->nc.argvlen[ARG_LOCK];
     }
     if (acq) {
-        gc->argv[k] = m[n - 1]->nc.argv[ACQ_ARG_NOW];
-        gc->argvlen[k++] = m[n - 1]->nc.argvlen[ACQ_ARG_NOW];
+        int now = sh ? SH_ARG_NOW : ACQ_ARG_NOW;
+        gc->argv[k] = m[n - 1]->nc.argv[now];
+        gc->argvlen[k++] = m[n - 1]->nc.argvlen[now];
     } else {
         gc->argv[k] = bk->instance;
         gc->argvlen[k++] = strlen(bk->instance);
         gc->argv[k] = bk->prefix_len_str;
         gc->argvlen[k++] = strlen(bk->prefix_len_str);
     }
-    int first = acq ? ACQ_ARG_WL : REL_ARG_LEASE;
+    int first = sh ? SH_ARG_WL : acq ? ACQ_ARG_WL : REL_ARG_LEASE;
     for (int i = 0; i < n; i++) {
         for (int j = first; j < first + na; j++) {
             gc->argv[k] = m[i]->nc.argv[j];
@@ -1137,8 +1160,9 @@ static enum lk_code rb_acquire(struct rb *bk, struct rn_conn *c, const struct bk
     return cmd_submit(cmd, group_queue(cmd));
 }
 
-/* A shared hold or a semaphore's slot: acquire_shared.lua, one call each;
- * now_us as rb_acquire's. */
+/* A shared hold or a semaphore's slot: acquire_shared.lua, grouped as
+ * exclusive acquires are (acquire_shared_many.lua) unless readers ride on
+ * it (bk_req.more) or it waits for replicas; now_us as rb_acquire's. */
 static enum lk_code rb_acquire_shared(struct rb *bk, struct rn_conn *c, const struct bk_req *a,
                                       int64_t now, bk_done_fn done, void *arg)
 {
@@ -1155,12 +1179,18 @@ static enum lk_code rb_acquire_shared(struct rb *bk, struct rn_conn *c, const st
     rargs_str(&b, "2");
     argb_key(&b, bk, a->name, "");
     argb_key(&b, bk, a->name, ":fence");
-    rargs_str(&b, a->wait ? "1" : "0");
-    rargs_str(&b, a->lease);
-    rargs_str(&b, a->session_bound ? "1" : "0");
-    rargs_int(&b, a->ttl_ms);
-    rargs_str(&b, a->owner ? a->owner : "");
-    rargs_str(&b, a->limit > 1 ? "0" : "1"); /* a semaphore's slot, or a reader */
+    /* '<w><lease>', '<sb> <ttl_ms> <mode> <owner>' (the holder's hash value
+     * after its token; mode '0' a semaphore's slot, '1' a reader) */
+    char ttl[24];
+    size_t tl = lk_itoa(a->ttl_ms, ttl);
+    rargs_put(&b, a->wait ? "1" : "0", 1);
+    rargs_append(&b, a->lease, ll);
+    rargs_put(&b, a->session_bound ? "1 " : "0 ", 2);
+    rargs_append(&b, ttl, tl);
+    rargs_append(&b, a->limit > 1 ? " 0 " : " 1 ", 3);
+    if (a->owner)
+        rargs_append(&b, a->owner, strlen(a->owner));
+    rargs_put(&b, ttl, tl);
     rargs_int(&b, a->limit);
     rargs_int(&b, now); /* fencing floor, see _acquire.lua */
     /* More readers with it, all or none (bk_req.more). An undo (a grant
@@ -1175,7 +1205,7 @@ static enum lk_code rb_acquire_shared(struct rb *bk, struct rn_conn *c, const st
     cmd->more = a->more;
     cmd->nmore = a->nmore;
     rn_cmd_take_args(&cmd->nc, &b);
-    return cmd_submit(cmd, -1);
+    return cmd_submit(cmd, group_queue(cmd));
 }
 
 /* A multi-lock: acquire_set.lua, one call for the whole set (never
@@ -1673,6 +1703,7 @@ enum lk_code redis_lock_open_cluster(const struct redis_url *url, const struct l
         [SC_FORCE_RELEASE] = {"force_release", lk_lua_force_release},
         [SC_REASSERT] = {"reassert", lk_lua_reassert},
         [SC_ACQUIRE_SET] = {"acquire_set", lk_lua_acquire_set},
+        [SC_ACQUIRE_SHARED_MANY] = {"acquire_shared_many", lk_lua_acquire_shared_many},
     };
     for (int i = 0; i < SC_COUNT; i++) {
         char *body = fill_retention(src[i].body, cfg->fence_retention_ms);

@@ -14,8 +14,9 @@
 --               holder dropped). No sweep is needed for correctness.
 --   '<lock>:h'  a hash lease -> '<token> <sb> <ttl_ms> <mode> <owner>'
 --               (mode 1 = shared, 0 = a semaphore's slot).
--- The three keys expire with the last holder (sh_expire), share the {name}
--- tag, and ':z', ':h' never match list.lua's pattern (it ends in '}').
+-- The three keys expire together, no sooner than the last holder (sh_extend;
+-- sh_expire to the last holder's expiry exactly), share the {name} tag, and
+-- ':z', ':h' never match list.lua's pattern (it ends in '}').
 
 -- Watching (inspect.lua): a name's index is 2n+1 while it is free or held
 -- shared (n: its fence counter '<lock>:fence'), 2n while an exclusive
@@ -33,24 +34,55 @@ local function sh_publish(lock, msg)
 end
 
 -- A holder left without a grant: the fence counter (and so the index) moves
--- on, keeping a watcher's mark.
+-- on, keeping a watcher's mark. INCR, one call, unless watched ('<n>w': not
+-- a number); it keeps the counter's expiry (fence_retention_ms after the
+-- last grant), and gives one to a counter it had to create.
 local function sh_bump(lock)
   local f = lock .. ':fence'
+  local r = redis.pcall('INCR', f)
+  if type(r) == 'number' then
+    if r == 1 then
+      redis.call('PEXPIRE', f, 'FENCE_RETENTION_MS')
+    end
+    return
+  end
   local v = redis.call('GET', f) or '0'
   local n, w = string.match(v, '^(%d*)(w?)$')
   redis.call('SET', f, string.format('%d', (tonumber(n) or 0) + 1) .. (w or ''), 'PX', 'FENCE_RETENTION_MS')
 end
 
--- Redis' own clock, so that every lockd counts expiries alike.
+-- Redis' own clock, so that every lockd counts expiries alike: read once
+-- per script call (a grouped call's operations share it).
+local sh_t, sh_ts
 local function sh_now()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  if not sh_t then
+    local t = redis.call('TIME')
+    sh_t = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  return sh_t
 end
 
--- Drops expired holders; returns how many remain.
-local function sh_trim(lock, now)
+-- A number as a command argument: an integer's digits. A Lua number given
+-- to redis.call as it is goes through '%.17g' (a float's formatting, ~2,000
+-- instructions in Redis 7.0: the shared scripts' largest single cost).
+local function sh_int(n)
+  return string.format('%d', n)
+end
+
+-- sh_now() as an argument (sh_int), formatted once per call.
+local function sh_nows()
+  if not sh_ts then
+    sh_ts = sh_int(sh_now())
+  end
+  return sh_ts
+end
+
+-- Drops expired holders; returns how many remain (n: how many the set held,
+-- when the caller knows: one call less). now: sh_now(), which every caller
+-- gives (sent as sh_nows()).
+local function sh_trim(lock, now, n)
   local z = lock .. ':z'
-  local gone = redis.call('ZRANGEBYSCORE', z, '-inf', now)
+  local gone = redis.call('ZRANGEBYSCORE', z, '-inf', now == sh_t and sh_nows() or now)
   for i = 1, #gone, 1000 do
     local part = {}
     for j = i, math.min(i + 999, #gone) do
@@ -61,6 +93,9 @@ local function sh_trim(lock, now)
   end
   if #gone > 0 then
     sh_bump(lock)
+  end
+  if n then
+    return n - #gone
   end
   return redis.call('ZCARD', z)
 end
@@ -73,6 +108,21 @@ local function sh_expire(lock, now)
   redis.call('PEXPIRE', lock, ms)
   redis.call('PEXPIRE', z, ms)
   redis.call('PEXPIRE', lock .. ':h', ms)
+end
+
+-- The three keys live at least t ms more (a grant or a renewal of ttl t).
+-- They are not trimmed to the last holder's expiry each time (that took a
+-- ZRANGE and three PEXPIREs per grant): when they must live longer they
+-- get 2t, so the holders granted or renewed in the next t ms cost one PTTL.
+-- Keys that outlive their holders hold nothing: whoever touches the name
+-- next trims the set to empty and treats the name as free.
+local function sh_extend(lock, t)
+  if redis.call('PTTL', lock) < t then
+    local k = sh_int(2 * t)
+    redis.call('PEXPIRE', lock, k)
+    redis.call('PEXPIRE', lock .. ':z', k)
+    redis.call('PEXPIRE', lock .. ':h', k)
+  end
 end
 
 -- {owner, token, sb, pttl, mode} of the holder that expires first (first =
@@ -130,40 +180,46 @@ local function sh_renew(lock, lease, nt)
   elseif nt ~= ttl then
     redis.call('HSET', lock .. ':h', lease, tok .. ' ' .. sb .. ' ' .. nt .. ' ' .. mode .. ' ' .. owner)
   end
-  redis.call('ZADD', lock .. ':z', now + tonumber(nt), lease)
-  sh_expire(lock, now)
+  redis.call('ZADD', lock .. ':z', sh_int(now + tonumber(nt)), lease)
+  sh_extend(lock, tonumber(nt))
   return {1, tonumber(tok), tonumber(nt)}
 end
 
 -- Releases lease's slot of a marked name (v: the marker). The name's keys
 -- go with its last holder, leaving a lock-delay when asked; a release
--- publishes when a waiter asked (w), as _release.lua's does.
+-- publishes when a waiter asked (w), as _release.lua's does. The keys'
+-- expiry is left alone (sh_extend): the last one out deletes them.
 local function sh_release(lock, v, lease, delay, publish)
-  local r = sh_renew(lock, lease, nil)
-  if r[1] ~= 1 then
-    return r
-  end
   local now = sh_now()
-  redis.call('ZREM', lock .. ':z', lease)
-  redis.call('HDEL', lock .. ':h', lease)
+  local z, h = lock .. ':z', lock .. ':h'
+  local e = redis.call('ZSCORE', z, lease)
+  if not e or tonumber(e) <= now then
+    return sh_renew(lock, lease, nil) -- not held: who is, as a renewal says
+  end
+  local tok = string.match(redis.call('HGET', h, lease) or '', '^%d+') or '0'
+  local n = redis.call('ZCARD', z) - 1
+  if n > 0 then
+    redis.call('ZREM', z, lease)
+    redis.call('HDEL', h, lease)
+    n = sh_trim(lock, now, n)
+  end
   sh_bump(lock)
-  if sh_trim(lock, now) == 0 then
-    redis.call('DEL', lock .. ':z', lock .. ':h')
+  if n <= 0 then
     local xu = tonumber(string.match(v, '^s%d1 %d+ (%d+)$') or 0)
     if delay ~= '0' then
+      redis.call('DEL', z, h)
       redis.call('SET', lock, 'd', 'PX', delay)
     elseif xu > now then
       -- a writer waits: the last reader leaves it reserved, for a second at
       -- most, so that no reader (of another lockd) overtakes it now
+      redis.call('DEL', z, h)
       redis.call('SET', lock, 's11 1 ' .. xu, 'PX', math.min(xu - now, 1000))
     else
-      redis.call('DEL', lock)
+      redis.call('DEL', lock, z, h)
     end
-  else
-    sh_expire(lock, now)
   end
   if string.byte(v, 2) == 49 then
     publish(lock)
   end
-  return r[2]
+  return tok
 end

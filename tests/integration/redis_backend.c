@@ -571,6 +571,134 @@ static void t_groups(void)
     fx_close(&f);
 }
 
+/* ---- shared acquires (readers, semaphore slots) share a call too ---- */
+
+struct sres {
+    bool done;
+    int calls;
+    enum lk_code code;
+    int64_t token, limit;
+    size_t nholders;
+    struct bk_holder holder;
+};
+
+static void on_sdone(void *arg, const struct bk_res *r)
+{
+    struct sres *x = arg;
+    x->calls++;
+    x->done = true;
+    x->code = r->code;
+    x->token = r->fencing_token;
+    x->limit = r->limit;
+    x->nholders = r->nholders;
+    if (r->nholders > 0)
+        x->holder = r->holders[0];
+}
+
+#define SG_N 25
+
+/* 25 shared acquires of one loop turn go as two acquire_shared_many.lua
+ * calls (16 + 9), each answered its own result: readers of ten names two
+ * each, a semaphore (limit 2) asked three times, a mismatched limit, a name
+ * held exclusive; then their releases as two release_many.lua calls. */
+static void t_shared_groups(void)
+{
+    char url[128];
+    struct fx f;
+    url_of(&R, NULL, url, sizeof(url));
+    fx_open(&f, url, NULL);
+    CHECK(wait_node(&f, true, 2000));
+    run_for(&f, 50);
+    CHECK_EQ_INT(acquire(&f, "sg-x", LEASE_A, 5000, "writer").code, LK_OK);
+    static char names[SG_N][32], leases[SG_N][40];
+    static struct sres x[SG_N];
+    struct bk_req a[SG_N];
+    for (int k = 0; k < SG_N; k++) {
+        snprintf(leases[k], sizeof(leases[k]), "%032x", 0x5000 + k);
+        a[k] = acquire_req(names[k], leases[k], 5000, "reader", false, false);
+        if (k < 20) {
+            snprintf(names[k], sizeof(names[k]), "sg-%d", k / 2);
+            a[k].mode = BK_SHARED;
+        } else if (k < 23) {
+            snprintf(names[k], sizeof(names[k]), "sg-sem");
+            a[k].limit = 2;
+        } else if (k == 23) {
+            snprintf(names[k], sizeof(names[k]), "sg-sem");
+            a[k].limit = 3;
+        } else {
+            snprintf(names[k], sizeof(names[k]), "sg-x");
+            a[k].mode = BK_SHARED;
+        }
+    }
+    long long e0 = th_redis_calls(&R, "evalsha"), v0 = th_redis_calls(&R, "eval");
+    for (int k = 0; k < SG_N; k++) {
+        memset(&x[k], 0, sizeof(x[k]));
+        CHECK_EQ_INT(submit(&f, &a[k], on_sdone, &x[k]), LK_AGAIN);
+    }
+    for (int k = 0; k < SG_N; k++) {
+        CHECK(run_until(&f, &x[k].done, 5000));
+        CHECK_EQ_INT(x[k].calls, 1);
+    }
+    CHECK_EQ_INT(th_redis_calls(&R, "evalsha") + th_redis_calls(&R, "eval") - e0 - v0, 2);
+    for (int k = 0; k < 20; k += 2) {
+        CHECK_EQ_INT(x[k].code, LK_OK);
+        CHECK_EQ_INT(x[k + 1].code, LK_OK);
+        CHECK(x[k].token > 0 && x[k + 1].token > x[k].token); /* grant order per name */
+    }
+    CHECK_EQ_INT(x[20].code, LK_OK);
+    CHECK_EQ_INT(x[21].code, LK_OK);
+    CHECK(x[21].token > x[20].token);
+    CHECK_EQ_INT(x[22].code, LK_LOCKED); /* the semaphore is full */
+    CHECK_EQ_INT(x[22].nholders, 1);
+    CHECK_EQ_INT(x[22].holder.fencing_token, x[20].token); /* expires first */
+    CHECK_EQ_INT(x[23].code, LK_LIMIT_MISMATCH);
+    CHECK_EQ_INT(x[23].limit, 2);
+    CHECK_EQ_INT(x[24].code, LK_LOCKED);
+    CHECK_EQ_INT(x[24].nholders, 1);
+    CHECK_STR(x[24].holder.owner, "writer");
+    CHECK_EQ_INT(x[24].holder.mode, BK_EXCLUSIVE);
+    /* every reader holds: a writer is refused by the one that leaves last */
+    struct sres w;
+    memset(&w, 0, sizeof(w));
+    struct bk_req wr = acquire_req("sg-3", LEASE_B, 5000, "w", false, false);
+    CHECK_EQ_INT(submit(&f, &wr, on_sdone, &w), LK_AGAIN);
+    CHECK(run_until(&f, &w.done, 5000));
+    CHECK_EQ_INT(w.code, LK_LOCKED);
+    CHECK_EQ_INT(w.holder.mode, BK_SHARED);
+    CHECK_EQ_INT(w.holder.fencing_token, x[7].token);
+    /* the releases of one turn: two calls, each its own token back */
+    e0 = th_redis_calls(&R, "evalsha");
+    v0 = th_redis_calls(&R, "eval");
+    struct bk_req q[22];
+    for (int k = 0; k < 22; k++) {
+        q[k] = release_req(names[k], leases[k], 0);
+    }
+    static struct sres y[22];
+    for (int k = 0; k < 22; k++) {
+        memset(&y[k], 0, sizeof(y[k]));
+        CHECK_EQ_INT(submit(&f, &q[k], on_sdone, &y[k]), LK_AGAIN);
+    }
+    for (int k = 0; k < 22; k++)
+        CHECK(run_until(&f, &y[k].done, 5000));
+    CHECK_EQ_INT(th_redis_calls(&R, "evalsha") + th_redis_calls(&R, "eval") - e0 - v0, 2);
+    for (int k = 0; k < 22; k++)
+        CHECK_EQ_INT(y[k].code, LK_OK);
+    /* every name is free again, and its keys are gone */
+    for (int k = 0; k < 10; k++) {
+        char n[32];
+        snprintf(n, sizeof(n), "sg-%d", k);
+        CHECK(!inspect(&f, n).held);
+    }
+    CHECK(!inspect(&f, "sg-sem").held);
+    CHECK_EQ_INT(lock_keys("t:{sg-[0-9]}"), 0);
+    CHECK_EQ_INT(lock_keys("t:{sg-[0-9]}:[zh]"), 0);
+    CHECK_EQ_INT(lock_keys("t:{sg-sem}*[^e]"), 0); /* the fence counter stays */
+    CHECK_EQ_INT(acquire(&f, "sg-3", LEASE_B, 5000, "w").code, LK_OK);
+    CHECK_EQ_INT(release(&f, "sg-3", LEASE_B, 0).code, LK_OK);
+    CHECK_EQ_INT(release(&f, "sg-x", LEASE_A, 0).code, LK_OK);
+    fx_close(&f);
+}
+
 static void t_noscript_fallback(void)
 {
     char url[128];
@@ -1089,7 +1217,7 @@ static void t_unsupported(void)
     url_of(&R, NULL, url, sizeof(url));
     fx_open(&f, url, NULL);
     CHECK_EQ_INT(f.be.ops->caps, BK_CAP_SHARED | BK_CAP_LIMIT | BK_CAP_FLOOR | BK_CAP_FORCE |
-                                     BK_CAP_INDEX | BK_CAP_GROUP);
+                                     BK_CAP_INDEX | BK_CAP_GROUP | BK_CAP_MULTI);
     long long e0 = th_redis_calls(&R, "evalsha");
     for (int k = 0; k < 3; k++) {
         struct bk_req a = acquire_req("unsup", LEASE_A, 5000, "", false, false);
@@ -1280,6 +1408,7 @@ int main(int argc, char **argv)
     RUN(t_owner_checks);
     RUN(t_one_command_per_op);
     RUN(t_groups);
+    RUN(t_shared_groups);
     RUN(t_noscript_fallback);
     RUN(t_lock_delay);
     RUN(t_fencing_across_data_loss);

@@ -1,0 +1,124 @@
+-- _acquire_shared.lua - one shared hold (a reader of a reader-writer lock)
+-- or a semaphore's slot (limit > 1); _shared.lua describes the keys.
+-- acquire_shared.lua runs it as the script itself, acquire_shared_many.lua
+-- as the body of a function called per acquire (as _acquire.lua is).
+-- lock, fence: the lock's key and its fence counter. wl: '<w><lease>' (w is
+-- '1' when a waiter asks). rest: '<sb> <ttl_ms> <mode> <owner>', the
+-- holder's hash value after its token (mode '1' shared, '0' a semaphore's
+-- slot: limit > 1). ttl: ttl_ms. limit. nowus: lockd's wall clock in
+-- microseconds, the token's floor. more: how many readers come with it
+-- (acquire_shared.lua only, from ARGV[6] in fours: lease, sb, ttl_ms,
+-- owner); they are admitted with the first, all or none, the k-th with
+-- token + k (the returned token is the first's), and the fence counter ends
+-- at the last one.
+-- Returns the token, as a string, when granted; {0, owner, token, sb, pttl,
+-- mode} a holder that blocks it; {2, pttl} a lock-delay runs; {3, limit}
+-- the holders use another limit. Tokens as _acquire.lua's: above the fence
+-- counter and lockd's wall clock, in one script with the grant.
+-- O(log N) in the holders. A name nobody holds costs one SET ... NX GET for
+-- the marker (its check and its write: the marker is only written again
+-- when it changes), and its keys get ttl to live; later holders extend it
+-- to 2 x theirs when it is short (sh_extend).
+local w = string.sub(wl, 1, 1)
+local lease = string.sub(wl, 2)
+local z, h = lock .. ':z', lock .. ':h'
+local mk = 's' .. w .. '0 ' .. limit .. ' 0'
+local v = redis.call('SET', lock, mk, 'NX', 'PX', ttl, 'GET')
+if v == 'd' then
+  local d = redis.call('PTTL', lock)
+  return {2, d > 0 and d or 1}
+end
+local now = sh_now()
+local x, xu = '0', '0'
+local renew_keys = false -- the marker was written here with PX: set the others' life too
+if not v then
+  renew_keys = true
+  mk = nil
+elseif string.byte(v) ~= 115 then
+  -- an exclusive holder (its value as _acquire.lua describes)
+  if limit ~= '1' then
+    return {3, 1}
+  end
+  if w == '1' and string.byte(v) == 48 then
+    redis.call('SETRANGE', lock, 0, '1')
+  end
+  local _, tok, hsb, _, howner = string.match(v, '^.(%S*) (%d+) (%d) (%d+) (.*)$')
+  return {0, howner or '', tonumber(tok) or 0, hsb or '0', redis.call('PTTL', lock), '0'}
+else
+  local fw, fx, flim, fxu = string.match(v, '^s(%d)(%d) (%d+) (%d+)$')
+  local n = sh_trim(lock, now)
+  if n > 0 then
+    if flim ~= limit then
+      return {3, tonumber(flim) or 0}
+    end
+    if fx == '1' and tonumber(fxu) > now then
+      x, xu = fx, fxu -- a writer waits: readers queue behind it
+    end
+    local full
+    if limit == '1' then
+      full = x == '1'
+    else
+      full = n >= tonumber(limit)
+    end
+    if full then
+      if w == '1' and fw == '0' then
+        redis.call('SET', lock, 's1' .. x .. ' ' .. limit .. ' ' .. xu, 'KEEPTTL')
+      end
+      local hd = sh_holder(lock, limit ~= '1', now)
+      return {0, hd[1], hd[2], hd[3], hd[4], hd[5]}
+    end
+    if fw == '1' then
+      w = '1'
+    end
+    mk = 's' .. w .. x .. ' ' .. limit .. ' ' .. xu
+    if mk == v then
+      mk = nil -- unchanged
+    end
+  elseif fx == '1' and tonumber(fxu) > now then
+    -- reserved for a waiting writer (sh_release): like a lock-delay
+    return {2, math.max(redis.call('PTTL', lock), 1)}
+  else
+    -- a marker whose holders all expired: the name is free
+    redis.call('DEL', z, h)
+    redis.call('SET', lock, mk, 'PX', ttl)
+    renew_keys = true
+    mk = nil
+  end
+end
+-- Granted: the token first (an error here leaves nothing granted).
+local tok = nowus
+local last = redis.call('SET', fence, nowus, 'PX', 'FENCE_RETENTION_MS', 'GET')
+local lastn = last and tonumber(string.match(last, '^(%d+)w?$'))
+if lastn and lastn >= tonumber(nowus) then
+  tok = string.format('%d', lastn + 1)
+  redis.call('SET', fence, tok, 'PX', 'FENCE_RETENTION_MS')
+end
+if more > 0 then
+  redis.call('SET', fence, string.format('%d', tonumber(tok) + more), 'PX', 'FENCE_RETENTION_MS')
+end
+if w == '1' or (last and string.byte(last, -1) == 119) then
+  sh_publish(lock, 'g') -- a watcher (or a waiter) hears of the grant
+end
+if mk then
+  redis.call('SET', lock, mk, 'KEEPTTL')
+end
+local t = tonumber(ttl)
+redis.call('ZADD', z, sh_int(now + t), lease)
+redis.call('HSET', h, lease, tok .. ' ' .. rest)
+for k = 1, more do
+  local a = 5 + (k - 1) * 4
+  local kt = tonumber(ARGV[a + 3])
+  redis.call('ZADD', z, sh_int(now + kt), ARGV[a + 1])
+  redis.call('HSET', h, ARGV[a + 1], string.format('%d', tonumber(tok) + k) .. ' ' .. ARGV[a + 2] .. ' ' .. ARGV[a + 3] .. ' 1 ' .. ARGV[a + 4])
+  if kt > t then
+    t = kt
+  end
+end
+if renew_keys then
+  redis.call('PEXPIRE', z, ttl)
+  redis.call('PEXPIRE', h, ttl)
+end
+if not renew_keys or t > tonumber(ttl) then
+  sh_extend(lock, t) -- a reader riding on it may hold longer
+end
+return tok
