@@ -57,7 +57,7 @@ struct conn_track {
     int fd;
     void *tls;        /* its GnuTLS session on the HTTPS listener, else NULL */
     int64_t since_ms; /* opened, or its last request finished */
-    bool dispatched;  /* the current request arrived whole */
+    bool dispatched;  /* the current request arrived whole (then not on wk->arriving) */
 };
 
 struct http_worker {
@@ -80,7 +80,12 @@ struct http_worker {
     unsigned conn_limit;    /* this daemon's share of max_connections */
     bool full;              /* reached conn_limit: MHD stopped listening */
     uint64_t req_seq;
-    struct conn_track *conns;
+    /* The connections whose current request has not arrived whole (or that
+     * wait for their next one), oldest since_ms first: all the slow-client
+     * timer looks at. A dispatched request's connection (held, a parked
+     * waiter or watcher, being answered) is off it until that request
+     * completes, so idle cost does not grow with parked connections. */
+    struct conn_track *arriving;
     ev_timer slow_timer;
 };
 
@@ -234,36 +239,63 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
             t->tls = ci != NULL ? ci->tls_session : NULL;
         }
         t->since_ms = lk_now_ms();
-        DL_APPEND(wk->conns, t);
+        DL_APPEND(wk->arriving, t);
         *socket_context = t;
     } else {
         http_own_forget(conn);
         if (*socket_context != NULL) {
             struct conn_track *t = *socket_context;
-            DL_DELETE(wk->conns, t);
+            if (!t->dispatched)
+                DL_DELETE(wk->arriving, t);
             free(t);
             *socket_context = NULL;
         }
     }
 }
 
+/* t's request arrived whole: off wk->arriving until it completes. */
+static void track_dispatched(struct http_worker *wk, struct conn_track *t)
+{
+    if (t == NULL || t->dispatched)
+        return;
+    t->dispatched = true;
+    DL_DELETE(wk->arriving, t);
+}
+
+/* t's next request's time starts at now_ms: back at wk->arriving's tail
+ * (every since_ms is the loop's clock when it was set, so the list stays
+ * oldest first). */
+static void track_restart(struct http_worker *wk, struct conn_track *t, int64_t now_ms)
+{
+    if (!t->dispatched)
+        DL_DELETE(wk->arriving, t);
+    t->dispatched = false;
+    t->since_ms = now_ms;
+    DL_APPEND(wk->arriving, t);
+}
+
 /* Shuts down connections whose request has been arriving for longer than
- * connection_timeout_ms; MHD then sees the socket fail and closes it. */
+ * connection_timeout_ms; MHD then sees the socket fail and closes it. Walks
+ * wk->arriving, oldest first, up to the first one still in time. */
 static void on_slow_timer(struct ev_loop *ev, ev_timer *tm, int revents)
 {
     (void)ev;
     (void)revents;
     struct http_worker *wk = tm->data;
     int64_t now = lk_now_ms(), limit = wk->srv->cfg->connection_timeout_ms;
-    struct conn_track *t;
-    DL_FOREACH (wk->conns, t) {
-        if (!t->dispatched && t->fd >= 0 && now - t->since_ms > limit) {
+    struct conn_track *t, *tmp, *last = wk->arriving != NULL ? wk->arriving->prev : NULL;
+    DL_FOREACH_SAFE (wk->arriving, t, tmp) {
+        if (now - t->since_ms <= limit)
+            break;
+        if (t->fd >= 0) {
             lk_log(LK_DEBUG, "closing a connection whose request took over %lld ms to arrive",
                    (long long)limit);
             shutdown(t->fd, SHUT_RDWR);
-            t->since_ms = now; /* once; MHD closes it on its next run */
             wk->need_run = true;
         }
+        track_restart(wk, t, now); /* once; MHD closes it on its next run */
+        if (t == last)
+            break; /* each one once per walk */
     }
 }
 
@@ -744,8 +776,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             strtoull(cl, NULL, 10) > (unsigned long long)wk->srv->cfg->max_body_bytes) {
             /* Answer before reading: MHD closes the connection after. */
             r->body_too_large = true;
-            if (r->track != NULL)
-                ((struct conn_track *)r->track)->dispatched = true;
+            track_dispatched(wk, r->track);
             char msg[96];
             snprintf(msg, sizeof(msg), "request body is larger than %lld bytes",
                      (long long)wk->srv->cfg->max_body_bytes);
@@ -787,8 +818,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     }
     if (r->park == REQ_HELD)
         return MHD_YES; /* MHD polls a held request on each run: not yet */
-    if (r->track != NULL)
-        ((struct conn_track *)r->track)->dispatched = true;
+    track_dispatched(wk, r->track);
     if (r->ready) {
         if (r->park == REQ_ANSWERED) { /* MHD came first; the flush must not */
             DL_DELETE2(wk->answered, r, sprev, snext);
@@ -845,10 +875,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     struct conn_track *t = r->track;
     r->track = NULL;
     int64_t now_us = lk_now_us(); /* lk_now_ms() is this clock in ms */
-    if (t != NULL) {              /* the next request's time starts now */
-        t->since_ms = now_us / 1000;
-        t->dispatched = false;
-    }
+    if (t != NULL) /* the next request's time starts now */
+        track_restart(wk, t, now_us / 1000);
     stop_eof_watch(r);
     switch ((enum req_park)r->park) {
     case REQ_SUSPENDED:

@@ -1489,7 +1489,10 @@ static bool refused(struct rb *bk, const struct bk_req *req, bk_done_fn done, vo
     if (ra_gate(bk->ra, grant, &retry) != LK_OK) {
         bk_res_init(&r, LK_BACKEND_RECOVERING);
         r.delay_ms = retry;
-    } else if ((req->op == BK_ACQUIRE || req->op == BK_ACQUIRE_MULTI) && glog_full(bk->log)) {
+    } else if (req->op == BK_ACQUIRE_MULTI ? !glog_room(bk->log, req->nnames)
+               : req->op == BK_ACQUIRE     ? !glog_room(bk->log, 1 + req->nmore)
+                                           : false) {
+        /* a multi-lock or a group of readers: one record per name, per reader */
         static int64_t said_ms; /* one line a minute: a rough guard, any thread */
         int64_t now = lk_now_ms();
         if (now - __atomic_load_n(&said_ms, __ATOMIC_RELAXED) > 60000) {

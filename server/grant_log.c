@@ -448,6 +448,14 @@ bool glog_full(struct glog *g)
     return atomic_load_explicit(&g->count, memory_order_relaxed) >= g->max;
 }
 
+bool glog_room(struct glog *g, size_t n)
+{
+    if (g == NULL)
+        return true;
+    long long have = atomic_load_explicit(&g->count, memory_order_relaxed);
+    return have + (long long)n <= (long long)g->max;
+}
+
 size_t glog_count(struct glog *g)
 {
     if (g == NULL)

@@ -50,6 +50,9 @@ struct glog *glog_new(int64_t max);
 void glog_free(struct glog *g);
 /* Whether max leases are recorded already (the next grant is refused). */
 bool glog_full(struct glog *g);
+/* Whether n more records fit under max (a multi-lock records one per name,
+ * a group of readers one per reader). */
+bool glog_room(struct glog *g, size_t n);
 size_t glog_count(struct glog *g);
 /* Records a grant. Replaces a record of the same lease and name. Records
  * are keyed by (lease, name): a multi-lock's members share one lease. */

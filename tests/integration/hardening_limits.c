@@ -215,6 +215,33 @@ static void test_connection_timeout(void)
         CHECK_EQ_INT(raw_response(fd, buf, sizeof(buf), 3000, &closed), 200);
     }
     close(fd);
+    /* A waiter parked past the timeout is not cut (its request arrived
+     * whole); once answered, its connection's next request has its own
+     * second again: stalled, it is cut at ~1 s. */
+    snprintf(url, sizeof(url), "%s/locks/kw", l.url);
+    th_http(cl, "POST", url, "{\"ttl_ms\":20000}", NULL, &r);
+    CHECK_EQ_INT(r.status, 200);
+    th_resp_free(&r);
+    static const char wq[] = "POST /locks/kw HTTP/1.1\r\nHost: x\r\nContent-Length: 30\r\n\r\n"
+                             "{\"ttl_ms\":5000,\"wait_ms\":2200}";
+    fd = raw_connect(l.port);
+    send_all(fd, wq, sizeof(wq) - 1);
+    t0 = th_now_ms();
+    CHECK_EQ_INT(raw_response(fd, buf, sizeof(buf), 8000, &closed), 409);
+    took = th_now_ms() - t0;
+    CHECK(!closed);
+    if (took < 1800)
+        th_fail(__FILE__, __LINE__, "a waiter was answered after %lld ms, want ~2200",
+                (long long)took);
+    send_all(fd, "GET /healthz HTTP/1.1\r\nHo", 25);
+    t0 = th_now_ms();
+    raw_response(fd, buf, sizeof(buf), 5000, &closed);
+    took = th_now_ms() - t0;
+    CHECK(closed);
+    if (took < 500 || took > 3500)
+        th_fail(__FILE__, __LINE__, "a stalled request after a wait was closed after %lld ms",
+                (long long)took);
+    close(fd);
     th_lockd_kill(&l, SIGTERM);
 }
 

@@ -661,6 +661,46 @@ static void t_max_locks(void)
     th_client_free(c);
 }
 
+/* A multi-lock records one lease per name: max_locks counts its names, not
+ * the set. With 10 allowed and 8 held, a 5-name set is refused whole
+ * (nothing of it held); a 2-name one fits. */
+static void t_max_locks_multi(void)
+{
+    struct th_lockd L10;
+    const char *args[] = {"--redis", redis_url, "--max_locks", "10", "--log_format", "text", NULL};
+    th_lockd_start(&L10, args, NULL);
+    struct th_client *c = th_client_new();
+    for (int i = 0; i < 8; i++) {
+        char path[32];
+        snprintf(path, sizeof(path), "/locks/mm-%d", i);
+        CHECK_EQ_INT(req(c, "POST", &L10, path, "{\"ttl_ms\":10000}", NULL, NULL), 200);
+    }
+    struct th_resp r;
+    CHECK_EQ_INT(req(c, "POST", &L10, "/locks",
+                     "{\"names\":[\"mf-0\",\"mf-1\",\"mf-2\",\"mf-3\",\"mf-4\"],"
+                     "\"ttl_ms\":10000}",
+                     NULL, &r),
+                 503);
+    CHECK_STR(th_jerr(&r), "too_many_locks");
+    th_resp_free(&r);
+    for (int i = 0; i < 5; i++) {
+        char path[32];
+        snprintf(path, sizeof(path), "/locks/mf-%d", i);
+        CHECK_EQ_INT(req(c, "GET", &L10, path, NULL, NULL, &r), 200);
+        CHECK(json_is_false(json_object_get(r.json, "held")));
+        th_resp_free(&r);
+    }
+    CHECK_EQ_INT(req(c, "POST", &L10, "/locks",
+                     "{\"names\":[\"mf-0\",\"mf-1\"],\"ttl_ms\":10000}", NULL, &r),
+                 200);
+    CHECK_EQ_INT(json_array_size(json_object_get(r.json, "locks")), 2);
+    th_resp_free(&r);
+    /* Now all 10 are live: even one more name is refused. */
+    CHECK_EQ_INT(req(c, "POST", &L10, "/locks/mm-x", "{\"ttl_ms\":10000}", NULL, NULL), 503);
+    th_lockd_kill(&L10, SIGKILL);
+    th_client_free(c);
+}
+
 /* reassert.lua on its own (redis-cli --eval): the fence counter is raised
  * to a re-asserted lease's token, never lowered, also when a watcher marked
  * it ('<n>w', issue 26), and the mark stays; a lock another lease holds is
@@ -703,6 +743,7 @@ int main(void)
     lockd_on(&L2, "2000");
     TH_RUN(t_reassert_never_lowers_counter);
     TH_RUN(t_max_locks);
+    TH_RUN(t_max_locks_multi);
     TH_RUN(t_hundred_leases);
     TH_RUN(t_shared_across_restart);
     TH_RUN(t_multi_across_restart);
