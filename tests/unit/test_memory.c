@@ -363,7 +363,7 @@ static void test_contract_extras(void **state)
     assert_int_equal(backend_memory_new(NULL, &be), LK_OK);
     struct mem *m = be.state;
     assert_int_equal(be.ops->caps, BK_CAP_SHARED | BK_CAP_LIMIT | BK_CAP_FLOOR | BK_CAP_FORCE |
-                                       BK_CAP_INDEX | BK_CAP_GROUP);
+                                       BK_CAP_INDEX | BK_CAP_GROUP | BK_CAP_MULTI);
 
     int64_t floor = lk_wall_us() + 1000000000LL; /* ahead of the clock-seeded counter */
     struct bk_req q = {.op = BK_ACQUIRE,
