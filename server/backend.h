@@ -211,8 +211,9 @@ struct bk_node {
 };
 
 /* Release notifications from other lockd processes (Redis pub/sub). fn runs on
- * a backend-owned thread; it must only hand the name to its own loop. */
-typedef void (*bk_release_fn)(void *arg, const char *name);
+ * a backend-owned thread; it must only hand the name to its own loop.
+ * granted: the message tells of a grant (it frees nothing), not a release. */
+typedef void (*bk_release_fn)(void *arg, const char *name, bool granted);
 
 struct backend_ops {
     const char *name; /* "memory", "redis", later "redlock", "cluster", "sentinel" */

@@ -110,9 +110,12 @@ void engine_plain_sweep(struct engine *e, int64_t now)
         metrics_add(M_LOCKS_HELD_PLAIN, -(int64_t)n);
 }
 
-static void on_backend_release(void *arg, const char *name)
+static void on_backend_release(void *arg, const char *name, bool granted)
 {
-    waiters_kick(arg, name);
+    if (granted)
+        waiters_kick_granted(arg, name);
+    else
+        waiters_kick(arg, name);
 }
 
 enum lk_code engine_start(struct engine *e)

@@ -172,6 +172,10 @@ enum lk_code waiters_acquire(struct engine *e, struct lk_loop *lp, const struct 
 /* A name was released (here, by the reaper, or by another lockd): the head
  * waiter tries at once. Any thread. */
 void waiters_kick(struct engine *e, const char *name);
+/* Another lockd granted name (a pub/sub message): its watchers look, and a
+ * queued reader asks (the name may be open to readers now); other waiters
+ * wait for a release, as a grant frees nothing. */
+void waiters_kick_granted(struct engine *e, const char *name);
 /* True (and *holder filled) when lockd has waiters queued for name. */
 bool waiters_queued(struct engine *e, const char *name, struct eng_holder *holder);
 int64_t waiters_count(struct engine *e, const char *name);

@@ -71,14 +71,14 @@ static bool channel_name(const struct rps *ps, const redisReply *ch, char out[LK
     return lk_name_valid(out, nl);
 }
 
-static void call_hook(struct rps *ps, const char *name)
+static void call_hook(struct rps *ps, const char *name, bool granted)
 {
     pthread_mutex_lock(&ps->mu);
     bk_release_fn fn = ps->hook;
     void *arg = ps->hook_arg;
     pthread_mutex_unlock(&ps->mu);
     if (fn != NULL)
-        fn(arg, name);
+        fn(arg, name, granted);
 }
 
 static void unwatch_ent(struct rps *ps, struct watch_ent *w)
@@ -110,7 +110,7 @@ static void on_message(redisAsyncContext *ac, void *r, void *priv)
     }
     if (strcmp(type, "subscribe") == 0) {
         if (channel_name(ps, reply->element[1], name))
-            call_hook(ps, name);
+            call_hook(ps, name, false);
         return;
     }
     if (strcmp(type, "unsubscribe") == 0) {
@@ -136,7 +136,8 @@ static void on_message(redisAsyncContext *ac, void *r, void *priv)
         return;
     if (m->len == strlen(ps->instance) && memcmp(m->str, ps->instance, m->len) == 0)
         return; /* our own release: its waiters were woken when it was answered */
-    call_hook(ps, name);
+    /* 'g': a grant (_acquire.lua, _acquire_shared.lua) */
+    call_hook(ps, name, m->len == 1 && m->str[0] == 'g');
 }
 
 /* Redis Cluster: SSUBSCRIBE or SUNSUBSCRIBE for each name, one command

@@ -121,6 +121,11 @@ struct wqueue {
     int64_t holder_expiry_ms; /* monotonic; when the holder's lease runs out; 0 = the
                                * lock may be free now (a release was seen) */
     int64_t kicked_us;        /* release seen, for the handoff histogram */
+    /* Semaphores: releases seen and not yet used by a grant here, so that a
+     * release of one slot lets one waiter ask, not one more that would be
+     * refused. 0 with a grant (a holder's expiry, a lock-delay's end): the
+     * free slots are unknown, so the next waiter asks too, as before. */
+    int64_t freed;
     UT_hash_handle hh;
 };
 
@@ -254,6 +259,11 @@ static void attempt_done(void *arg, const struct bk_res *br)
     struct wqueue *q = w->q;
     if (br->code == LK_OK) {
         int64_t kicked = q->kicked_us;
+        /* A semaphore's next waiter asks now only if more slots were freed
+         * than this grant took (or their number is unknown). */
+        bool more = true;
+        if (w->limit > 1 && q->freed > 0)
+            more = --q->freed > 0;
         unlink_waiter(e, w, &h);
         bool cancelled = w->cancelled;
         if (h != NULL) {
@@ -269,7 +279,7 @@ static void attempt_done(void *arg, const struct bk_res *br)
          * waiter: it asks at once, and so on up to the first that does not
          * fit (an exclusive one), so every shared waiter before it is
          * granted on this release. Else it waits for the next release. */
-        promote(e, h, h != NULL && ((w->shared && h->shared) || w->limit > 1));
+        promote(e, h, h != NULL && ((w->shared && h->shared) || (w->limit > 1 && more)));
         pthread_mutex_unlock(&e->wmu);
         if (kicked > 0)
             metrics_observe(H_HANDOFF, lk_now_us() - kicked);
@@ -321,6 +331,8 @@ static void attempt_done(void *arg, const struct bk_res *br)
     if (br->code == LK_LOCKED && !w->cancelled && !w->failed && now < w->deadline_ms) {
         engine_holder_of(br, &q->holder);
         q->has_holder = true;
+        if (!w->kick_pending)
+            q->freed = 0; /* full again (a release meanwhile may have freed some) */
         q->holder_expiry_ms = now + (q->holder.expires_in_ms > 0 ? q->holder.expires_in_ms : 0);
         if (w->kick_pending || (grouped && q->list == w)) {
             /* A release arrived while we asked, or a follower refused with
@@ -700,6 +712,23 @@ void waiters_kick(struct engine *e, const char *name)
         struct eng_waiter *h = q->list;
         q->kicked_us = lk_now_us();
         q->holder_expiry_ms = 0;
+        q->freed++;
+        if (h->state == W_ATTEMPTING)
+            h->kick_pending = true;
+        else if (h->state == W_QUEUED)
+            post_poke(e, h->lp, name, true);
+    }
+    pthread_mutex_unlock(&e->wmu);
+}
+
+void waiters_kick_granted(struct engine *e, const char *name)
+{
+    watchers_kick(e, name);
+    pthread_mutex_lock(&e->wmu);
+    struct wqueue *q;
+    HASH_FIND_STR(e->queues, name, q);
+    if (q != NULL && q->list->shared && q->list->limit == 1) {
+        struct eng_waiter *h = q->list;
         if (h->state == W_ATTEMPTING)
             h->kick_pending = true;
         else if (h->state == W_QUEUED)

@@ -954,9 +954,10 @@ static pthread_mutex_t hook_mu = PTHREAD_MUTEX_INITIALIZER;
 static char hook_last[LK_NAME_MAX + 1];
 static int hook_count;
 
-static void on_release_hook(void *arg, const char *name)
+static void on_release_hook(void *arg, const char *name, bool granted)
 {
     (void)arg;
+    (void)granted;
     pthread_mutex_lock(&hook_mu);
     snprintf(hook_last, sizeof(hook_last), "%s", name);
     hook_count++;

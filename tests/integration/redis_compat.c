@@ -306,9 +306,10 @@ static void t_unsubscribe_state(void)
 static pthread_mutex_t hook_mu = PTHREAD_MUTEX_INITIALIZER;
 static int hook_calls;
 
-static void on_release_hook(void *arg, const char *name)
+static void on_release_hook(void *arg, const char *name, bool granted)
 {
     (void)arg;
+    (void)granted;
     if (strcmp(name, "uq") != 0)
         return;
     pthread_mutex_lock(&hook_mu);
