@@ -78,11 +78,12 @@ struct engine *engine_new(const struct lk_config *cfg, const struct backend *bk)
 void engine_plain_granted(struct engine *e, const char *name, const char *lease, int64_t ttl_ms)
 {
     /* token: when it was granted (lk_now_us), for lockd_lock_hold_seconds */
+    int64_t now_us = lk_now_us();
     struct gl_grant gr = {.name = name,
                           .lease = lease,
-                          .token = lk_now_us(),
+                          .token = now_us,
                           .ttl_ms = ttl_ms,
-                          .expires_ms = lk_now_ms() + ttl_ms,
+                          .expires_ms = now_us / 1000 + ttl_ms,
                           .limit = 1};
     glog_put(e->plain, &gr);
     metrics_add(M_LOCKS_HELD_PLAIN, 1);
