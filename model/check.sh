@@ -23,7 +23,7 @@ LIVE="-DCOLLAPSE -DMEMLIM=3000 -DNFAIR=3"
 flags_of() {
     case $1 in
     leases)     echo "-DNOSESS -DTRYONCE -DDRAIN -DGROUPED" ;;
-    sessions)   echo "-DSOLO -DHUNG" ;;
+    sessions)   echo "-DSOLO -DHUNG -DSESS_RENEW" ;;
     contention) echo "-DPLAIN_TRYONCE -DDRIFT=0" ;;
     liveness)   echo "-DNOSESS -DLIVE" ;;
     *) echo "check.sh: unknown configuration $1" >&2; exit 2 ;;
@@ -74,13 +74,18 @@ mutants)
     bad=""
     # each mutant in the configuration that exercises what it breaks; the
     # search is exhaustive and stops at the first violation
-    for m in MUT_RENEW_NO_OWNER MUT_RELEASE_NO_CAD MUT_NO_MAX_HOLD MUT_NO_LOCK_DELAY; do
+    for m in ${MUTANTS:-MUT_RENEW_NO_OWNER MUT_RELEASE_NO_CAD MUT_NO_MAX_HOLD MUT_NO_LOCK_DELAY MUT_NO_RETRY}; do
         case $m in
         MUT_RENEW_NO_OWNER|MUT_RELEASE_NO_CAD) c=leases ;;
         MUT_NO_MAX_HOLD) c=sessions ;;
         MUT_NO_LOCK_DELAY) c=contention ;;
+        MUT_NO_RETRY) c=liveness ;;
         esac
-        run "$m" "$SAFE" "-m400000" -D$m $(flags_of $c) "$@"
+        if [ "$c" = liveness ]; then
+            run "$m" "$LIVE" "-a -f -m400000" -D$m $(flags_of $c) "$@"
+        else
+            run "$m" "$SAFE" "-m400000" -D$m $(flags_of $c) "$@"
+        fi
         if [ "$errors" = 0 ] || [ "$errors" = 99 ] || [ ! -f "$out/$m/lockd.pml.trail" ]; then
             echo "  $m: NOT caught"; bad="$bad $m"
         else
