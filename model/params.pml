@@ -39,7 +39,9 @@
 #ifndef FAULTS
 #define FAULTS 1        /* lost requests or replies between lockd and Redis */
 #endif
+#ifndef RENEWS
 #define RENEWS 1        /* renewals / heartbeats a healthy holder makes per hold */
+#endif
 
 /* Mutants, one at a time (make model-mutants):
  *   MUT_RENEW_NO_OWNER   renew.lua / renew_many.lua without the lease compare
