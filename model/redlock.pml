@@ -177,7 +177,7 @@ inline exec_node(n_e, i_e) {
 
 /* one call reaches node n: lost on the way, or run and answered, or run and
  * its reply lost */
-inline serve(n_s, i_s) {
+inline serve(n_s, i_s, c_s) {
   if
   :: faults < FAULTS -> faults++; ch_st[i_s] = S_LOST
   :: exec_node(n_s, i_s);
@@ -187,7 +187,7 @@ inline serve(n_s, i_s) {
 #else
      /* the reply reaches lockd in the same step (a reply's delay is a
       * request's: see README) */
-     :: ch_st[i_s] = S_DONE; node_reply(i_s / NR, n_s); ZAP
+     :: ch_st[i_s] = S_DONE; node_reply(c_s, n_s); ZAP
 #endif
      :: faults < FAULTS -> faults++; ch_st[i_s] = S_LOST
      fi
@@ -487,30 +487,38 @@ inline node_reply(c_r, n_r) {
 
 proctype nodes()
 {
-  byte t, i, n, m, l, ok, pend, ans, nh, oth, rc, tk, op, gi;
-  byte wb;
+  byte x, cx, nx, t, i, n, m, l, ok, pend, ans, nh, oth, rc, tk, op, gi, wb;
 end:
   do
-  :: atomic { ch_st[0] == S_SENT -> serve(0, 0) }
-  :: atomic { ch_st[1] == S_SENT -> serve(1, 1) }
-  :: atomic { ch_st[2] == S_SENT -> serve(2, 2) }
-  :: atomic { ch_st[3] == S_SENT -> serve(0, 3) }
-  :: atomic { ch_st[4] == S_SENT -> serve(1, 4) }
-  :: atomic { ch_st[5] == S_SENT -> serve(2, 5) }
+  :: atomic {
+       if
+       :: ch_st[0] == S_SENT -> x = 0
+       :: ch_st[1] == S_SENT -> x = 1
+       :: ch_st[2] == S_SENT -> x = 2
+       :: ch_st[3] == S_SENT -> x = 3
+       :: ch_st[4] == S_SENT -> x = 4
+       :: ch_st[5] == S_SENT -> x = 5
+       fi;
+       cx = x / NR; nx = x % NR;
+       serve(nx, x, cx);
+       x = 0; cx = 0; nx = 0 }
   od
 }
 
 /* a client and the lockd loop serving its calls */
 proctype client(byte c)
 {
-  byte a, r, i, n, m, l, ok, pend, ans, nh, oth, rc, tk, op, gi;
-  byte wb;
+  byte a, r, x, i, n, m, l, ok, pend, ans, nh, oth, rc, tk, op, gi, wb;
 end:
   do
   /* lockd: a node's reply */
-  :: atomic { replied(c*NR) -> node_reply(c, 0); ZAP }
-  :: atomic { replied(c*NR+1) -> node_reply(c, 1); ZAP }
-  :: atomic { replied(c*NR+2) -> node_reply(c, 2); ZAP }
+  :: atomic {
+       if
+       :: replied(c*NR) -> x = 0
+       :: replied(c*NR+1) -> x = 1
+       :: replied(c*NR+2) -> x = 2
+       fi;
+       node_reply(c, x); x = 0; ZAP }
   /* the application */
   :: atomic { cl_st[c] == C_IDLE && a < (c == 0 -> K : K1) && idle(c) ->
               cl_lease[c] = LEASE(c, a); a++; r = 0; cl_st[c] = C_WAITING; cl_tok[c] = 0;
