@@ -439,11 +439,11 @@ static void agree_eval(struct rl_call *c)
     struct tally t = tally_of(c);
     int q = c->rl->quorum;
     struct bk_res r;
-    int64_t renewed_token = 0;
-    if (t.ok >= q && c->req.op == BK_RENEW && (renewed_token = renew_token(c)) == 0) {
+    int64_t renewed_token = t.ok >= q && c->req.op == BK_RENEW ? renew_token(c) : 0;
+    if (t.ok >= q && c->req.op == BK_RENEW && renewed_token == 0) {
         /* renewed by a majority that disagrees on the token */
         if (t.pending > 0)
-            return; /* the rest may settle it */
+            return;                           /* the rest may settle it */
         call_answer_code(c, LK_BACKEND_DOWN); /* in doubt: the client keeps its grant's token */
         return;
     }

@@ -522,7 +522,7 @@ static void t_renew_token_is_the_grants(void)
     printf("# grant %lld; node 2 %s; renewal answers %lld\n", t,
            late ? "granted late under 9000000000000001" : "did not grant late",
            th_jint(&r, "fencing_token"));
-    CHECK(late); /* else the case did not arise */
+    CHECK(late);                                   /* else the case did not arise */
     CHECK_EQ_INT(th_jint(&r, "fencing_token"), t); /* <- the largest token before the fix */
     th_resp_free(&r);
     CHECK_EQ_INT(http_status(c, "DELETE", url, NULL, hdr, NULL), 200);
