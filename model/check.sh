@@ -41,8 +41,7 @@ flags_of() {
 # bitstate table (pan -w) of a configuration, empty: exhaustive
 bits_of() {
     case $1 in
-    mixed|wide|live-sessions|redlock) echo 24 ;;
-    redlock-drift) echo 23 ;;
+    mixed|wide|live-sessions|redlock|redlock-drift) echo 23 ;;
     *) echo "" ;;
     esac
 }
