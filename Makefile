@@ -167,9 +167,11 @@ test: lint check-deps model model-mutants
 	@echo "make test: lint, native, ASan/UBSan, valgrind, TSan and fuzz stages all passed"
 
 # The Promela model of the lease, watchdog, reaper and fencing protocol
-# (model/README.md): four configurations, each searched exhaustively, and the
-# LTL liveness property under weak fairness; spin must find no violation and
-# every search must complete (~2.5 min, <= 4 GB each);
+# (model/README.md): four configurations searched exhaustively (the LTL
+# liveness property under weak fairness among them), the combinations and the
+# Redlock model (model/redlock.pml) by bitstate search; spin must find no
+# violation and every search must complete (~5 min idle, ~8 min loaded,
+# <= 4 GB each);
 # model-mutants: each deliberately broken variant must yield a counterexample.
 model:
 	model/check.sh safety

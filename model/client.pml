@@ -52,6 +52,14 @@ proctype client(byte c)
         r++;
         atomic { engine_renew(c) };
         atomic { wait_reply(c) -> renew_done(c); ZAP }
+#ifdef SESS_RENEW
+     /* PUT /locks/{name} on a session lock: a renewal by hand, which the
+      * max-hold cap must still end (property 6) */
+     :: cl_st[c] == C_HOLD && SESS(c) && r < RENEWS ->
+        r++;
+        atomic { engine_renew(c) };
+        atomic { wait_reply(c) -> renew_done(c); ZAP }
+#endif
      :: cl_st[c] == C_HOLD && SESS(c) && (r < RENEWS || hung) ->
         r = (r < RENEWS -> r + 1 : r);
         atomic { engine_session_get(c); ZAP }

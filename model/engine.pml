@@ -161,7 +161,11 @@ inline attempt_done(c_ad) {
      q_hexp[n] = pt;
      if
      :: w_kick[c_ad] -> w_kick[c_ad] = 0; attempt(c_ad)
+#ifndef MUT_NO_RETRY
      :: else -> w_st[c_ad] = W_QUEUED; w_armed[c_ad] = 1; w_rt[c_ad] = q_hexp[n] + 1
+#else
+     :: else -> w_st[c_ad] = W_QUEUED /* waits for a kick only: a holder that expires wakes nobody */
+#endif
      fi
   :: else ->
      rc = (w_failed[c_ad] -> w_fail_code[c_ad] : rc);
@@ -260,7 +264,11 @@ inline renew_done(c_rd) {
   slot_clear(c_rd);
   cl_code[c_rd] = rc;
   if
-  :: rc == OK -> cl_tok[c_rd] = tk
+  :: rc == OK -> cl_tok[c_rd] = tk;
+     if /* session_note_renew: a session lock's expiry moves too */
+     :: SESS(c_rd) && sl_on[c_rd] && sl_lease[c_rd] == cl_lease[c_rd] -> sl_exp[c_rd] = TTL
+     :: else -> skip
+     fi
   :: rc == NOT_HELD || rc == HELD_BY_OTHER -> cl_st[c_rd] = C_IDLE /* lost: stop */
   :: else -> skip /* 503: still ours as far as anyone knows */
   fi

@@ -39,14 +39,19 @@
 #ifndef FAULTS
 #define FAULTS 1        /* lost requests or replies between lockd and Redis */
 #endif
+#ifndef RENEWS
 #define RENEWS 1        /* renewals / heartbeats a healthy holder makes per hold */
+#endif
 
 /* Mutants, one at a time (make model-mutants):
  *   MUT_RENEW_NO_OWNER   renew.lua / renew_many.lua without the lease compare
  *   MUT_RELEASE_NO_CAD   _release.lua deletes without comparing the lease
  *   MUT_NO_MAX_HOLD      session_watchdog_due ignores hold_until_ms
  *   MUT_NO_LOCK_DELAY    reap() releases an expired session's locks with delay 0
- * Redlock's "token without write-back" joins when backend_redlock.c lands.
+ *   MUT_NO_RETRY         attempt_done never arms the retry at the holder's
+ *                        expiry: a refused head waits for a kick only (liveness)
+ *   MUT_RL_NO_WRITEBACK  redlock.pml: the token is the majority's largest
+ *                        counter, written back nowhere (LOCKD_REDLOCK_NO_WRITEBACK)
  */
 
 /* lk_code */

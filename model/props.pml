@@ -23,7 +23,7 @@
 byte g_live[NLEASE];    /* (1) ticks left of the last OK grant/renew */
 byte g_name[NLEASE];
 byte g_last_tok[NN];    /* (2) */
-byte g_tok_lease[NTOK]; /* (3) the lease each token went to */
+byte g_tok_lease[NN*NTOK]; /* (3) the lease each token of each name went to */
 byte res_tok[NN];       /* (3) the resource's newest token seen */
 byte g_delay[NN];       /* (7) */
 bit  g_capped[NLEASE];  /* (6) lockd's clock passed the lease's hold_until */
@@ -43,7 +43,7 @@ inline prop_grant(n_pg, lease_pg, tok_pg, ttl_pg) {
   prop_exclusive(n_pg, lease_pg);
   assert(tok_pg > g_last_tok[n_pg]);                           /* (2) */
   assert(g_delay[n_pg] == 0);                               /* (7) */
-  g_last_tok[n_pg] = tok_pg; g_tok_lease[tok_pg] = lease_pg;
+  g_last_tok[n_pg] = tok_pg; g_tok_lease[n_pg*NTOK + tok_pg] = lease_pg;
   g_live[lease_pg] = ttl_pg; g_name[lease_pg] = n_pg; g_over[n_pg] = 0
 }
 
@@ -104,7 +104,7 @@ inline client_write(c_cw) {
   n = cl_name[c_cw];
   if
   :: cl_tok[c_cw] >= res_tok[n] ->
-     assert(g_tok_lease[cl_tok[c_cw]] == cl_lease[c_cw]);     /* (3) */
+     assert(g_tok_lease[n*NTOK + cl_tok[c_cw]] == cl_lease[c_cw]); /* (3) */
      res_tok[n] = cl_tok[c_cw]
   :: else -> skip /* rejected: stale */
   fi

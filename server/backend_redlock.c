@@ -463,6 +463,28 @@ static void acq_eval(struct rl_call *c, struct rl_sub *s)
 
 /* ---------------------------------------------------------------- renew, release, ping */
 
+/* The token a majority of nodes renewed the lease under; 0 when no token
+ * has a majority (yet). A node can hold the lease under a token of its own:
+ * its vote came after the grant (or its reply was lost) and the write-back
+ * to it was lost. The largest token would be one that was never granted,
+ * and a later grant may get it too (model/redlock.pml found this); the
+ * lease's own token is on every node that granted it or took its
+ * write-back, which is a majority once the grant was answered. */
+static int64_t renew_token(const struct rl_call *c)
+{
+    for (int i = 0; i < c->rl->n; i++) {
+        const struct rl_sub *a = &c->sub[i];
+        if (!a->done || a->code != LK_OK)
+            continue;
+        int k = 0;
+        for (int j = 0; j < c->rl->n; j++)
+            k += c->sub[j].done && c->sub[j].code == LK_OK && c->sub[j].token == a->token;
+        if (k >= c->rl->quorum)
+            return a->token;
+    }
+    return 0;
+}
+
 /* Renew, release and ping count on a majority answering OK; the rest is
  * decided once a majority answered otherwise (404 or 409, whichever more
  * nodes said) or can no longer answer (503). */
@@ -473,6 +495,14 @@ static void agree_eval(struct rl_call *c)
     struct tally t = tally_of(c);
     int q = c->rl->quorum;
     struct bk_res r;
+    int64_t renewed_token = t.ok >= q && c->req.op == BK_RENEW ? renew_token(c) : 0;
+    if (t.ok >= q && c->req.op == BK_RENEW && renewed_token == 0) {
+        /* renewed by a majority that disagrees on the token */
+        if (t.pending > 0)
+            return;                           /* the rest may settle it */
+        call_answer_code(c, LK_BACKEND_DOWN); /* in doubt: the client keeps its grant's token */
+        return;
+    }
     if (t.ok >= q) {
         bk_res_init(&r, LK_OK);
         int64_t ttl = 0;
@@ -488,6 +518,7 @@ static void agree_eval(struct rl_call *c)
                 r.delay_ms = s->delay_ms;
         }
         if (c->req.op == BK_RENEW) {
+            r.fencing_token = renewed_token;
             r.ttl_ms = ttl;
             r.validity_ms = validity_of(c, ttl);
             if (r.validity_ms <= 0) {

@@ -1719,6 +1719,48 @@ static const char *only;
             TH_RUN(fn);                                                                            \
     } while (0)
 
+/* A node that granted after the majority decided (its reply timed out:
+ * no write-back reaches it) holds the lease under a token of its own. A
+ * renewal answers the token a majority holds, the grant's, never that
+ * node's larger one: that token was never granted, and a later grant may
+ * get it too. model/redlock.pml found this (the renewal answered the
+ * largest token of the nodes that renewed); without the fix the check
+ * marked below sees node 2's 9e15 + 1. */
+static void t_renew_token_is_the_grants(void)
+{
+    start_nodes(3);
+    struct th_lockd l;
+    lockd_on(&l);
+    struct th_client *c = th_client_new();
+    char url[128], hdr[96];
+    snprintf(url, sizeof(url), "%s/locks/tok", l.url);
+    th_redis_cli(&R[2], "SET rl:{tok}:fence 9000000000000000");
+    CHECK(kill(R[2].pid, SIGSTOP) == 0);
+    long long t = acquire_token(c, url, hdr, sizeof(hdr)); /* nodes 0 and 1 */
+    CHECK(t < 9000000000000000LL);
+    th_sleep_ms(TIMEOUT_MS + 300); /* node 2's reply is overdue: its connection dropped */
+    CHECK(kill(R[2].pid, SIGCONT) == 0);
+    /* node 2 still runs the acquire it had read: it grants under its counter */
+    int64_t end = th_now_ms() + 3000 * th_time_scale();
+    bool late = false;
+    while (!(late = strstr(th_redis_cli(&R[2], "GET rl:{tok}"), " 9000000000000001 ") != NULL) &&
+           th_now_ms() < end)
+        th_sleep_ms(20);
+    struct th_resp r;
+    th_http(c, "PUT", url, "{}", (const char *const[]){hdr, NULL}, &r);
+    CHECK_EQ_INT(r.status, 200);
+    printf("# grant %lld; node 2 %s; renewal answers %lld\n", t,
+           late ? "granted late under 9000000000000001" : "did not grant late",
+           th_jint(&r, "fencing_token"));
+    CHECK(late);                                   /* else the case did not arise */
+    CHECK_EQ_INT(th_jint(&r, "fencing_token"), t); /* <- the largest token before the fix */
+    th_resp_free(&r);
+    CHECK_EQ_INT(http_status(c, "DELETE", url, NULL, hdr, NULL), 200);
+    th_client_free(c);
+    th_lockd_kill(&l, SIGTERM);
+    stop_nodes();
+}
+
 int main(int argc, char **argv)
 {
     only = argc > 1 ? argv[1] : NULL;
@@ -1735,6 +1777,7 @@ int main(int argc, char **argv)
     RUN(t_majority_view);
     RUN(t_watch);
     RUN(t_watch_shared);
+    RUN(t_renew_token_is_the_grants);
     RUN(t_ops_and_refusals);
     RUN(t_split_vote);
     RUN(t_waiter_woken_across_lockd);

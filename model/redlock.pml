@@ -1,0 +1,643 @@
+/*
+ * redlock.pml - lockd on the redlock backend (server/backend_redlock.c):
+ * NC clients each acquire (try once) up to K times under a fresh lease a
+ * name that three independent Redis nodes keep. Every lock operation goes to
+ * all three nodes at once and is answered from the majority (2); a grant's
+ * token is the largest counter of its majority, written back (fence_raise.lua)
+ * to every node that answered below it before the grant is answered; a
+ * missed majority is undone (undo.lua). Each node's keys expire on its own
+ * clock, which runs ahead of lockd's by at most RDRIFT ticks (the validity's
+ * drift allowance); a node restarts, keeping or losing its data, and lockd
+ * re-asserts its live leases there (reassert.c, reassert.lua) before it is
+ * used again, then refuses grants on it for the restart grace when data was
+ * lost. Requests and replies are delayed, reordered across nodes, lost.
+ * README.md ("Redlock") says what stands for what; `model/check.sh safety
+ * redlock` runs it.
+ */
+#ifndef K
+#define K 2             /* acquires of client 0 (leases 1..K) */
+#endif
+#ifndef K1
+#define K1 1            /* acquires of client 1 (leases K+1..K+K1) */
+#endif
+#include "params.pml"
+
+#define NR 3            /* nodes */
+#define QUORUM 2
+#ifndef RDRIFT
+#define RDRIFT 0        /* a node's clock runs ahead of lockd's by at most this */
+#endif
+#define VD RDRIFT       /* validity_of's drift allowance (ttl/100 + 2 ms), in ticks */
+#ifndef GRACE
+#define GRACE 1         /* restart_grace_ms, in lockd ticks */
+#endif
+#ifndef RESTARTS
+#define RESTARTS 1
+#endif
+#define RECOVERING 7    /* LK_BACKEND_RECOVERING: no vote */
+#define RTOK (NC*K*NR+2) /* tokens: each node acquire raises a counter by at most one */
+
+/* channel ops beyond params.pml's */
+#define OP_RAISE 4      /* fence_raise.lua */
+#define OP_UNDO 5       /* undo.lua */
+
+/* ---- the nodes: one name; its lock key and fence counter on each */
+byte r_st[NR];          /* KFREE, KHELD */
+byte r_lease[NR];
+byte r_ttl[NR];         /* PTTL, in the node's ticks */
+byte r_tok[NR];         /* the token in the lock's value */
+byte r_fence[NR];
+byte r_skew[NR];        /* node ticks - lockd ticks, 0..RDRIFT */
+bit  r_busy[NR];        /* restarted, lockd has not re-asserted yet (reassert.c busy) */
+byte r_grace[NR];       /* lockd ticks of restart grace left (grants refused) */
+byte restarts;
+byte faults;
+byte maxc;              /* the largest counter value any node took */
+byte wall = 1;          /* lockd's wall clock, the token floor (see README) */
+
+/* ---- lockd: each node layer's grants table (grant_log.c), per lease */
+byte gl_left[NR*NLEASE];        /* lockd ticks to its expiry; 0 = not in the table */
+byte gl_tok[NR*NLEASE];
+
+/* ---- the channel from client c's call to node n: ch = c*NR + n. One
+ * operation in flight, one queued behind it (a connection runs in order). */
+byte ch_st[NC*NR];      /* S_IDLE, S_SENT, S_DONE, S_LOST */
+byte ch_op[NC*NR];
+byte ch_lease[NC*NR];
+byte ch_arg[NC*NR];     /* ACQUIRE: the floor (now_us); RAISE: the token */
+byte ch_code[NC*NR];
+byte ch_tok[NC*NR];
+bit  ch_wb[NC*NR];      /* a RAISE the grant waits for (wb_done), not a late one */
+bit  ch_undo[NC*NR];    /* an undo queued behind the operation in flight */
+
+/* ---- the call (struct rl_call), one per client at a time */
+byte k_op[NC];
+byte k_ph[NC];          /* PH_OPEN, PH_GRANT, PH_FAIL */
+bit  k_ans[NC];         /* answered */
+byte k_age[NC];         /* lockd ticks since call_new (start_us) */
+byte k_now[NC];         /* the floor the acquire's nodes get */
+byte k_tok[NC];
+byte k_wbp[NC];         /* write-backs pending */
+byte k_wbok[NC];
+bit  s_done[NC*NR];     /* struct rl_sub */
+byte s_code[NC*NR];
+byte s_tok[NC*NR];
+
+#define ZAP i = 0; n = 0; m = 0; l = 0; ok = 0; pend = 0; ans = 0; nh = 0; oth = 0; rc = 0; tk = 0; op = 0; wb = 0; gi = 0
+#define PH_OPEN 1
+#define PH_GRANT 2
+#define PH_FAIL 3
+
+/* ---- the clients */
+byte cl_st[NC];
+byte cl_lease[NC];
+byte cl_tok[NC];
+
+/* ---- ghosts and properties
+ * (1) a lease lockd answered OK (grant or renewal) is the client's for its
+ *     validity on lockd's clock, until the client releases it; at most one
+ *     such lease at a time.
+ * (2) the tokens lockd grants strictly increase.
+ * (3) the resource accepts a write only with a token granted to the
+ *     writer's lease, never below the newest it has seen. */
+byte g_live[NLEASE];
+byte g_last_tok;
+byte g_tok_lease[RTOK];
+byte res_tok;
+
+inline prop_exclusive(ls) {
+  l = 1;
+  do
+  :: l < NLEASE -> assert(l == ls || g_live[l] == 0); l++   /* (1) */
+  :: else -> break
+  od
+}
+
+inline client_write(c_cw) {
+  if
+  :: cl_tok[c_cw] >= res_tok ->
+     assert(g_tok_lease[cl_tok[c_cw]] == cl_lease[c_cw]);    /* (3) */
+     res_tok = cl_tok[c_cw]
+  :: else -> skip /* rejected: stale */
+  fi
+}
+
+/* ---- the scripts on node n, for channel i: each one atomic step */
+
+/* _acquire.lua: SET NX; the token is max(now_us, counter + 1) */
+inline acquire_node(n_a, i_a) {
+  if
+  :: r_st[n_a] == KHELD -> ch_code[i_a] = LOCKED
+  :: else ->
+     t = (ch_arg[i_a] > r_fence[n_a] -> ch_arg[i_a] : r_fence[n_a] + 1);
+     r_fence[n_a] = t; maxc = (t > maxc -> t : maxc);
+     r_st[n_a] = KHELD; r_lease[n_a] = ch_lease[i_a]; r_ttl[n_a] = TTL; r_tok[n_a] = t;
+     ch_code[i_a] = OK; ch_tok[i_a] = t
+  fi
+}
+
+/* renew.lua */
+inline renew_node(n_r, i_r) {
+  if
+  :: r_st[n_r] != KHELD -> ch_code[i_r] = NOT_HELD
+  :: r_st[n_r] == KHELD && r_lease[n_r] != ch_lease[i_r] -> ch_code[i_r] = HELD_BY_OTHER
+  :: r_st[n_r] == KHELD && r_lease[n_r] == ch_lease[i_r] ->
+     r_ttl[n_r] = TTL; ch_code[i_r] = OK; ch_tok[i_r] = r_tok[n_r]
+  fi
+}
+
+/* _release.lua (release.lua) and undo.lua: compare-and-delete */
+inline release_node(n_r, i_r) {
+  if
+  :: r_st[n_r] != KHELD -> ch_code[i_r] = NOT_HELD
+  :: r_st[n_r] == KHELD && r_lease[n_r] != ch_lease[i_r] -> ch_code[i_r] = HELD_BY_OTHER
+  :: r_st[n_r] == KHELD && r_lease[n_r] == ch_lease[i_r] ->
+     ch_code[i_r] = OK; ch_tok[i_r] = r_tok[n_r];
+     r_st[n_r] = KFREE; r_lease[n_r] = 0; r_ttl[n_r] = 0; r_tok[n_r] = 0
+  fi
+}
+
+/* fence_raise.lua: never lowers the counter; the lease's lock takes the token */
+inline raise_node(n_f, i_f) {
+  if :: r_fence[n_f] < ch_arg[i_f] -> r_fence[n_f] = ch_arg[i_f] :: else -> skip fi;
+  if
+  :: r_st[n_f] == KHELD && r_lease[n_f] == ch_lease[i_f] -> r_tok[n_f] = ch_arg[i_f]; ch_code[i_f] = OK
+  :: else -> ch_code[i_f] = NOT_HELD
+  fi
+}
+
+inline exec_node(n_e, i_e) {
+  if
+  :: ch_op[i_e] == OP_ACQUIRE -> acquire_node(n_e, i_e)
+  :: ch_op[i_e] == OP_RENEW -> renew_node(n_e, i_e)
+  :: ch_op[i_e] == OP_RELEASE || ch_op[i_e] == OP_UNDO -> release_node(n_e, i_e)
+  :: ch_op[i_e] == OP_RAISE -> raise_node(n_e, i_e)
+  fi
+}
+
+/* one call reaches node n: lost on the way, or run and answered, or run and
+ * its reply lost */
+inline serve(n_s, i_s, c_s) {
+  if
+  :: faults < FAULTS -> faults++; ch_st[i_s] = S_LOST
+  :: exec_node(n_s, i_s);
+     if
+#ifdef SLOWREPLY
+     :: ch_st[i_s] = S_DONE
+#else
+     /* the reply reaches lockd in the same step (a reply's delay is a
+      * request's: see README) */
+     :: ch_st[i_s] = S_DONE; node_reply(c_s, n_s); ZAP
+#endif
+     :: faults < FAULTS -> faults++; ch_st[i_s] = S_LOST
+     fi
+  fi;
+  t = 0
+}
+
+/* ---- lockd: backend_redlock.c over three node layers (backend_redis.c) */
+
+/* ra_gate: while a node is re-asserted nothing reaches it; in its grace no
+ * acquire does. Answered at once, nothing sent. */
+#define gated(n, op) (r_busy[n] || (op == OP_ACQUIRE && r_grace[n] > 0))
+
+/* cmd_submit on node n's layer (rb_submit / redis_lock_*) */
+inline node_submit(c_ns, n_ns, op_ns, arg_ns) {
+  i = c_ns*NR + n_ns;
+  assert(ch_st[i] == S_IDLE);
+  ch_op[i] = op_ns; ch_lease[i] = cl_lease[c_ns]; ch_arg[i] = arg_ns;
+  ch_code[i] = 0; ch_tok[i] = 0; ch_wb[i] = 0;
+  if
+  :: gated(n_ns, op_ns) -> ch_code[i] = RECOVERING; ch_st[i] = S_DONE
+  :: else -> ch_st[i] = S_SENT
+  fi
+}
+
+/* fan_out: call_new, then every node at once */
+inline rl_submit(c_rs, op_rs) {
+  k_op[c_rs] = op_rs; k_ph[c_rs] = PH_OPEN; k_ans[c_rs] = 0; k_age[c_rs] = 0;
+  k_now[c_rs] = wall; k_tok[c_rs] = 0; k_wbp[c_rs] = 0; k_wbok[c_rs] = 0;
+  n = 0;
+  do
+  :: n < NR ->
+     s_done[c_rs*NR + n] = 0; s_code[c_rs*NR + n] = 0; s_tok[c_rs*NR + n] = 0;
+     node_submit(c_rs, n, op_rs, k_now[c_rs]); n++
+  :: else -> break
+  od
+}
+
+/* undo_node: compare-and-delete with the acquire's lease; glog_drop */
+inline undo_node(c_u, n_u) {
+  gl_left[n_u*NLEASE + cl_lease[c_u]] = 0; gl_tok[n_u*NLEASE + cl_lease[c_u]] = 0;
+  i = c_u*NR + n_u;
+  if
+  :: ch_st[i] == S_IDLE -> node_submit(c_u, n_u, OP_UNDO, 0)
+  :: else -> ch_undo[i] = 1 /* behind the late fence_raise on that connection */
+  fi
+}
+
+/* redis_lock_fence_raise: glog_token, then fence_raise.lua */
+inline raise(c_r, n_r, wb_r) {
+  if
+  :: gl_left[n_r*NLEASE + cl_lease[c_r]] > 0 -> gl_tok[n_r*NLEASE + cl_lease[c_r]] = k_tok[c_r]
+  :: else -> skip
+  fi;
+  node_submit(c_r, n_r, OP_RAISE, k_tok[c_r]);
+  ch_wb[c_r*NR + n_r] = wb_r
+}
+
+#define idle(c) (ch_st[(c)*NR] == S_IDLE && ch_st[(c)*NR+1] == S_IDLE && ch_st[(c)*NR+2] == S_IDLE && \
+                 !ch_undo[(c)*NR] && !ch_undo[(c)*NR+1] && !ch_undo[(c)*NR+2])
+#define maybe_granted(i) (s_done[i] && (s_code[i] == OK || s_code[i] == BACKEND_DOWN))
+
+/* tally_of */
+inline tally(c_t) {
+  ok = 0; pend = 0; ans = 0; nh = 0; oth = 0;
+  m = 0;
+  do
+  :: m < NR ->
+     i = c_t*NR + m;
+     if
+     :: !s_done[i] -> pend++
+     :: s_done[i] && (s_code[i] == BACKEND_DOWN || s_code[i] == RECOVERING) -> skip
+     :: s_done[i] && s_code[i] != BACKEND_DOWN && s_code[i] != RECOVERING ->
+        ans++;
+        if
+        :: s_code[i] == OK -> ok++
+        :: s_code[i] == NOT_HELD -> nh++
+        :: s_code[i] == HELD_BY_OTHER -> oth++
+        :: else -> skip
+        fi
+     fi;
+     m++
+  :: else -> break
+  od
+}
+
+/* call_answer: what the engine answers the client */
+inline answer(c_an, code_an) {
+  k_ans[c_an] = 1;
+  if
+  :: k_op[c_an] == OP_ACQUIRE && code_an == OK ->
+     prop_exclusive(cl_lease[c_an]);
+     assert(k_tok[c_an] > g_last_tok);                     /* (2) */
+     g_last_tok = k_tok[c_an]; g_tok_lease[k_tok[c_an]] = cl_lease[c_an];
+     g_live[cl_lease[c_an]] = TTL - k_age[c_an] - VD;
+     cl_tok[c_an] = k_tok[c_an]; cl_st[c_an] = C_HOLD
+  :: k_op[c_an] == OP_ACQUIRE && code_an != OK -> cl_st[c_an] = C_IDLE
+  :: k_op[c_an] == OP_RENEW && code_an == OK ->
+     prop_exclusive(cl_lease[c_an]);
+     g_live[cl_lease[c_an]] = TTL - k_age[c_an] - VD;
+     cl_tok[c_an] = k_tok[c_an]
+  :: k_op[c_an] == OP_RENEW && (code_an == NOT_HELD || code_an == HELD_BY_OTHER) ->
+     cl_st[c_an] = C_IDLE /* lost: stop */
+  :: k_op[c_an] == OP_RENEW && code_an == BACKEND_DOWN -> skip
+  :: k_op[c_an] == OP_RELEASE -> cl_st[c_an] = C_IDLE
+  fi
+}
+
+/* acq_fail_answer */
+inline acq_fail_answer(c_fa) {
+  tally(c_fa);
+  if
+  :: k_ans[c_fa] -> skip
+  :: !k_ans[c_fa] && ans >= QUORUM -> answer(c_fa, LOCKED)
+  :: !k_ans[c_fa] && ans < QUORUM && ans + pend < QUORUM -> answer(c_fa, BACKEND_DOWN)
+  :: else -> skip
+  fi
+}
+
+/* acq_fail, and acq_finish's undo */
+inline undo_all(c_ua) {
+  k_ph[c_ua] = PH_FAIL;
+  n = 0;
+  do
+  :: n < NR -> if :: maybe_granted(c_ua*NR + n) -> undo_node(c_ua, n) :: else -> skip fi; n++
+  :: else -> break
+  od
+}
+
+/* acq_finish: a majority known to count past the token, within validity */
+inline acq_finish(c_f) {
+  if
+  :: k_wbok[c_f] < QUORUM -> undo_all(c_f); answer(c_f, BACKEND_DOWN)
+  :: k_wbok[c_f] >= QUORUM && TTL <= k_age[c_f] + VD -> undo_all(c_f); answer(c_f, LOCKED)
+  :: else -> answer(c_f, OK)
+  fi
+}
+
+/* acq_grant: the token is the majority's largest counter; every node that
+ * answered below it (or refused) raises its counter before the answer */
+inline acq_grant(c_g) {
+  k_ph[c_g] = PH_GRANT;
+  k_tok[c_g] = 0;
+  n = 0;
+  do
+  :: n < NR ->
+     i = c_g*NR + n;
+     if :: s_done[i] && s_code[i] == OK && s_tok[i] > k_tok[c_g] -> k_tok[c_g] = s_tok[i] :: else -> skip fi;
+     n++
+  :: else -> break
+  od;
+  k_wbp[c_g] = 0; k_wbok[c_g] = 0;
+  n = 0;
+  do
+  :: n < NR ->
+     i = c_g*NR + n;
+     if
+     :: !s_done[i] || s_code[i] == BACKEND_DOWN -> skip
+#ifdef MUT_RL_NO_WRITEBACK
+     :: else -> if :: s_code[i] == OK -> k_wbok[c_g]++ :: else -> skip fi
+#else
+     :: s_done[i] && s_code[i] == OK && s_tok[i] == k_tok[c_g] -> k_wbok[c_g]++
+     :: else -> k_wbp[c_g]++; raise(c_g, n, 1)
+#endif
+     fi;
+     n++
+  :: else -> break
+  od;
+  if
+  :: k_wbp[c_g] == 0 -> acq_finish(c_g)
+  :: else -> skip
+  fi
+}
+
+/* acq_eval: one node's vote arrived */
+inline acq_eval(c_e, n_e) {
+  i = c_e*NR + n_e;
+  if
+  :: k_ph[c_e] == PH_FAIL ->
+     if :: maybe_granted(i) -> undo_node(c_e, n_e) :: else -> skip fi;
+     acq_fail_answer(c_e)
+  :: k_ph[c_e] == PH_GRANT ->
+     /* late_raise: a late vote takes the lock's token; nobody waits */
+#ifndef MUT_RL_NO_WRITEBACK
+     if
+     :: s_code[i] != BACKEND_DOWN && (s_code[i] != OK || s_tok[i] != k_tok[c_e]) && k_tok[c_e] > 0 ->
+        raise(c_e, n_e, 0)
+     :: else -> skip
+     fi
+#else
+     skip
+#endif
+  :: k_ph[c_e] == PH_OPEN ->
+     tally(c_e);
+     if
+     :: ok >= QUORUM -> acq_grant(c_e)
+     :: ok < QUORUM && ok + pend < QUORUM -> undo_all(c_e); acq_fail_answer(c_e)
+     :: else -> skip
+     fi
+  fi
+}
+
+/* agree_eval: renew and release */
+inline agree_eval(c_ag) {
+  if
+  :: k_ans[c_ag] -> skip
+  :: else ->
+     tally(c_ag);
+     if
+     :: ok >= QUORUM ->
+        /* renew_token: the token a majority renewed under (the largest, as
+         * before the fix, with -DMUT_RL_RENEW_MAX) */
+        k_tok[c_ag] = 0;
+        m = 0;
+        do
+        :: m < NR ->
+           i = c_ag*NR + m;
+#ifdef MUT_RL_RENEW_MAX
+           if :: s_done[i] && s_code[i] == OK && s_tok[i] > k_tok[c_ag] -> k_tok[c_ag] = s_tok[i] :: else -> skip fi;
+#else
+           if
+           :: s_done[i] && s_code[i] == OK ->
+              l = 0; wb = 0;
+              do
+              :: l < NR ->
+                 if :: s_done[c_ag*NR + l] && s_code[c_ag*NR + l] == OK && s_tok[c_ag*NR + l] == s_tok[i] -> wb++ :: else -> skip fi;
+                 l++
+              :: else -> break
+              od;
+              if :: wb >= QUORUM -> k_tok[c_ag] = s_tok[i] :: else -> skip fi
+           :: else -> skip
+           fi;
+#endif
+           m++
+        :: else -> break
+        od;
+        if
+        :: k_op[c_ag] == OP_RENEW && k_tok[c_ag] == 0 && pend > 0 -> skip /* the rest may settle it */
+        :: k_op[c_ag] == OP_RENEW && k_tok[c_ag] == 0 && pend == 0 -> answer(c_ag, BACKEND_DOWN)
+        :: k_op[c_ag] == OP_RENEW && k_tok[c_ag] != 0 && TTL <= k_age[c_ag] + VD -> answer(c_ag, BACKEND_DOWN)
+        :: else -> answer(c_ag, OK)
+        fi
+     :: ok < QUORUM && ok + pend >= QUORUM -> skip
+     :: ok + pend < QUORUM && ans >= QUORUM -> answer(c_ag, (oth > nh -> HELD_BY_OTHER : NOT_HELD))
+     :: ok + pend < QUORUM && ans < QUORUM && ans + pend < QUORUM -> answer(c_ag, BACKEND_DOWN)
+     :: else -> skip
+     fi
+  fi
+}
+
+/* a reply from node n reaches lockd: the node layer's callback
+ * (handle_acquire's note_grant, note_owner_result: the grants table), then
+ * backend_redlock.c's sub_done / wb_done / the ignored late ones */
+inline node_reply(c_r, n_r) {
+  i = c_r*NR + n_r;
+  rc = (ch_st[i] == S_LOST -> BACKEND_DOWN : ch_code[i]);
+  tk = ch_tok[i]; op = ch_op[i]; wb = ch_wb[i];
+  gi = n_r*NLEASE + cl_lease[c_r];
+  if
+  :: op == OP_ACQUIRE && rc == OK && k_age[c_r] < TTL -> gl_left[gi] = TTL - k_age[c_r]; gl_tok[gi] = tk
+  :: op == OP_RENEW && rc == OK && k_age[c_r] < TTL && gl_left[gi] > 0 -> gl_left[gi] = TTL - k_age[c_r]
+  :: op == OP_RELEASE && (rc == OK || rc == NOT_HELD || rc == HELD_BY_OTHER) -> gl_left[gi] = 0; gl_tok[gi] = 0
+  :: else -> skip
+  fi;
+  ch_st[i] = S_IDLE; ch_op[i] = 0; ch_lease[i] = 0; ch_arg[i] = 0; ch_code[i] = 0; ch_tok[i] = 0; ch_wb[i] = 0;
+  if
+  :: op == OP_ACQUIRE || op == OP_RENEW || op == OP_RELEASE ->
+     s_done[i] = 1; s_code[i] = rc; s_tok[i] = tk;
+     if
+     :: op == OP_ACQUIRE -> acq_eval(c_r, n_r)
+     :: else -> agree_eval(c_r)
+     fi
+  :: op == OP_RAISE && wb ->
+     /* wb_done: the counter was raised either way */
+     if :: rc == OK || rc == NOT_HELD -> k_wbok[c_r]++ :: else -> skip fi;
+     k_wbp[c_r]--;
+     if :: k_wbp[c_r] == 0 -> acq_finish(c_r) :: else -> skip fi
+  :: else -> skip /* a late raise or an undo: nobody waits */
+  fi;
+  if /* what was queued behind it on the connection */
+  :: ch_undo[c_r*NR + n_r] -> ch_undo[c_r*NR + n_r] = 0; node_submit(c_r, n_r, OP_UNDO, 0)
+  :: else -> skip
+  fi;
+  if /* call_unref's last reference: the call is gone (no state kept by a dead value) */
+  :: k_ans[c_r] && idle(c_r) ->
+     k_op[c_r] = 0; k_ph[c_r] = 0; k_age[c_r] = 0; k_now[c_r] = 0; k_tok[c_r] = 0; k_wbp[c_r] = 0; k_wbok[c_r] = 0;
+     m = 0;
+     do
+     :: m < NR -> s_done[c_r*NR + m] = 0; s_code[c_r*NR + m] = 0; s_tok[c_r*NR + m] = 0; m++
+     :: else -> break
+     od
+  :: else -> skip
+  fi
+}
+
+#define replied(i) (ch_st[i] == S_DONE || ch_st[i] == S_LOST)
+
+proctype nodes()
+{
+  byte x, cx, nx, t, i, n, m, l, ok, pend, ans, nh, oth, rc, tk, op, gi, wb;
+end:
+  do
+  :: atomic {
+       if
+       :: ch_st[0] == S_SENT -> x = 0
+       :: ch_st[1] == S_SENT -> x = 1
+       :: ch_st[2] == S_SENT -> x = 2
+       :: ch_st[3] == S_SENT -> x = 3
+       :: ch_st[4] == S_SENT -> x = 4
+       :: ch_st[5] == S_SENT -> x = 5
+       fi;
+       cx = x / NR; nx = x % NR;
+       serve(nx, x, cx);
+       x = 0; cx = 0; nx = 0 }
+  od
+}
+
+/* a client and the lockd loop serving its calls */
+proctype client(byte c)
+{
+  byte a, r, x, i, n, m, l, ok, pend, ans, nh, oth, rc, tk, op, gi, wb;
+end:
+  do
+  /* lockd: a node's reply */
+  :: atomic {
+       if
+       :: replied(c*NR) -> x = 0
+       :: replied(c*NR+1) -> x = 1
+       :: replied(c*NR+2) -> x = 2
+       fi;
+       node_reply(c, x); x = 0; ZAP }
+  /* the application */
+  :: atomic { cl_st[c] == C_IDLE && a < (c == 0 -> K : K1) && idle(c) ->
+              cl_lease[c] = LEASE(c, a); a++; r = 0; cl_st[c] = C_WAITING; cl_tok[c] = 0;
+              rl_submit(c, OP_ACQUIRE); ZAP }
+  :: atomic { cl_st[c] == C_HOLD -> client_write(c) }
+  :: atomic { cl_st[c] == C_HOLD && k_ans[c] && r < RENEWS && idle(c) -> r++; rl_submit(c, OP_RENEW); ZAP }
+  :: atomic { cl_st[c] == C_HOLD && k_ans[c] && idle(c) ->
+              g_live[cl_lease[c]] = 0; /* it stops using the lock */
+              cl_st[c] = C_WAITING; rl_submit(c, OP_RELEASE); ZAP }
+  :: cl_st[c] == C_HOLD -> cl_st[c] = C_DONE /* crashes: its lease runs out */
+  od
+}
+
+/* a node restarts (with or without its data); the connections to it drop.
+ * lockd sees a new process before any command reaches it (on_restart):
+ * re-asserts its grants table there (reassert.lua), then grace when data
+ * was lost */
+proctype restarter()
+{
+  byte n, c, i, l;
+  bit lost;
+end:
+  do
+  :: atomic { restarts < RESTARTS ->
+       restarts++;
+       if :: n = 0 :: n = 1 :: n = 2 fi;
+       if
+       :: lost = 0 /* persisted: keys and counter survive */
+       :: lost = 1; r_st[n] = KFREE; r_lease[n] = 0; r_ttl[n] = 0; r_tok[n] = 0; r_fence[n] = 0
+       fi;
+       c = 0;
+       do
+       :: c < NC -> i = c*NR + n; if :: ch_st[i] == S_SENT -> ch_st[i] = S_LOST :: else -> skip fi; c++
+       :: else -> break
+       od;
+       r_busy[n] = 1 }
+     atomic { /* reassert.lua over the grants table */
+       l = 1;
+       do
+       :: l < NLEASE ->
+          i = n*NLEASE + l;
+          if
+          :: gl_left[i] > 0 ->
+             if :: r_fence[n] < gl_tok[i] -> r_fence[n] = gl_tok[i] :: else -> skip fi;
+             if
+             :: r_st[n] == KFREE ->
+                r_st[n] = KHELD; r_lease[n] = l; r_tok[n] = gl_tok[i]; r_ttl[n] = gl_left[i]; lost = 1
+             :: else -> skip
+             fi
+          :: else -> skip
+          fi;
+          l++
+       :: else -> break
+       od;
+       if :: lost -> r_grace[n] = GRACE :: else -> skip fi;
+       r_busy[n] = 0;
+       n = 0; c = 0; i = 0; l = 0; lost = 0 }
+  od
+}
+
+/* one tick of node n's clock: its keys expire (PX) */
+inline node_tick(n_t) {
+  if
+  :: r_ttl[n_t] > 1 -> r_ttl[n_t]--
+  :: r_ttl[n_t] == 1 -> r_st[n_t] = KFREE; r_lease[n_t] = 0; r_ttl[n_t] = 0; r_tok[n_t] = 0
+  :: else -> skip
+  fi
+}
+
+/* one tick of lockd's clock; each node ticks with it unless it is ahead */
+inline lockd_tick() {
+  l = 1;
+  do
+  :: l < NLEASE -> if :: g_live[l] > 0 -> g_live[l]-- :: else -> skip fi; l++
+  :: else -> break
+  od;
+  l = 0;
+  do
+  :: l < NR*NLEASE -> if :: gl_left[l] > 1 -> gl_left[l]-- :: gl_left[l] == 1 -> gl_left[l] = 0; gl_tok[l] = 0 :: else -> skip fi; l++
+  :: else -> break
+  od;
+  l = 0;
+  do
+  :: l < NC -> if :: k_op[l] != 0 && k_age[l] < TTL -> k_age[l]++ :: else -> skip fi; l++
+  :: else -> break
+  od;
+  n = 0;
+  do
+  :: n < NR ->
+     if :: r_grace[n] > 0 -> r_grace[n]-- :: else -> skip fi;
+     if :: r_skew[n] > 0 -> r_skew[n]-- :: else -> node_tick(n) fi;
+     n++
+  :: else -> break
+  od;
+  wall = maxc + 1;  /* the wall clock passed every token of an earlier tick */
+  l = 0; n = 0
+}
+
+proctype clock()
+{
+  byte l, n;
+end:
+  do
+  :: atomic { lockd_tick() }
+#if RDRIFT > 0
+  :: atomic { r_skew[0] < RDRIFT -> r_skew[0]++; node_tick(0) }
+  :: atomic { r_skew[1] < RDRIFT -> r_skew[1]++; node_tick(1) }
+  :: atomic { r_skew[2] < RDRIFT -> r_skew[2]++; node_tick(2) }
+#endif
+  od
+}
+
+init
+{
+  atomic {
+    run nodes();
+    run restarter();
+    run clock();
+    run client(0);
+    run client(1)
+  }
+}
