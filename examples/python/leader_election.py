@@ -38,8 +38,17 @@ WAIT_MS = 1000  # a campaign's acquire waits in turns this long
 WATCH_MS = 5000  # a watch waits at most this long before asking again
 
 
+_say_lock = threading.Lock()
+
+
 def say(line):
-    print(line, flush=True)
+    # One write per line, under a lock: print() writes the text and the
+    # newline separately, so the watcher thread's line and the main thread's
+    # could interleave ("watch ... leader c ...") and a reader of the output
+    # would miss a line that does not start where it should.
+    with _say_lock:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
 
 
 class Candidate:
