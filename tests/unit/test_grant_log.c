@@ -464,7 +464,7 @@ static void test_bytes_per_record(void **state)
     struct mallinfo2 before = mallinfo2();
     for (int i = 0; i < N; i++) {
         char name[17];
-        snprintf(name, sizeof(name), "order-%010d", i);
+        snprintf(name, sizeof(name), "order-%010u", (unsigned)i);
         struct gl_grant gr = {.name = name,
                               .lease = lease[i],
                               .token = i + 1,
