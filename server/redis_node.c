@@ -88,6 +88,9 @@ struct rn_conn {
     /* Commands that arrived while down, in order, each with a reference:
      * sent when the next attempt starts, answered when it fails. */
     struct rn_cmd *wait_head, *wait_tail;
+    /* WAITs (redis_wait_replicas): the one in flight on ac, and the commands
+     * written since, whose WAIT goes when that one answers (repl_*). */
+    struct rn_repl *repl_out, *repl_next;
     /* Commands queued this loop turn per group queue; sent by `flush`, which
      * runs after every other prepare watcher, or when a queue is full. */
     struct rn_cmd *queued[RN_QUEUES][RN_GROUP_MAX];
@@ -106,6 +109,7 @@ static void node_trouble(struct rn_node *n, const char *why);
 static bool refuses_writes(const redisReply *r);
 static void cmd_on_reply(redisAsyncContext *ac, void *r, void *priv);
 static void cmd_on_wait(redisAsyncContext *ac, void *r, void *priv);
+static void repl_detach(struct rn_conn *c);
 static bool conn_checks(const struct rn_conn *c);
 static void on_info(redisAsyncContext *ac, void *r, void *priv);
 
@@ -571,6 +575,7 @@ static void conn_failed(struct rn_conn *c, const char *reason)
     c->failed_ms = lk_now_ms();
     ev_timer_stop(c->ev, &c->deadline);
     set_status(c, false, reason);
+    repl_detach(c);
     if (c->closing)
         return;
     node_trouble(c->node, reason); /* a sentinel backend asks who the primary is now */
@@ -1069,6 +1074,105 @@ static void flush_early(struct rn_conn *c)
         conn_write(c);
 }
 
+/* ------------------------------------------------------------ replication */
+
+/* One WAIT covers every write sent before it on its connection. Redis runs a
+ * client's commands in order and a WAIT blocks the client, so one WAIT per
+ * command would queue them: the tenth acquire of a burst would wait for nine
+ * WAITs before its own and miss its deadline whenever a replica is missing,
+ * and the connection would be dropped again and again. Instead, commands
+ * written while a WAIT is out share the next one, sent when that one
+ * answers: at most two WAITs stand between a command and its answer, each
+ * given a third of the deadline, so a missing replica is reported as such
+ * rather than as a timeout. */
+struct rn_repl {
+    struct rn_conn *conn; /* NULL once its context is gone */
+    int64_t replicas;
+    int n, cap;
+    struct rn_cmd **cmds; /* one reference each */
+};
+
+/* Hands each command r, the WAIT's reply (NULL: none will come), and frees
+ * the set. A command written twice (EVALSHA, then EVAL after NOSCRIPT) is in
+ * an earlier set once more: that first reply is skipped. */
+static void repl_deliver(struct rn_repl *w, redisReply *r)
+{
+    for (int i = 0; i < w->n; i++) {
+        struct rn_cmd *cmd = w->cmds[i];
+        if (cmd->skip_waits > 0) {
+            cmd->skip_waits--;
+        } else {
+            if (r == NULL)
+                cmd->wait_lost = true; /* a reply still to come must not be trusted */
+            if (cmd->type->wait_reply != NULL)
+                cmd->type->wait_reply(cmd, r);
+        }
+        rn_cmd_unref(cmd);
+    }
+    free(w->cmds);
+    free(w);
+}
+
+/* Sends w's WAIT on c's context; 0, or -1 (w answered "lost" and freed). */
+static int repl_send(struct rn_conn *c, struct rn_repl *w)
+{
+    long long wait_ms = c->node->timeout_ms / 3 > 0 ? c->node->timeout_ms / 3 : 1;
+    if (c->ac == NULL || redisAsyncCommand(c->ac, cmd_on_wait, w, "WAIT %lld %lld",
+                                           (long long)w->replicas, wait_ms) != REDIS_OK) {
+        repl_deliver(w, NULL);
+        return -1;
+    }
+    w->conn = c;
+    c->repl_out = w;
+    return 0;
+}
+
+/* cmd was just written on c: its WAIT goes now, or with the next set. */
+static void repl_join(struct rn_conn *c, struct rn_cmd *cmd)
+{
+    struct rn_repl *w = c->repl_out == NULL ? NULL : c->repl_next;
+    if (w == NULL) {
+        w = calloc(1, sizeof(*w));
+        if (w == NULL) {
+            cmd->wait_lost = true; /* the owner must not trust a reply without its WAIT */
+            return;
+        }
+    }
+    if (w->n == w->cap) {
+        int cap = w->cap > 0 ? w->cap * 2 : 8;
+        struct rn_cmd **cmds = realloc(w->cmds, (size_t)cap * sizeof(*cmds));
+        if (cmds == NULL) {
+            cmd->wait_lost = true;
+            if (w != c->repl_next)
+                free(w);
+            return;
+        }
+        w->cmds = cmds;
+        w->cap = cap;
+    }
+    rn_cmd_ref(cmd); /* the set's */
+    w->cmds[w->n++] = cmd;
+    if (cmd->wait_replicas > w->replicas)
+        w->replicas = cmd->wait_replicas;
+    if (c->repl_out == NULL)
+        repl_send(c, w);
+    else
+        c->repl_next = w;
+}
+
+/* c's context is gone: the WAIT in flight is answered by hiredis (NULL),
+ * the set not yet sent now. */
+static void repl_detach(struct rn_conn *c)
+{
+    if (c->repl_out != NULL)
+        c->repl_out->conn = NULL;
+    c->repl_out = NULL;
+    struct rn_repl *next = c->repl_next;
+    c->repl_next = NULL;
+    if (next != NULL)
+        repl_deliver(next, NULL);
+}
+
 /* Queues the command (and its WAIT) on the loop's context. 0 or -1. */
 static int cmd_write(struct rn_cmd *cmd)
 {
@@ -1086,16 +1190,8 @@ static int cmd_write(struct rn_cmd *cmd)
     if (rc != REDIS_OK)
         return -1;
     cmd->refs++;
-    if (cmd->wait_replicas > 0) {
-        /* WAIT answers within half our deadline, so a missing replica is
-         * reported as such rather than as a timeout. */
-        long long wait_ms = c->node->timeout_ms / 2 > 0 ? c->node->timeout_ms / 2 : 1;
-        if (redisAsyncCommand(c->ac, cmd_on_wait, cmd, "WAIT %lld %lld",
-                              (long long)cmd->wait_replicas, wait_ms) == REDIS_OK)
-            cmd->refs++;
-        else
-            cmd->wait_lost = true; /* the owner must not trust a reply without its WAIT */
-    }
+    if (cmd->wait_replicas > 0)
+        repl_join(c, cmd);
     flush_early(c); /* after the WAIT: a command and its WAIT leave in one write */
     return 0;
 }
@@ -1212,11 +1308,18 @@ out:
 
 static void cmd_on_wait(redisAsyncContext *ac, void *r, void *priv)
 {
-    (void)ac;
-    struct rn_cmd *cmd = priv;
-    if (cmd->skip_waits > 0)
-        cmd->skip_waits--;
-    else if (cmd->type->wait_reply != NULL)
-        cmd->type->wait_reply(cmd, r);
-    rn_cmd_unref(cmd);
+    struct rn_repl *w = priv;
+    struct rn_conn *c = w->conn;
+    if (c != NULL && c->repl_out == w) {
+        c->repl_out = NULL;
+        /* the next set's WAIT goes before anyone is answered: commands the
+         * answers write join the set after it */
+        struct rn_repl *next = c->repl_next;
+        c->repl_next = NULL;
+        if (next != NULL && r != NULL && c->ac == ac)
+            repl_send(c, next); /* a failure answers the set "lost" */
+        else if (next != NULL)
+            repl_deliver(next, NULL);
+    }
+    repl_deliver(w, r);
 }

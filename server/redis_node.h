@@ -180,7 +180,7 @@ struct rn_cmd_type {
 struct rn_cmd {
     const struct rn_cmd_type *type;
     const struct rn_script *script; /* argv[0..1] = EVALSHA <sha>; NULL: a plain command */
-    int64_t wait_replicas;          /* > 0: WAIT <n> <timeout/2> goes right after it */
+    int64_t wait_replicas;          /* > 0: a WAIT <n> <timeout/3> follows it */
     int argc;
     const char **argv;
     size_t *argvlen;

@@ -350,9 +350,12 @@ static void t_primary_killed_mid_load(void)
     CHECK_EQ_INT(atomic_load(&overlaps), 0);
     CHECK_EQ_INT(atomic_load(&regressions), 0);
     CHECK_EQ_INT(atomic_load(&odd), 0);
-    /* no grace: the replica had every grant */
+    /* no grace: the replica had every grant. A waiter whose wait_ms ran out
+     * in the instant lockd re-asserted (it holds grants while it finds out
+     * whether anything was lost) is rightly told backend_recovering; a 10 s
+     * grace would tell each client so every 210 ms, hundreds of times. */
     printf("# %d backend_recovering answers\n", atomic_load(&recovering));
-    CHECK_EQ_INT(atomic_load(&recovering), 0);
+    CHECK(atomic_load(&recovering) <= CLIENTS);
     int64_t t0 = th_now_ms();
     CHECK_EQ_INT(post(c, &L, "fresh-after-failover", "{\"ttl_ms\":1000}", NULL), 200);
     CHECK(th_now_ms() - t0 < 1000 * th_time_scale());
