@@ -84,38 +84,16 @@ static void node_id(int i, char *out, size_t cap)
 
 static void lockd_on(struct th_lockd *l)
 {
-    char seeds[128];
-    snprintf(seeds, sizeof(seeds), "redis://127.0.0.1:%d,redis://127.0.0.1:%d", node[0].port,
-             node[2].port);
-    const char *args[] = {"--backend",
-                          "cluster",
-                          "--redis",
-                          seeds,
-                          "--key_prefix",
-                          PREFIX,
-                          "--threads",
-                          "2",
-                          "--backend_timeout_ms",
-                          "1000",
-                          NULL};
-    th_lockd_start(l, args, NULL);
+    const char *extra[] = {"--backend_timeout_ms", "1000", NULL};
+    th_cluster_lockd_start(l, &node[0], &node[2], PREFIX, extra);
 }
 
 static long req(struct th_client *c, const struct th_lockd *l, const char *method, const char *name,
                 const char *body, const char *lease, struct th_resp *keep)
 {
-    char url[160], hdr[96];
+    char url[160];
     snprintf(url, sizeof(url), "%s/locks/%s", l->url, name);
-    snprintf(hdr, sizeof(hdr), "Lock-Lease: %s", lease ? lease : "");
-    const char *hdrs[] = {hdr, NULL};
-    struct th_resp r;
-    th_http(c, method, url, body, lease ? hdrs : NULL, &r);
-    long st = r.status;
-    if (keep != NULL)
-        *keep = r;
-    else
-        th_resp_free(&r);
-    return st;
+    return th_req(c, method, url, body, lease, keep);
 }
 
 /* ---- locks spread over every primary ---- */
@@ -168,10 +146,8 @@ static void t_spread(void)
 #define NAMES 6
 
 static char load_names[NAMES][32];
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static long long last[NAMES];
-static atomic_int holders[NAMES];
-static atomic_int overlaps, regressions, grants, odd, unavailable;
+static struct th_excl ex = {.mu = PTHREAD_MUTEX_INITIALIZER};
+static atomic_int odd, unavailable;
 static atomic_bool stop_load;
 
 static void *loader(void *arg)
@@ -197,18 +173,9 @@ static void *loader(void *arg)
         char lease[64];
         snprintf(lease, sizeof(lease), "%s", th_jstr(&r, "lease"));
         th_resp_free(&r);
-        if (atomic_fetch_add(&holders[k], 1) != 0)
-            atomic_fetch_add(&overlaps, 1);
-        pthread_mutex_lock(&mu);
-        if (token <= last[k]) {
-            fprintf(stderr, "%s: token %lld after %lld\n", load_names[k], token, last[k]);
-            atomic_fetch_add(&regressions, 1);
-        }
-        last[k] = token;
-        pthread_mutex_unlock(&mu);
-        atomic_fetch_add(&grants, 1);
+        th_excl_enter(&ex, k, load_names[k], token);
         th_sleep_ms(1);
-        atomic_fetch_sub(&holders[k], 1);
+        th_excl_leave(&ex, k);
         st = req(c, l, "DELETE", load_names[k], NULL, lease, NULL);
         if (st != 200) {
             fprintf(stderr, "client %ld: release %ld\n", id, st);
@@ -223,9 +190,8 @@ static pthread_t load_th[CLIENTS];
 
 static void load_start(void)
 {
-    memset(last, 0, sizeof(last));
+    th_excl_reset(&ex);
     atomic_store(&stop_load, false);
-    atomic_store(&grants, 0);
     for (long i = 0; i < CLIENTS; i++)
         CHECK(pthread_create(&load_th[i], NULL, loader, (void *)i) == 0);
 }
@@ -235,11 +201,11 @@ static void load_stop(void)
     atomic_store(&stop_load, true);
     for (int i = 0; i < CLIENTS; i++)
         pthread_join(load_th[i], NULL);
-    printf("# %d grants, %d overlaps, %d regressions, %d answered 503\n", atomic_load(&grants),
-           atomic_load(&overlaps), atomic_load(&regressions), atomic_load(&unavailable));
-    CHECK(atomic_load(&grants) > 0);
-    CHECK_EQ_INT(atomic_load(&overlaps), 0);
-    CHECK_EQ_INT(atomic_load(&regressions), 0);
+    printf("# %d grants, %d overlaps, %d regressions, %d answered 503\n", atomic_load(&ex.grants),
+           atomic_load(&ex.overlaps), atomic_load(&ex.regressions), atomic_load(&unavailable));
+    CHECK(atomic_load(&ex.grants) > 0);
+    CHECK_EQ_INT(atomic_load(&ex.overlaps), 0);
+    CHECK_EQ_INT(atomic_load(&ex.regressions), 0);
     CHECK_EQ_INT(atomic_load(&odd), 0);
 }
 
@@ -327,18 +293,9 @@ static void t_waiter_woken_across_lockd(void)
 static long multi(struct th_client *c, const struct th_lockd *l, const char *method,
                   const char *body, const char *lease, struct th_resp *keep)
 {
-    char url[160], hdr[96];
+    char url[160];
     snprintf(url, sizeof(url), "%s/locks", l->url);
-    snprintf(hdr, sizeof(hdr), "Lock-Lease: %s", lease ? lease : "");
-    const char *hdrs[] = {hdr, NULL};
-    struct th_resp r;
-    th_http(c, method, url, body, lease ? hdrs : NULL, &r);
-    long st = r.status;
-    if (keep != NULL)
-        *keep = r;
-    else
-        th_resp_free(&r);
-    return st;
+    return th_req(c, method, url, body, lease, keep);
 }
 
 struct mwaiter {
@@ -565,7 +522,7 @@ static void t_reshard_held(void)
     /* and the names keep going on the new primary, tokens still increasing */
     for (int i = 0; i < NAMES; i++) {
         CHECK_EQ_INT(req(c, &L[i % 2], "POST", load_names[i], "{\"ttl_ms\":1000}", NULL, &r), 200);
-        CHECK(th_jint(&r, "fencing_token") > last[i]);
+        CHECK(th_jint(&r, "fencing_token") > ex.last[i]);
         th_resp_free(&r);
     }
     th_client_free(c);
@@ -733,57 +690,7 @@ static void t_clusterdown_bounded(void)
 static void t_sessions(void)
 {
     struct th_client *c = th_client_new();
-    const char *name = "sess-0";
-    char url[200];
-    snprintf(url, sizeof(url), "%s/sessions", L[0].url);
-    struct th_resp r;
-    th_http(c, "POST", url, "{\"ttl_ms\":1000,\"lock_delay_ms\":500}", NULL, &r);
-    CHECK_EQ_INT(r.status, 201);
-    char sid[80], body[200];
-    snprintf(sid, sizeof(sid), "%s", th_jstr(&r, "session"));
-    th_resp_free(&r);
-    snprintf(body, sizeof(body), "{\"ttl_ms\":600,\"session\":\"%s\"}", sid);
-    CHECK_EQ_INT(req(c, &L[0], "POST", name, body, NULL, &r), 200);
-    long long token = th_jint(&r, "fencing_token");
-    th_resp_free(&r);
-    snprintf(url, sizeof(url), "%s/sessions/%s", L[0].url, sid);
-    int64_t last_hb = 0;
-    for (int i = 0; i < 8; i++) { /* 2.4 s: four lease ttls */
-        th_sleep_ms(300);
-        th_http(c, "PUT", url, NULL, NULL, &r);
-        last_hb = th_now_ms();
-        CHECK_EQ_INT(r.status, 200);
-        CHECK_EQ_INT(json_array_size(json_object_get(r.json, "lost")), 0);
-        th_resp_free(&r);
-        CHECK_EQ_INT(req(c, &L[1], "POST", name, "{\"ttl_ms\":1000}", NULL, &r), 409);
-        json_t *h = json_object_get(r.json, "holder");
-        CHECK_EQ_INT(json_integer_value(json_object_get(h, "fencing_token")), token);
-        th_resp_free(&r);
-    }
-    /* no more heartbeats: expiry, then the lock-delay */
-    long st = 0;
-    int64_t got = 0;
-    bool delayed = false;
-    while (th_now_ms() - last_hb < 10000 * th_time_scale()) {
-        st = req(c, &L[1], "POST", name, "{\"ttl_ms\":1000}", NULL, &r);
-        json_t *h = json_object_get(r.json, "holder");
-        if (st == 409 && json_is_true(json_object_get(h, "lock_delay")))
-            delayed = true;
-        th_resp_free(&r);
-        if (st == 200) {
-            got = th_now_ms();
-            break;
-        }
-        th_sleep_ms(20);
-    }
-    printf("# session's lock granted elsewhere %lld ms after the last heartbeat\n",
-           (long long)(got - last_hb));
-    CHECK_EQ_INT(st, 200);
-    CHECK(got - last_hb >= 1000 + 400); /* session ttl, then (most of) the lock-delay */
-    CHECK(delayed);
-    th_http(c, "GET", url, NULL, NULL, &r);
-    CHECK_EQ_INT(r.status, 404);
-    th_resp_free(&r);
+    th_session_handoff(c, &L[0], &L[1], "sess-0");
     th_client_free(c);
 }
 

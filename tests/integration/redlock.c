@@ -98,20 +98,6 @@ static bool readyz_becomes(const struct th_lockd *l, struct th_client *c, long w
     }
 }
 
-/* Whether l's log has a line containing both a and b (b may be NULL). */
-static bool log_has(const struct th_lockd *l, const char *a, const char *b)
-{
-    FILE *f = fopen(l->log, "r");
-    if (f == NULL)
-        return false;
-    char line[4096];
-    bool found = false;
-    while (!found && fgets(line, sizeof(line), f) != NULL)
-        found = strstr(line, a) != NULL && (b == NULL || strstr(line, b) != NULL);
-    fclose(f);
-    return found;
-}
-
 /* ---- mutual exclusion: 2 lockd × 32 clients × 8 names ---- */
 
 #define CLIENTS 32
@@ -119,21 +105,14 @@ static bool log_has(const struct th_lockd *l, const char *a, const char *b)
 #define ROUNDS 6
 
 static struct th_lockd L1, L2;
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static long long last[NAMES];
-static atomic_int holders[NAMES];
-static atomic_int overlaps, regressions, grants, failures, refused, unavailable;
+static struct th_excl ex = {.mu = PTHREAD_MUTEX_INITIALIZER};
+static atomic_int failures, refused, unavailable;
 static atomic_bool tolerate_down; /* a fault case: 503 and 409 are fine, 200 must be right */
 static atomic_bool stop_load;
 
 static void load_reset(void)
 {
-    memset(last, 0, sizeof(last));
-    for (int i = 0; i < NAMES; i++)
-        atomic_store(&holders[i], 0);
-    atomic_store(&overlaps, 0);
-    atomic_store(&regressions, 0);
-    atomic_store(&grants, 0);
+    th_excl_reset(&ex);
     atomic_store(&failures, 0);
     atomic_store(&refused, 0);
     atomic_store(&unavailable, 0);
@@ -165,18 +144,11 @@ static void one_pair(struct th_client *c, const struct th_lockd *l, int slot, lo
     long long token = th_jint(&r, "fencing_token");
     snprintf(hdr, sizeof(hdr), "Lock-Lease: %s", th_jstr(&r, "lease"));
     th_resp_free(&r);
-    if (atomic_fetch_add(&holders[slot], 1) != 0)
-        atomic_fetch_add(&overlaps, 1);
-    pthread_mutex_lock(&mu);
-    if (token <= last[slot]) {
-        fprintf(stderr, "rl-%d: token %lld after %lld\n", slot, token, last[slot]);
-        atomic_fetch_add(&regressions, 1);
-    }
-    last[slot] = token;
-    pthread_mutex_unlock(&mu);
-    atomic_fetch_add(&grants, 1);
+    char name[16];
+    snprintf(name, sizeof(name), "rl-%d", slot);
+    th_excl_enter(&ex, slot, name, token);
     th_sleep_ms(1);
-    atomic_fetch_sub(&holders[slot], 1);
+    th_excl_leave(&ex, slot);
     long st = http_status(c, "DELETE", url, NULL, hdr, NULL);
     /* in a fault case a release may find no majority (503), or, after two
      * of three nodes restarted empty, a lease that no majority holds any
@@ -220,12 +192,12 @@ static void mutual_exclusion(int n)
     run_clients();
     printf("# %d nodes: %d grants across 2 lockd in %lld ms, %d overlaps, %d token regressions, "
            "%d failures\n",
-           n, atomic_load(&grants), (long long)(th_now_ms() - t0), atomic_load(&overlaps),
-           atomic_load(&regressions), atomic_load(&failures));
-    CHECK_EQ_INT(atomic_load(&overlaps), 0);
-    CHECK_EQ_INT(atomic_load(&regressions), 0);
+           n, atomic_load(&ex.grants), (long long)(th_now_ms() - t0), atomic_load(&ex.overlaps),
+           atomic_load(&ex.regressions), atomic_load(&failures));
+    CHECK_EQ_INT(atomic_load(&ex.overlaps), 0);
+    CHECK_EQ_INT(atomic_load(&ex.regressions), 0);
     CHECK_EQ_INT(atomic_load(&failures), 0);
-    CHECK_EQ_INT(atomic_load(&grants), CLIENTS * ROUNDS);
+    CHECK_EQ_INT(atomic_load(&ex.grants), CLIENTS * ROUNDS);
     th_lockd_kill(&L1, SIGTERM);
     th_lockd_kill(&L2, SIGTERM);
     stop_nodes();
@@ -284,7 +256,7 @@ static void nodes_killed_mid_load(int n)
     for (long i = 0; i < LOADERS; i++)
         CHECK(pthread_create(&th[i], NULL, loader, (void *)i) == 0);
     th_sleep_ms(300);
-    int before = atomic_load(&grants);
+    int before = atomic_load(&ex.grants);
     printf("# all %d nodes up: %d grants in 300 ms\n", n, before);
     int port[MAX_N];
     for (int i = 0; i < n; i++)
@@ -292,7 +264,7 @@ static void nodes_killed_mid_load(int n)
     for (int i = 0; i < n / 2; i++) {
         th_redis_stop(&R[i]); /* SIGKILL: a minority, one by one */
         th_sleep_ms(800);
-        int during = atomic_load(&grants);
+        int during = atomic_load(&ex.grants);
         CHECK_EQ_INT(readyz(&L1, c), 200);
         CHECK_EQ_INT(readyz(&L2, c), 200);
         CHECK(during > before); /* still granting on the majority left */
@@ -302,17 +274,17 @@ static void nodes_killed_mid_load(int n)
 
     th_redis_stop(&R[n / 2]); /* no majority any more */
     th_sleep_ms(100);
-    int at_loss = atomic_load(&grants);
+    int at_loss = atomic_load(&ex.grants);
     CHECK(readyz_becomes(&L1, c, 503, 3000));
     CHECK(readyz_becomes(&L2, c, 503, 3000));
     check_no_grant(&L1, c);
     th_sleep_ms(700);
     /* a grant answered after the loss was decided before it (at most one
      * round trip in flight per client) */
-    CHECK(atomic_load(&grants) - at_loss <= LOADERS);
-    int frozen = atomic_load(&grants);
+    CHECK(atomic_load(&ex.grants) - at_loss <= LOADERS);
+    int frozen = atomic_load(&ex.grants);
     th_sleep_ms(500);
-    CHECK_EQ_INT(atomic_load(&grants), frozen);
+    CHECK_EQ_INT(atomic_load(&ex.grants), frozen);
 
     for (int i = 0; i <= n / 2; i++)
         th_redis_start(&R[i], port[i], NULL); /* back, empty */
@@ -324,18 +296,18 @@ static void nodes_killed_mid_load(int n)
     CHECK(readyz_becomes(&L1, c, 200, 15000));
     CHECK(readyz_becomes(&L2, c, 200, 15000));
     int64_t t0 = th_now_ms();
-    while (atomic_load(&grants) < frozen + 20 && th_now_ms() - t0 < 15000)
+    while (atomic_load(&ex.grants) < frozen + 20 && th_now_ms() - t0 < 15000)
         th_sleep_ms(20);
-    CHECK(atomic_load(&grants) >= frozen + 20);
+    CHECK(atomic_load(&ex.grants) >= frozen + 20);
     atomic_store(&stop_load, true);
     for (int i = 0; i < LOADERS; i++)
         pthread_join(th[i], NULL);
     printf("# %d grants, %d refused, %d unavailable, %d overlaps, %d token regressions, %d "
            "failures\n",
-           atomic_load(&grants), atomic_load(&refused), atomic_load(&unavailable),
-           atomic_load(&overlaps), atomic_load(&regressions), atomic_load(&failures));
-    CHECK_EQ_INT(atomic_load(&overlaps), 0);
-    CHECK_EQ_INT(atomic_load(&regressions), 0);
+           atomic_load(&ex.grants), atomic_load(&refused), atomic_load(&unavailable),
+           atomic_load(&ex.overlaps), atomic_load(&ex.regressions), atomic_load(&failures));
+    CHECK_EQ_INT(atomic_load(&ex.overlaps), 0);
+    CHECK_EQ_INT(atomic_load(&ex.regressions), 0);
     CHECK_EQ_INT(atomic_load(&failures), 0);
     atomic_store(&tolerate_down, false);
     th_client_free(c);
@@ -468,9 +440,9 @@ static void t_minority_restart_empty(void)
      * each with the same gap, until one shows it (6 more: a miss on all of
      * them is 1 in 729). */
     int64_t wend = th_now_ms() + 1000 * th_time_scale();
-    while (!log_has(&l, "lacks the fence counter of 'wb'", NULL) && th_now_ms() < wend)
+    while (!th_log_has(&l, "lacks the fence counter of 'wb'", NULL) && th_now_ms() < wend)
         th_sleep_ms(20);
-    bool warned = log_has(&l, "lacks the fence counter of 'wb'", NULL);
+    bool warned = th_log_has(&l, "lacks the fence counter of 'wb'", NULL);
     for (int k = 0; k < 6 && !warned; k++) {
         char wurl[128], whdr[96], wcmd[128], wlog[64];
         snprintf(wurl, sizeof(wurl), "%s/locks/wb%d", l.url, k);
@@ -481,7 +453,7 @@ static void t_minority_restart_empty(void)
         CHECK_EQ_INT(http_status(c, "DELETE", wurl, NULL, whdr, NULL), 200);
         snprintf(wlog, sizeof(wlog), "lacks the fence counter of 'wb%d'", k);
         int64_t kend = th_now_ms() + 500 * th_time_scale();
-        while (!(warned = log_has(&l, wlog, NULL)) && th_now_ms() < kend)
+        while (!(warned = th_log_has(&l, wlog, NULL)) && th_now_ms() < kend)
             th_sleep_ms(20);
     }
     CHECK(warned);
@@ -1010,24 +982,24 @@ static void *rw_client(void *arg)
         if (shared) {
             atomic_fetch_add(&readers[slot], 1);
             if (atomic_load(&writers[slot]) != 0)
-                atomic_fetch_add(&overlaps, 1);
+                atomic_fetch_add(&ex.overlaps, 1);
             atomic_fetch_add(&rw_shared_grants, 1);
         } else if (atomic_fetch_add(&writers[slot], 1) != 0 || atomic_load(&readers[slot]) != 0) {
-            atomic_fetch_add(&overlaps, 1);
+            atomic_fetch_add(&ex.overlaps, 1);
         }
-        pthread_mutex_lock(&mu);
+        pthread_mutex_lock(&ex.mu);
         long long floor = shared ? last_writer[slot] : max_seen[slot];
         if (token <= floor) {
             fprintf(stderr, "rw-%d: %s token %lld after %lld\n", slot,
                     shared ? "shared" : "exclusive", token, floor);
-            atomic_fetch_add(&regressions, 1);
+            atomic_fetch_add(&ex.regressions, 1);
         }
         if (token > max_seen[slot])
             max_seen[slot] = token;
         if (!shared)
             last_writer[slot] = token;
-        pthread_mutex_unlock(&mu);
-        atomic_fetch_add(&grants, 1);
+        pthread_mutex_unlock(&ex.mu);
+        atomic_fetch_add(&ex.grants, 1);
         th_sleep_ms(2);
         atomic_fetch_sub(shared ? &readers[slot] : &writers[slot], 1);
         long st = http_status(c, "DELETE", url, NULL, hdr, NULL);
@@ -1057,12 +1029,12 @@ static void t_shared_readers_writer(void)
         pthread_join(th[i], NULL);
     printf("# readers and writers: %d grants (%d shared) across 2 lockd in %lld ms, %d overlaps, "
            "%d token regressions, %d failures\n",
-           atomic_load(&grants), atomic_load(&rw_shared_grants), (long long)(th_now_ms() - t0),
-           atomic_load(&overlaps), atomic_load(&regressions), atomic_load(&failures));
-    CHECK_EQ_INT(atomic_load(&overlaps), 0);
-    CHECK_EQ_INT(atomic_load(&regressions), 0);
+           atomic_load(&ex.grants), atomic_load(&rw_shared_grants), (long long)(th_now_ms() - t0),
+           atomic_load(&ex.overlaps), atomic_load(&ex.regressions), atomic_load(&failures));
+    CHECK_EQ_INT(atomic_load(&ex.overlaps), 0);
+    CHECK_EQ_INT(atomic_load(&ex.regressions), 0);
     CHECK_EQ_INT(atomic_load(&failures), 0);
-    CHECK_EQ_INT(atomic_load(&grants), RW_CLIENTS * RW_ROUNDS);
+    CHECK_EQ_INT(atomic_load(&ex.grants), RW_CLIENTS * RW_ROUNDS);
 
     /* two readers through two lockd: both shown, by inspect and list */
     struct th_client *c = th_client_new();
