@@ -12,7 +12,10 @@
  * (SETSLOT NODE everywhere) while lockd's map names the old primary: the
  * request follows the MOVED and lockd_cluster_redirections_total{kind=
  * "moved"} counts it; a slot nobody serves (DELSLOTS): CLUSTERDOWN retried
- * with pauses, 503 within about 1 s, other slots served; sessions over HTTP
+ * with pauses, 503 within about 1 s, other slots served; a free name's slot
+ * MIGRATING while only its fence counter is on the source: the acquire
+ * script's TRYAGAIN retried the same way, then granted on the destination
+ * with a larger token; sessions over HTTP
  * (watchdog past several lease ttls, expiry then lock-delay); one
  * primary killed: its names 503, the others served, /readyz 503.
  * Multi-locks: one slot's names in one script call, names of every primary
@@ -681,6 +684,96 @@ static void t_clusterdown_bounded(void)
     th_client_free(c);
 }
 
+/* ---- a script's keys split by a migration: TRYAGAIN retried, then 503 ---- */
+
+/* A free name (its lock key gone with the release, its fence counter kept)
+ * in a slot set MIGRATING on its primary and IMPORTING on the next: the
+ * acquire script names both keys, and the source has one of them but not
+ * the other, so it answers TRYAGAIN (Redis: a multi-key request during a
+ * migration; the importing node answers so too once both left, for a
+ * request behind ASKING). lockd retries with growing pauses (RC_TRIES x
+ * RC_RETRY_MS, about 1 s) and answers 503, never a grant; names of other
+ * slots are served meanwhile. Once the counter moved and the slot is the
+ * destination's, the name is granted with a token above the last one. */
+static void t_tryagain_bounded(void)
+{
+    struct th_client *c = th_client_new();
+    char name[32];
+    int slot = -1;
+    for (int i = 0; slot < 0 && i < 1000; i++) {
+        snprintf(name, sizeof(name), "ta-%d", i);
+        if (slot_of(name) != slot_of("rs-held"))
+            slot = slot_of(name);
+    }
+    int src = owner_node(slot), dst = (src + 1) % N;
+    CHECK(src >= 0);
+    struct th_resp r;
+    CHECK_EQ_INT(req(c, &L[0], "POST", name, "{\"ttl_ms\":5000}", NULL, &r), 200);
+    long long token = th_jint(&r, "fencing_token");
+    char lease[64];
+    snprintf(lease, sizeof(lease), "%s", th_jstr(&r, "lease"));
+    th_resp_free(&r);
+    CHECK_EQ_INT(req(c, &L[0], "DELETE", name, NULL, lease, NULL), 200);
+    char sid[64], did[64], cmd[256];
+    snprintf(cmd, sizeof(cmd), "CLUSTER COUNTKEYSINSLOT %d", slot);
+    CHECK(atoll(th_redis_cli(&node[src], cmd)) > 0); /* the fence counter */
+    node_id(src, sid, sizeof(sid));
+    node_id(dst, did, sizeof(did));
+    snprintf(cmd, sizeof(cmd), "CLUSTER SETSLOT %d IMPORTING %s", slot, sid);
+    CHECK(strstr(th_redis_cli(&node[dst], cmd), "OK") != NULL);
+    snprintf(cmd, sizeof(cmd), "CLUSTER SETSLOT %d MIGRATING %s", slot, did);
+    CHECK(strstr(th_redis_cli(&node[src], cmd), "OK") != NULL);
+    for (int j = 0; j < 2; j++) {
+        long long again0 = errorstat(&node[src], "TRYAGAIN") + errorstat(&node[dst], "TRYAGAIN");
+        int64_t t0 = th_now_ms();
+        long st = req(c, &L[j], "POST", name, "{\"ttl_ms\":5000}", NULL, &r);
+        int64_t took = th_now_ms() - t0;
+        long long again =
+            errorstat(&node[src], "TRYAGAIN") + errorstat(&node[dst], "TRYAGAIN") - again0;
+        printf("# lockd %d: %ld %s after %lld ms, %lld TRYAGAIN answers\n", j, st,
+               th_jerr(&r) ? th_jerr(&r) : "", (long long)took, again);
+        CHECK_EQ_INT(st, 503);
+        th_resp_free(&r);
+        CHECK(again >= 2); /* retried, with pauses, and bounded */
+        CHECK(took >= 500);
+        CHECK(took <= 3000 * th_time_scale());
+        /* another slot is served at once */
+        for (int i = 0, done = 0; done < 2 && i < 1000; i++) {
+            char other[32];
+            snprintf(other, sizeof(other), "ta-ok-%d-%d", j, i);
+            if (slot_of(other) == slot)
+                continue;
+            done++;
+            t0 = th_now_ms();
+            CHECK_EQ_INT(req(c, &L[j], "POST", other, "{\"ttl_ms\":1000}", NULL, NULL), 200);
+            CHECK(th_now_ms() - t0 < 500 * th_time_scale());
+        }
+    }
+    /* the counter moves, the slot is the destination's */
+    snprintf(cmd, sizeof(cmd), "CLUSTER GETKEYSINSLOT %d 10", slot);
+    char keys[1024], mig[2048];
+    snprintf(keys, sizeof(keys), "%s", th_redis_cli(&node[src], cmd));
+    size_t off =
+        (size_t)snprintf(mig, sizeof(mig), "MIGRATE 127.0.0.1 %d \"\" 0 5000 KEYS", node[dst].port);
+    char *save = NULL;
+    for (char *key = strtok_r(keys, "\n", &save); key; key = strtok_r(NULL, "\n", &save))
+        off += (size_t)snprintf(mig + off, sizeof(mig) - off, " '%s'", key);
+    CHECK(strstr(th_redis_cli(&node[src], mig), "OK") != NULL);
+    snprintf(cmd, sizeof(cmd), "CLUSTER SETSLOT %d NODE %s", slot, did);
+    CHECK(strstr(th_redis_cli(&node[dst], cmd), "OK") != NULL);
+    CHECK(strstr(th_redis_cli(&node[src], cmd), "OK") != NULL);
+    for (int i = 0; i < N; i++)
+        if (i != src && i != dst)
+            CHECK(strstr(th_redis_cli(&node[i], cmd), "OK") != NULL);
+    CHECK_EQ_INT(owner_node(slot), dst);
+    CHECK_EQ_INT(req(c, &L[1], "POST", name, "{\"ttl_ms\":5000}", NULL, &r), 200);
+    CHECK(th_jint(&r, "fencing_token") > token);
+    snprintf(lease, sizeof(lease), "%s", th_jstr(&r, "lease"));
+    th_resp_free(&r);
+    CHECK_EQ_INT(req(c, &L[1], "DELETE", name, NULL, lease, NULL), 200);
+    th_client_free(c);
+}
+
 /* ---- sessions over HTTP ---- */
 
 /* A session on L[0] holds a name whose lease (600 ms) it outlives several
@@ -748,6 +841,7 @@ int main(void)
     TH_RUN(t_reshard_held);
     TH_RUN(t_moved_followed);
     TH_RUN(t_clusterdown_bounded);
+    TH_RUN(t_tryagain_bounded);
     TH_RUN(t_sessions);
     TH_RUN(t_primary_killed);
     /* a clean exit: drained, every connection and thread freed (ASan) */
