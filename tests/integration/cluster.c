@@ -441,6 +441,46 @@ static long long redirections(struct th_client *c, const struct th_lockd *l, con
     return v;
 }
 
+/* The first half of moving slot from primary src to dst, as redis-cli
+ * --cluster reshard does: IMPORTING on dst, MIGRATING on src. */
+static void slot_migrating(int slot, int src, int dst)
+{
+    char sid[64], did[64], cmd[256];
+    node_id(src, sid, sizeof(sid));
+    node_id(dst, did, sizeof(did));
+    snprintf(cmd, sizeof(cmd), "CLUSTER SETSLOT %d IMPORTING %s", slot, sid);
+    CHECK(strstr(th_redis_cli(&node[dst], cmd), "OK") != NULL);
+    snprintf(cmd, sizeof(cmd), "CLUSTER SETSLOT %d MIGRATING %s", slot, did);
+    CHECK(strstr(th_redis_cli(&node[src], cmd), "OK") != NULL);
+}
+
+/* MIGRATEs every key of a migrating slot from src to dst, up to 100 a
+ * round, 50 ms apart; returns how many. */
+static int slot_migrate_keys(int slot, int src, int dst)
+{
+    char cmd[256];
+    int moved = 0;
+    for (int round = 0; round < 100; round++) {
+        snprintf(cmd, sizeof(cmd), "CLUSTER GETKEYSINSLOT %d 100", slot);
+        char keys[8192];
+        snprintf(keys, sizeof(keys), "%s", th_redis_cli(&node[src], cmd));
+        if (strspn(keys, " \r\n") == strlen(keys))
+            break;
+        /* keys are printed one per line */
+        char mig[9000];
+        size_t off = (size_t)snprintf(mig, sizeof(mig), "MIGRATE 127.0.0.1 %d \"\" 0 5000 KEYS",
+                                      node[dst].port);
+        char *save = NULL;
+        for (char *key = strtok_r(keys, "\n", &save); key; key = strtok_r(NULL, "\n", &save)) {
+            off += (size_t)snprintf(mig + off, sizeof(mig) - off, " '%s'", key);
+            moved++;
+        }
+        th_redis_cli(&node[src], mig);
+        th_sleep_ms(50);
+    }
+    return moved;
+}
+
 static void t_reshard_held(void)
 {
     struct th_client *c = th_client_new();
@@ -466,34 +506,12 @@ static void t_reshard_held(void)
     load_start();
     th_sleep_ms(300);
 
-    char sid[64], did[64], cmd[256];
-    node_id(src, sid, sizeof(sid));
-    node_id(dst, did, sizeof(did));
-    snprintf(cmd, sizeof(cmd), "CLUSTER SETSLOT %d IMPORTING %s", slot, sid);
-    CHECK(strstr(th_redis_cli(&node[dst], cmd), "OK") != NULL);
-    snprintf(cmd, sizeof(cmd), "CLUSTER SETSLOT %d MIGRATING %s", slot, did);
-    CHECK(strstr(th_redis_cli(&node[src], cmd), "OK") != NULL);
+    slot_migrating(slot, src, dst);
     th_sleep_ms(200); /* load runs against a migrating slot */
-    int moved = 0;
-    for (int round = 0; round < 100; round++) {
-        snprintf(cmd, sizeof(cmd), "CLUSTER GETKEYSINSLOT %d 100", slot);
-        char keys[8192];
-        snprintf(keys, sizeof(keys), "%s", th_redis_cli(&node[src], cmd));
-        if (strspn(keys, " \r\n") == strlen(keys))
-            break;
-        /* keys are printed one per line */
-        char mig[9000];
-        size_t off = (size_t)snprintf(mig, sizeof(mig), "MIGRATE 127.0.0.1 %d \"\" 0 5000 KEYS",
-                                      node[dst].port);
-        char *save = NULL;
-        for (char *key = strtok_r(keys, "\n", &save); key; key = strtok_r(NULL, "\n", &save)) {
-            off += (size_t)snprintf(mig + off, sizeof(mig) - off, " '%s'", key);
-            moved++;
-        }
-        th_redis_cli(&node[src], mig);
-        th_sleep_ms(50);
-    }
+    int moved = slot_migrate_keys(slot, src, dst);
     th_sleep_ms(200); /* load runs against a slot whose keys are all on dst (ASK) */
+    char did[64], cmd[256];
+    node_id(dst, did, sizeof(did));
     snprintf(cmd, sizeof(cmd), "CLUSTER SETSLOT %d NODE %s", slot, did);
     for (int i = 0; i < N; i++)
         CHECK(strstr(th_redis_cli(&node[i], cmd), "OK") != NULL);
@@ -533,6 +551,20 @@ static void t_reshard_held(void)
 
 /* ---- a slot moved (resharding finished): MOVED followed ---- */
 
+/* The end of moving slot from src to dst: SETSLOT NODE on dst, on src, then
+ * on the others. */
+static void slot_owned_by(int slot, int src, int dst)
+{
+    char did[64], cmd[256];
+    node_id(dst, did, sizeof(did));
+    snprintf(cmd, sizeof(cmd), "CLUSTER SETSLOT %d NODE %s", slot, did);
+    CHECK(strstr(th_redis_cli(&node[dst], cmd), "OK") != NULL);
+    CHECK(strstr(th_redis_cli(&node[src], cmd), "OK") != NULL);
+    for (int i = 0; i < N; i++)
+        if (i != src && i != dst)
+            CHECK(strstr(th_redis_cli(&node[i], cmd), "OK") != NULL);
+}
+
 /* Moves slot (no keys in it) from its primary to the next one, the way
  * redis-cli --cluster reshard ends: IMPORTING/MIGRATING, then SETSLOT NODE
  * on the destination, the source and the others. */
@@ -541,19 +573,8 @@ static void move_empty_slot(int slot)
     int src = owner_node(slot);
     CHECK(src >= 0);
     int dst = (src + 1) % N;
-    char sid[64], did[64], cmd[256];
-    node_id(src, sid, sizeof(sid));
-    node_id(dst, did, sizeof(did));
-    snprintf(cmd, sizeof(cmd), "CLUSTER SETSLOT %d IMPORTING %s", slot, sid);
-    CHECK(strstr(th_redis_cli(&node[dst], cmd), "OK") != NULL);
-    snprintf(cmd, sizeof(cmd), "CLUSTER SETSLOT %d MIGRATING %s", slot, did);
-    CHECK(strstr(th_redis_cli(&node[src], cmd), "OK") != NULL);
-    snprintf(cmd, sizeof(cmd), "CLUSTER SETSLOT %d NODE %s", slot, did);
-    CHECK(strstr(th_redis_cli(&node[dst], cmd), "OK") != NULL);
-    CHECK(strstr(th_redis_cli(&node[src], cmd), "OK") != NULL);
-    for (int i = 0; i < N; i++)
-        if (i != src && i != dst)
-            CHECK(strstr(th_redis_cli(&node[i], cmd), "OK") != NULL);
+    slot_migrating(slot, src, dst);
+    slot_owned_by(slot, src, dst);
 }
 
 /* A name whose slot just moved (the lockd's map still names the old
@@ -600,6 +621,22 @@ static void t_moved_followed(void)
     CHECK(seen[0]);
     CHECK(seen[1]);
     th_client_free(c);
+}
+
+/* n names of slots other than slot (the first of primary o, when o >= 0)
+ * are served through L[j] at once. */
+static void others_served(struct th_client *c, int j, int slot, int o, const char *prefix, int n)
+{
+    for (int i = 0, done = 0; done < n && i < 1000; i++) {
+        char other[32];
+        snprintf(other, sizeof(other), "%s-%d-%d", prefix, j, i);
+        if (slot_of(other) == slot || (done == 0 && o >= 0 && owner_node(slot_of(other)) != o))
+            continue;
+        done++;
+        int64_t t0 = th_now_ms();
+        CHECK_EQ_INT(req(c, &L[j], "POST", other, "{\"ttl_ms\":1000}", NULL, NULL), 200);
+        CHECK(th_now_ms() - t0 < 500 * th_time_scale());
+    }
 }
 
 /* ---- a slot nobody serves: CLUSTERDOWN retried, then 503 ---- */
@@ -656,17 +693,7 @@ static void t_clusterdown_bounded(void)
         CHECK(downs >= 2);
         CHECK(took >= 500);
         CHECK(took <= 3000 * th_time_scale());
-        /* another slot (of this primary too) is served at once */
-        for (int i = 0, done = 0; done < 3 && i < 1000; i++) {
-            char other[32];
-            snprintf(other, sizeof(other), "cd-ok-%d-%d", j, i);
-            if (slot_of(other) == slot || (done == 0 && owner_node(slot_of(other)) != o))
-                continue;
-            done++;
-            t0 = th_now_ms();
-            CHECK_EQ_INT(req(c, &L[j], "POST", other, "{\"ttl_ms\":1000}", NULL, NULL), 200);
-            CHECK(th_now_ms() - t0 < 500 * th_time_scale());
-        }
+        others_served(c, j, slot, o, "cd-ok", 3); /* of this primary too */
     }
     snprintf(cmd, sizeof(cmd), "CLUSTER ADDSLOTS %d", slot);
     CHECK(strstr(th_redis_cli(&node[o], cmd), "OK") != NULL);
@@ -714,15 +741,10 @@ static void t_tryagain_bounded(void)
     snprintf(lease, sizeof(lease), "%s", th_jstr(&r, "lease"));
     th_resp_free(&r);
     CHECK_EQ_INT(req(c, &L[0], "DELETE", name, NULL, lease, NULL), 200);
-    char sid[64], did[64], cmd[256];
+    char cmd[128];
     snprintf(cmd, sizeof(cmd), "CLUSTER COUNTKEYSINSLOT %d", slot);
     CHECK(atoll(th_redis_cli(&node[src], cmd)) > 0); /* the fence counter */
-    node_id(src, sid, sizeof(sid));
-    node_id(dst, did, sizeof(did));
-    snprintf(cmd, sizeof(cmd), "CLUSTER SETSLOT %d IMPORTING %s", slot, sid);
-    CHECK(strstr(th_redis_cli(&node[dst], cmd), "OK") != NULL);
-    snprintf(cmd, sizeof(cmd), "CLUSTER SETSLOT %d MIGRATING %s", slot, did);
-    CHECK(strstr(th_redis_cli(&node[src], cmd), "OK") != NULL);
+    slot_migrating(slot, src, dst);
     for (int j = 0; j < 2; j++) {
         long long again0 = errorstat(&node[src], "TRYAGAIN") + errorstat(&node[dst], "TRYAGAIN");
         int64_t t0 = th_now_ms();
@@ -737,34 +759,11 @@ static void t_tryagain_bounded(void)
         CHECK(again >= 2); /* retried, with pauses, and bounded */
         CHECK(took >= 500);
         CHECK(took <= 3000 * th_time_scale());
-        /* another slot is served at once */
-        for (int i = 0, done = 0; done < 2 && i < 1000; i++) {
-            char other[32];
-            snprintf(other, sizeof(other), "ta-ok-%d-%d", j, i);
-            if (slot_of(other) == slot)
-                continue;
-            done++;
-            t0 = th_now_ms();
-            CHECK_EQ_INT(req(c, &L[j], "POST", other, "{\"ttl_ms\":1000}", NULL, NULL), 200);
-            CHECK(th_now_ms() - t0 < 500 * th_time_scale());
-        }
+        others_served(c, j, slot, -1, "ta-ok", 2);
     }
     /* the counter moves, the slot is the destination's */
-    snprintf(cmd, sizeof(cmd), "CLUSTER GETKEYSINSLOT %d 10", slot);
-    char keys[1024], mig[2048];
-    snprintf(keys, sizeof(keys), "%s", th_redis_cli(&node[src], cmd));
-    size_t off =
-        (size_t)snprintf(mig, sizeof(mig), "MIGRATE 127.0.0.1 %d \"\" 0 5000 KEYS", node[dst].port);
-    char *save = NULL;
-    for (char *key = strtok_r(keys, "\n", &save); key; key = strtok_r(NULL, "\n", &save))
-        off += (size_t)snprintf(mig + off, sizeof(mig) - off, " '%s'", key);
-    CHECK(strstr(th_redis_cli(&node[src], mig), "OK") != NULL);
-    snprintf(cmd, sizeof(cmd), "CLUSTER SETSLOT %d NODE %s", slot, did);
-    CHECK(strstr(th_redis_cli(&node[dst], cmd), "OK") != NULL);
-    CHECK(strstr(th_redis_cli(&node[src], cmd), "OK") != NULL);
-    for (int i = 0; i < N; i++)
-        if (i != src && i != dst)
-            CHECK(strstr(th_redis_cli(&node[i], cmd), "OK") != NULL);
+    CHECK(slot_migrate_keys(slot, src, dst) > 0);
+    slot_owned_by(slot, src, dst);
     CHECK_EQ_INT(owner_node(slot), dst);
     CHECK_EQ_INT(req(c, &L[1], "POST", name, "{\"ttl_ms\":5000}", NULL, &r), 200);
     CHECK(th_jint(&r, "fencing_token") > token);

@@ -182,6 +182,19 @@ static void first_grant(struct th_client *c, const char *name, const char *body,
     CHECK_EQ_INT(st, 200);
 }
 
+/* name is refused through l (409 locked), its holder's token still token. */
+static void held_with(struct th_client *c, const struct th_lockd *l, const char *name,
+                      const char *body, long long token)
+{
+    struct th_resp r;
+    CHECK_EQ_INT(post(c, l, name, body, &r), 409);
+    CHECK_STR(th_jerr(&r), "locked");
+    json_t *h = json_object_get(r.json, "holder");
+    CHECK(h != NULL);
+    CHECK_EQ_INT(json_integer_value(json_object_get(h, "fencing_token")), token);
+    th_resp_free(&r);
+}
+
 /* ---- load: 8 clients over 4 names, no two holders, tokens increasing ---- */
 
 #define CLIENTS 8
@@ -330,12 +343,7 @@ static void t_primary_killed_mid_load(void)
     CHECK(!th_log_has(&L, "during the grace", NULL));
 
     /* the lock granted before the failover (WAIT 1) is still held */
-    CHECK_EQ_INT(post(c, &L, "kept", "{\"ttl_ms\":1000,\"owner\":\"after\"}", &r), 409);
-    CHECK_STR(th_jstr(&r, "error"), "locked");
-    json_t *h = json_object_get(r.json, "holder");
-    CHECK(h != NULL);
-    CHECK_EQ_INT(json_integer_value(json_object_get(h, "fencing_token")), kept_token);
-    th_resp_free(&r);
+    held_with(c, &L, "kept", "{\"ttl_ms\":1000,\"owner\":\"after\"}", kept_token);
     th_http(c, "GET", url, NULL, NULL, &r);
     CHECK_EQ_INT(r.status, 200);
     snprintf(port, sizeof(port), ":%d\"", named_port());
@@ -452,11 +460,7 @@ static void t_failover_reasserts(void)
         long long tok = i < MISSED ? token[i] : kept_token;
         const struct th_lockd *by = i < MISSED && i % 2 ? &L2 : &L;
         const struct th_lockd *other = by == &L ? &L2 : &L;
-        CHECK_EQ_INT(post(c, other, name, "{\"ttl_ms\":1000}", &r), 409);
-        json_t *h = json_object_get(r.json, "holder");
-        CHECK(h != NULL);
-        CHECK_EQ_INT(json_integer_value(json_object_get(h, "fencing_token")), tok);
-        th_resp_free(&r);
+        held_with(c, other, name, "{\"ttl_ms\":1000}", tok);
         snprintf(url, sizeof(url), "%s/locks/%s", by->url, name);
         snprintf(hdr, sizeof(hdr), "Lock-Lease: %.39s", i < MISSED ? lease[i] : kept_lease);
         const char *hdrs[] = {hdr, NULL};
@@ -698,10 +702,7 @@ static void t_loading_primary(void)
         CHECK(th_now_ms() < end);
         th_sleep_ms(20);
     }
-    CHECK_EQ_INT(post(c, &L, "kept", "{\"ttl_ms\":1000}", &r), 409);
-    json_t *h = json_object_get(r.json, "holder");
-    CHECK_EQ_INT(json_integer_value(json_object_get(h, "fencing_token")), kept_token);
-    th_resp_free(&r);
+    held_with(c, &L, "kept", "{\"ttl_ms\":1000}", kept_token);
     th_client_free(c);
     th_lockd_kill(&L, SIGTERM);
     stop_all();

@@ -735,20 +735,26 @@ void th_excl_leave(struct th_excl *x, int k)
     atomic_fetch_sub(&x->holders[k], 1);
 }
 
-long th_req(struct th_client *c, const char *method, const char *url, const char *body,
-            const char *lease, struct th_resp *keep)
+long th_status(struct th_client *c, const char *method, const char *url, const char *body,
+               const char *hdr, struct th_resp *keep)
 {
-    char hdr[256];
-    snprintf(hdr, sizeof(hdr), "Lock-Lease: %s", lease ? lease : "");
     const char *hdrs[] = {hdr, NULL};
     struct th_resp r;
-    th_http(c, method, url, body, lease ? hdrs : NULL, &r);
+    th_http(c, method, url, body, hdr ? hdrs : NULL, &r);
     long st = r.status;
     if (keep != NULL)
         *keep = r;
     else
         th_resp_free(&r);
     return st;
+}
+
+long th_req(struct th_client *c, const char *method, const char *url, const char *body,
+            const char *lease, struct th_resp *keep)
+{
+    char hdr[256];
+    snprintf(hdr, sizeof(hdr), "Lock-Lease: %s", lease ? lease : "");
+    return th_status(c, method, url, body, lease ? hdr : NULL, keep);
 }
 
 long long th_metric_sum(struct th_client *c, const struct th_lockd *l, const char *metric)

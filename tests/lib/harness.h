@@ -172,8 +172,11 @@ void th_excl_enter(struct th_excl *x, int k, const char *name, long long token);
 void th_excl_leave(struct th_excl *x, int k);
 
 /* ---- lockd conveniences ---- */
-/* th_http with a "Lock-Lease: lease" header when lease is not NULL; returns
+/* th_http with one more header line hdr ("Name: value", or NULL); returns
  * the status. keep (or NULL) gets the response (the caller frees it). */
+long th_status(struct th_client *c, const char *method, const char *url, const char *body,
+               const char *hdr, struct th_resp *keep);
+/* th_status with a "Lock-Lease: lease" header when lease is not NULL. */
 long th_req(struct th_client *c, const char *method, const char *url, const char *body,
             const char *lease, struct th_resp *keep);
 /* The sum of every series of metric (e.g. "lockd_backend_restarts_total")
