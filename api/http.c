@@ -543,6 +543,21 @@ bool http_grant_undeliverable(struct req *r, const char *name, const char *lease
     return true;
 }
 
+void http_park(struct req *r, json_t *body, enum lk_code c, struct eng_waiter *w)
+{
+    json_decref(body);
+    if (c == LK_AGAIN && !r->ready && w != NULL) {
+        r->waiting = true;
+        r->waiter = w;
+    }
+}
+
+void http_reject(struct req *r, json_t *body, const struct api_error *e)
+{
+    json_decref(body);
+    errors_respond_input(r, e);
+}
+
 /* Keeps the socket of a parked request, for http_grant_undeliverable. */
 static void note_sock(struct req *r)
 {

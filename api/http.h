@@ -14,11 +14,14 @@
 
 #include <jansson.h>
 
+#include "server/util.h"
+
 struct engine;
 struct lk_config;
 struct lk_loop;
 struct http_server;
 struct eng_waiter;
+struct api_error;
 struct route;
 
 #define REQ_MAX_HEADERS 6
@@ -108,6 +111,14 @@ const char *http_header(const struct req *r, const char *name);
 /* For a waiter just granted name/lease: when its client has already hung
  * up, releases the grant, answers 499 and returns true. */
 bool http_grant_undeliverable(struct req *r, const char *name, const char *lease);
+/* The end of a handler that called the engine: frees body (new reference
+ * or NULL; the engine copied what it keeps) and, when the engine parked the
+ * request (c is LK_AGAIN, w its waiter, no answer yet), the request waits on
+ * w until the engine's callback answers, its client hangs up or lockd stops. */
+void http_park(struct req *r, json_t *body, enum lk_code c, struct eng_waiter *w);
+/* The end of a handler whose input was rejected: frees body (new reference
+ * or NULL) and answers e (400 and the like, errors.c's table). */
+void http_reject(struct req *r, json_t *body, const struct api_error *e);
 /* False when the request repeats header `name` with different values. */
 bool http_header_agrees(const struct req *r, const char *name);
 /* Calls fn for every query argument; stops early when fn returns false. */

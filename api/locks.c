@@ -204,15 +204,10 @@ void locks_acquire(struct req *r)
     };
     struct eng_waiter *w = NULL;
     enum lk_code c = engine_acquire(http_engine(r), http_loop(r), &a, acquire_cb, r, &w);
-    json_decref(body); /* the engine copied what it keeps */
-    if (c == LK_AGAIN && !r->ready && w != NULL) {
-        r->waiting = true;
-        r->waiter = w;
-    }
+    http_park(r, body, c, w);
     return;
 bad:
-    json_decref(body);
-    errors_respond_input(r, &e);
+    http_reject(r, body, &e);
 }
 
 /* ---- renew and release ---- */
@@ -249,8 +244,7 @@ void locks_renew(struct req *r)
     (void)c;
     return;
 bad:
-    json_decref(body);
-    errors_respond_input(r, &e);
+    http_reject(r, body, &e);
 }
 
 static void release_cb(void *arg, const struct eng_result *res)
@@ -373,8 +367,7 @@ void locks_release(struct req *r)
     (void)c;
     return;
 bad:
-    json_decref(body);
-    errors_respond_input(r, &e);
+    http_reject(r, body, &e);
 }
 
 /* ---- inspect and list ---- */
@@ -521,10 +514,7 @@ void locks_inspect(struct req *r)
                                NULL);
             return;
         }
-        if (c == LK_AGAIN && !r->ready && w != NULL) {
-            r->waiting = true;
-            r->waiter = w;
-        }
+        http_park(r, NULL, c, w);
         return;
     }
     enum lk_code c = engine_inspect(http_engine(r), http_loop(r), r->param, inspect_cb, r);

@@ -115,15 +115,10 @@ void locks_multi_acquire(struct req *r)
     struct eng_waiter *w = NULL;
     enum lk_code c =
         engine_multi_acquire(http_engine(r), http_loop(r), &m, multi_acquire_cb, r, &w);
-    json_decref(body); /* the engine copied what it keeps */
-    if (c == LK_AGAIN && !r->ready && w != NULL) {
-        r->waiting = true;
-        r->waiter = w;
-    }
+    http_park(r, body, c, w);
     return;
 bad:
-    json_decref(body);
-    errors_respond_input(r, &e);
+    http_reject(r, body, &e);
 }
 
 static void multi_set_cb(void *arg, const struct eng_multi_set *res)
@@ -185,8 +180,7 @@ static void multi_set(struct req *r, enum parse_multi_kind kind)
     json_decref(body); /* the engine copied the names */
     return;
 bad:
-    json_decref(body);
-    errors_respond_input(r, &e);
+    http_reject(r, body, &e);
 }
 
 void locks_multi_renew(struct req *r)

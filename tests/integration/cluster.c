@@ -12,7 +12,10 @@
  * (SETSLOT NODE everywhere) while lockd's map names the old primary: the
  * request follows the MOVED and lockd_cluster_redirections_total{kind=
  * "moved"} counts it; a slot nobody serves (DELSLOTS): CLUSTERDOWN retried
- * with pauses, 503 within about 1 s, other slots served; sessions over HTTP
+ * with pauses, 503 within about 1 s, other slots served; a free name's slot
+ * MIGRATING while only its fence counter is on the source: the acquire
+ * script's TRYAGAIN retried the same way, then granted on the destination
+ * with a larger token; sessions over HTTP
  * (watchdog past several lease ttls, expiry then lock-delay); one
  * primary killed: its names 503, the others served, /readyz 503.
  * Multi-locks: one slot's names in one script call, names of every primary
@@ -84,38 +87,16 @@ static void node_id(int i, char *out, size_t cap)
 
 static void lockd_on(struct th_lockd *l)
 {
-    char seeds[128];
-    snprintf(seeds, sizeof(seeds), "redis://127.0.0.1:%d,redis://127.0.0.1:%d", node[0].port,
-             node[2].port);
-    const char *args[] = {"--backend",
-                          "cluster",
-                          "--redis",
-                          seeds,
-                          "--key_prefix",
-                          PREFIX,
-                          "--threads",
-                          "2",
-                          "--backend_timeout_ms",
-                          "1000",
-                          NULL};
-    th_lockd_start(l, args, NULL);
+    const char *extra[] = {"--backend_timeout_ms", "1000", NULL};
+    th_cluster_lockd_start(l, &node[0], &node[2], PREFIX, extra);
 }
 
 static long req(struct th_client *c, const struct th_lockd *l, const char *method, const char *name,
                 const char *body, const char *lease, struct th_resp *keep)
 {
-    char url[160], hdr[96];
+    char url[160];
     snprintf(url, sizeof(url), "%s/locks/%s", l->url, name);
-    snprintf(hdr, sizeof(hdr), "Lock-Lease: %s", lease ? lease : "");
-    const char *hdrs[] = {hdr, NULL};
-    struct th_resp r;
-    th_http(c, method, url, body, lease ? hdrs : NULL, &r);
-    long st = r.status;
-    if (keep != NULL)
-        *keep = r;
-    else
-        th_resp_free(&r);
-    return st;
+    return th_req(c, method, url, body, lease, keep);
 }
 
 /* ---- locks spread over every primary ---- */
@@ -168,10 +149,8 @@ static void t_spread(void)
 #define NAMES 6
 
 static char load_names[NAMES][32];
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static long long last[NAMES];
-static atomic_int holders[NAMES];
-static atomic_int overlaps, regressions, grants, odd, unavailable;
+static struct th_excl ex = {.mu = PTHREAD_MUTEX_INITIALIZER};
+static atomic_int odd, unavailable;
 static atomic_bool stop_load;
 
 static void *loader(void *arg)
@@ -197,18 +176,9 @@ static void *loader(void *arg)
         char lease[64];
         snprintf(lease, sizeof(lease), "%s", th_jstr(&r, "lease"));
         th_resp_free(&r);
-        if (atomic_fetch_add(&holders[k], 1) != 0)
-            atomic_fetch_add(&overlaps, 1);
-        pthread_mutex_lock(&mu);
-        if (token <= last[k]) {
-            fprintf(stderr, "%s: token %lld after %lld\n", load_names[k], token, last[k]);
-            atomic_fetch_add(&regressions, 1);
-        }
-        last[k] = token;
-        pthread_mutex_unlock(&mu);
-        atomic_fetch_add(&grants, 1);
+        th_excl_enter(&ex, k, load_names[k], token);
         th_sleep_ms(1);
-        atomic_fetch_sub(&holders[k], 1);
+        th_excl_leave(&ex, k);
         st = req(c, l, "DELETE", load_names[k], NULL, lease, NULL);
         if (st != 200) {
             fprintf(stderr, "client %ld: release %ld\n", id, st);
@@ -223,9 +193,8 @@ static pthread_t load_th[CLIENTS];
 
 static void load_start(void)
 {
-    memset(last, 0, sizeof(last));
+    th_excl_reset(&ex);
     atomic_store(&stop_load, false);
-    atomic_store(&grants, 0);
     for (long i = 0; i < CLIENTS; i++)
         CHECK(pthread_create(&load_th[i], NULL, loader, (void *)i) == 0);
 }
@@ -235,11 +204,11 @@ static void load_stop(void)
     atomic_store(&stop_load, true);
     for (int i = 0; i < CLIENTS; i++)
         pthread_join(load_th[i], NULL);
-    printf("# %d grants, %d overlaps, %d regressions, %d answered 503\n", atomic_load(&grants),
-           atomic_load(&overlaps), atomic_load(&regressions), atomic_load(&unavailable));
-    CHECK(atomic_load(&grants) > 0);
-    CHECK_EQ_INT(atomic_load(&overlaps), 0);
-    CHECK_EQ_INT(atomic_load(&regressions), 0);
+    printf("# %d grants, %d overlaps, %d regressions, %d answered 503\n", atomic_load(&ex.grants),
+           atomic_load(&ex.overlaps), atomic_load(&ex.regressions), atomic_load(&unavailable));
+    CHECK(atomic_load(&ex.grants) > 0);
+    CHECK_EQ_INT(atomic_load(&ex.overlaps), 0);
+    CHECK_EQ_INT(atomic_load(&ex.regressions), 0);
     CHECK_EQ_INT(atomic_load(&odd), 0);
 }
 
@@ -327,18 +296,9 @@ static void t_waiter_woken_across_lockd(void)
 static long multi(struct th_client *c, const struct th_lockd *l, const char *method,
                   const char *body, const char *lease, struct th_resp *keep)
 {
-    char url[160], hdr[96];
+    char url[160];
     snprintf(url, sizeof(url), "%s/locks", l->url);
-    snprintf(hdr, sizeof(hdr), "Lock-Lease: %s", lease ? lease : "");
-    const char *hdrs[] = {hdr, NULL};
-    struct th_resp r;
-    th_http(c, method, url, body, lease ? hdrs : NULL, &r);
-    long st = r.status;
-    if (keep != NULL)
-        *keep = r;
-    else
-        th_resp_free(&r);
-    return st;
+    return th_req(c, method, url, body, lease, keep);
 }
 
 struct mwaiter {
@@ -481,6 +441,46 @@ static long long redirections(struct th_client *c, const struct th_lockd *l, con
     return v;
 }
 
+/* The first half of moving slot from primary src to dst, as redis-cli
+ * --cluster reshard does: IMPORTING on dst, MIGRATING on src. */
+static void slot_migrating(int slot, int src, int dst)
+{
+    char sid[64], did[64], cmd[256];
+    node_id(src, sid, sizeof(sid));
+    node_id(dst, did, sizeof(did));
+    snprintf(cmd, sizeof(cmd), "CLUSTER SETSLOT %d IMPORTING %s", slot, sid);
+    CHECK(strstr(th_redis_cli(&node[dst], cmd), "OK") != NULL);
+    snprintf(cmd, sizeof(cmd), "CLUSTER SETSLOT %d MIGRATING %s", slot, did);
+    CHECK(strstr(th_redis_cli(&node[src], cmd), "OK") != NULL);
+}
+
+/* MIGRATEs every key of a migrating slot from src to dst, up to 100 a
+ * round, 50 ms apart; returns how many. */
+static int slot_migrate_keys(int slot, int src, int dst)
+{
+    char cmd[256];
+    int moved = 0;
+    for (int round = 0; round < 100; round++) {
+        snprintf(cmd, sizeof(cmd), "CLUSTER GETKEYSINSLOT %d 100", slot);
+        char keys[8192];
+        snprintf(keys, sizeof(keys), "%s", th_redis_cli(&node[src], cmd));
+        if (strspn(keys, " \r\n") == strlen(keys))
+            break;
+        /* keys are printed one per line */
+        char mig[9000];
+        size_t off = (size_t)snprintf(mig, sizeof(mig), "MIGRATE 127.0.0.1 %d \"\" 0 5000 KEYS",
+                                      node[dst].port);
+        char *save = NULL;
+        for (char *key = strtok_r(keys, "\n", &save); key; key = strtok_r(NULL, "\n", &save)) {
+            off += (size_t)snprintf(mig + off, sizeof(mig) - off, " '%s'", key);
+            moved++;
+        }
+        th_redis_cli(&node[src], mig);
+        th_sleep_ms(50);
+    }
+    return moved;
+}
+
 static void t_reshard_held(void)
 {
     struct th_client *c = th_client_new();
@@ -506,34 +506,12 @@ static void t_reshard_held(void)
     load_start();
     th_sleep_ms(300);
 
-    char sid[64], did[64], cmd[256];
-    node_id(src, sid, sizeof(sid));
-    node_id(dst, did, sizeof(did));
-    snprintf(cmd, sizeof(cmd), "CLUSTER SETSLOT %d IMPORTING %s", slot, sid);
-    CHECK(strstr(th_redis_cli(&node[dst], cmd), "OK") != NULL);
-    snprintf(cmd, sizeof(cmd), "CLUSTER SETSLOT %d MIGRATING %s", slot, did);
-    CHECK(strstr(th_redis_cli(&node[src], cmd), "OK") != NULL);
+    slot_migrating(slot, src, dst);
     th_sleep_ms(200); /* load runs against a migrating slot */
-    int moved = 0;
-    for (int round = 0; round < 100; round++) {
-        snprintf(cmd, sizeof(cmd), "CLUSTER GETKEYSINSLOT %d 100", slot);
-        char keys[8192];
-        snprintf(keys, sizeof(keys), "%s", th_redis_cli(&node[src], cmd));
-        if (strspn(keys, " \r\n") == strlen(keys))
-            break;
-        /* keys are printed one per line */
-        char mig[9000];
-        size_t off = (size_t)snprintf(mig, sizeof(mig), "MIGRATE 127.0.0.1 %d \"\" 0 5000 KEYS",
-                                      node[dst].port);
-        char *save = NULL;
-        for (char *key = strtok_r(keys, "\n", &save); key; key = strtok_r(NULL, "\n", &save)) {
-            off += (size_t)snprintf(mig + off, sizeof(mig) - off, " '%s'", key);
-            moved++;
-        }
-        th_redis_cli(&node[src], mig);
-        th_sleep_ms(50);
-    }
+    int moved = slot_migrate_keys(slot, src, dst);
     th_sleep_ms(200); /* load runs against a slot whose keys are all on dst (ASK) */
+    char did[64], cmd[256];
+    node_id(dst, did, sizeof(did));
     snprintf(cmd, sizeof(cmd), "CLUSTER SETSLOT %d NODE %s", slot, did);
     for (int i = 0; i < N; i++)
         CHECK(strstr(th_redis_cli(&node[i], cmd), "OK") != NULL);
@@ -565,13 +543,27 @@ static void t_reshard_held(void)
     /* and the names keep going on the new primary, tokens still increasing */
     for (int i = 0; i < NAMES; i++) {
         CHECK_EQ_INT(req(c, &L[i % 2], "POST", load_names[i], "{\"ttl_ms\":1000}", NULL, &r), 200);
-        CHECK(th_jint(&r, "fencing_token") > last[i]);
+        CHECK(th_jint(&r, "fencing_token") > ex.last[i]);
         th_resp_free(&r);
     }
     th_client_free(c);
 }
 
 /* ---- a slot moved (resharding finished): MOVED followed ---- */
+
+/* The end of moving slot from src to dst: SETSLOT NODE on dst, on src, then
+ * on the others. */
+static void slot_owned_by(int slot, int src, int dst)
+{
+    char did[64], cmd[256];
+    node_id(dst, did, sizeof(did));
+    snprintf(cmd, sizeof(cmd), "CLUSTER SETSLOT %d NODE %s", slot, did);
+    CHECK(strstr(th_redis_cli(&node[dst], cmd), "OK") != NULL);
+    CHECK(strstr(th_redis_cli(&node[src], cmd), "OK") != NULL);
+    for (int i = 0; i < N; i++)
+        if (i != src && i != dst)
+            CHECK(strstr(th_redis_cli(&node[i], cmd), "OK") != NULL);
+}
 
 /* Moves slot (no keys in it) from its primary to the next one, the way
  * redis-cli --cluster reshard ends: IMPORTING/MIGRATING, then SETSLOT NODE
@@ -581,19 +573,8 @@ static void move_empty_slot(int slot)
     int src = owner_node(slot);
     CHECK(src >= 0);
     int dst = (src + 1) % N;
-    char sid[64], did[64], cmd[256];
-    node_id(src, sid, sizeof(sid));
-    node_id(dst, did, sizeof(did));
-    snprintf(cmd, sizeof(cmd), "CLUSTER SETSLOT %d IMPORTING %s", slot, sid);
-    CHECK(strstr(th_redis_cli(&node[dst], cmd), "OK") != NULL);
-    snprintf(cmd, sizeof(cmd), "CLUSTER SETSLOT %d MIGRATING %s", slot, did);
-    CHECK(strstr(th_redis_cli(&node[src], cmd), "OK") != NULL);
-    snprintf(cmd, sizeof(cmd), "CLUSTER SETSLOT %d NODE %s", slot, did);
-    CHECK(strstr(th_redis_cli(&node[dst], cmd), "OK") != NULL);
-    CHECK(strstr(th_redis_cli(&node[src], cmd), "OK") != NULL);
-    for (int i = 0; i < N; i++)
-        if (i != src && i != dst)
-            CHECK(strstr(th_redis_cli(&node[i], cmd), "OK") != NULL);
+    slot_migrating(slot, src, dst);
+    slot_owned_by(slot, src, dst);
 }
 
 /* A name whose slot just moved (the lockd's map still names the old
@@ -640,6 +621,22 @@ static void t_moved_followed(void)
     CHECK(seen[0]);
     CHECK(seen[1]);
     th_client_free(c);
+}
+
+/* n names of slots other than slot (the first of primary o, when o >= 0)
+ * are served through L[j] at once. */
+static void others_served(struct th_client *c, int j, int slot, int o, const char *prefix, int n)
+{
+    for (int i = 0, done = 0; done < n && i < 1000; i++) {
+        char other[32];
+        snprintf(other, sizeof(other), "%s-%d-%d", prefix, j, i);
+        if (slot_of(other) == slot || (done == 0 && o >= 0 && owner_node(slot_of(other)) != o))
+            continue;
+        done++;
+        int64_t t0 = th_now_ms();
+        CHECK_EQ_INT(req(c, &L[j], "POST", other, "{\"ttl_ms\":1000}", NULL, NULL), 200);
+        CHECK(th_now_ms() - t0 < 500 * th_time_scale());
+    }
 }
 
 /* ---- a slot nobody serves: CLUSTERDOWN retried, then 503 ---- */
@@ -696,17 +693,7 @@ static void t_clusterdown_bounded(void)
         CHECK(downs >= 2);
         CHECK(took >= 500);
         CHECK(took <= 3000 * th_time_scale());
-        /* another slot (of this primary too) is served at once */
-        for (int i = 0, done = 0; done < 3 && i < 1000; i++) {
-            char other[32];
-            snprintf(other, sizeof(other), "cd-ok-%d-%d", j, i);
-            if (slot_of(other) == slot || (done == 0 && owner_node(slot_of(other)) != o))
-                continue;
-            done++;
-            t0 = th_now_ms();
-            CHECK_EQ_INT(req(c, &L[j], "POST", other, "{\"ttl_ms\":1000}", NULL, NULL), 200);
-            CHECK(th_now_ms() - t0 < 500 * th_time_scale());
-        }
+        others_served(c, j, slot, o, "cd-ok", 3); /* of this primary too */
     }
     snprintf(cmd, sizeof(cmd), "CLUSTER ADDSLOTS %d", slot);
     CHECK(strstr(th_redis_cli(&node[o], cmd), "OK") != NULL);
@@ -724,6 +711,68 @@ static void t_clusterdown_bounded(void)
     th_client_free(c);
 }
 
+/* ---- a script's keys split by a migration: TRYAGAIN retried, then 503 ---- */
+
+/* A free name (its lock key gone with the release, its fence counter kept)
+ * in a slot set MIGRATING on its primary and IMPORTING on the next: the
+ * acquire script names both keys, and the source has one of them but not
+ * the other, so it answers TRYAGAIN (Redis: a multi-key request during a
+ * migration; the importing node answers so too once both left, for a
+ * request behind ASKING). lockd retries with growing pauses (RC_TRIES x
+ * RC_RETRY_MS, about 1 s) and answers 503, never a grant; names of other
+ * slots are served meanwhile. Once the counter moved and the slot is the
+ * destination's, the name is granted with a token above the last one. */
+static void t_tryagain_bounded(void)
+{
+    struct th_client *c = th_client_new();
+    char name[32];
+    int slot = -1;
+    for (int i = 0; slot < 0 && i < 1000; i++) {
+        snprintf(name, sizeof(name), "ta-%d", i);
+        if (slot_of(name) != slot_of("rs-held"))
+            slot = slot_of(name);
+    }
+    int src = owner_node(slot), dst = (src + 1) % N;
+    CHECK(src >= 0);
+    struct th_resp r;
+    CHECK_EQ_INT(req(c, &L[0], "POST", name, "{\"ttl_ms\":5000}", NULL, &r), 200);
+    long long token = th_jint(&r, "fencing_token");
+    char lease[64];
+    snprintf(lease, sizeof(lease), "%s", th_jstr(&r, "lease"));
+    th_resp_free(&r);
+    CHECK_EQ_INT(req(c, &L[0], "DELETE", name, NULL, lease, NULL), 200);
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "CLUSTER COUNTKEYSINSLOT %d", slot);
+    CHECK(atoll(th_redis_cli(&node[src], cmd)) > 0); /* the fence counter */
+    slot_migrating(slot, src, dst);
+    for (int j = 0; j < 2; j++) {
+        long long again0 = errorstat(&node[src], "TRYAGAIN") + errorstat(&node[dst], "TRYAGAIN");
+        int64_t t0 = th_now_ms();
+        long st = req(c, &L[j], "POST", name, "{\"ttl_ms\":5000}", NULL, &r);
+        int64_t took = th_now_ms() - t0;
+        long long again =
+            errorstat(&node[src], "TRYAGAIN") + errorstat(&node[dst], "TRYAGAIN") - again0;
+        printf("# lockd %d: %ld %s after %lld ms, %lld TRYAGAIN answers\n", j, st,
+               th_jerr(&r) ? th_jerr(&r) : "", (long long)took, again);
+        CHECK_EQ_INT(st, 503);
+        th_resp_free(&r);
+        CHECK(again >= 2); /* retried, with pauses, and bounded */
+        CHECK(took >= 500);
+        CHECK(took <= 3000 * th_time_scale());
+        others_served(c, j, slot, -1, "ta-ok", 2);
+    }
+    /* the counter moves, the slot is the destination's */
+    CHECK(slot_migrate_keys(slot, src, dst) > 0);
+    slot_owned_by(slot, src, dst);
+    CHECK_EQ_INT(owner_node(slot), dst);
+    CHECK_EQ_INT(req(c, &L[1], "POST", name, "{\"ttl_ms\":5000}", NULL, &r), 200);
+    CHECK(th_jint(&r, "fencing_token") > token);
+    snprintf(lease, sizeof(lease), "%s", th_jstr(&r, "lease"));
+    th_resp_free(&r);
+    CHECK_EQ_INT(req(c, &L[1], "DELETE", name, NULL, lease, NULL), 200);
+    th_client_free(c);
+}
+
 /* ---- sessions over HTTP ---- */
 
 /* A session on L[0] holds a name whose lease (600 ms) it outlives several
@@ -733,57 +782,7 @@ static void t_clusterdown_bounded(void)
 static void t_sessions(void)
 {
     struct th_client *c = th_client_new();
-    const char *name = "sess-0";
-    char url[200];
-    snprintf(url, sizeof(url), "%s/sessions", L[0].url);
-    struct th_resp r;
-    th_http(c, "POST", url, "{\"ttl_ms\":1000,\"lock_delay_ms\":500}", NULL, &r);
-    CHECK_EQ_INT(r.status, 201);
-    char sid[80], body[200];
-    snprintf(sid, sizeof(sid), "%s", th_jstr(&r, "session"));
-    th_resp_free(&r);
-    snprintf(body, sizeof(body), "{\"ttl_ms\":600,\"session\":\"%s\"}", sid);
-    CHECK_EQ_INT(req(c, &L[0], "POST", name, body, NULL, &r), 200);
-    long long token = th_jint(&r, "fencing_token");
-    th_resp_free(&r);
-    snprintf(url, sizeof(url), "%s/sessions/%s", L[0].url, sid);
-    int64_t last_hb = 0;
-    for (int i = 0; i < 8; i++) { /* 2.4 s: four lease ttls */
-        th_sleep_ms(300);
-        th_http(c, "PUT", url, NULL, NULL, &r);
-        last_hb = th_now_ms();
-        CHECK_EQ_INT(r.status, 200);
-        CHECK_EQ_INT(json_array_size(json_object_get(r.json, "lost")), 0);
-        th_resp_free(&r);
-        CHECK_EQ_INT(req(c, &L[1], "POST", name, "{\"ttl_ms\":1000}", NULL, &r), 409);
-        json_t *h = json_object_get(r.json, "holder");
-        CHECK_EQ_INT(json_integer_value(json_object_get(h, "fencing_token")), token);
-        th_resp_free(&r);
-    }
-    /* no more heartbeats: expiry, then the lock-delay */
-    long st = 0;
-    int64_t got = 0;
-    bool delayed = false;
-    while (th_now_ms() - last_hb < 10000 * th_time_scale()) {
-        st = req(c, &L[1], "POST", name, "{\"ttl_ms\":1000}", NULL, &r);
-        json_t *h = json_object_get(r.json, "holder");
-        if (st == 409 && json_is_true(json_object_get(h, "lock_delay")))
-            delayed = true;
-        th_resp_free(&r);
-        if (st == 200) {
-            got = th_now_ms();
-            break;
-        }
-        th_sleep_ms(20);
-    }
-    printf("# session's lock granted elsewhere %lld ms after the last heartbeat\n",
-           (long long)(got - last_hb));
-    CHECK_EQ_INT(st, 200);
-    CHECK(got - last_hb >= 1000 + 400); /* session ttl, then (most of) the lock-delay */
-    CHECK(delayed);
-    th_http(c, "GET", url, NULL, NULL, &r);
-    CHECK_EQ_INT(r.status, 404);
-    th_resp_free(&r);
+    th_session_handoff(c, &L[0], &L[1], "sess-0");
     th_client_free(c);
 }
 
@@ -841,6 +840,7 @@ int main(void)
     TH_RUN(t_reshard_held);
     TH_RUN(t_moved_followed);
     TH_RUN(t_clusterdown_bounded);
+    TH_RUN(t_tryagain_bounded);
     TH_RUN(t_sessions);
     TH_RUN(t_primary_killed);
     /* a clean exit: drained, every connection and thread freed (ASan) */

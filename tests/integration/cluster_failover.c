@@ -28,42 +28,17 @@ static struct th_lockd L[2];
 
 static void lockd_on(struct th_lockd *l)
 {
-    char seeds[128];
-    snprintf(seeds, sizeof(seeds), "redis://127.0.0.1:%d,redis://127.0.0.1:%d", node[1].port,
-             node[2].port);
-    const char *args[] = {"--backend",
-                          "cluster",
-                          "--redis",
-                          seeds,
-                          "--key_prefix",
-                          PREFIX,
-                          "--threads",
-                          "2",
-                          "--backend_timeout_ms",
-                          "500",
-                          "--restart_grace_ms",
-                          "1000",
-                          "--log_format",
-                          "text",
-                          NULL};
-    th_lockd_start(l, args, NULL);
+    const char *extra[] = {
+        "--backend_timeout_ms", "500", "--restart_grace_ms", "1000", "--log_format", "text", NULL};
+    th_cluster_lockd_start(l, &node[1], &node[2], PREFIX, extra);
 }
 
 static long req(struct th_client *c, const struct th_lockd *l, const char *method, const char *name,
                 const char *body, const char *lease, struct th_resp *keep)
 {
-    char url[160], hdr[96];
+    char url[1600];
     snprintf(url, sizeof(url), "%s/locks/%s", l->url, name);
-    snprintf(hdr, sizeof(hdr), "Lock-Lease: %.40s", lease ? lease : "");
-    const char *hdrs[] = {hdr, NULL};
-    struct th_resp r;
-    th_http(c, method, url, body, lease ? hdrs : NULL, &r);
-    long st = r.status;
-    if (keep != NULL)
-        *keep = r;
-    else
-        th_resp_free(&r);
-    return st;
+    return th_req(c, method, url, body, lease, keep);
 }
 
 /* Whether node i serves name's slot (it answers instead of MOVED). */
@@ -72,41 +47,6 @@ static bool served_by(int i, const char *name)
     char cmd[128];
     snprintf(cmd, sizeof(cmd), "EXISTS '" PREFIX "{%s}'", name);
     return strstr(th_redis_cli(&node[i], cmd), "MOVED") == NULL;
-}
-
-static long long restarts_of(struct th_client *c, const struct th_lockd *l)
-{
-    char url[160];
-    snprintf(url, sizeof(url), "%s/metrics", l->url);
-    struct th_resp r;
-    th_http(c, "GET", url, NULL, NULL, &r);
-    long long v = 0;
-    for (const char *p = strstr(r.body, "\nlockd_backend_restarts_total{"); p != NULL;
-         p = strstr(p + 1, "\nlockd_backend_restarts_total{")) {
-        const char *e = strchr(p, '}');
-        if (e != NULL)
-            v += atoll(e + 1);
-    }
-    th_resp_free(&r);
-    return v;
-}
-
-/* How many leases lockd's log says it put back after a restart. */
-static long put_back_in_log(const struct th_lockd *l)
-{
-    FILE *f = fopen(l->log, "r");
-    if (f == NULL)
-        return -1;
-    char line[1024];
-    long n = 0;
-    while (fgets(line, sizeof(line), f) != NULL) {
-        const char *p = strstr(line, "re-asserted leases on redis");
-        p = p ? strstr(p, " ms: ") : NULL;
-        if (p != NULL)
-            n += atol(p + 5);
-    }
-    fclose(f);
-    return n;
 }
 
 static bool promoted(void *arg)
@@ -186,7 +126,7 @@ static void t_failover_to_replica(void)
     for (int i = 0; i < NKEPT; i++)
         grant(c, &hs[i]);
     CHECK(strstr(th_redis_cli(&node[0], "WAIT 1 5000"), "1") != NULL); /* the replica has them */
-    long long r0 = restarts_of(c, &L[0]), r1 = restarts_of(c, &L[1]);
+    long long r0 = th_restarts(c, &L[0]), r1 = th_restarts(c, &L[1]);
 
     /* The replica stops reading; a script's 32 MB effect goes into the
      * replication stream ahead of the next grants, which stay in primary
@@ -231,10 +171,10 @@ static void t_failover_to_replica(void)
     printf("# replica promoted %lld ms after the kill; its names served %lld ms after that "
            "(%d x 503 meanwhile)\n",
            (long long)(up - killed), (long long)(th_now_ms() - up), n503);
-    CHECK_EQ_INT(restarts_of(c, &L[0]), r0 + 1);
-    CHECK_EQ_INT(restarts_of(c, &L[1]), r1 + 1);
+    CHECK_EQ_INT(th_restarts(c, &L[0]), r0 + 1);
+    CHECK_EQ_INT(th_restarts(c, &L[1]), r1 + 1);
     /* the replica did miss the last grants: lockd put them back there */
-    long back = put_back_in_log(&L[0]) + put_back_in_log(&L[1]);
+    long back = th_log_reasserted(&L[0]) + th_log_reasserted(&L[1]);
     printf("# lockd put back %ld leases on the promoted replica\n", back);
     CHECK(back >= NMISSED);
     for (int i = 0; i < NKEPT + NMISSED; i++) {

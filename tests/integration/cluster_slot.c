@@ -73,12 +73,8 @@ static bool cluster_ok(void *arg)
 static long call(struct th_client *c, const char *method, const char *url, const char *body,
                  const char *lease, char *lease_out)
 {
-    char hdr[96];
-    snprintf(hdr, sizeof(hdr), "Lock-Lease: %s", lease ? lease : "");
-    const char *hdrs[] = {hdr, NULL};
     struct th_resp r;
-    th_http(c, method, url, body, lease ? hdrs : NULL, &r);
-    long st = r.status;
+    long st = th_req(c, method, url, body, lease, &r);
     if (lease_out != NULL && st == 200)
         snprintf(lease_out, 64, "%s", th_jstr(&r, "lease"));
     th_resp_free(&r);

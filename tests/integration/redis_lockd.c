@@ -35,20 +35,6 @@ static void lockd_on(struct th_lockd *l, const char *url)
     th_lockd_start(l, args, NULL);
 }
 
-static long http_status(struct th_client *c, const char *method, const char *url, const char *body,
-                        const char *lease_hdr, struct th_resp *keep)
-{
-    const char *hdrs[] = {lease_hdr, NULL};
-    struct th_resp r;
-    th_http(c, method, url, body, lease_hdr ? hdrs : NULL, &r);
-    long st = r.status;
-    if (keep != NULL)
-        *keep = r;
-    else
-        th_resp_free(&r);
-    return st;
-}
-
 /* ---- two lockd, 32 clients, one name ---- */
 
 #define CLIENTS 32
@@ -90,7 +76,7 @@ static void *contender(void *arg)
         atomic_fetch_add(&grants, 1);
         th_sleep_ms(1);
         atomic_fetch_sub(&holders, 1);
-        if (http_status(c, "DELETE", url, NULL, hdr, NULL) != 200)
+        if (th_status(c, "DELETE", url, NULL, hdr, NULL) != 200)
             atomic_fetch_add(&failures, 1);
     }
     th_client_free(c);
@@ -156,7 +142,7 @@ static long mn_pair(struct th_client *c, const char *url, int slot)
         atomic_fetch_sub(&mn_holders[slot], 1);
     }
     atomic_fetch_add(&mn_ops, 1);
-    if (http_status(c, "DELETE", url, NULL, hdr, NULL) != 200)
+    if (th_status(c, "DELETE", url, NULL, hdr, NULL) != 200)
         atomic_fetch_add(&mn_failures, 1);
     return st;
 }
@@ -218,23 +204,23 @@ static void t_expiry_across_lockd(void)
     snprintf(u1, sizeof(u1), "%s/locks/short", L1.url);
     snprintf(u2, sizeof(u2), "%s/locks/short", L2.url);
     struct th_resp r;
-    CHECK_EQ_INT(http_status(c, "POST", u1, "{\"ttl_ms\":300}", NULL, &r), 200);
+    CHECK_EQ_INT(th_status(c, "POST", u1, "{\"ttl_ms\":300}", NULL, &r), 200);
     snprintf(hdr, sizeof(hdr), "Lock-Lease: %s", th_jstr(&r, "lease"));
     th_resp_free(&r);
-    CHECK_EQ_INT(http_status(c, "POST", u2, "{\"ttl_ms\":300}", NULL, &r), 409);
+    CHECK_EQ_INT(th_status(c, "POST", u2, "{\"ttl_ms\":300}", NULL, &r), 409);
     CHECK_STR(th_jerr(&r), "locked");
     th_resp_free(&r);
     /* a wrong lease never releases or renews, through either process */
     const char *wrong = "Lock-Lease: 00000000000000000000000000000000";
-    CHECK_EQ_INT(http_status(c, "DELETE", u2, NULL, wrong, &r), 409);
+    CHECK_EQ_INT(th_status(c, "DELETE", u2, NULL, wrong, &r), 409);
     CHECK_STR(th_jerr(&r), "held_by_other");
     th_resp_free(&r);
-    CHECK_EQ_INT(http_status(c, "PUT", u1, NULL, wrong, NULL), 409);
+    CHECK_EQ_INT(th_status(c, "PUT", u1, NULL, wrong, NULL), 409);
     /* the real lease renews through the other lockd: state lives in Redis */
-    CHECK_EQ_INT(http_status(c, "PUT", u2, "{\"ttl_ms\":300}", hdr, NULL), 200);
+    CHECK_EQ_INT(th_status(c, "PUT", u2, "{\"ttl_ms\":300}", hdr, NULL), 200);
     th_sleep_ms(450);
-    CHECK_EQ_INT(http_status(c, "POST", u2, "{\"ttl_ms\":5000}", NULL, NULL), 200);
-    CHECK_EQ_INT(http_status(c, "DELETE", u1, NULL, hdr, &r), 409); /* expired: someone else's */
+    CHECK_EQ_INT(th_status(c, "POST", u2, "{\"ttl_ms\":5000}", NULL, NULL), 200);
+    CHECK_EQ_INT(th_status(c, "DELETE", u1, NULL, hdr, &r), 409); /* expired: someone else's */
     th_resp_free(&r);
     th_client_free(c);
 }
@@ -265,7 +251,7 @@ static void *loader(void *arg)
                 atomic_fetch_add(&bad_grants, 1);
             snprintf(hdr, sizeof(hdr), "Lock-Lease: %s", th_jstr(&r, "lease"));
             th_resp_free(&r);
-            (void)http_status(c, "DELETE", url, NULL, hdr, NULL);
+            (void)th_status(c, "DELETE", url, NULL, hdr, NULL);
             continue;
         }
         if (r.status == 503) {
@@ -285,7 +271,7 @@ static bool ready(const struct th_lockd *l, struct th_client *c)
 {
     char url[128];
     snprintf(url, sizeof(url), "%s/readyz", l->url);
-    return http_status(c, "GET", url, NULL, NULL, NULL) == 200;
+    return th_status(c, "GET", url, NULL, NULL, NULL) == 200;
 }
 
 /* Enough clients that a loop queues more commands in one iteration than
@@ -307,12 +293,12 @@ static void t_redis_killed_mid_load(void)
     struct th_resp r;
     char url[128];
     snprintf(url, sizeof(url), "%s/readyz", L1.url);
-    CHECK_EQ_INT(http_status(c, "GET", url, NULL, NULL, &r), 503);
+    CHECK_EQ_INT(th_status(c, "GET", url, NULL, NULL, &r), 503);
     printf("# readyz while down: %s\n", r.body);
     CHECK(strstr(r.body, "\"reason\"") != NULL);
     th_resp_free(&r);
     snprintf(url, sizeof(url), "%s/healthz", L1.url);
-    CHECK_EQ_INT(http_status(c, "GET", url, NULL, NULL, NULL), 200);
+    CHECK_EQ_INT(th_status(c, "GET", url, NULL, NULL, NULL), 200);
     atomic_store(&down_until_ms, th_now_ms());
     th_redis_start(&R, R.port, NULL);
     int64_t back = th_now_ms();
@@ -372,10 +358,10 @@ static void resume_expect_given_back(struct th_client *c, const struct th_lockd 
     CHECK_STR(th_redis_cli(&R, cmd), "0\n");
     snprintf(url, sizeof(url), "%s/locks/%s", l->url, name);
     struct th_resp r;
-    CHECK_EQ_INT(http_status(c, "POST", url, "{\"ttl_ms\":5000}", NULL, &r), 200);
+    CHECK_EQ_INT(th_status(c, "POST", url, "{\"ttl_ms\":5000}", NULL, &r), 200);
     snprintf(hdr, sizeof(hdr), "Lock-Lease: %s", th_jstr(&r, "lease"));
     th_resp_free(&r);
-    CHECK_EQ_INT(http_status(c, "DELETE", url, NULL, hdr, NULL), 200);
+    CHECK_EQ_INT(th_status(c, "DELETE", url, NULL, hdr, NULL), 200);
 }
 
 /* A raw acquire of name with a 30 s ttl, for writing to a socket by hand;
@@ -574,7 +560,7 @@ static void t_waiter_hangup_while_at_redis(void)
     long long ttl = 500 * scale;
     snprintf(body, sizeof(body), "{\"ttl_ms\":%lld}", ttl);
     int64_t t0 = th_now_ms();
-    CHECK_EQ_INT(http_status(c, "POST", url, body, NULL, NULL), 200);
+    CHECK_EQ_INT(th_status(c, "POST", url, body, NULL, NULL), 200);
     int fd = th_connect(l.port);
     const char *rq = "POST /locks/gone-w HTTP/1.1\r\nHost: x\r\nContent-Length: 17\r\n\r\n"
                      "{\"wait_ms\":60000}";
@@ -655,10 +641,10 @@ static void t_redis_gone_mid_batch(void)
     char url[128], hdr[96];
     snprintf(url, sizeof(url), "%s/locks/after-batch", l.url);
     struct th_resp r;
-    CHECK_EQ_INT(http_status(c, "POST", url, "{\"ttl_ms\":5000}", NULL, &r), 200);
+    CHECK_EQ_INT(th_status(c, "POST", url, "{\"ttl_ms\":5000}", NULL, &r), 200);
     snprintf(hdr, sizeof(hdr), "Lock-Lease: %s", th_jstr(&r, "lease"));
     th_resp_free(&r);
-    CHECK_EQ_INT(http_status(c, "DELETE", url, NULL, hdr, NULL), 200);
+    CHECK_EQ_INT(th_status(c, "DELETE", url, NULL, hdr, NULL), 200);
     th_client_free(c);
     th_lockd_kill(&l, SIGTERM);
 }
@@ -785,13 +771,13 @@ static void t_auth_at_startup(void)
     snprintf(url, sizeof(url), "redis://:s3cret@127.0.0.1:%d", ra.port);
     lockd_on(&l, url);
     snprintf(lurl, sizeof(lurl), "%s/locks/auth", l.url);
-    CHECK_EQ_INT(http_status(c, "POST", lurl, NULL, NULL, NULL), 200);
+    CHECK_EQ_INT(th_status(c, "POST", lurl, NULL, NULL, NULL), 200);
     th_lockd_kill(&l, SIGTERM);
 
     snprintf(url, sizeof(url), "redis://alice:alicepw@127.0.0.1:%d/2", ra.port);
     lockd_on(&l, url);
     snprintf(lurl, sizeof(lurl), "%s/locks/auth", l.url);
-    CHECK_EQ_INT(http_status(c, "POST", lurl, NULL, NULL, NULL), 200);
+    CHECK_EQ_INT(th_status(c, "POST", lurl, NULL, NULL, NULL), 200);
     CHECK(ready(&l, c));
     th_lockd_kill(&l, SIGTERM);
 
@@ -800,7 +786,7 @@ static void t_auth_at_startup(void)
     lockd_on(&l, url);
     CHECK(ready(&l, c));
     snprintf(lurl, sizeof(lurl), "%s/locks/auth-carol", l.url);
-    CHECK_EQ_INT(http_status(c, "POST", lurl, NULL, NULL, NULL), 200);
+    CHECK_EQ_INT(th_status(c, "POST", lurl, NULL, NULL, NULL), 200);
     th_lockd_kill(&l, SIGTERM);
 
     int code = -1;
@@ -834,11 +820,11 @@ static void t_unreachable_at_startup(void)
     struct th_client *c = th_client_new();
     struct th_resp r;
     snprintf(lurl, sizeof(lurl), "%s/readyz", l.url);
-    CHECK_EQ_INT(http_status(c, "GET", lurl, NULL, NULL, &r), 503);
+    CHECK_EQ_INT(th_status(c, "GET", lurl, NULL, NULL, &r), 503);
     CHECK(strstr(r.body, "connection refused") != NULL);
     th_resp_free(&r);
     snprintf(lurl, sizeof(lurl), "%s/locks/early", l.url);
-    CHECK_EQ_INT(http_status(c, "POST", lurl, NULL, NULL, &r), 503);
+    CHECK_EQ_INT(th_status(c, "POST", lurl, NULL, NULL, &r), 503);
     CHECK_STR(th_jerr(&r), "backend_unavailable");
     th_resp_free(&r);
     th_redis_start(&rb, port, NULL);
@@ -846,7 +832,7 @@ static void t_unreachable_at_startup(void)
     while (!ready(&l, c) && th_now_ms() - t0 < 5000)
         th_sleep_ms(20);
     CHECK(ready(&l, c));
-    CHECK_EQ_INT(http_status(c, "POST", lurl, NULL, NULL, NULL), 200);
+    CHECK_EQ_INT(th_status(c, "POST", lurl, NULL, NULL, NULL), 200);
     th_client_free(c);
     th_lockd_kill(&l, SIGTERM);
     th_redis_stop(&rb);
@@ -860,7 +846,7 @@ static long readyz_reason(const struct th_lockd *l, struct th_client *c, char *w
     char url[128];
     struct th_resp r;
     snprintf(url, sizeof(url), "%s/readyz", l->url);
-    long st = http_status(c, "GET", url, NULL, NULL, &r);
+    long st = th_status(c, "GET", url, NULL, NULL, &r);
     json_t *nodes = r.json ? json_object_get(r.json, "nodes") : NULL;
     json_t *reason = json_object_get(json_array_get(nodes, 0), "reason");
     snprintf(why, cap, "%s", json_is_string(reason) ? json_string_value(reason) : "");
@@ -891,7 +877,7 @@ static void check_acquires_refused(const struct th_lockd *l, struct th_client *c
     for (int i = 0; i < 10; i++) {
         struct th_resp r;
         snprintf(url, sizeof(url), "%s/locks/%s-%d", l->url, tag, i);
-        long st = http_status(c, "POST", url, "{\"ttl_ms\":5000}", NULL, &r);
+        long st = th_status(c, "POST", url, "{\"ttl_ms\":5000}", NULL, &r);
         if (st != 503 || th_jerr(&r) == NULL || strcmp(th_jerr(&r), "backend_unavailable") != 0)
             th_fail(__FILE__, __LINE__, "acquire while %s: %ld %s", tag, st, r.body);
         th_resp_free(&r);
@@ -913,7 +899,7 @@ static void t_auth_changed_at_runtime(void)
     lockd_on(&l, url);
     CHECK(ready(&l, c));
     snprintf(lurl, sizeof(lurl), "%s/locks/pw-before", l.url);
-    CHECK_EQ_INT(http_status(c, "POST", lurl, NULL, NULL, NULL), 200);
+    CHECK_EQ_INT(th_status(c, "POST", lurl, NULL, NULL, NULL), 200);
 
     /* Connections that already authenticated keep working: kill them so
      * that lockd has to authenticate again, with the old password. */
@@ -925,7 +911,7 @@ static void t_auth_changed_at_runtime(void)
         th_fail(__FILE__, __LINE__, "readyz reason after the password changed: '%s'", why);
     printf("# readyz with a stale password: %s\n", why);
     snprintf(lurl, sizeof(lurl), "%s/healthz", l.url);
-    CHECK_EQ_INT(http_status(c, "GET", lurl, NULL, NULL, NULL), 200);
+    CHECK_EQ_INT(th_status(c, "GET", lurl, NULL, NULL, NULL), 200);
     check_acquires_refused(&l, c, "pw-stale");
     /* still refused a while later: reconnects keep failing, never grant */
     th_sleep_ms(300);
@@ -941,7 +927,7 @@ static void t_auth_changed_at_runtime(void)
     snprintf(lurl, sizeof(lurl), "%s/locks/pw-after", l.url);
     int64_t t0 = th_now_ms();
     long st;
-    while ((st = http_status(c, "POST", lurl, NULL, NULL, NULL)) != 200 && th_now_ms() - t0 < 3000)
+    while ((st = th_status(c, "POST", lurl, NULL, NULL, NULL)) != 200 && th_now_ms() - t0 < 3000)
         th_sleep_ms(20);
     CHECK_EQ_INT(st, 200);
     th_client_free(c);
@@ -968,14 +954,14 @@ static void t_replica_not_ready(void)
     if (!readyz_becomes(&l, c, 503, "redis is a read-only replica", 5000, why, sizeof(why)))
         th_fail(__FILE__, __LINE__, "readyz on a replica: '%s'", why);
     snprintf(lurl, sizeof(lurl), "%s/healthz", l.url);
-    CHECK_EQ_INT(http_status(c, "GET", lurl, NULL, NULL, NULL), 200);
+    CHECK_EQ_INT(th_status(c, "GET", lurl, NULL, NULL, NULL), 200);
     check_acquires_refused(&l, c, "on-replica");
 
     CHECK(strstr(th_redis_cli(&rm, "REPLICAOF NO ONE"), "OK") != NULL);
     if (!readyz_becomes(&l, c, 200, NULL, 5000, why, sizeof(why)))
         th_fail(__FILE__, __LINE__, "not ready after REPLICAOF NO ONE: '%s'", why);
     snprintf(lurl, sizeof(lurl), "%s/locks/promoted", l.url);
-    CHECK_EQ_INT(http_status(c, "POST", lurl, NULL, NULL, NULL), 200);
+    CHECK_EQ_INT(th_status(c, "POST", lurl, NULL, NULL, NULL), 200);
     th_client_free(c);
     th_lockd_kill(&l, SIGTERM);
     th_redis_stop(&rr);
@@ -1096,9 +1082,9 @@ static void t_one_command_per_operation(void)
         for (int op = 0; op < 3; op++) {
             (void)monitor_until_mark(&mon, &mark, seq++, last, sizeof(last));
             struct th_resp r;
-            long st = op == 0   ? http_status(c, "POST", lurl, "{\"ttl_ms\":10000}", NULL, &r)
-                      : op == 1 ? http_status(c, "PUT", lurl, "{\"ttl_ms\":10000}", hdr, &r)
-                                : http_status(c, "DELETE", lurl, NULL, hdr, &r);
+            long st = op == 0   ? th_status(c, "POST", lurl, "{\"ttl_ms\":10000}", NULL, &r)
+                      : op == 1 ? th_status(c, "PUT", lurl, "{\"ttl_ms\":10000}", hdr, &r)
+                                : th_status(c, "DELETE", lurl, NULL, hdr, &r);
             if (st != 200)
                 th_fail(__FILE__, __LINE__, "%s: %ld %s", ops[op], st, r.body);
             if (op == 0)

@@ -47,51 +47,14 @@ static void lockd_on(struct th_lockd *l, const char *grace_ms)
 static long req(struct th_client *c, const char *method, const struct th_lockd *l, const char *path,
                 const char *body, const char *lease, struct th_resp *keep)
 {
-    char url[512], hdr[80];
+    char url[512];
     snprintf(url, sizeof(url), "%s%s", l->url, path);
-    snprintf(hdr, sizeof(hdr), "Lock-Lease: %s", lease ? lease : "");
-    const char *hdrs[] = {hdr, NULL};
-    struct th_resp r;
-    th_http(c, method, url, body, lease ? hdrs : NULL, &r);
-    long st = r.status;
-    if (keep != NULL)
-        *keep = r;
-    else
-        th_resp_free(&r);
-    return st;
-}
-
-static long long restarts_of(struct th_client *c, const struct th_lockd *l)
-{
-    struct th_resp r;
-    CHECK_EQ_INT(req(c, "GET", l, "/metrics", NULL, NULL, &r), 200);
-    const char *p = strstr(r.body, "lockd_backend_restarts_total{");
-    long long v = -1;
-    if (p != NULL) {
-        p = strchr(p, '}');
-        v = p ? atoll(p + 1) : -1;
-    }
-    th_resp_free(&r);
-    return v;
+    return th_req(c, method, url, body, lease, keep);
 }
 
 static bool ready(struct th_client *c, const struct th_lockd *l)
 {
     return req(c, "GET", l, "/readyz", NULL, NULL, NULL) == 200;
-}
-
-/* Whether l's log has a line containing both a and b. */
-static bool log_has(const struct th_lockd *l, const char *a, const char *b)
-{
-    FILE *f = fopen(l->log, "r");
-    if (f == NULL)
-        return false;
-    char line[4096];
-    bool found = false;
-    while (!found && fgets(line, sizeof(line), f) != NULL)
-        found = strstr(line, a) != NULL && strstr(line, b) != NULL;
-    fclose(f);
-    return found;
 }
 
 static void restart_redis(void)
@@ -158,8 +121,8 @@ static void t_hundred_leases(void)
      * calls for the 100 leases (plus a watchdog pass or two), not one each.
      * Nothing is asked of lockd before: every call counted is its own. */
     int64_t bound = 5000 * th_time_scale();
-    while (!log_has(&L1, "re-asserted leases on redis", "") ||
-           !log_has(&L2, "re-asserted leases on redis", "")) {
+    while (!th_log_has(&L1, "re-asserted leases on redis", "") ||
+           !th_log_has(&L2, "re-asserted leases on redis", "")) {
         CHECK(th_now_ms() - back < bound);
         th_sleep_ms(5);
     }
@@ -206,14 +169,14 @@ static void t_hundred_leases(void)
            n409);
     CHECK(n503 > 0 && n409 > 0);             /* the grace, then the leases put back */
     CHECK(th_now_ms() - granted_ms < 12000); /* all the plain leases were live throughout */
-    CHECK_EQ_INT(restarts_of(c, &L1), 1);
-    CHECK_EQ_INT(restarts_of(c, &L2), 1);
+    CHECK_EQ_INT(th_restarts(c, &L1), 1);
+    CHECK_EQ_INT(th_restarts(c, &L2), 1);
     CHECK_EQ_INT(said_recovering, 3); /* both lockd's /readyz */
     /* both logged the restart at error level, naming the node */
     char node[64];
     snprintf(node, sizeof(node), "redis '127.0.0.1:%d' is a new process", R.port);
-    CHECK(log_has(&L1, " error ", node));
-    CHECK(log_has(&L2, " error ", node));
+    CHECK(th_log_has(&L1, " error ", node));
+    CHECK(th_log_has(&L2, " error ", node));
     /* Every lease renews with its token unchanged; no session lost any. */
     for (int i = 0; i < NLEASES; i++) {
         char path[96];
@@ -283,7 +246,7 @@ static void t_shared_across_restart(void)
         x->token = th_jint(&r, "fencing_token");
         th_resp_free(&r);
     }
-    long long r1 = restarts_of(c, &L1), r2 = restarts_of(c, &L2);
+    long long r1 = th_restarts(c, &L1), r2 = th_restarts(c, &L2);
     restart_redis();
     int64_t back = th_now_ms();
     /* No fourth slot, no writer, while the leases live (12 s; the session's
@@ -314,8 +277,8 @@ static void t_shared_across_restart(void)
     printf("# shared holds after the restart: %d x 503, %d x 409 for a fourth slot\n", n503,
            n409);
     CHECK(n503 > 0 && n409 > 0);
-    CHECK_EQ_INT(restarts_of(c, &L1), r1 + 1);
-    CHECK_EQ_INT(restarts_of(c, &L2), r2 + 1);
+    CHECK_EQ_INT(th_restarts(c, &L1), r1 + 1);
+    CHECK_EQ_INT(th_restarts(c, &L2), r2 + 1);
     struct th_resp r;
     CHECK_EQ_INT(req(c, "GET", &L1, "/locks/sem", NULL, NULL, &r), 200);
     CHECK_EQ_INT(th_jint(&r, "holders"), NSEM);
@@ -478,16 +441,16 @@ static void t_stopped_past_grace(void)
         x->token = th_jint(&r, "fencing_token");
         th_resp_free(&r);
     }
-    long long r1 = restarts_of(c, &L1), r2 = restarts_of(c, &L2);
+    long long r1 = th_restarts(c, &L1), r2 = th_restarts(c, &L2);
     kill(L1.pid, SIGSTOP);
     restart_redis();
     /* L2 sees the restart, has nothing to put back, keeps the grace (data
      * was lost: the marker is gone), then grants L1's names to others: the
      * first half of them (session-bound and plain alike). */
     int64_t t0 = th_now_ms();
-    while (restarts_of(c, &L2) == r2 && th_now_ms() - t0 < 3000)
+    while (th_restarts(c, &L2) == r2 && th_now_ms() - t0 < 3000)
         th_sleep_ms(20);
-    CHECK_EQ_INT(restarts_of(c, &L2), r2 + 1);
+    CHECK_EQ_INT(th_restarts(c, &L2), r2 + 1);
     long long taken[NSTOP / 2];
     char taken_lease[NSTOP / 2][40];
     for (int i = 0; i < NSTOP / 2; i++) {
@@ -504,9 +467,9 @@ static void t_stopped_past_grace(void)
     printf("# L2 granted L1's names %lld ms after the restart\n", (long long)(th_now_ms() - t0));
     kill(L1.pid, SIGCONT);
     t0 = th_now_ms();
-    while ((restarts_of(c, &L1) == r1 || !ready(c, &L1)) && th_now_ms() - t0 < 5000)
+    while ((th_restarts(c, &L1) == r1 || !ready(c, &L1)) && th_now_ms() - t0 < 5000)
         th_sleep_ms(20);
-    CHECK_EQ_INT(restarts_of(c, &L1), r1 + 1);
+    CHECK_EQ_INT(th_restarts(c, &L1), r1 + 1);
     /* Taken: 409 for L1's lease, never overwritten (L2's holders keep
      * their leases and tokens). Not taken: put back, renewable. */
     for (int i = 0; i < NSTOP; i++) {

@@ -64,25 +64,11 @@ static void lockd_on(struct th_lockd *l)
     th_lockd_start(l, args, NULL);
 }
 
-static long http_status(struct th_client *c, const char *method, const char *url, const char *body,
-                        const char *lease_hdr, struct th_resp *keep)
-{
-    const char *hdrs[] = {lease_hdr, NULL};
-    struct th_resp r;
-    th_http(c, method, url, body, lease_hdr ? hdrs : NULL, &r);
-    long st = r.status;
-    if (keep != NULL)
-        *keep = r;
-    else
-        th_resp_free(&r);
-    return st;
-}
-
 static long readyz(const struct th_lockd *l, struct th_client *c)
 {
     char url[128];
     snprintf(url, sizeof(url), "%s/readyz", l->url);
-    return http_status(c, "GET", url, NULL, NULL, NULL);
+    return th_status(c, "GET", url, NULL, NULL, NULL);
 }
 
 static bool readyz_becomes(const struct th_lockd *l, struct th_client *c, long want,
@@ -98,20 +84,6 @@ static bool readyz_becomes(const struct th_lockd *l, struct th_client *c, long w
     }
 }
 
-/* Whether l's log has a line containing both a and b (b may be NULL). */
-static bool log_has(const struct th_lockd *l, const char *a, const char *b)
-{
-    FILE *f = fopen(l->log, "r");
-    if (f == NULL)
-        return false;
-    char line[4096];
-    bool found = false;
-    while (!found && fgets(line, sizeof(line), f) != NULL)
-        found = strstr(line, a) != NULL && (b == NULL || strstr(line, b) != NULL);
-    fclose(f);
-    return found;
-}
-
 /* ---- mutual exclusion: 2 lockd × 32 clients × 8 names ---- */
 
 #define CLIENTS 32
@@ -119,21 +91,14 @@ static bool log_has(const struct th_lockd *l, const char *a, const char *b)
 #define ROUNDS 6
 
 static struct th_lockd L1, L2;
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static long long last[NAMES];
-static atomic_int holders[NAMES];
-static atomic_int overlaps, regressions, grants, failures, refused, unavailable;
+static struct th_excl ex = {.mu = PTHREAD_MUTEX_INITIALIZER};
+static atomic_int failures, refused, unavailable;
 static atomic_bool tolerate_down; /* a fault case: 503 and 409 are fine, 200 must be right */
 static atomic_bool stop_load;
 
 static void load_reset(void)
 {
-    memset(last, 0, sizeof(last));
-    for (int i = 0; i < NAMES; i++)
-        atomic_store(&holders[i], 0);
-    atomic_store(&overlaps, 0);
-    atomic_store(&regressions, 0);
-    atomic_store(&grants, 0);
+    th_excl_reset(&ex);
     atomic_store(&failures, 0);
     atomic_store(&refused, 0);
     atomic_store(&unavailable, 0);
@@ -165,19 +130,12 @@ static void one_pair(struct th_client *c, const struct th_lockd *l, int slot, lo
     long long token = th_jint(&r, "fencing_token");
     snprintf(hdr, sizeof(hdr), "Lock-Lease: %s", th_jstr(&r, "lease"));
     th_resp_free(&r);
-    if (atomic_fetch_add(&holders[slot], 1) != 0)
-        atomic_fetch_add(&overlaps, 1);
-    pthread_mutex_lock(&mu);
-    if (token <= last[slot]) {
-        fprintf(stderr, "rl-%d: token %lld after %lld\n", slot, token, last[slot]);
-        atomic_fetch_add(&regressions, 1);
-    }
-    last[slot] = token;
-    pthread_mutex_unlock(&mu);
-    atomic_fetch_add(&grants, 1);
+    char name[16];
+    snprintf(name, sizeof(name), "rl-%d", slot);
+    th_excl_enter(&ex, slot, name, token);
     th_sleep_ms(1);
-    atomic_fetch_sub(&holders[slot], 1);
-    long st = http_status(c, "DELETE", url, NULL, hdr, NULL);
+    th_excl_leave(&ex, slot);
+    long st = th_status(c, "DELETE", url, NULL, hdr, NULL);
     /* in a fault case a release may find no majority (503), or, after two
      * of three nodes restarted empty, a lease that no majority holds any
      * more (404, or 409 when a lease re-asserted there by a lockd, issue 25,
@@ -220,12 +178,12 @@ static void mutual_exclusion(int n)
     run_clients();
     printf("# %d nodes: %d grants across 2 lockd in %lld ms, %d overlaps, %d token regressions, "
            "%d failures\n",
-           n, atomic_load(&grants), (long long)(th_now_ms() - t0), atomic_load(&overlaps),
-           atomic_load(&regressions), atomic_load(&failures));
-    CHECK_EQ_INT(atomic_load(&overlaps), 0);
-    CHECK_EQ_INT(atomic_load(&regressions), 0);
+           n, atomic_load(&ex.grants), (long long)(th_now_ms() - t0), atomic_load(&ex.overlaps),
+           atomic_load(&ex.regressions), atomic_load(&failures));
+    CHECK_EQ_INT(atomic_load(&ex.overlaps), 0);
+    CHECK_EQ_INT(atomic_load(&ex.regressions), 0);
     CHECK_EQ_INT(atomic_load(&failures), 0);
-    CHECK_EQ_INT(atomic_load(&grants), CLIENTS * ROUNDS);
+    CHECK_EQ_INT(atomic_load(&ex.grants), CLIENTS * ROUNDS);
     th_lockd_kill(&L1, SIGTERM);
     th_lockd_kill(&L2, SIGTERM);
     stop_nodes();
@@ -262,7 +220,7 @@ static void check_no_grant(const struct th_lockd *l, struct th_client *c)
     char url[128];
     for (int i = 0; i < 10; i++) {
         snprintf(url, sizeof(url), "%s/locks/nomajority-%d", l->url, i);
-        long st = http_status(c, "POST", url, "{\"ttl_ms\":5000}", NULL, NULL);
+        long st = th_status(c, "POST", url, "{\"ttl_ms\":5000}", NULL, NULL);
         if (st != 503 && st != 409)
             th_fail(__FILE__, __LINE__, "acquire without a majority: %ld", st);
     }
@@ -284,7 +242,7 @@ static void nodes_killed_mid_load(int n)
     for (long i = 0; i < LOADERS; i++)
         CHECK(pthread_create(&th[i], NULL, loader, (void *)i) == 0);
     th_sleep_ms(300);
-    int before = atomic_load(&grants);
+    int before = atomic_load(&ex.grants);
     printf("# all %d nodes up: %d grants in 300 ms\n", n, before);
     int port[MAX_N];
     for (int i = 0; i < n; i++)
@@ -292,7 +250,7 @@ static void nodes_killed_mid_load(int n)
     for (int i = 0; i < n / 2; i++) {
         th_redis_stop(&R[i]); /* SIGKILL: a minority, one by one */
         th_sleep_ms(800);
-        int during = atomic_load(&grants);
+        int during = atomic_load(&ex.grants);
         CHECK_EQ_INT(readyz(&L1, c), 200);
         CHECK_EQ_INT(readyz(&L2, c), 200);
         CHECK(during > before); /* still granting on the majority left */
@@ -302,17 +260,17 @@ static void nodes_killed_mid_load(int n)
 
     th_redis_stop(&R[n / 2]); /* no majority any more */
     th_sleep_ms(100);
-    int at_loss = atomic_load(&grants);
+    int at_loss = atomic_load(&ex.grants);
     CHECK(readyz_becomes(&L1, c, 503, 3000));
     CHECK(readyz_becomes(&L2, c, 503, 3000));
     check_no_grant(&L1, c);
     th_sleep_ms(700);
     /* a grant answered after the loss was decided before it (at most one
      * round trip in flight per client) */
-    CHECK(atomic_load(&grants) - at_loss <= LOADERS);
-    int frozen = atomic_load(&grants);
+    CHECK(atomic_load(&ex.grants) - at_loss <= LOADERS);
+    int frozen = atomic_load(&ex.grants);
     th_sleep_ms(500);
-    CHECK_EQ_INT(atomic_load(&grants), frozen);
+    CHECK_EQ_INT(atomic_load(&ex.grants), frozen);
 
     for (int i = 0; i <= n / 2; i++)
         th_redis_start(&R[i], port[i], NULL); /* back, empty */
@@ -324,18 +282,18 @@ static void nodes_killed_mid_load(int n)
     CHECK(readyz_becomes(&L1, c, 200, 15000));
     CHECK(readyz_becomes(&L2, c, 200, 15000));
     int64_t t0 = th_now_ms();
-    while (atomic_load(&grants) < frozen + 20 && th_now_ms() - t0 < 15000)
+    while (atomic_load(&ex.grants) < frozen + 20 && th_now_ms() - t0 < 15000)
         th_sleep_ms(20);
-    CHECK(atomic_load(&grants) >= frozen + 20);
+    CHECK(atomic_load(&ex.grants) >= frozen + 20);
     atomic_store(&stop_load, true);
     for (int i = 0; i < LOADERS; i++)
         pthread_join(th[i], NULL);
     printf("# %d grants, %d refused, %d unavailable, %d overlaps, %d token regressions, %d "
            "failures\n",
-           atomic_load(&grants), atomic_load(&refused), atomic_load(&unavailable),
-           atomic_load(&overlaps), atomic_load(&regressions), atomic_load(&failures));
-    CHECK_EQ_INT(atomic_load(&overlaps), 0);
-    CHECK_EQ_INT(atomic_load(&regressions), 0);
+           atomic_load(&ex.grants), atomic_load(&refused), atomic_load(&unavailable),
+           atomic_load(&ex.overlaps), atomic_load(&ex.regressions), atomic_load(&failures));
+    CHECK_EQ_INT(atomic_load(&ex.overlaps), 0);
+    CHECK_EQ_INT(atomic_load(&ex.regressions), 0);
     CHECK_EQ_INT(atomic_load(&failures), 0);
     atomic_store(&tolerate_down, false);
     th_client_free(c);
@@ -386,7 +344,7 @@ static void t_paused_node(void)
      * backend_timeout_ms later, after the answer, and still counts as
      * node 2's error (before, only what the answer listed was counted). */
     snprintf(url, sizeof(url), "%s/locks/paused-late", l.url);
-    CHECK_EQ_INT(http_status(c, "POST", url, "{\"ttl_ms\":5000}", NULL, NULL), 200);
+    CHECK_EQ_INT(th_status(c, "POST", url, "{\"ttl_ms\":5000}", NULL, NULL), 200);
     int64_t end = th_now_ms() + TIMEOUT_MS + 3000 * th_time_scale();
     while (node_errors(&l, c, 2) < 1 && th_now_ms() < end)
         th_sleep_ms(20);
@@ -400,9 +358,9 @@ static void t_paused_node(void)
         CHECK_EQ_INT(r.status, 200);
         snprintf(hdr, sizeof(hdr), "Lock-Lease: %s", th_jstr(&r, "lease"));
         th_resp_free(&r);
-        CHECK_EQ_INT(http_status(c, "PUT", url, "{}", hdr, NULL), 200);
-        CHECK_EQ_INT(http_status(c, "GET", url, NULL, NULL, NULL), 200);
-        CHECK_EQ_INT(http_status(c, "DELETE", url, NULL, hdr, NULL), 200);
+        CHECK_EQ_INT(th_status(c, "PUT", url, "{}", hdr, NULL), 200);
+        CHECK_EQ_INT(th_status(c, "GET", url, NULL, NULL, NULL), 200);
+        CHECK_EQ_INT(th_status(c, "DELETE", url, NULL, hdr, NULL), 200);
         int64_t took = th_now_ms() - t0;
         if (took > worst)
             worst = took;
@@ -454,7 +412,7 @@ static void t_minority_restart_empty(void)
     snprintf(url, sizeof(url), "%s/locks/wb", l.url);
     snprintf(held_url, sizeof(held_url), "%s/locks/wb-held", l.url);
     long long t0 = acquire_token(c, url, hdr, sizeof(hdr));
-    CHECK_EQ_INT(http_status(c, "DELETE", url, NULL, hdr, NULL), 200);
+    CHECK_EQ_INT(th_status(c, "DELETE", url, NULL, hdr, NULL), 200);
     long long ahead = t0 + 1000000000000LL; /* ~11 days of microseconds */
     snprintf(cmd, sizeof(cmd), "SET rl:{wb}:fence %lld", ahead);
     for (int i = 0; i < 2; i++)
@@ -468,9 +426,9 @@ static void t_minority_restart_empty(void)
      * each with the same gap, until one shows it (6 more: a miss on all of
      * them is 1 in 729). */
     int64_t wend = th_now_ms() + 1000 * th_time_scale();
-    while (!log_has(&l, "lacks the fence counter of 'wb'", NULL) && th_now_ms() < wend)
+    while (!th_log_has(&l, "lacks the fence counter of 'wb'", NULL) && th_now_ms() < wend)
         th_sleep_ms(20);
-    bool warned = log_has(&l, "lacks the fence counter of 'wb'", NULL);
+    bool warned = th_log_has(&l, "lacks the fence counter of 'wb'", NULL);
     for (int k = 0; k < 6 && !warned; k++) {
         char wurl[128], whdr[96], wcmd[128], wlog[64];
         snprintf(wurl, sizeof(wurl), "%s/locks/wb%d", l.url, k);
@@ -478,14 +436,14 @@ static void t_minority_restart_empty(void)
         for (int i = 0; i < 2; i++)
             CHECK(strstr(th_redis_cli(&R[i], wcmd), "OK") != NULL);
         acquire_token(c, wurl, whdr, sizeof(whdr));
-        CHECK_EQ_INT(http_status(c, "DELETE", wurl, NULL, whdr, NULL), 200);
+        CHECK_EQ_INT(th_status(c, "DELETE", wurl, NULL, whdr, NULL), 200);
         snprintf(wlog, sizeof(wlog), "lacks the fence counter of 'wb%d'", k);
         int64_t kend = th_now_ms() + 500 * th_time_scale();
-        while (!(warned = log_has(&l, wlog, NULL)) && th_now_ms() < kend)
+        while (!(warned = th_log_has(&l, wlog, NULL)) && th_now_ms() < kend)
             th_sleep_ms(20);
     }
     CHECK(warned);
-    CHECK_EQ_INT(http_status(c, "DELETE", url, NULL, hdr, NULL), 200);
+    CHECK_EQ_INT(th_status(c, "DELETE", url, NULL, hdr, NULL), 200);
     int64_t end = th_now_ms() + 2000; /* node 2 may have voted after the majority */
     while (atoll(th_redis_cli(&R[2], "GET rl:{wb}:fence")) < t1 && th_now_ms() < end)
         th_sleep_ms(10);
@@ -511,13 +469,13 @@ static void t_minority_restart_empty(void)
     th_resp_free(&r);
     printf("# token before node 0's restart %lld, after %lld\n", t1, t2);
     CHECK(t2 > t1); /* the mutant without the write-back fails here */
-    CHECK_EQ_INT(http_status(c, "DELETE", url, NULL, hdr, NULL), 200);
+    CHECK_EQ_INT(th_status(c, "DELETE", url, NULL, hdr, NULL), 200);
     CHECK(kill(R[1].pid, SIGCONT) == 0);
 
     /* the lock held across node 0's loss: nobody else gets it */
-    CHECK_EQ_INT(http_status(c, "POST", held_url, "{\"ttl_ms\":5000}", NULL, NULL), 409);
-    CHECK_EQ_INT(http_status(c, "PUT", held_url, "{}", held_hdr, NULL), 200);
-    CHECK_EQ_INT(http_status(c, "DELETE", held_url, NULL, held_hdr, NULL), 200);
+    CHECK_EQ_INT(th_status(c, "POST", held_url, "{\"ttl_ms\":5000}", NULL, NULL), 409);
+    CHECK_EQ_INT(th_status(c, "PUT", held_url, "{}", held_hdr, NULL), 200);
+    CHECK_EQ_INT(th_status(c, "DELETE", held_url, NULL, held_hdr, NULL), 200);
     th_client_free(c);
     th_lockd_kill(&l, SIGTERM);
     stop_nodes();
@@ -617,7 +575,7 @@ static void t_restarts_empty_in_a_row(void)
         CHECK_EQ_INT(r.status, 200);
         CHECK_EQ_INT(th_jint(&r, "fencing_token"), token[k]);
         th_resp_free(&r);
-        CHECK_EQ_INT(http_status(c, "DELETE", url, NULL, hdr, NULL), 200);
+        CHECK_EQ_INT(th_status(c, "DELETE", url, NULL, hdr, NULL), 200);
         th_http(c, "POST", url, "{\"ttl_ms\":1000}", NULL, &r);
         CHECK_EQ_INT(r.status, 200);
         CHECK(th_jint(&r, "fencing_token") > token[k]);
@@ -660,7 +618,7 @@ static void t_renew_after_loss(void)
     CHECK(th_jint(&r, "ttl_ms") <= 5000 && th_jint(&r, "ttl_ms") > 4000); /* the validity */
     th_resp_free(&r);
     th_redis_cli(&R[1], "DEL rl:{lost}");
-    CHECK_EQ_INT(http_status(c, "PUT", url, "{}", hdr, NULL), 404);
+    CHECK_EQ_INT(th_status(c, "PUT", url, "{}", hdr, NULL), 404);
 
     /* a session's lock: the watchdog finds it lost on two of three */
     snprintf(surl, sizeof(surl), "%s/sessions", l.url);
@@ -672,7 +630,7 @@ static void t_renew_after_loss(void)
     snprintf(surl, sizeof(surl), "%s/sessions/%s", l.url, sid);
     snprintf(url, sizeof(url), "%s/locks/lost-s", l.url);
     snprintf(body, sizeof(body), "{\"ttl_ms\":600,\"session\":\"%s\"}", sid);
-    CHECK_EQ_INT(http_status(c, "POST", url, body, NULL, NULL), 200);
+    CHECK_EQ_INT(th_status(c, "POST", url, body, NULL, NULL), 200);
     th_redis_cli(&R[2], "DEL rl:{lost-s}");
     th_sleep_ms(500); /* renewed twice on the other two: still held */
     CHECK(!session_reports_lost(c, surl, "lost-s"));
@@ -755,7 +713,7 @@ static void t_watch(void)
     long long i0 = rl_index(c, &b, "rw");
     CHECK(i0 > i_free);
     CHECK_EQ_INT(rl_index(c, &a, "rw"), i0);
-    CHECK_EQ_INT(http_status(c, "PUT", url, "{}", hdr, NULL), 200);
+    CHECK_EQ_INT(th_status(c, "PUT", url, "{}", hdr, NULL), 200);
     CHECK_EQ_INT(rl_index(c, &b, "rw"), i0);
     char lurl[256];
     snprintf(lurl, sizeof(lurl), "%s/locks?prefix=rw", b.url);
@@ -775,7 +733,7 @@ static void t_watch(void)
     rl_watch_start(&w, &t, &b, "rw", i0, 5000);
     th_sleep_ms(200);
     int64_t t0 = th_now_ms();
-    CHECK_EQ_INT(http_status(c, "DELETE", url, NULL, hdr, NULL), 200);
+    CHECK_EQ_INT(th_status(c, "DELETE", url, NULL, hdr, NULL), 200);
     pthread_join(t, NULL);
     CHECK_EQ_INT(w.status, 200);
     CHECK(!w.held);
@@ -836,7 +794,7 @@ static void t_watch(void)
     rl_watch_start(&w, &t, &b, "rw", i3, 5000);
     th_sleep_ms(200);
     t0 = th_now_ms();
-    CHECK_EQ_INT(http_status(c, "DELETE", url, NULL, hdr, NULL), 200);
+    CHECK_EQ_INT(th_status(c, "DELETE", url, NULL, hdr, NULL), 200);
     pthread_join(t, NULL);
     CHECK(!w.held);
     CHECK(w.index > i3);
@@ -897,7 +855,7 @@ static void t_watch_shared(void)
     long long i2 = rl_index(c, &b, "ro");
     CHECK(i2 > i1);
     CHECK_EQ_INT(rl_index(c, &a, "ro"), i2);
-    CHECK_EQ_INT(http_status(c, "PUT", url, "{}", h1, NULL), 200); /* a renewal: the same */
+    CHECK_EQ_INT(th_status(c, "PUT", url, "{}", h1, NULL), 200); /* a renewal: the same */
     CHECK_EQ_INT(rl_index(c, &b, "ro"), i2);
     char lurl[256];
     snprintf(lurl, sizeof(lurl), "%s/locks?prefix=ro", b.url);
@@ -915,7 +873,7 @@ static void t_watch_shared(void)
     rl_watch_start(&w, &t, &b, "ro", i2, 5000);
     th_sleep_ms(200);
     int64_t t0 = th_now_ms();
-    CHECK_EQ_INT(http_status(c, "DELETE", url, NULL, h2, NULL), 200);
+    CHECK_EQ_INT(th_status(c, "DELETE", url, NULL, h2, NULL), 200);
     pthread_join(t, NULL);
     CHECK_EQ_INT(w.status, 200);
     CHECK(w.held);
@@ -932,7 +890,7 @@ static void t_watch_shared(void)
     th_resp_free(&r);
 
     /* the last reader leaves: free, odd, greater */
-    CHECK_EQ_INT(http_status(c, "DELETE", url, NULL, h1, NULL), 200);
+    CHECK_EQ_INT(th_status(c, "DELETE", url, NULL, h1, NULL), 200);
     long long i4 = rl_index(c, &b, "ro");
     CHECK(i4 > i3 && i4 % 2 == 1);
 
@@ -941,7 +899,7 @@ static void t_watch_shared(void)
     long long i5 = rl_index(c, &b, "ro");
     CHECK(i5 > i4);
     CHECK_EQ_INT(i5, 2 * tw);
-    CHECK_EQ_INT(http_status(c, "DELETE", url, NULL, hw, NULL), 200);
+    CHECK_EQ_INT(th_status(c, "DELETE", url, NULL, hw, NULL), 200);
     long long i6 = rl_index(c, &b, "ro");
     CHECK(i6 > i5);
 
@@ -1010,27 +968,27 @@ static void *rw_client(void *arg)
         if (shared) {
             atomic_fetch_add(&readers[slot], 1);
             if (atomic_load(&writers[slot]) != 0)
-                atomic_fetch_add(&overlaps, 1);
+                atomic_fetch_add(&ex.overlaps, 1);
             atomic_fetch_add(&rw_shared_grants, 1);
         } else if (atomic_fetch_add(&writers[slot], 1) != 0 || atomic_load(&readers[slot]) != 0) {
-            atomic_fetch_add(&overlaps, 1);
+            atomic_fetch_add(&ex.overlaps, 1);
         }
-        pthread_mutex_lock(&mu);
+        pthread_mutex_lock(&ex.mu);
         long long floor = shared ? last_writer[slot] : max_seen[slot];
         if (token <= floor) {
             fprintf(stderr, "rw-%d: %s token %lld after %lld\n", slot,
                     shared ? "shared" : "exclusive", token, floor);
-            atomic_fetch_add(&regressions, 1);
+            atomic_fetch_add(&ex.regressions, 1);
         }
         if (token > max_seen[slot])
             max_seen[slot] = token;
         if (!shared)
             last_writer[slot] = token;
-        pthread_mutex_unlock(&mu);
-        atomic_fetch_add(&grants, 1);
+        pthread_mutex_unlock(&ex.mu);
+        atomic_fetch_add(&ex.grants, 1);
         th_sleep_ms(2);
         atomic_fetch_sub(shared ? &readers[slot] : &writers[slot], 1);
-        long st = http_status(c, "DELETE", url, NULL, hdr, NULL);
+        long st = th_status(c, "DELETE", url, NULL, hdr, NULL);
         if (st != 200) {
             fprintf(stderr, "client %ld: release %ld\n", id, st);
             atomic_fetch_add(&failures, 1);
@@ -1057,12 +1015,12 @@ static void t_shared_readers_writer(void)
         pthread_join(th[i], NULL);
     printf("# readers and writers: %d grants (%d shared) across 2 lockd in %lld ms, %d overlaps, "
            "%d token regressions, %d failures\n",
-           atomic_load(&grants), atomic_load(&rw_shared_grants), (long long)(th_now_ms() - t0),
-           atomic_load(&overlaps), atomic_load(&regressions), atomic_load(&failures));
-    CHECK_EQ_INT(atomic_load(&overlaps), 0);
-    CHECK_EQ_INT(atomic_load(&regressions), 0);
+           atomic_load(&ex.grants), atomic_load(&rw_shared_grants), (long long)(th_now_ms() - t0),
+           atomic_load(&ex.overlaps), atomic_load(&ex.regressions), atomic_load(&failures));
+    CHECK_EQ_INT(atomic_load(&ex.overlaps), 0);
+    CHECK_EQ_INT(atomic_load(&ex.regressions), 0);
     CHECK_EQ_INT(atomic_load(&failures), 0);
-    CHECK_EQ_INT(atomic_load(&grants), RW_CLIENTS * RW_ROUNDS);
+    CHECK_EQ_INT(atomic_load(&ex.grants), RW_CLIENTS * RW_ROUNDS);
 
     /* two readers through two lockd: both shown, by inspect and list */
     struct th_client *c = th_client_new();
@@ -1083,10 +1041,10 @@ static void t_shared_readers_writer(void)
     CHECK_EQ_INT(th_jint(&r, "holders"), 2);
     CHECK_STR(th_jstr(&r, "mode"), "shared");
     th_resp_free(&r);
-    CHECK_EQ_INT(http_status(c, "POST", u2, "{\"ttl_ms\":10000}", NULL, NULL), 409);
-    CHECK_EQ_INT(http_status(c, "DELETE", u1, NULL, h1, NULL), 200);
-    CHECK_EQ_INT(http_status(c, "DELETE", u2, NULL, h2, NULL), 200);
-    CHECK_EQ_INT(http_status(c, "POST", u2, "{\"ttl_ms\":10000}", NULL, NULL), 200);
+    CHECK_EQ_INT(th_status(c, "POST", u2, "{\"ttl_ms\":10000}", NULL, NULL), 409);
+    CHECK_EQ_INT(th_status(c, "DELETE", u1, NULL, h1, NULL), 200);
+    CHECK_EQ_INT(th_status(c, "DELETE", u2, NULL, h2, NULL), 200);
+    CHECK_EQ_INT(th_status(c, "POST", u2, "{\"ttl_ms\":10000}", NULL, NULL), 200);
     th_client_free(c);
     th_lockd_kill(&L1, SIGTERM);
     th_lockd_kill(&L2, SIGTERM);
@@ -1110,18 +1068,18 @@ static void t_shared_undo_and_writeback(void)
     while (atoi(th_redis_cli(&R[2], "EXISTS rl:{su}")) != 1 && th_now_ms() < end)
         th_sleep_ms(10);
     th_redis_cli(&R[0], "DEL rl:{su}"); /* node 0 lost it: it alone grants a reader */
-    CHECK_EQ_INT(http_status(c, "POST", url, "{\"mode\":\"shared\",\"ttl_ms\":20000}", NULL, NULL),
+    CHECK_EQ_INT(th_status(c, "POST", url, "{\"mode\":\"shared\",\"ttl_ms\":20000}", NULL, NULL),
                  409);
     end = th_now_ms() + 3000 * th_time_scale();
     while (atoi(th_redis_cli(&R[0], "EXISTS rl:{su}")) != 0 && th_now_ms() < end)
         th_sleep_ms(10);
     CHECK_EQ_INT(atoi(th_redis_cli(&R[0], "EXISTS rl:{su} rl:{su}:z rl:{su}:h")), 0);
-    CHECK_EQ_INT(http_status(c, "DELETE", url, NULL, hdr, NULL), 200);
+    CHECK_EQ_INT(th_status(c, "DELETE", url, NULL, hdr, NULL), 200);
 
     /* nodes 0 and 1 count far ahead: node 2 gets the reader's token */
     snprintf(url, sizeof(url), "%s/locks/sw", l.url);
     long long ahead = acquire_token(c, url, hdr, sizeof(hdr)) + 1000000000000LL;
-    CHECK_EQ_INT(http_status(c, "DELETE", url, NULL, hdr, NULL), 200);
+    CHECK_EQ_INT(th_status(c, "DELETE", url, NULL, hdr, NULL), 200);
     snprintf(cmd, sizeof(cmd), "SET rl:{sw}:fence %lld", ahead);
     for (int i = 0; i < 2; i++)
         CHECK(strstr(th_redis_cli(&R[i], cmd), "OK") != NULL);
@@ -1207,8 +1165,8 @@ static void t_majority_view(void)
     }
     snprintf(url, sizeof(url), "%s/locks/mv-r", l.url);
     for (int i = 0; i < 2; i++)
-        CHECK_EQ_INT(
-            http_status(c, "POST", url, "{\"mode\":\"shared\",\"ttl_ms\":5000}", NULL, NULL), 200);
+        CHECK_EQ_INT(th_status(c, "POST", url, "{\"mode\":\"shared\",\"ttl_ms\":5000}", NULL, NULL),
+                     200);
     /* a grant is answered on a majority: wait for the third node's vote */
     int64_t end = th_now_ms() + 3000 * th_time_scale();
     for (int i = 0; i < 3; i++) {
@@ -1411,7 +1369,7 @@ static void t_split_vote(void)
     CHECK(atomic_load(&a.answered_ms) - t0 < 500 * th_time_scale());
     char hdr[96];
     snprintf(hdr, sizeof(hdr), "Lock-Lease: %s", a.lease);
-    CHECK_EQ_INT(http_status(c, "DELETE", url, NULL, hdr, NULL), 200);
+    CHECK_EQ_INT(th_status(c, "DELETE", url, NULL, hdr, NULL), 200);
 
     /* both leftovers expire (1.5 s): granted then, not before */
     th_redis_cli(&R[1], "DEL 'rl:{sv}'"); /* node 1's leftover of 20 s */
@@ -1450,14 +1408,14 @@ static void t_waiter_woken_across_lockd(void)
     int64_t worst = 0;
     for (int round = 0; round < 3; round++) {
         acquire_token(c, url, hdr, sizeof(hdr));
-        CHECK_EQ_INT(http_status(c, "PUT", url, "{\"ttl_ms\":10000}", hdr, NULL), 200);
+        CHECK_EQ_INT(th_status(c, "PUT", url, "{\"ttl_ms\":10000}", hdr, NULL), 200);
         struct rl_acq w;
         pthread_t t;
         rl_acq_start(&w, &t, &b, "ww", "{\"ttl_ms\":5000,\"wait_ms\":5000}");
         th_sleep_ms(300); /* queued on b */
         CHECK_EQ_INT(atomic_load(&w.answered_ms), 0);
         int64_t t0 = th_now_ms();
-        CHECK_EQ_INT(http_status(c, "DELETE", url, NULL, hdr, NULL), 200);
+        CHECK_EQ_INT(th_status(c, "DELETE", url, NULL, hdr, NULL), 200);
         pthread_join(t, NULL);
         CHECK_EQ_INT(w.status, 200);
         int64_t took = atomic_load(&w.answered_ms) - t0;
@@ -1466,7 +1424,7 @@ static void t_waiter_woken_across_lockd(void)
         char bh[96], bu[128];
         snprintf(bh, sizeof(bh), "Lock-Lease: %s", w.lease);
         snprintf(bu, sizeof(bu), "%s/locks/ww", b.url);
-        CHECK_EQ_INT(http_status(c, "DELETE", bu, NULL, bh, NULL), 200);
+        CHECK_EQ_INT(th_status(c, "DELETE", bu, NULL, bh, NULL), 200);
     }
     printf("# release through a -> waiter on b granted: worst of 3 %lld ms\n", (long long)worst);
     CHECK(worst < 200 * th_time_scale());
@@ -1565,7 +1523,7 @@ static void t_release_every_node(void)
         acquire_token(c, url, hdr, sizeof(hdr));
         for (int i = 0; i < 3; i++)
             CHECK(node_has_becomes(i, "ra", true, 3000));
-        CHECK_EQ_INT(http_status(c, "DELETE", url, NULL, hdr, NULL), 200);
+        CHECK_EQ_INT(th_status(c, "DELETE", url, NULL, hdr, NULL), 200);
         for (int i = 0; i < 3; i++)
             CHECK(node_has_becomes(i, "ra", false, 1000));
     }
@@ -1580,7 +1538,7 @@ static void t_release_every_node(void)
     printf("# node 2, paused during the acquire, %s the lease after\n",
            late ? "took" : "never took");
     CHECK(readyz_becomes(&l, c, 200, 5000));
-    CHECK_EQ_INT(http_status(c, "DELETE", url, NULL, hdr, NULL), 200);
+    CHECK_EQ_INT(th_status(c, "DELETE", url, NULL, hdr, NULL), 200);
     for (int i = 0; i < 3; i++)
         CHECK(node_has_becomes(i, "ra-late", false, 1000));
     th_client_free(c);
@@ -1755,7 +1713,7 @@ static void t_renew_token_is_the_grants(void)
     CHECK(late);                                   /* else the case did not arise */
     CHECK_EQ_INT(th_jint(&r, "fencing_token"), t); /* <- the largest token before the fix */
     th_resp_free(&r);
-    CHECK_EQ_INT(http_status(c, "DELETE", url, NULL, hdr, NULL), 200);
+    CHECK_EQ_INT(th_status(c, "DELETE", url, NULL, hdr, NULL), 200);
     th_client_free(c);
     th_lockd_kill(&l, SIGTERM);
     stop_nodes();

@@ -166,14 +166,7 @@ static long post(struct th_client *c, const struct th_lockd *l, const char *name
 {
     char url[160];
     snprintf(url, sizeof(url), "%s/locks/%s", l->url, name);
-    struct th_resp r;
-    th_http(c, "POST", url, body, NULL, &r);
-    long st = r.status;
-    if (keep != NULL)
-        *keep = r;
-    else
-        th_resp_free(&r);
-    return st;
+    return th_req(c, "POST", url, body, NULL, keep);
 }
 
 /* The first grant of a case: WAIT may find a replica still catching up
@@ -189,15 +182,26 @@ static void first_grant(struct th_client *c, const char *name, const char *body,
     CHECK_EQ_INT(st, 200);
 }
 
+/* name is refused through l (409 locked), its holder's token still token. */
+static void held_with(struct th_client *c, const struct th_lockd *l, const char *name,
+                      const char *body, long long token)
+{
+    struct th_resp r;
+    CHECK_EQ_INT(post(c, l, name, body, &r), 409);
+    CHECK_STR(th_jerr(&r), "locked");
+    json_t *h = json_object_get(r.json, "holder");
+    CHECK(h != NULL);
+    CHECK_EQ_INT(json_integer_value(json_object_get(h, "fencing_token")), token);
+    th_resp_free(&r);
+}
+
 /* ---- load: 8 clients over 4 names, no two holders, tokens increasing ---- */
 
 #define CLIENTS 8
 #define NAMES 4
 
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static long long last[NAMES];
-static atomic_int holders[NAMES];
-static atomic_int overlaps, regressions, grants, odd, recovering;
+static struct th_excl ex = {.mu = PTHREAD_MUTEX_INITIALIZER};
+static atomic_int odd, recovering;
 static atomic_llong last_grant_ms;
 static atomic_bool stop_load;
 
@@ -227,19 +231,10 @@ static void *loader(void *arg)
         long long token = th_jint(&r, "fencing_token");
         snprintf(hdr, sizeof(hdr), "Lock-Lease: %s", th_jstr(&r, "lease"));
         th_resp_free(&r);
-        if (atomic_fetch_add(&holders[slot], 1) != 0)
-            atomic_fetch_add(&overlaps, 1);
-        pthread_mutex_lock(&mu);
-        if (token <= last[slot]) {
-            fprintf(stderr, "%s: token %lld after %lld\n", name, token, last[slot]);
-            atomic_fetch_add(&regressions, 1);
-        }
-        last[slot] = token;
-        pthread_mutex_unlock(&mu);
-        atomic_fetch_add(&grants, 1);
+        th_excl_enter(&ex, slot, name, token);
         atomic_store(&last_grant_ms, th_now_ms());
         th_sleep_ms(1);
-        atomic_fetch_sub(&holders[slot], 1);
+        th_excl_leave(&ex, slot);
         snprintf(url, sizeof(url), "%s/locks/%s", L.url, name);
         const char *hdrs[] = {hdr, NULL};
         th_http(c, "DELETE", url, NULL, hdrs, &r);
@@ -252,19 +247,6 @@ static void *loader(void *arg)
     }
     th_client_free(c);
     return NULL;
-}
-
-/* Whether lockd's log has a line containing what. */
-static bool in_log(const struct th_lockd *l, const char *what)
-{
-    FILE *f = fopen(l->log, "r");
-    CHECK(f != NULL);
-    char line[4096];
-    bool found = false;
-    while (!found && fgets(line, sizeof(line), f) != NULL)
-        found = strstr(line, what) != NULL;
-    fclose(f);
-    return found;
 }
 
 /* Primary + ONE replica, redis_wait_replicas 1: after the failover the
@@ -288,7 +270,7 @@ static void t_primary_killed_mid_load(void)
     for (long i = 0; i < CLIENTS; i++)
         CHECK(pthread_create(&th[i], NULL, loader, (void *)i) == 0);
     th_sleep_ms(500);
-    int before = atomic_load(&grants);
+    int before = atomic_load(&ex.grants);
     CHECK(before > 0);
     int old = data[0].port;
     th_redis_stop(&data[0]); /* SIGKILL mid-load */
@@ -324,16 +306,16 @@ static void t_primary_killed_mid_load(void)
     char of[64];
     snprintf(of, sizeof(of), "replicaof 127.0.0.1 %d", now_port);
     const char *const rconf[] = {of, "repl-diskless-sync-delay 0", NULL};
-    int at_switch = atomic_load(&grants);
+    int at_switch = atomic_load(&ex.grants);
     th_redis_start(&data[0], old, rconf);
     int64_t rejoined = th_now_ms();
     /* 20 grants within 5 s (its first sync, and the sentinels' own check
      * of the returning node, can hold WAIT back for a moment) */
     bound = 5000 * th_time_scale();
-    while (atomic_load(&grants) < at_switch + 20) {
+    while (atomic_load(&ex.grants) < at_switch + 20) {
         if (th_now_ms() - rejoined > bound)
             th_fail(__FILE__, __LINE__, "%d grants %lld ms after a replica rejoined",
-                    atomic_load(&grants) - at_switch, (long long)(th_now_ms() - rejoined));
+                    atomic_load(&ex.grants) - at_switch, (long long)(th_now_ms() - rejoined));
         th_sleep_ms(10);
     }
     printf("# failover: sentinels switched %lld ms after the kill, lockd followed %lld ms after "
@@ -344,11 +326,11 @@ static void t_primary_killed_mid_load(void)
     for (int i = 0; i < CLIENTS; i++)
         pthread_join(th[i], NULL);
     printf("# %d grants before the kill, %d after the switch, %d overlaps, %d regressions\n",
-           before, atomic_load(&grants) - at_switch, atomic_load(&overlaps),
-           atomic_load(&regressions));
-    CHECK(atomic_load(&grants) > at_switch);
-    CHECK_EQ_INT(atomic_load(&overlaps), 0);
-    CHECK_EQ_INT(atomic_load(&regressions), 0);
+           before, atomic_load(&ex.grants) - at_switch, atomic_load(&ex.overlaps),
+           atomic_load(&ex.regressions));
+    CHECK(atomic_load(&ex.grants) > at_switch);
+    CHECK_EQ_INT(atomic_load(&ex.overlaps), 0);
+    CHECK_EQ_INT(atomic_load(&ex.regressions), 0);
     CHECK_EQ_INT(atomic_load(&odd), 0);
     /* no grace: the replica had every grant. A waiter whose wait_ms ran out
      * in the instant lockd re-asserted (it holds grants while it finds out
@@ -359,17 +341,12 @@ static void t_primary_killed_mid_load(void)
     int64_t t0 = th_now_ms();
     CHECK_EQ_INT(post(c, &L, "fresh-after-failover", "{\"ttl_ms\":1000}", NULL), 200);
     CHECK(th_now_ms() - t0 < 1000 * th_time_scale());
-    CHECK(in_log(&L, "is a new process"));
-    CHECK(in_log(&L, "no data lost, no grace"));
-    CHECK(!in_log(&L, "during the grace"));
+    CHECK(th_log_has(&L, "is a new process", NULL));
+    CHECK(th_log_has(&L, "no data lost, no grace", NULL));
+    CHECK(!th_log_has(&L, "during the grace", NULL));
 
     /* the lock granted before the failover (WAIT 1) is still held */
-    CHECK_EQ_INT(post(c, &L, "kept", "{\"ttl_ms\":1000,\"owner\":\"after\"}", &r), 409);
-    CHECK_STR(th_jstr(&r, "error"), "locked");
-    json_t *h = json_object_get(r.json, "holder");
-    CHECK(h != NULL);
-    CHECK_EQ_INT(json_integer_value(json_object_get(h, "fencing_token")), kept_token);
-    th_resp_free(&r);
+    held_with(c, &L, "kept", "{\"ttl_ms\":1000,\"owner\":\"after\"}", kept_token);
     th_http(c, "GET", url, NULL, NULL, &r);
     CHECK_EQ_INT(r.status, 200);
     snprintf(port, sizeof(port), ":%d\"", named_port());
@@ -378,43 +355,6 @@ static void t_primary_killed_mid_load(void)
     th_client_free(c);
     th_lockd_kill(&L, SIGTERM);
     stop_all();
-}
-
-/* lockd_backend_restarts_total of l (summed over nodes). */
-static long long restarts_of(struct th_client *c, const struct th_lockd *l)
-{
-    char url[160];
-    snprintf(url, sizeof(url), "%s/metrics", l->url);
-    struct th_resp r;
-    th_http(c, "GET", url, NULL, NULL, &r);
-    CHECK_EQ_INT(r.status, 200);
-    long long v = 0;
-    for (const char *p = strstr(r.body, "\nlockd_backend_restarts_total{"); p != NULL;
-         p = strstr(p + 1, "\nlockd_backend_restarts_total{")) {
-        const char *e = strchr(p, '}');
-        if (e != NULL)
-            v += atoll(e + 1);
-    }
-    th_resp_free(&r);
-    return v;
-}
-
-/* How many leases lockd's log says it put back after a restart. */
-static long put_back_in_log(const struct th_lockd *l)
-{
-    FILE *f = fopen(l->log, "r");
-    if (f == NULL)
-        return -1;
-    char line[1024];
-    long n = 0;
-    while (fgets(line, sizeof(line), f) != NULL) {
-        const char *p = strstr(line, "re-asserted leases on redis");
-        p = p ? strstr(p, " ms: ") : NULL;
-        if (p != NULL)
-            n += atol(p + 5);
-    }
-    fclose(f);
-    return n;
 }
 
 #define MISSED 20
@@ -443,7 +383,7 @@ static void t_failover_reasserts(void)
     char kept_lease[40];
     snprintf(kept_lease, sizeof(kept_lease), "%s", th_jstr(&r, "lease"));
     th_resp_free(&r);
-    long long restarts = restarts_of(c, &L), restarts2 = restarts_of(c, &L2);
+    long long restarts = th_restarts(c, &L), restarts2 = th_restarts(c, &L2);
     char surl[160], sbody[160], sid[80];
     snprintf(surl, sizeof(surl), "%s/sessions", L2.url);
     th_http(c, "POST", surl, "{\"ttl_ms\":60000}", NULL, &r);
@@ -457,7 +397,7 @@ static void t_failover_reasserts(void)
     for (long i = 0; i < CLIENTS; i++)
         CHECK(pthread_create(&th[i], NULL, loader, (void *)i) == 0);
     th_sleep_ms(500);
-    int before = atomic_load(&grants);
+    int before = atomic_load(&ex.grants);
     CHECK(before > 0);
 
     /* the replica stops reading; 32 MB go into the replication stream
@@ -496,21 +436,21 @@ static void t_failover_reasserts(void)
     }
     printf("# failover: switched %lld ms after the kill, lockd granted %lld ms after that\n",
            (long long)(switched - killed), (long long)(atomic_load(&last_grant_ms) - switched));
-    int at_switch = atomic_load(&grants);
+    int at_switch = atomic_load(&ex.grants);
     th_sleep_ms(500);
     atomic_store(&stop_load, true);
     for (int i = 0; i < CLIENTS; i++)
         pthread_join(th[i], NULL);
     printf("# %d grants before the kill, %d after the switch, %d overlaps, %d regressions\n",
-           before, atomic_load(&grants) - at_switch, atomic_load(&overlaps),
-           atomic_load(&regressions));
-    CHECK(atomic_load(&grants) > at_switch);
-    CHECK_EQ_INT(atomic_load(&overlaps), 0);
-    CHECK_EQ_INT(atomic_load(&regressions), 0);
+           before, atomic_load(&ex.grants) - at_switch, atomic_load(&ex.overlaps),
+           atomic_load(&ex.regressions));
+    CHECK(atomic_load(&ex.grants) > at_switch);
+    CHECK_EQ_INT(atomic_load(&ex.overlaps), 0);
+    CHECK_EQ_INT(atomic_load(&ex.regressions), 0);
     CHECK_EQ_INT(atomic_load(&odd), 0);
-    CHECK_EQ_INT(restarts_of(c, &L), restarts + 1);
-    CHECK_EQ_INT(restarts_of(c, &L2), restarts2 + 1);
-    long back = put_back_in_log(&L), back2 = put_back_in_log(&L2);
+    CHECK_EQ_INT(th_restarts(c, &L), restarts + 1);
+    CHECK_EQ_INT(th_restarts(c, &L2), restarts2 + 1);
+    long back = th_log_reasserted(&L), back2 = th_log_reasserted(&L2);
     printf("# the lockd put back %ld + %ld leases on the promoted replica\n", back, back2);
     CHECK(back >= MISSED / 2); /* the replica did miss them */
     CHECK(back2 >= MISSED / 2);
@@ -523,11 +463,7 @@ static void t_failover_reasserts(void)
         long long tok = i < MISSED ? token[i] : kept_token;
         const struct th_lockd *by = i < MISSED && i % 2 ? &L2 : &L;
         const struct th_lockd *other = by == &L ? &L2 : &L;
-        CHECK_EQ_INT(post(c, other, name, "{\"ttl_ms\":1000}", &r), 409);
-        json_t *h = json_object_get(r.json, "holder");
-        CHECK(h != NULL);
-        CHECK_EQ_INT(json_integer_value(json_object_get(h, "fencing_token")), tok);
-        th_resp_free(&r);
+        held_with(c, other, name, "{\"ttl_ms\":1000}", tok);
         snprintf(url, sizeof(url), "%s/locks/%s", by->url, name);
         snprintf(hdr, sizeof(hdr), "Lock-Lease: %.39s", i < MISSED ? lease[i] : kept_lease);
         const char *hdrs[] = {hdr, NULL};
@@ -681,54 +617,7 @@ static void t_data_credentials_sessions(void)
     }
 
     /* sessions */
-    const char *name = "sess-0";
-    char url[200], body[200], sid[80];
-    snprintf(url, sizeof(url), "%s/sessions", L.url);
-    th_http(c, "POST", url, "{\"ttl_ms\":1000,\"lock_delay_ms\":500}", NULL, &r);
-    CHECK_EQ_INT(r.status, 201);
-    snprintf(sid, sizeof(sid), "%s", th_jstr(&r, "session"));
-    th_resp_free(&r);
-    snprintf(body, sizeof(body), "{\"ttl_ms\":600,\"session\":\"%s\"}", sid);
-    CHECK_EQ_INT(post(c, &L, name, body, &r), 200);
-    long long token = th_jint(&r, "fencing_token");
-    th_resp_free(&r);
-    snprintf(url, sizeof(url), "%s/sessions/%s", L.url, sid);
-    int64_t last_hb = 0;
-    for (int i = 0; i < 8; i++) { /* 2.4 s: four lease ttls */
-        th_sleep_ms(300);
-        th_http(c, "PUT", url, NULL, NULL, &r);
-        last_hb = th_now_ms();
-        CHECK_EQ_INT(r.status, 200);
-        CHECK_EQ_INT(json_array_size(json_object_get(r.json, "lost")), 0);
-        th_resp_free(&r);
-        CHECK_EQ_INT(post(c, &L2, name, "{\"ttl_ms\":1000}", &r), 409);
-        json_t *h = json_object_get(r.json, "holder");
-        CHECK_EQ_INT(json_integer_value(json_object_get(h, "fencing_token")), token);
-        th_resp_free(&r);
-    }
-    long st = 0;
-    int64_t got = 0;
-    bool delayed = false;
-    while (th_now_ms() - last_hb < 10000 * th_time_scale()) {
-        st = post(c, &L2, name, "{\"ttl_ms\":1000}", &r);
-        json_t *h = json_object_get(r.json, "holder");
-        if (st == 409 && json_is_true(json_object_get(h, "lock_delay")))
-            delayed = true;
-        th_resp_free(&r);
-        if (st == 200) {
-            got = th_now_ms();
-            break;
-        }
-        th_sleep_ms(20);
-    }
-    printf("# session's lock granted elsewhere %lld ms after the last heartbeat\n",
-           (long long)(got - last_hb));
-    CHECK_EQ_INT(st, 200);
-    CHECK(got - last_hb >= 1000 + 400); /* session ttl, then (most of) the lock-delay */
-    CHECK(delayed);
-    th_http(c, "GET", url, NULL, NULL, &r);
-    CHECK_EQ_INT(r.status, 404);
-    th_resp_free(&r);
+    th_session_handoff(c, &L, &L2, "sess-0");
     th_client_free(c);
     th_lockd_kill(&L, SIGTERM);
     th_lockd_kill(&L2, SIGTERM);
@@ -816,10 +705,7 @@ static void t_loading_primary(void)
         CHECK(th_now_ms() < end);
         th_sleep_ms(20);
     }
-    CHECK_EQ_INT(post(c, &L, "kept", "{\"ttl_ms\":1000}", &r), 409);
-    json_t *h = json_object_get(r.json, "holder");
-    CHECK_EQ_INT(json_integer_value(json_object_get(h, "fencing_token")), kept_token);
-    th_resp_free(&r);
+    held_with(c, &L, "kept", "{\"ttl_ms\":1000}", kept_token);
     th_client_free(c);
     th_lockd_kill(&L, SIGTERM);
     stop_all();

@@ -843,20 +843,6 @@ static bool backend_back(void *arg)
            http(cl2, s, "GET", "/locks/probe", NULL, NULL, NULL) == 200;
 }
 
-/* Whether l's log has a line containing text. */
-static bool log_has(const struct th_lockd *l, const char *text)
-{
-    FILE *f = fopen(l->log, "r");
-    if (f == NULL)
-        return false;
-    char line[4096];
-    bool found = false;
-    while (!found && fgets(line, sizeof(line), f) != NULL)
-        found = strstr(line, text) != NULL;
-    fclose(f);
-    return found;
-}
-
 /* Redis restarted on the same port while a session lock is held: renewals
  * resume after the reconnect; the lock is kept when Redis came back with its
  * data (append-only file), and when it came back empty too: lockd
@@ -905,10 +891,10 @@ static void check_redis_restart(bool persistent)
         /* nothing was lost (the lease was still there): no grace (issue 25),
          * and a new name is granted at once, never 503 backend_recovering */
         int64_t g0 = th_now_ms();
-        while (!log_has(&s.l, "no data lost, no grace") && th_now_ms() - g0 < 3000)
+        while (!th_log_has(&s.l, "no data lost, no grace", NULL) && th_now_ms() - g0 < 3000)
             th_sleep_ms(20);
-        CHECK(log_has(&s.l, "no data lost, no grace"));
-        CHECK(!log_has(&s.l, "no new grants there during the grace"));
+        CHECK(th_log_has(&s.l, "no data lost, no grace", NULL));
+        CHECK(!th_log_has(&s.l, "no new grants there during the grace", NULL));
         long long tf = 0;
         CHECK_EQ_INT(acq(cl2, &s, "rs-fresh", "{\"ttl_ms\":1000}", NULL, &tf, NULL), 200);
         int64_t t0 = th_now_ms();

@@ -6,9 +6,9 @@
  * 3 under 24 concurrent clients never has more than 3 holders, with tokens
  * increasing in grant order; readers queued behind a writer granted by one
  * backend call on its release; each release of a semaphore's slot grants
- * the next waiter with one backend call, in queue order; a reader's slot frees at its ttl; a
- * session-bound reader is kept by the watchdog and a session's expiry frees
- * all its slots;
+ * the next waiter with one backend call, in queue order, within 1 s of the
+ * release when its retry timer is 30 s away (also from another lockd); a reader's slot frees at its
+ * ttl; a session-bound reader is kept by the watchdog and a session's expiry frees all its slots;
  * limit_mismatch; a wrong lease releases nothing; 120 holders listed as the
  * newest 100 in holder_list; a Redis restart under a
  * semaphore's load grants no slot twice. Starts its own redis-server and
@@ -368,6 +368,63 @@ static void t_semaphore_handoff_memory(void)
 static void t_semaphore_handoff_redis(void)
 {
     semaphore_handoff(&ra, "sh-redis");
+}
+
+/* A semaphore of 2 held on hl by two 30 s leases, 2 waiters queued on wl:
+ * their retry timers run to a holder's expiry, 30 s away. A release of one
+ * slot (on hl: for two lockd the release reaches wl through Redis) hands it
+ * to the head within 1 s, the second waiter stays queued (one slot freed,
+ * one grant), and the second release hands the other slot on as promptly
+ * (waiters.c: a queue's freed count). */
+static void semaphore_freed_slot(const struct th_lockd *hl, const struct th_lockd *wl,
+                                 const char *name)
+{
+    const char *body = "{\"limit\":2,\"ttl_ms\":30000}";
+    char held[2][40];
+    for (int i = 0; i < 2; i++)
+        CHECK_EQ_INT(acquire(cl, hl, name, body, held[i], NULL), 200);
+    struct blocked b[2];
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++) {
+        b[i] = (struct blocked){wl, name, "{\"limit\":2,\"wait_ms\":20000,\"ttl_ms\":30000}", 0, 0,
+                                "", 0};
+        pthread_create(&th[i], NULL, blocked_run, &b[i]);
+        struct queued_arg q = {wl, name, i + 1};
+        CHECK(th_wait_for(has_waiters, &q, 5000 * th_time_scale()));
+    }
+    th_sleep_ms(200); /* the head's own first refusal is over: it waits on its timer */
+    for (int i = 0; i < 2; i++) {
+        CHECK_EQ_INT(b[i].status, 0);
+        CHECK_EQ_INT(release(cl, hl, name, held[i]), 200);
+        int64_t released_ms = th_now_ms();
+        CHECK(th_wait_for(granted, &b[i], 20000));
+        int64_t handoff = b[i].done_ms - released_ms;
+        printf("# freed slot %d granted to waiter %d %lld ms after its release\n", i + 1, i + 1,
+               (long long)handoff);
+        CHECK(handoff <= 1000 * th_time_scale()); /* its retry timer was ~30 s away */
+        if (i == 0) {
+            th_sleep_ms(300);
+            CHECK_EQ_INT(b[1].status, 0); /* no slot for it yet */
+            CHECK_EQ_INT(inspect_int(wl, name, "waiters"), 1);
+        }
+    }
+    for (int i = 0; i < 2; i++)
+        pthread_join(th[i], NULL);
+    CHECK(b[1].token > b[0].token);
+    CHECK_EQ_INT(inspect_int(hl, name, "holders"), 2);
+    for (int i = 0; i < 2; i++)
+        CHECK_EQ_INT(release(cl, wl, name, b[i].lease), 200);
+    CHECK_EQ_INT(inspect_int(hl, name, "holders"), 0);
+}
+
+static void t_semaphore_freed_slot_memory(void)
+{
+    semaphore_freed_slot(&mem, &mem, "fs-mem");
+}
+
+static void t_semaphore_freed_slot_two_lockd(void)
+{
+    semaphore_freed_slot(&rb, &ra, "fs-two");
 }
 
 /* ---------------------------------------------------------------- semaphore */
@@ -786,6 +843,8 @@ int main(void)
     RUN(t_grouped_grant_redis);
     RUN(t_semaphore_handoff_memory);
     RUN(t_semaphore_handoff_redis);
+    RUN(t_semaphore_freed_slot_memory);
+    RUN(t_semaphore_freed_slot_two_lockd);
     RUN(t_semaphore_memory);
     RUN(t_semaphore_two_lockd);
     RUN(t_reader_expiry);

@@ -203,7 +203,8 @@ static int free_port(void)
     return ntohs(a.sin_port);
 }
 
-static bool port_open(int port)
+/* Whether 127.0.0.1:port takes a connection (to_connect) or can be bound (!to_connect). */
+static bool port_try(int port, bool to_connect)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a;
@@ -211,9 +212,15 @@ static bool port_open(int port)
     a.sin_family = AF_INET;
     a.sin_port = htons((uint16_t)port);
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    bool ok = connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+    bool ok = (to_connect ? connect(fd, (struct sockaddr *)&a, sizeof(a))
+                          : bind(fd, (struct sockaddr *)&a, sizeof(a))) == 0;
     close(fd);
     return ok;
+}
+
+static bool port_open(int port)
+{
+    return port_try(port, true);
 }
 
 static bool redis_ready(void *arg)
@@ -290,15 +297,7 @@ void th_sentinel_start(struct th_redis *s, const char *master, int master_port, 
 
 static bool port_free(int port)
 {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof(a));
-    a.sin_family = AF_INET;
-    a.sin_port = htons((uint16_t)port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    bool ok = bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
-    close(fd);
-    return ok;
+    return port_try(port, false);
 }
 
 /* A free port whose cluster bus port (+10000) exists and is free too. */
@@ -371,6 +370,23 @@ void th_cluster_add_replica(const struct th_redis *primary, struct th_redis *rep
     if (!th_wait_for(replica_synced, replica, 15000))
         th_fail(__FILE__, __LINE__, "replica on port %d never synced with %d", replica->port,
                 primary->port);
+}
+
+void th_cluster_lockd_start(struct th_lockd *l, const struct th_redis *a, const struct th_redis *b,
+                            const char *prefix, const char *const *extra)
+{
+    char seeds[128];
+    snprintf(seeds, sizeof(seeds), "redis://127.0.0.1:%d,redis://127.0.0.1:%d", a->port, b->port);
+    const char *args[8 + 17] = {"--backend",    "cluster", "--redis",   seeds,
+                                "--key_prefix", prefix,    "--threads", "2"};
+    int n = 8;
+    for (const char *const *x = extra; x != NULL && *x != NULL; x++) {
+        if (n >= 8 + 16)
+            th_fail(__FILE__, __LINE__, "th_cluster_lockd_start: too many args");
+        args[n++] = *x;
+    }
+    args[n] = NULL;
+    th_lockd_start(l, args, NULL);
 }
 
 void th_redis_stop(struct th_redis *r)
@@ -684,4 +700,169 @@ long long th_jint(const struct th_resp *r, const char *key)
 const char *th_jerr(const struct th_resp *r)
 {
     return th_jstr(r, "error");
+}
+
+void th_excl_reset(struct th_excl *x)
+{
+    pthread_mutex_lock(&x->mu);
+    memset(x->last, 0, sizeof(x->last));
+    pthread_mutex_unlock(&x->mu);
+    for (int i = 0; i < TH_EXCL_NAMES; i++)
+        atomic_store(&x->holders[i], 0);
+    atomic_store(&x->overlaps, 0);
+    atomic_store(&x->regressions, 0);
+    atomic_store(&x->grants, 0);
+}
+
+void th_excl_enter(struct th_excl *x, int k, const char *name, long long token)
+{
+    if (k < 0 || k >= TH_EXCL_NAMES)
+        th_fail(__FILE__, __LINE__, "th_excl: name index %d out of range", k);
+    if (atomic_fetch_add(&x->holders[k], 1) != 0)
+        atomic_fetch_add(&x->overlaps, 1);
+    pthread_mutex_lock(&x->mu);
+    if (token <= x->last[k]) {
+        fprintf(stderr, "%s: token %lld after %lld\n", name, token, x->last[k]);
+        atomic_fetch_add(&x->regressions, 1);
+    }
+    x->last[k] = token;
+    pthread_mutex_unlock(&x->mu);
+    atomic_fetch_add(&x->grants, 1);
+}
+
+void th_excl_leave(struct th_excl *x, int k)
+{
+    atomic_fetch_sub(&x->holders[k], 1);
+}
+
+long th_status(struct th_client *c, const char *method, const char *url, const char *body,
+               const char *hdr, struct th_resp *keep)
+{
+    const char *hdrs[] = {hdr, NULL};
+    struct th_resp r;
+    th_http(c, method, url, body, hdr ? hdrs : NULL, &r);
+    long st = r.status;
+    if (keep != NULL)
+        *keep = r;
+    else
+        th_resp_free(&r);
+    return st;
+}
+
+long th_req(struct th_client *c, const char *method, const char *url, const char *body,
+            const char *lease, struct th_resp *keep)
+{
+    char hdr[256];
+    snprintf(hdr, sizeof(hdr), "Lock-Lease: %s", lease ? lease : "");
+    return th_status(c, method, url, body, lease ? hdr : NULL, keep);
+}
+
+long long th_metric_sum(struct th_client *c, const struct th_lockd *l, const char *metric)
+{
+    char url[160], series[160];
+    snprintf(url, sizeof(url), "%s/metrics", l->url);
+    snprintf(series, sizeof(series), "\n%s{", metric);
+    struct th_resp r;
+    th_http(c, "GET", url, NULL, NULL, &r);
+    CHECK_EQ_INT(r.status, 200);
+    long long v = 0;
+    for (const char *p = strstr(r.body, series); p != NULL; p = strstr(p + 1, series)) {
+        const char *e = strchr(p, '}');
+        if (e != NULL)
+            v += atoll(e + 1);
+    }
+    th_resp_free(&r);
+    return v;
+}
+
+long long th_restarts(struct th_client *c, const struct th_lockd *l)
+{
+    return th_metric_sum(c, l, "lockd_backend_restarts_total");
+}
+
+bool th_log_has(const struct th_lockd *l, const char *a, const char *b)
+{
+    FILE *f = fopen(l->log, "r");
+    if (f == NULL)
+        return false;
+    char line[4096];
+    bool found = false;
+    while (!found && fgets(line, sizeof(line), f) != NULL)
+        found = strstr(line, a) != NULL && (b == NULL || strstr(line, b) != NULL);
+    fclose(f);
+    return found;
+}
+
+long th_log_reasserted(const struct th_lockd *l)
+{
+    FILE *f = fopen(l->log, "r");
+    if (f == NULL)
+        return -1;
+    char line[1024];
+    long n = 0;
+    while (fgets(line, sizeof(line), f) != NULL) {
+        const char *p = strstr(line, "re-asserted leases on redis");
+        p = p ? strstr(p, " ms: ") : NULL;
+        if (p != NULL)
+            n += atol(p + 5);
+    }
+    fclose(f);
+    return n;
+}
+
+void th_session_handoff(struct th_client *c, const struct th_lockd *a, const struct th_lockd *b,
+                        const char *name)
+{
+    char url[200], aurl[200], burl[200];
+    snprintf(url, sizeof(url), "%s/sessions", a->url);
+    snprintf(aurl, sizeof(aurl), "%s/locks/%s", a->url, name);
+    snprintf(burl, sizeof(burl), "%s/locks/%s", b->url, name);
+    struct th_resp r;
+    th_http(c, "POST", url, "{\"ttl_ms\":1000,\"lock_delay_ms\":500}", NULL, &r);
+    CHECK_EQ_INT(r.status, 201);
+    char sid[80], body[200];
+    snprintf(sid, sizeof(sid), "%s", th_jstr(&r, "session"));
+    th_resp_free(&r);
+    snprintf(body, sizeof(body), "{\"ttl_ms\":600,\"session\":\"%s\"}", sid);
+    CHECK_EQ_INT(th_req(c, "POST", aurl, body, NULL, &r), 200);
+    long long token = th_jint(&r, "fencing_token");
+    th_resp_free(&r);
+    snprintf(url, sizeof(url), "%s/sessions/%s", a->url, sid);
+    int64_t last_hb = 0;
+    for (int i = 0; i < 8; i++) { /* 2.4 s: four lease ttls */
+        th_sleep_ms(300);
+        th_http(c, "PUT", url, NULL, NULL, &r);
+        last_hb = th_now_ms();
+        CHECK_EQ_INT(r.status, 200);
+        CHECK_EQ_INT(json_array_size(json_object_get(r.json, "lost")), 0);
+        th_resp_free(&r);
+        CHECK_EQ_INT(th_req(c, "POST", burl, "{\"ttl_ms\":1000}", NULL, &r), 409);
+        json_t *h = json_object_get(r.json, "holder");
+        CHECK_EQ_INT(json_integer_value(json_object_get(h, "fencing_token")), token);
+        th_resp_free(&r);
+    }
+    /* no more heartbeats: expiry, then the lock-delay */
+    long st = 0;
+    int64_t got = 0;
+    bool delayed = false;
+    while (th_now_ms() - last_hb < 10000 * th_time_scale()) {
+        st = th_req(c, "POST", burl, "{\"ttl_ms\":1000}", NULL, &r);
+        json_t *h = json_object_get(r.json, "holder");
+        if (st == 409 && json_is_true(json_object_get(h, "lock_delay")))
+            delayed = true;
+        th_resp_free(&r);
+        if (st == 200) {
+            got = th_now_ms();
+            break;
+        }
+        th_sleep_ms(20);
+    }
+    printf("# session's lock granted elsewhere %lld ms after the last heartbeat\n",
+           (long long)(got - last_hb));
+    CHECK_EQ_INT(st, 200);
+    CHECK(got - last_hb >= 1000 + 400); /* session ttl, then (most of) the lock-delay */
+    CHECK(delayed);
+    th_http(c, "GET", url, NULL, NULL, &r);
+    CHECK_EQ_INT(r.status, 404);
+    th_resp_free(&r);
 }

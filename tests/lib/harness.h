@@ -7,6 +7,8 @@
 #ifndef LOCKD_TESTS_LIB_HARNESS_H
 #define LOCKD_TESTS_LIB_HARNESS_H
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -70,6 +72,8 @@ int th_raw_response(int fd, char *body, size_t cap);
 /* Sends req on fd, then th_raw_response. */
 int th_raw_request(int fd, const char *req, char *body, size_t cap);
 
+struct th_lockd;
+
 struct th_redis {
     pid_t pid;
     int port;
@@ -95,6 +99,11 @@ void th_cluster_start(struct th_redis *nodes, int n, const char *const *extra);
  * a replica of primary (redis-cli --cluster add-node --cluster-slave);
  * returns once it is in sync with primary. */
 void th_cluster_add_replica(const struct th_redis *primary, struct th_redis *replica);
+/* Starts lockd on a cluster (th_lockd_start): --backend cluster, seeds a
+ * and b, --key_prefix prefix, --threads 2, then extra (NULL-terminated
+ * "--key", "value" pairs, at most 16 strings, or NULL). */
+void th_cluster_lockd_start(struct th_lockd *l, const struct th_redis *a, const struct th_redis *b,
+                            const char *prefix, const char *const *extra);
 /* Runs redis-cli against it; returns stdout (static buffer). */
 const char *th_redis_cli(const struct th_redis *r, const char *args);
 /* Total calls of one command from INFO commandstats (e.g. "evalsha"). */
@@ -142,5 +151,51 @@ const char *th_jstr(const struct th_resp *r, const char *key);
 long long th_jint(const struct th_resp *r, const char *key);
 /* The error code string of an error response or NULL. */
 const char *th_jerr(const struct th_resp *r);
+
+/* ---- exclusion under load ---- */
+#define TH_EXCL_NAMES 16
+/* What load clients saw of up to TH_EXCL_NAMES names (by index): never two
+ * holders of a name at once, its tokens increasing in grant order. Define
+ * one as {.mu = PTHREAD_MUTEX_INITIALIZER}; th_excl_reset zeroes it. */
+struct th_excl {
+    pthread_mutex_t mu;
+    long long last[TH_EXCL_NAMES]; /* under mu: the last token granted */
+    atomic_int holders[TH_EXCL_NAMES];
+    atomic_int overlaps, regressions, grants;
+};
+void th_excl_reset(struct th_excl *x);
+/* A client was granted name (index k) with token: an overlap when another
+ * client holds it, a regression (said on stderr) unless token is above the
+ * last one; one grant more. Call th_excl_leave before releasing it. Any
+ * thread. */
+void th_excl_enter(struct th_excl *x, int k, const char *name, long long token);
+void th_excl_leave(struct th_excl *x, int k);
+
+/* ---- lockd conveniences ---- */
+/* th_http with one more header line hdr ("Name: value", or NULL); returns
+ * the status. keep (or NULL) gets the response (the caller frees it). */
+long th_status(struct th_client *c, const char *method, const char *url, const char *body,
+               const char *hdr, struct th_resp *keep);
+/* th_status with a "Lock-Lease: lease" header when lease is not NULL. */
+long th_req(struct th_client *c, const char *method, const char *url, const char *body,
+            const char *lease, struct th_resp *keep);
+/* The sum of every series of metric (e.g. "lockd_backend_restarts_total")
+ * in l's /metrics, 0 when it has none; fails the test unless /metrics
+ * answers 200. */
+long long th_metric_sum(struct th_client *c, const struct th_lockd *l, const char *metric);
+/* A session on a (ttl 1 s, lock-delay 500 ms) holds name with a 600 ms
+ * lease it outlives four times while heartbeated (the watchdog renews it);
+ * b cannot take it meanwhile (409 naming the session's token). Heartbeats
+ * stop: the session expires, its lock is released with the lock-delay (b
+ * sees it), and only then b gets name, within 10 s. Fails the test else. */
+void th_session_handoff(struct th_client *c, const struct th_lockd *a, const struct th_lockd *b,
+                        const char *name);
+/* th_metric_sum of lockd_backend_restarts_total (every backend node's). */
+long long th_restarts(struct th_client *c, const struct th_lockd *l);
+/* Whether l's log has a line containing a and b (b may be NULL). */
+bool th_log_has(const struct th_lockd *l, const char *a, const char *b);
+/* How many leases l's log says it re-asserted after backend restarts
+ * ("re-asserted leases on redis ... ms: N" lines, summed); -1 without a log. */
+long th_log_reasserted(const struct th_lockd *l);
 
 #endif
