@@ -576,11 +576,13 @@ static void case_restart(struct cf *c)
     CHECK(cf_grant(c, "rs", LEASE_C, "") > t);
 
     /* On a cluster "rs-held" may live on another primary than "rs", one
-     * still in its grace: recovering until it ends, then locked. */
+     * still re-asserting or in its grace: recovering until it ends, then
+     * locked. The loop runs meanwhile (a refusal is answered without it, and
+     * the re-assertion's reply is read by it), as lockd's loops always do. */
     const struct cf_res *r = cf_acquire(c, "rs-held", LEASE_C, "", 5000);
     for (int64_t end = th_now_ms() + 5000; r->code == LK_BACKEND_RECOVERING && th_now_ms() < end;
          r = cf_acquire(c, "rs-held", LEASE_C, "", 5000))
-        th_sleep_ms(50);
+        cf_run_for(c, 50);
     CHECK_EQ_INT(r->code, LK_LOCKED);
     check_held_by(r, "bob", held, 60000);
     r = cf_release(c, "rs-held", LEASE_B, 0);
