@@ -23,7 +23,10 @@ run() {
     if [ "$status" = PASS ]; then
         pass=$((pass + 1))
     else
-        fail=$((fail + 1)); failed+=("$name"); tail -30 "$log" | sed 's/^/    /'
+        fail=$((fail + 1)); failed+=("$name")
+        # what failed first (a load's output may push it out of the tail), then the tail
+        grep -E '^(not ok|FAIL )' "$log" | head -10 | sed 's/^/  ! /'
+        tail -30 "$log" | sed 's/^/    /'
     fi
     rm -f "$log"
 }

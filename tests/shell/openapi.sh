@@ -120,7 +120,8 @@ burst() {
     t_check "a burst of 16 acquires on 8 names: 8 granted, one per name, 8 refused 409" \
         sh -c '[ "$(cat "$0"/burst.a* | grep -c "\"status\":200")" -eq 8 ] &&
             [ "$(cat "$0"/burst.a* | grep -c "\"status\":409")" -eq 8 ] &&
-            [ "$(cat "$0"/burst.a* | grep "\"status\":200" | grep -o "\"name\":\"oa.burst[0-7]\"" | sort -u | wc -l)" -eq 8 ]' "$T_TMP"
+            [ "$(cat "$0"/burst.a* | grep "\"status\":200" | grep -o "\"name\":\"oa.burst[0-7]\"" | sort -u | wc -l)" -eq 8 ] ||
+            { grep -hv "\"status\":\(200\|409\)" "$0"/burst.a* >&2; false; }' "$T_TMP"
     t_check "their 8 releases answer 200" \
         sh -c '[ "$(cat "$0"/burst.r* | grep -c "\"status\":200")" -eq 8 ] ||
             { grep -hv "\"status\":200" "$0"/burst.r* >&2; false; }' "$T_TMP"
@@ -134,7 +135,7 @@ mem_url=$T_LOCKD_URL
 drive "$mem_url"
 burst "$mem_url"
 if t_start_redis redis; then
-    t_start_lockd onredis --redis "$T_REDIS_URL" --backend_timeout_ms 500 \
+    t_start_lockd onredis --redis "$T_REDIS_URL" --backend_timeout_ms 2000 \
         --admin_token_file "$T_TMP/admin.tok"
     drive "$T_LOCKD_URL"
     burst "$T_LOCKD_URL"
