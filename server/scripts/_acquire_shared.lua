@@ -22,15 +22,22 @@
 -- only written again when it changes, and the keys live at least as long
 -- as the holders (sh_extend: 2 x the ttl when short). Readers riding on a
 -- grant (more) go to the set at once.
+-- (Nothing is computed before the lone holder's grant that it does not need:
+-- every string made costs Redis' Lua its hashing.)
+local lone = more == 0
+local v
+if lone then
+  v = redis.call('SET', lock, 't' .. wl .. ' ' .. limit .. ' ' .. nowus .. ' ' .. rest, 'NX', 'PX', ttl, 'GET')
+  if not v then
+    return sh_grant_one(lock, fence, wl, limit, nowus, rest)
+  end
+else
+  v = redis.call('SET', lock, 's' .. string.sub(wl, 1, 1) .. '0 ' .. limit .. ' 0', 'NX', 'PX', ttl, 'GET')
+end
 local w = string.sub(wl, 1, 1)
 local lease = string.sub(wl, 2)
 local z, h = lock .. ':z', lock .. ':h'
 local mk = 's' .. w .. '0 ' .. limit .. ' 0'
-local head = more == 0 and 't' .. wl .. ' ' .. limit .. ' ' -- a lone holder's value, up to its token
-local v = redis.call('SET', lock, head and head .. nowus .. ' ' .. rest or mk, 'NX', 'PX', ttl, 'GET')
-if not v and head then
-  return sh_grant_one(lock, fence, head, nowus, rest, w)
-end
 if v == 'd' then
   local d = redis.call('PTTL', lock)
   return {2, d > 0 and d or 1}
@@ -97,9 +104,9 @@ else
   else
     -- a marker whose holders all expired: the name is free
     redis.call('DEL', z, h)
-    if head then
-      redis.call('SET', lock, head .. nowus .. ' ' .. rest, 'PX', ttl)
-      return sh_grant_one(lock, fence, head, nowus, rest, w)
+    if lone then
+      redis.call('SET', lock, 't' .. wl .. ' ' .. limit .. ' ' .. nowus .. ' ' .. rest, 'PX', ttl)
+      return sh_grant_one(lock, fence, wl, limit, nowus, rest)
     end
     redis.call('SET', lock, mk, 'PX', ttl)
     renew_keys = true

@@ -157,32 +157,32 @@ local function sh_spill(lock, v, now)
   return mk
 end
 
--- A lone holder's grant ('t'; _acquire_shared.lua wrote its value, head
--- and rest around the token now): the token as _acquire.lua's (the fence
--- counter's SET GET, the value rewritten when the counter ran ahead); a
--- counter that cannot be used undoes the grant. w: '1' publishes the
--- grant ('g'), as a watched counter does.
-local function sh_grant_one(lock, fence, head, now, rest, w)
+-- A lone holder's grant ('t'; _acquire_shared.lua wrote its value
+-- 't<wl> <limit> <now> <rest>' with the token now): the token as
+-- _acquire.lua's (the fence counter's SET GET, the value rewritten when the
+-- counter ran ahead); a counter that cannot be used undoes the grant. A
+-- waiter's grant (wl's w '1') publishes 'g', as a watched counter does.
+local function sh_grant_one(lock, fence, wl, limit, now, rest)
   local last = redis.pcall('SET', fence, now, 'PX', 'FENCE_RETENTION_MS', 'GET')
-  local n = 0
+  local n, g = 0, string.byte(wl) == 49
   if last then
     n = tonumber(last)
     if not n and type(last) == 'string' and string.byte(last, -1) == 119 then
       n = tonumber(string.sub(last, 1, -2)) or 0
-      w = '1'
+      g = true
     end
     if not n then
       redis.call('DEL', lock)
       return type(last) == 'table' and last or {err = 'ERR fence counter is not a number'}
     end
   end
-  if w == '1' then
+  if g then
     sh_publish(lock, 'g')
   end
   if n >= tonumber(now) then
     local ts = string.format('%d', n + 1)
     redis.call('SET', fence, ts, 'PX', 'FENCE_RETENTION_MS')
-    redis.call('SET', lock, head .. ts .. ' ' .. rest, 'XX', 'KEEPTTL')
+    redis.call('SET', lock, 't' .. wl .. ' ' .. limit .. ' ' .. ts .. ' ' .. rest, 'XX', 'KEEPTTL')
     return ts
   end
   return now
