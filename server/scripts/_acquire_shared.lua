@@ -70,7 +70,7 @@ elseif string.byte(v) ~= 115 then
   return {0, howner or '', tonumber(tok) or 0, hsb or '0', redis.call('PTTL', lock), '0'}
 else
   local fw, fx, flim, fxu = string.match(v, '^s(%d)(%d) (%d+) (%d+)$')
-  n = n or sh_trim(lock, now)
+  n = n or (limit == '1' and sh_live(lock, now) or sh_trim(lock, now)) -- a reader needs no count
   if n > 0 then
     if flim ~= limit then
       return {3, tonumber(flim) or 0}
@@ -124,8 +124,8 @@ end
 if more > 0 then
   redis.call('SET', fence, string.format('%d', tonumber(tok) + more), 'PX', 'FENCE_RETENTION_MS')
 end
-if w == '1' or (last and string.byte(last, -1) == 119) then
-  sh_publish(lock, 'g') -- a watcher (or a waiter) hears of the grant
+if (w == '1' and limit == '1') or (last and string.byte(last, -1) == 119) then
+  sh_publish(lock, 'g') -- a watcher (or a waiting reader) hears of the grant (sh_grant_one)
 end
 if mk then
   redis.call('SET', lock, mk, 'KEEPTTL')

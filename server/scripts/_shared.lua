@@ -110,6 +110,21 @@ local function sh_trim(lock, now, n)
   return redis.call('ZCARD', z)
 end
 
+-- Whether anyone holds the name, for a reader (limit 1) that needs no
+-- count: 0 nobody, else at least one (exact when expired holders had to be
+-- dropped). One ZRANGE when the first to expire is still live, where
+-- sh_trim takes ZRANGEBYSCORE and ZCARD.
+local function sh_live(lock, now)
+  local lo = redis.call('ZRANGE', lock .. ':z', 0, 0, 'WITHSCORES')
+  if #lo == 0 then
+    return 0
+  end
+  if tonumber(lo[2]) > now then
+    return 1
+  end
+  return sh_trim(lock, now)
+end
+
 -- The three keys expire with the last holder.
 local function sh_expire(lock, now)
   local z = lock .. ':z'
@@ -161,10 +176,12 @@ end
 -- 't<wl> <limit> <now> <rest>' with the token now): the token as
 -- _acquire.lua's (the fence counter's SET GET, the value rewritten when the
 -- counter ran ahead); a counter that cannot be used undoes the grant. A
--- waiter's grant (wl's w '1') publishes 'g', as a watched counter does.
+-- waiting reader's grant (wl's w '1', limit 1) publishes 'g', as a watched
+-- counter does (a 'g' wakes watchers and queued readers only: lockd's
+-- waiters_kick_granted).
 local function sh_grant_one(lock, fence, wl, limit, now, rest)
   local last = redis.pcall('SET', fence, now, 'PX', 'FENCE_RETENTION_MS', 'GET')
-  local n, g = 0, string.byte(wl) == 49
+  local n, g = 0, string.byte(wl) == 49 and limit == '1'
   if last then
     n = tonumber(last)
     if not n and type(last) == 'string' and string.byte(last, -1) == 119 then
@@ -278,12 +295,9 @@ local function sh_release(lock, v, lease, delay, publish)
     return sh_renew(lock, lease, nil) -- not held: who is, as a renewal says
   end
   local tok = string.match(redis.call('HGET', h, lease) or '', '^%d+') or '0'
-  local n = redis.call('ZCARD', z) - 1
-  if n > 0 then
-    redis.call('ZREM', z, lease)
-    redis.call('HDEL', h, lease)
-    n = sh_trim(lock, now, n)
-  end
+  redis.call('ZREM', z, lease)
+  redis.call('HDEL', h, lease)
+  local n = sh_live(lock, now) -- the others (trimmed only when one expired)
   sh_bump(lock)
   if n <= 0 then
     local xu = tonumber(string.match(v, '^s%d1 %d+ (%d+)$') or 0)

@@ -609,15 +609,14 @@ static void t_lone_holders_across_redis_restart(void)
     restart_rd();
     CHECK(th_wait_for(rs_ready, &rs1, 10000 * th_time_scale()));
     CHECK(th_wait_for(rs_ready, &rs2, 10000 * th_time_scale()));
-    CHECK_EQ_INT(acquire(cl, &rs2, "lr-restart", "{\"ttl_ms\":5000}", w, NULL), 409);
-    CHECK_EQ_INT(acquire(cl, &rs2, "ls-restart", "{\"limit\":3,\"ttl_ms\":5000}", w, NULL), 409);
-    CHECK_EQ_INT(acquire(cl, &rs2, "lr-restart", "{\"mode\":\"shared\",\"ttl_ms\":5000}", r2, &t2),
+    CHECK_EQ_INT(acquire(cl, &rs2, "lr-restart", "{\"mode\":\"shared\",\"ttl_ms\":5000,\"wait_ms\":3000}", r2, &t2),
                  200);
     CHECK(t2 > t1);
+    CHECK_EQ_INT(acquire(cl, &rs2, "lr-restart", "{\"ttl_ms\":5000,\"wait_ms\":300}", w, NULL), 409);
+    CHECK_EQ_INT(acquire(cl, &rs2, "ls-restart", "{\"limit\":3,\"ttl_ms\":5000,\"wait_ms\":300}", w, NULL), 409);
     CHECK_EQ_INT(release(cl, &rs1, "lr-restart", r1), 200);
-    CHECK_EQ_INT(acquire(cl, &rs2, "lr-restart", "{\"ttl_ms\":5000}", w, NULL), 409);
     CHECK_EQ_INT(release(cl, &rs2, "lr-restart", r2), 200);
-    CHECK_EQ_INT(acquire(cl, &rs2, "lr-restart", "{\"ttl_ms\":5000}", w, NULL), 200);
+    CHECK_EQ_INT(acquire(cl, &rs2, "lr-restart", "{\"ttl_ms\":5000,\"wait_ms\":3000}", w, NULL), 200);
     CHECK_EQ_INT(release(cl, &rs2, "lr-restart", w), 200);
     CHECK_EQ_INT(release(cl, &rs1, "ls-restart", s1), 200);
 }
