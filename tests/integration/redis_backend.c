@@ -735,6 +735,35 @@ static struct sres sop(struct fx *f, enum bk_op op, const char *name, const char
 
 #define LEASE_C "cccccccccccccccccccccccccccccccc"
 
+/* One page of a listing, its first entries kept. */
+struct lh_list {
+    bool done;
+    size_t n;
+    struct bk_entry e[4];
+};
+
+static void on_lh_list(void *arg, const struct bk_res *r)
+{
+    struct lh_list *x = arg;
+    x->n = r->nentries;
+    for (size_t i = 0; i < r->nentries && i < 4; i++) {
+        x->e[i] = r->entries[i];
+        x->e[i].name = NULL; /* lives only during the callback */
+    }
+    x->done = true;
+}
+
+static struct lh_list lh_list(struct fx *f, const char *prefix)
+{
+    struct lh_list x;
+    memset(&x, 0, sizeof(x));
+    struct bk_req q = {.op = BK_LIST, .prefix = prefix, .cursor = "", .count = 10};
+    enum lk_code rc = submit(f, &q, on_lh_list, &x);
+    CHECK(rc == LK_AGAIN || rc == LK_OK);
+    CHECK(run_until(f, &x.done, 5000));
+    return x;
+}
+
 /* an exclusive acquire (its refusal may name a shared holder) */
 static enum lk_code xacq(struct fx *f, const char *name, const char *lease, bool wait)
 {
@@ -763,6 +792,13 @@ static void t_lone_holder(void)
     CHECK_EQ_INT(i.holder.fencing_token, a.token);
     CHECK(i.holder.expires_in_ms > 4000);
     int64_t ix = i.index;
+    struct lh_list ls = lh_list(&f, "lh");
+    CHECK_EQ_INT(ls.n, 1);
+    CHECK_EQ_INT(ls.e[0].nholders, 1);
+    CHECK_EQ_INT(ls.e[0].limit, 1);
+    CHECK_EQ_INT(ls.e[0].holder.mode, BK_SHARED);
+    CHECK_EQ_INT(ls.e[0].holder.fencing_token, a.token);
+    CHECK_EQ_INT(ls.e[0].index, ix);
     struct sres r = sop(&f, BK_RENEW, "lh", LEASE_A, 7000);
     CHECK_EQ_INT(r.code, LK_OK);
     CHECK_EQ_INT(r.token, a.token);
@@ -827,6 +863,11 @@ static void t_lone_holder(void)
      * limit is refused by the lone slot as by the set */
     a = sacq(&f, "lh-sem", LEASE_A, 300, 2, false);
     CHECK_EQ_INT(a.code, LK_OK);
+    ls = lh_list(&f, "lh-sem");
+    CHECK_EQ_INT(ls.n, 1);
+    CHECK_EQ_INT(ls.e[0].nholders, 1);
+    CHECK_EQ_INT(ls.e[0].limit, 2);
+    CHECK_EQ_INT(ls.e[0].holder.fencing_token, a.token);
     struct sres m = sacq(&f, "lh-sem", LEASE_B, 5000, 3, false);
     CHECK_EQ_INT(m.code, LK_LIMIT_MISMATCH);
     CHECK_EQ_INT(m.limit, 2);
