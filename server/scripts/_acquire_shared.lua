@@ -70,7 +70,7 @@ elseif string.byte(v) ~= 115 then
   return {0, howner or '', tonumber(tok) or 0, hsb or '0', redis.call('PTTL', lock), '0'}
 else
   local fw, fx, flim, fxu = string.match(v, '^s(%d)(%d) (%d+) (%d+)$')
-  n = n or (limit == '1' and sh_live(lock, now) or sh_trim(lock, now)) -- a reader needs no count
+  n = n or sh_trim(lock, now)
   if n > 0 then
     if flim ~= limit then
       return {3, tonumber(flim) or 0}

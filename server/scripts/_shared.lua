@@ -110,21 +110,6 @@ local function sh_trim(lock, now, n)
   return redis.call('ZCARD', z)
 end
 
--- Whether anyone holds the name, for a reader (limit 1) that needs no
--- count: 0 nobody, else at least one (exact when expired holders had to be
--- dropped). One ZRANGE when the first to expire is still live, where
--- sh_trim takes ZRANGEBYSCORE and ZCARD.
-local function sh_live(lock, now)
-  local lo = redis.call('ZRANGE', lock .. ':z', 0, 0, 'WITHSCORES')
-  if #lo == 0 then
-    return 0
-  end
-  if tonumber(lo[2]) > now then
-    return 1
-  end
-  return sh_trim(lock, now)
-end
-
 -- The three keys expire with the last holder.
 local function sh_expire(lock, now)
   local z = lock .. ':z'
@@ -295,9 +280,12 @@ local function sh_release(lock, v, lease, delay, publish)
     return sh_renew(lock, lease, nil) -- not held: who is, as a renewal says
   end
   local tok = string.match(redis.call('HGET', h, lease) or '', '^%d+') or '0'
-  redis.call('ZREM', z, lease)
-  redis.call('HDEL', h, lease)
-  local n = sh_live(lock, now) -- the others (trimmed only when one expired)
+  local n = redis.call('ZCARD', z) - 1
+  if n > 0 then
+    redis.call('ZREM', z, lease)
+    redis.call('HDEL', h, lease)
+    n = sh_trim(lock, now, n)
+  end
   sh_bump(lock)
   if n <= 0 then
     local xu = tonumber(string.match(v, '^s%d1 %d+ (%d+)$') or 0)
