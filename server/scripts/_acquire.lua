@@ -18,7 +18,8 @@
 -- held by someone (and a sixth element, the mode, when shared holders
 -- block it); {2, pttl} in a lock-delay window; {3, limit} a semaphore
 -- holds the name; an error reply when the
--- fence counter cannot be read (and then nothing is held). (Every argument,
+-- fence counter cannot be read (and then nothing is held). A lone shared
+-- holder's value ('t', _shared.lua) refuses as a set's holders do. (Every argument,
 -- table and number conversion is work for Redis on each call: a grant is
 -- returned and stored without any.)
 --
@@ -41,6 +42,19 @@ if v == 'd' then
   -- in a script): answered as 1 ms to go
   local d = redis.call('PTTL', lock)
   return {2, d > 0 and d or 1}
+end
+if v and string.byte(v) == 116 then
+  -- a lone shared holder or semaphore slot (_shared.lua), live while its
+  -- value is: refused; a waiting writer spills it (sh_refuse marks the
+  -- writer waiting, so that readers queue behind it)
+  local _, _, vlim, tok, sb, _, mode, owner = sh_one(v)
+  if vlim ~= '1' then
+    return {3, tonumber(vlim) or 0}
+  end
+  if string.byte(wl) ~= 49 then
+    return {0, owner or '', tonumber(tok) or 0, sb or '0', redis.call('PTTL', lock), mode}
+  end
+  v = sh_spill(lock, v, sh_now())
 end
 if v and string.byte(v) == 115 then
   -- shared holders or a semaphore (_shared.lua): refused, or taken when

@@ -15,15 +15,29 @@
 -- mode} a holder that blocks it; {2, pttl} a lock-delay runs; {3, limit}
 -- the holders use another limit. Tokens as _acquire.lua's: above the fence
 -- counter and lockd's wall clock, in one script with the grant.
--- O(log N) in the holders. A name nobody holds costs one SET ... NX GET for
--- the marker (its check and its write: the marker is only written again
--- when it changes), and its keys get ttl to live; later holders extend it
--- to 2 x theirs when it is short (sh_extend).
+-- O(log N) in the holders. A name nobody holds costs what an exclusive
+-- grant costs: one SET ... NX GET writes its holder into the value ('t',
+-- _shared.lua) and the fence counter gives the token (sh_grant_one). A
+-- second holder spills the first into the set (sh_spill); the marker is
+-- only written again when it changes, and the keys live at least as long
+-- as the holders (sh_extend: 2 x the ttl when short). Readers riding on a
+-- grant (more) go to the set at once.
+-- (Nothing is computed before the lone holder's grant that it does not need:
+-- every string made costs Redis' Lua its hashing.)
+local lone = more == 0
+local v
+if lone then
+  v = redis.call('SET', lock, 't' .. wl .. ' ' .. limit .. ' ' .. nowus .. ' ' .. rest, 'NX', 'PX', ttl, 'GET')
+  if not v then
+    return sh_grant_one(lock, fence, wl, limit, nowus, rest)
+  end
+else
+  v = redis.call('SET', lock, 's' .. string.sub(wl, 1, 1) .. '0 ' .. limit .. ' 0', 'NX', 'PX', ttl, 'GET')
+end
 local w = string.sub(wl, 1, 1)
 local lease = string.sub(wl, 2)
 local z, h = lock .. ':z', lock .. ':h'
 local mk = 's' .. w .. '0 ' .. limit .. ' 0'
-local v = redis.call('SET', lock, mk, 'NX', 'PX', ttl, 'GET')
 if v == 'd' then
   local d = redis.call('PTTL', lock)
   return {2, d > 0 and d or 1}
@@ -31,6 +45,16 @@ end
 local now = sh_now()
 local x, xu = '0', '0'
 local renew_keys = false -- the marker was written here with PX: set the others' life too
+local n -- the holders, when known
+if v and string.byte(v) == 116 then
+  -- a lone holder: joined (in the set, with it) when the limits agree
+  local vlim = string.match(v, '^t.%S* (%d+) ')
+  if vlim ~= limit then
+    return {3, tonumber(vlim) or 0}
+  end
+  v = sh_spill(lock, v, now)
+  n = 1
+end
 if not v then
   renew_keys = true
   mk = nil
@@ -46,7 +70,7 @@ elseif string.byte(v) ~= 115 then
   return {0, howner or '', tonumber(tok) or 0, hsb or '0', redis.call('PTTL', lock), '0'}
 else
   local fw, fx, flim, fxu = string.match(v, '^s(%d)(%d) (%d+) (%d+)$')
-  local n = sh_trim(lock, now)
+  n = n or sh_trim(lock, now)
   if n > 0 then
     if flim ~= limit then
       return {3, tonumber(flim) or 0}
@@ -80,6 +104,10 @@ else
   else
     -- a marker whose holders all expired: the name is free
     redis.call('DEL', z, h)
+    if lone then
+      redis.call('SET', lock, 't' .. wl .. ' ' .. limit .. ' ' .. nowus .. ' ' .. rest, 'PX', ttl)
+      return sh_grant_one(lock, fence, wl, limit, nowus, rest)
+    end
     redis.call('SET', lock, mk, 'PX', ttl)
     renew_keys = true
     mk = nil
@@ -96,8 +124,8 @@ end
 if more > 0 then
   redis.call('SET', fence, string.format('%d', tonumber(tok) + more), 'PX', 'FENCE_RETENTION_MS')
 end
-if w == '1' or (last and string.byte(last, -1) == 119) then
-  sh_publish(lock, 'g') -- a watcher (or a waiter) hears of the grant
+if (w == '1' and limit == '1') or (last and string.byte(last, -1) == 119) then
+  sh_publish(lock, 'g') -- a watcher (or a waiting reader) hears of the grant (sh_grant_one)
 end
 if mk then
   redis.call('SET', lock, mk, 'KEEPTTL')

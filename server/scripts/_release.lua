@@ -14,6 +14,22 @@ if not v or v == 'd' then
   return {0}
 end
 local n = #lease
+if string.byte(v) == 116 then
+  -- a lone shared holder (_shared.lua): its lease after 't<w>'
+  if string.find(v, lease, 3, true) ~= 3 or string.byte(v, n + 3) ~= 32 then
+    local _, _, _, tok, sb, _, _, owner = sh_one(v)
+    return {2, owner or '', tonumber(tok) or 0, sb or '0', redis.call('PTTL', lock)}
+  end
+  if delay ~= '0' then
+    redis.call('SET', lock, 'd', 'PX', delay)
+  else
+    redis.call('DEL', lock)
+  end
+  if string.byte(v, 2) == 49 then
+    publish(lock)
+  end
+  return string.match(v, '^%d+ (%d+)', n + 4)
+end
 if string.find(v, lease, 2, true) ~= 2 or string.byte(v, n + 2) ~= 32 then
   if string.byte(v) == 115 then
     return sh_release(lock, v, lease, delay, publish) -- one of shared holders

@@ -17,10 +17,20 @@
 -- The three keys expire together, no sooner than the last holder (sh_extend;
 -- sh_expire to the last holder's expiry exactly), share the {name} tag, and
 -- ':z', ':h' never match list.lua's pattern (it ends in '}').
+--
+-- A name's first holder (one that no other holder joined yet) costs none of
+-- that: it is kept in the lock's value alone, as an exclusive lease is,
+--   '<lock>'    't<w><lease> <limit> <token> <sb> <ttl_ms> <mode> <owner>'
+-- expiring with that lease (w as above), so that a lone reader or slot costs
+-- Redis the commands of an exclusive lock: SET NX GET and the fence counter
+-- to grant, GET and DEL to release, PEXPIRE to renew. A second holder (or a
+-- writer that waits, or a re-assertion) spills it into the set and hash
+-- first (sh_spill); the set is not folded back when holders leave.
 
 -- Watching (inspect.lua): a name's index is 2n+1 while it is free or held
 -- shared (n: its fence counter '<lock>:fence'), 2n while an exclusive
--- holder holds it (its token is n). A grant raises n; an exclusive release
+-- holder or a lone holder ('t', the name's last grant: its token is n)
+-- holds it. A grant raises n; an exclusive release
 -- or expiry turns 2n into 2n+1; a shared release or an expired shared
 -- holder trimmed raises n by one (sh_bump). A watcher's inspect marks the
 -- counter '<n>w' (the next grant publishes, _acquire.lua) and the lock's w
@@ -123,6 +133,79 @@ local function sh_extend(lock, t)
     redis.call('PEXPIRE', lock .. ':z', k)
     redis.call('PEXPIRE', lock .. ':h', k)
   end
+end
+
+-- The lone holder of a 't' value: w, lease, limit, token, sb, ttl_ms, mode,
+-- owner (strings).
+local function sh_one(v)
+  return string.match(v, '^t(.)(%S*) (%d+) (%d+) (%d) (%d+) (%d) (.*)$')
+end
+
+-- A 't' value's holder spilled into '<lock>:z' and '<lock>:h' (they do not
+-- exist: they expire with the value), the value made the marker; returns
+-- the marker. now: sh_now().
+local function sh_spill(lock, v, now)
+  local w, lease, limit, rest = string.match(v, '^t(.)(%S*) (%d+) (.*)$')
+  local ms = math.max(redis.call('PTTL', lock), 1)
+  local mk = 's' .. w .. '0 ' .. limit .. ' 0'
+  local k = sh_int(ms)
+  redis.call('SET', lock, mk, 'KEEPTTL')
+  redis.call('ZADD', lock .. ':z', sh_int(now + ms), lease)
+  redis.call('HSET', lock .. ':h', lease, rest)
+  redis.call('PEXPIRE', lock .. ':z', k)
+  redis.call('PEXPIRE', lock .. ':h', k)
+  return mk
+end
+
+-- A lone holder's grant ('t'; _acquire_shared.lua wrote its value
+-- 't<wl> <limit> <now> <rest>' with the token now): the token as
+-- _acquire.lua's (the fence counter's SET GET, the value rewritten when the
+-- counter ran ahead); a counter that cannot be used undoes the grant. A
+-- waiting reader's grant (wl's w '1', limit 1) publishes 'g', as a watched
+-- counter does (a 'g' wakes watchers and queued readers only: lockd's
+-- waiters_kick_granted).
+local function sh_grant_one(lock, fence, wl, limit, now, rest)
+  local last = redis.pcall('SET', fence, now, 'PX', 'FENCE_RETENTION_MS', 'GET')
+  local n, g = 0, string.byte(wl) == 49 and limit == '1'
+  if last then
+    n = tonumber(last)
+    if not n and type(last) == 'string' and string.byte(last, -1) == 119 then
+      n = tonumber(string.sub(last, 1, -2)) or 0
+      g = true
+    end
+    if not n then
+      redis.call('DEL', lock)
+      return type(last) == 'table' and last or {err = 'ERR fence counter is not a number'}
+    end
+  end
+  if g then
+    sh_publish(lock, 'g')
+  end
+  if n >= tonumber(now) then
+    local ts = string.format('%d', n + 1)
+    redis.call('SET', fence, ts, 'PX', 'FENCE_RETENTION_MS')
+    redis.call('SET', lock, 't' .. wl .. ' ' .. limit .. ' ' .. ts .. ' ' .. rest, 'XX', 'KEEPTTL')
+    return ts
+  end
+  return now
+end
+
+-- A lease's hold on a 't' value v: renew (nt: ttl_ms, '0' = the last one)
+-- as renew.lua renews an exclusive lease. Returns {1, token, ttl} renewed,
+-- {2, owner, token, sb, pttl} another lease holds it.
+local function sh_one_renew(lock, v, lease, nt)
+  local w, l, limit, tok, sb, ttl, mode, owner = sh_one(v)
+  if l ~= lease then
+    return {2, owner or '', tonumber(tok) or 0, sb or '0', redis.call('PTTL', lock)}
+  end
+  if nt == '0' or nt == ttl then
+    nt = ttl
+    redis.call('PEXPIRE', lock, nt)
+  else
+    redis.call('SET', lock, 't' .. w .. l .. ' ' .. limit .. ' ' .. tok .. ' ' .. sb .. ' ' .. nt .. ' ' .. mode .. ' '
+      .. owner, 'PX', nt)
+  end
+  return {1, tonumber(tok), tonumber(nt)}
 end
 
 -- {owner, token, sb, pttl, mode} of the holder that expires first (first =

@@ -20,6 +20,17 @@ local v = redis.call('GET', lock)
 if not v or v == 'd' then
   return 0
 end
+if string.byte(v) == 116 then
+  -- a lone shared holder (_shared.lua): its token in the value
+  local w, l, limit, tok, rest = string.match(v, '^t(.)(%S*) (%d+) (%d+) (.*)$')
+  if l ~= lease then
+    return 0
+  end
+  if tok ~= token then
+    redis.call('SET', lock, 't' .. w .. l .. ' ' .. limit .. ' ' .. token .. ' ' .. rest, 'XX', 'KEEPTTL')
+  end
+  return 1
+end
 if string.byte(v) == 115 then
   local e = redis.call('ZSCORE', lock .. ':z', lease)
   local hv = redis.call('HGET', lock .. ':h', lease)

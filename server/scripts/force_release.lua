@@ -12,7 +12,11 @@ if not v or v == 'd' then
   return {0}
 end
 local top = 0
-if string.byte(v) == 115 then
+if string.byte(v) == 116 then
+  -- a lone shared holder (_shared.lua): as an exclusive one, index 2n to 2n+1
+  top = tonumber(string.match(v, '^t%S* %d+ (%d+)')) or 0
+  redis.call('DEL', lock)
+elseif string.byte(v) == 115 then
   if sh_trim(lock, sh_now()) == 0 then
     redis.call('DEL', lock, lock .. ':z', lock .. ':h')
     return {0}

@@ -35,6 +35,15 @@ if v == 'd' then
   end
   return {2 * fence_n() + 1, {0}} -- the delay's last millisecond
 end
+if string.byte(v) == 116 then
+  -- a lone shared holder (_shared.lua): the name's last grant, index 2n
+  if mark and string.byte(v, 2) == 48 then
+    redis.call('SETRANGE', lock, 1, '1')
+  end
+  local _, _, limit, tok, sb, _, mode, owner = sh_one(v)
+  return {2 * fence_n(), {4, tonumber(limit) or 1, 1, owner or '', tonumber(tok) or 0, sb or '0',
+    redis.call('PTTL', lock), mode or '1'}}
+end
 if string.byte(v) == 115 then
   local now = sh_now()
   local n = sh_trim(lock, now)

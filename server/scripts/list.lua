@@ -7,7 +7,8 @@
 -- index, name, ...}: mode '0' exclusive (or a semaphore's slot), '1' shared;
 -- for shared holders or a semaphore (_shared.lua) the holder is the one that
 -- expires last and count counts the live ones (O(log N) each); index as
--- inspect.lua gives it (_shared.lua: 2n held exclusive, 2n+1 shared).
+-- inspect.lua gives it (_shared.lua: 2n held exclusive or by a lone shared
+-- holder, 2n+1 by a set of them).
 --
 -- A page runs SCAN calls (at most 8) until it holds limit locks or the walk
 -- ends. COUNT is only a hint: one call may return more keys than the page
@@ -93,6 +94,21 @@ for _ = 1, 8 do
         out[#out + 1] = tonumber(string.match(v, '^s%d%d (%d+)')) or 1
         out[#out + 1] = live
         out[#out + 1] = 2 * fence_n(k) + 1
+        taken = taken + 1
+      end
+    elseif type(v) == 'string' and string.byte(v) == 116 then
+      -- a lone shared holder (_shared.lua's 't' value)
+      local lim, tok, sb, mode, owner = string.match(v, '^t.%S* (%d+) (%d+) (%d) %d+ (%d) (.*)$')
+      if tok then
+        out[#out + 1] = n
+        out[#out + 1] = owner
+        out[#out + 1] = tonumber(tok)
+        out[#out + 1] = sb
+        out[#out + 1] = redis.call('PTTL', k)
+        out[#out + 1] = mode
+        out[#out + 1] = tonumber(lim)
+        out[#out + 1] = 1
+        out[#out + 1] = 2 * fence_n(k)
         taken = taken + 1
       end
     elseif type(v) == 'string' then

@@ -7,8 +7,8 @@
 -- (_acquire.lua's form, with w = 1 so that its release publishes: lockd
 -- processes may have waiters queued behind it) with what is left of its ttl.
 -- A lock held by another lease (or a lock-delay) is never overwritten.
--- Shared holds and semaphore slots (_shared.lua) go back into the name's
--- holder set the same way: the marker made again when the name is free, a
+-- Shared holds and semaphore slots (_shared.lua) go back the same way: a
+-- free name's as its lone holder ('t'), else into the name's holder set, a
 -- slot added when the holders there use the same limit and (a semaphore)
 -- a slot is free; never past the limit, never over an exclusive holder.
 -- Also decides whether data was lost, for every lockd on this Redis: a
@@ -37,8 +37,26 @@ local function put_shared(lock, v, lease, tok, rest, left, kind)
   if not hm or not sb then
     return 2
   end
+  if not v then
+    -- a free name: the lease back as its lone holder ('t', w = 1: its
+    -- release publishes)
+    redis.call('SET', lock, 't1' .. lease .. ' ' .. limit .. ' ' .. tok .. ' ' .. sb .. ' ' .. ttl .. ' ' .. hm .. ' '
+      .. owner, 'PX', left)
+    return 1
+  end
   local now = sh_now()
   local marker = 's10 ' .. limit .. ' 0' -- w = 1: its release publishes
+  if string.byte(v) == 116 then
+    -- a lone holder: this lease's, or joined by it (spilled into the set)
+    local _, l, vlim = sh_one(v)
+    if l == lease then
+      return 0
+    end
+    if vlim ~= limit then
+      return 2
+    end
+    v = sh_spill(lock, v, now)
+  end
   if v then
     local fw, fx, flim, fxu = string.match(v, '^s(%d)(%d) (%d+) (%d+)$')
     if not fw then

@@ -12,6 +12,9 @@ end
 if string.byte(v) == 115 then
   return sh_renew(KEYS[1], ARGV[1], ARGV[2]) -- one of shared holders (_shared.lua)
 end
+if string.byte(v) == 116 then
+  return sh_one_renew(KEYS[1], v, ARGV[1], ARGV[2]) -- a lone shared holder (_shared.lua)
+end
 local lease, tok, sb, ttl, owner = string.match(v, '^.(%S*) (%d+) (%d) (%d+) (.*)$')
 if lease ~= ARGV[1] then
   return {2, owner or '', tonumber(tok) or 0, sb or '0', redis.call('PTTL', KEYS[1])}

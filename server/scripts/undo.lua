@@ -15,6 +15,14 @@ if not v or v == 'd' then
   return 0
 end
 local lease = ARGV[1]
+if string.byte(v) == 116 then
+  -- a lone shared holder (_shared.lua): its lease after 't<w>'
+  if string.find(v, lease, 3, true) ~= 3 or string.byte(v, #lease + 3) ~= 32 then
+    return 0
+  end
+  redis.call('DEL', KEYS[1])
+  return 1
+end
 if string.byte(v) == 115 then
   local r = sh_release(KEYS[1], v, lease, '0', function(_) end)
   if type(r) == 'table' then

@@ -654,6 +654,32 @@ static void t_grouped_readers_across_redis_restart(void)
     CHECK_EQ_INT(release(cl, &rs2, name, wlease), 200);
 }
 
+/* A lone reader and a lone semaphore slot (on Redis kept in the lock's
+ * value, not in a holder set: _shared.lua) come back after an empty restart
+ * as they were: a writer is refused, another limit too, a second reader
+ * joins them with a larger token, and each release finds its hold. */
+static void t_lone_holders_across_redis_restart(void)
+{
+    char r1[40], r2[40], s1[40], w[40];
+    long long t1 = 0, t2 = 0;
+    CHECK_EQ_INT(acquire(cl, &rs1, "lr-restart", "{\"mode\":\"shared\",\"ttl_ms\":10000}", r1, &t1),
+                 200);
+    CHECK_EQ_INT(acquire(cl, &rs1, "ls-restart", "{\"limit\":2,\"ttl_ms\":10000}", s1, NULL), 200);
+    restart_rd();
+    CHECK(th_wait_for(rs_ready, &rs1, 10000 * th_time_scale()));
+    CHECK(th_wait_for(rs_ready, &rs2, 10000 * th_time_scale()));
+    CHECK_EQ_INT(acquire(cl, &rs2, "lr-restart", "{\"mode\":\"shared\",\"ttl_ms\":5000,\"wait_ms\":3000}", r2, &t2),
+                 200);
+    CHECK(t2 > t1);
+    CHECK_EQ_INT(acquire(cl, &rs2, "lr-restart", "{\"ttl_ms\":5000,\"wait_ms\":300}", w, NULL), 409);
+    CHECK_EQ_INT(acquire(cl, &rs2, "ls-restart", "{\"limit\":3,\"ttl_ms\":5000,\"wait_ms\":300}", w, NULL), 409);
+    CHECK_EQ_INT(release(cl, &rs1, "lr-restart", r1), 200);
+    CHECK_EQ_INT(release(cl, &rs2, "lr-restart", r2), 200);
+    CHECK_EQ_INT(acquire(cl, &rs2, "lr-restart", "{\"ttl_ms\":5000,\"wait_ms\":3000}", w, NULL), 200);
+    CHECK_EQ_INT(release(cl, &rs2, "lr-restart", w), 200);
+    CHECK_EQ_INT(release(cl, &rs1, "ls-restart", s1), 200);
+}
+
 /* ---------------------------------------------------------------- expiry, sessions, errors */
 
 /* A reader that stops renewing frees its slot at its ttl: a writer waiting
@@ -863,6 +889,7 @@ int main(void)
     th_lockd_start(&rs2, rsargs, NULL);
     RUN(t_semaphore_across_redis_restart);
     RUN(t_grouped_readers_across_redis_restart);
+    RUN(t_lone_holders_across_redis_restart);
     th_lockd_kill(&rs1, SIGKILL);
     th_lockd_kill(&rs2, SIGKILL);
 
