@@ -352,8 +352,11 @@ static void semaphore_handoff(const struct th_lockd *l, const char *name)
     for (int i = 0; i < HANDOFF_WAITERS; i++) {
         CHECK_EQ_INT(b[i].status, 200);
         if (i > 0) {
-            CHECK(b[i].token > b[i - 1].token);
-            CHECK(b[i].done_ms >= b[i - 1].done_ms);
+            CHECK(b[i].token > b[i - 1].token); /* granted in queue order */
+            /* the three granted at once answer in any order: each client
+             * thread reads its own answer when it is scheduled */
+            if (i < 3)
+                CHECK(b[i].done_ms >= b[i - 1].done_ms);
         }
     }
     CHECK_EQ_INT(inspect_int(l, name, "holders"), 3);
