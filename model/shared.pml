@@ -17,7 +17,16 @@
  * another lockd, which has no queue of this one's: straight to the backend.
  * A holder renews at most once, releases or crashes (its lease then runs
  * out); a release or renewal may come after its lease ran out (a paused
- * client), i.e. with a lease the backend no longer holds.
+ * client), i.e. with a lease the backend no longer holds. With REMOTE the
+ * backend also keeps the rule only Redis has (several lockd share it): the
+ * last reader out leaves the name reserved for a waiting writer
+ * (sh_release). Every lockd callback and backend call is one d_step.
+ *
+ * Mutants (make model-mutants), one at a time:
+ *   MUT_SH_IGNORE_X        a shared acquire joins an exclusive holder
+ *   MUT_SEM_NO_LIMIT       a semaphore admits without counting its holders
+ *   MUT_SH_RELEASE_ANY     a release removes a live holder, whatever its lease
+ *   MUT_SH_NO_WRITER_PREF  readers ignore a waiting writer (LIVE: starved)
  */
 #ifndef NC
 #define NC 3
