@@ -4,7 +4,7 @@
 #   model/check.sh full                 safety on every configuration (make model-full)
 #   model/check.sh mutants              each mutant must yield a counterexample
 # CONFIG is one of leases, sessions, contention, liveness, rwlock,
-# semaphore, shared-live (exhaustive), mixed, live-sessions, redlock
+# semaphore, shared-live, sem-live (exhaustive), mixed, live-sessions, redlock
 # (bitstate: too big to search exhaustively here), wide, redlock-drift,
 # redlock-w24 (bitstate, make model-full only); `safety` alone runs the
 # `make model` set. README.md says what each covers. Runs go two at a time
@@ -45,6 +45,7 @@ flags_of() {
     rwlock)     echo "-DSH -DREMOTE" ;;
     semaphore)  echo "-DSH -DREMOTE -DLIMIT=2" ;;
     shared-live) echo "-DSH -DREMOTE -DLIVE" ;;
+    sem-live)   echo "-DSH -DREMOTE -DLIVE -DLIMIT=2" ;;
     *) echo "check.sh: unknown configuration $1" >&2; exit 2 ;;
     esac
 }
@@ -83,7 +84,7 @@ run() {
 
 # the `make model` set, longest first (two run at a time); `make
 # model-full` adds the costly bitstate searches
-MODEL_SET="contention redlock leases live-sessions mixed sessions semaphore rwlock liveness shared-live"
+MODEL_SET="contention redlock leases live-sessions mixed sessions semaphore rwlock liveness sem-live shared-live"
 FULL_SET="redlock-w24 wide redlock-drift $MODEL_SET"
 MUTANT_SET="MUT_RL_RENEW_MAX MUT_NO_LOCK_DELAY MUT_RL_NO_WRITEBACK MUT_RENEW_NO_OWNER MUT_RELEASE_NO_CAD MUT_NO_MAX_HOLD MUT_NO_RETRY MUT_SH_IGNORE_X MUT_SEM_NO_LIMIT MUT_SH_NO_WRITER_PREF MUT_SH_RELEASE_ANY"
 
@@ -116,7 +117,7 @@ one)
     liveness|live-sessions)
         # LTL `live` (lockd.pml) under weak fairness: acceptance cycles
         run "$c" "$live" "-a -f -m400000 $wf" $f ;;
-    shared-live) run "$c" "$LIVE_SH" "-a -f -m400000" $f ;;
+    shared-live|sem-live) run "$c" "$LIVE_SH" "-a -f -m400000" $f ;;
     *) run "$c" "$safe" "-m400000 $wf" $f ;;
     esac
     if [ "$errors" != 0 ]; then

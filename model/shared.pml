@@ -493,7 +493,7 @@ inline hold(c, via_remote) {
 proctype client(byte c)
 {
   byte rc;
-#ifdef LIVE
+#if defined(LIVE) && LIMIT == 1
   if
   :: c == 2 ->
      /* another lockd's reader, again and again (LIMIT 1: a writer waiting
@@ -554,7 +554,11 @@ init {
 }
 
 #ifdef LIVE
-/* (5) a waiter of this lockd is answered, under weak fairness */
+/* (5) a waiter of this lockd is answered, under weak fairness (LIMIT 1:
+ * while another lockd's reader comes again and again; LIMIT 2: client 2
+ * as in the safety runs, as a semaphore promises no order across lockd
+ * processes) */
 ltl live { [] ((cl_st[0] == C_WAITING) -> <> (cl_st[0] != C_WAITING)) &&
-           [] ((cl_st[1] == C_WAITING) -> <> (cl_st[1] != C_WAITING)) }
+           [] ((cl_st[1] == C_WAITING) -> <> (cl_st[1] != C_WAITING)) &&
+           [] ((cl_st[2] == C_WAITING) -> <> (cl_st[2] != C_WAITING)) }
 #endif
