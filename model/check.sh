@@ -8,10 +8,13 @@
 # (bitstate: too big to search exhaustively here), wide, redlock-drift,
 # redlock-w24 (bitstate, make model-full only); `safety` alone runs the
 # `make model` set. README.md says what each covers. Runs go two at a time
-# (MODEL_JOBS, default 2: CI has 2 cores), longest first. Output and trails go to build/model/<run>/. An exhaustive search
+# (MODEL_JOBS, default 2: CI has 2 cores), longest first, each as
+# `check.sh one CONFIG` (a mutant: `check.sh mutant MUT_...`).
+# Output and trails go to build/model/<run>/. An exhaustive search
 # runs with -DCOLLAPSE, pan's memory capped at 3000 MB (-DMEMLIM) and the
 # process at 4 GB (ulimit -v); a search that hits either, or the depth
-# bound, fails. Mutants run exhaustively and stop at the first violation. PAN_FLAGS / PAN_RUN add
+# bound, fails. Mutants run exhaustively (MUT_RL_RENEW_MAX by bitstate) and
+# stop at the first violation. PAN_FLAGS / PAN_RUN add
 # compile / run options for pan; MODEL_TIMEOUT caps each run (default 300 s);
 # MODEL_CFLAGS replaces the optimisation flags (gcc spends ~20 s on pan.c at
 # plain -O2; without gcse/tree-pre ~9 s, and pan runs as fast).
