@@ -38,7 +38,7 @@ UNIT     := $(patsubst tests/unit/%.c,%,$(wildcard tests/unit/*.c))
 INTEG    := $(patsubst tests/integration/%.c,%,$(wildcard tests/integration/*.c))
 BENCH    := $(patsubst bench/%.c,%,$(wildcard bench/*.c))
 
-.PHONY: model model-mutants all deps run test test-fast test-san lint unit-% clean bench bench-floors check-deps fuzz fuzz-build test-fuzz test-valgrind test-tsan format
+.PHONY: model model-mutants model-full all deps run test test-fast test-san lint unit-% clean bench bench-floors check-deps fuzz fuzz-build test-fuzz test-valgrind test-tsan format
 all: build/lockd build/lockctl
 
 # --- code generation: Lua scripts become C strings (server/scripts is the only copy)
@@ -178,6 +178,10 @@ model:
 
 model-mutants:
 	model/check.sh mutants
+
+# make model plus the costly bitstate searches CI leaves out (model/README.md)
+model-full:
+	model/check.sh full
 
 # lockd under memcheck for the integration programs tests/valgrind.sh names.
 test-valgrind: build/tests

@@ -1,18 +1,25 @@
 #!/bin/sh
 # check.sh - runs spin on the lockd model (make model, make model-mutants).
-#   model/check.sh safety [CONFIG...]   each configuration, exhaustively: must find nothing
+#   model/check.sh safety [CONFIG...]   each configuration: must find nothing
+#   model/check.sh full                 safety on every configuration (make model-full)
 #   model/check.sh mutants              each mutant must yield a counterexample
-# CONFIG is one of leases, sessions, contention, liveness (exhaustive),
-# mixed, wide, live-sessions, redlock, redlock-drift (bitstate: too big to
-# search exhaustively here); all by default. README.md says what each
-# covers. Output and trails go to build/model/<run>/. An exhaustive search
+# CONFIG is one of leases, sessions, contention, liveness, rwlock,
+# semaphore, shared-live, sem-live (exhaustive), mixed, live-sessions, redlock
+# (bitstate: too big to search exhaustively here), wide, redlock-drift,
+# redlock-w24 (bitstate, make model-full only); `safety` alone runs the
+# `make model` set. README.md says what each covers. Runs go two at a time
+# (MODEL_JOBS, default 2: CI has 2 cores), longest first, each as
+# `check.sh one CONFIG` (a mutant: `check.sh mutant MUT_...`).
+# Output and trails go to build/model/<run>/. An exhaustive search
 # runs with -DCOLLAPSE, pan's memory capped at 3000 MB (-DMEMLIM) and the
 # process at 4 GB (ulimit -v); a search that hits either, or the depth
-# bound, fails. Mutants run exhaustively and stop at the first violation. PAN_FLAGS / PAN_RUN add
+# bound, fails. Mutants run exhaustively (MUT_RL_RENEW_MAX by bitstate) and
+# stop at the first violation. PAN_FLAGS / PAN_RUN add
 # compile / run options for pan; MODEL_TIMEOUT caps each run (default 300 s);
 # MODEL_CFLAGS replaces the optimisation flags (gcc spends ~20 s on pan.c at
 # plain -O2; without gcse/tree-pre ~9 s, and pan runs as fast).
 set -u
+jobs=${MODEL_JOBS:-2}
 repo=$(cd "$(dirname "$0")/.." && pwd)
 out=$repo/build/model
 mkdir -p "$out"
@@ -20,6 +27,7 @@ command -v spin >/dev/null || { echo "spin missing: make deps"; exit 1; }
 
 SAFE="-DSAFETY -DNOFAIR -DCOLLAPSE -DMEMLIM=3000"
 LIVE="-DCOLLAPSE -DMEMLIM=3000 -DNFAIR=3"
+LIVE_SH="-DCOLLAPSE -DMEMLIM=3000 -DNFAIR=4" # shared.pml runs 9 processes
 
 # the configurations: spin flags (see README.md, "Configurations")
 flags_of() {
@@ -35,13 +43,21 @@ flags_of() {
     live-sessions) echo "-DLIVE -DDRIFT=0" ;;
     redlock)    echo "-DRL" ;;
     redlock-drift) echo "-DRL -DRDRIFT=1" ;;
+    redlock-w24) echo "-DRL" ;;
+    # shared.pml: shared locks (limit 1) and a semaphore (limit 2)
+    rwlock)     echo "-DSH -DREMOTE" ;;
+    semaphore)  echo "-DSH -DREMOTE -DLIMIT=2" ;;
+    shared-live) echo "-DSH -DREMOTE -DLIVE" ;;
+    sem-live)   echo "-DSH -DREMOTE -DLIVE -DLIMIT=2" ;;
     *) echo "check.sh: unknown configuration $1" >&2; exit 2 ;;
     esac
 }
 # bitstate table (pan -w) of a configuration, empty: exhaustive
 bits_of() {
     case $1 in
-    mixed|wide|live-sessions|redlock|redlock-drift) echo 23 ;;
+    mixed|live-sessions|redlock) echo 22 ;;
+    wide|redlock-drift) echo 23 ;;
+    redlock-w24) echo 24 ;;
     *) echo "" ;;
     esac
 }
@@ -53,7 +69,7 @@ run() {
     d=$out/$tag
     rm -rf "$d"; mkdir -p "$d"; cp "$repo"/model/*.pml "$d"/
     root=lockd.pml
-    case " $* " in *" -DRL "*) root=redlock.pml ;; esac
+    case " $* " in *" -DRL "*) root=redlock.pml ;; *" -DSH "*) root=shared.pml ;; esac
     (cd "$d" && spin -a "$@" $root >spin.log 2>&1) || { cat "$d/spin.log"; errors=99; return; }
     (cd "$d" && ${CC:-cc} ${MODEL_CFLAGS:--O2 -fno-gcse -fno-tree-pre} -w $cc ${PAN_FLAGS:-} -o pan pan.c) || { errors=99; return; }
     (cd "$d" && ulimit -v 4000000 && timeout "${MODEL_TIMEOUT:-300}" ./pan $rf ${PAN_RUN:-} >pan.out 2>&1)
@@ -69,59 +85,88 @@ run() {
     fi
 }
 
+# the `make model` set, longest first (two run at a time); `make
+# model-full` adds the costly bitstate searches
+MODEL_SET="contention redlock leases live-sessions mixed sessions semaphore rwlock liveness sem-live shared-live"
+FULL_SET="redlock-w24 wide redlock-drift $MODEL_SET"
+MUTANT_SET="MUT_RL_RENEW_MAX MUT_NO_LOCK_DELAY MUT_RL_NO_WRITEBACK MUT_RENEW_NO_OWNER MUT_RELEASE_NO_CAD MUT_NO_MAX_HOLD MUT_NO_RETRY MUT_SH_IGNORE_X MUT_SEM_NO_LIMIT MUT_SH_NO_WRITER_PREF MUT_SH_RELEASE_ANY"
+
+# several runs of this script, $jobs at a time; fails when any failed
+par() {
+    sub=$1; shift
+    printf '%s\n' "$@" | xargs -P "$jobs" -n 1 "$0" "$sub"
+}
+
 case ${1:-safety} in
-safety)
-    shift 2>/dev/null
-    configs=${*:-leases sessions contention liveness mixed wide live-sessions redlock redlock-drift}
-    for c in $configs; do
-        f=$(flags_of "$c") || exit 2
-        w=$(bits_of "$c")
-        safe=$SAFE live=$LIVE wf=""
-        if [ -n "$w" ]; then
-            # bitstate: not exhaustive; the depth bound is generous (a
-            # search that reaches it fails, as in the exhaustive runs)
-            safe="-DSAFETY -DNOFAIR -DBITSTATE" live="-DBITSTATE -DNFAIR=3" wf="-w$w -k3"
-        fi
-        case $c in
-        liveness|live-sessions)
-            # LTL `live` (lockd.pml) under weak fairness: acceptance cycles
-            run "$c" "$live" "-a -f -m400000 $wf" $f ;;
-        *) run "$c" "$safe" "-m400000 $wf" $f ;;
-        esac
-        if [ "$errors" != 0 ]; then
-            echo "model: $c: violation or incomplete search (trail, if any: build/model/$c/lockd.pml.trail;"
-            echo "  replay with: cd build/model/$c && spin -t -p $f lockd.pml)"; tail -20 "$out/$c/pan.out"; exit 1
-        fi
-    done
-    echo "model: no violation (leases, sessions, contention, liveness exhaustive; the rest bitstate, see README.md)"
+safety|full)
+    what=$1; shift 2>/dev/null
+    if [ "$what" = full ]; then configs=${*:-$FULL_SET}; else configs=${*:-$MODEL_SET}; fi
+    for c in $configs; do flags_of "$c" >/dev/null || exit 2; done
+    # shellcheck disable=SC2086
+    par one $configs || { echo "model: a violation or an incomplete search (above)"; exit 1; }
+    echo "model: no violation ($configs; see README.md for which are exhaustive)"
+    ;;
+one)
+    c=$2
+    f=$(flags_of "$c") || exit 2
+    w=$(bits_of "$c")
+    safe=$SAFE live=$LIVE wf=""
+    if [ -n "$w" ]; then
+        # bitstate: not exhaustive; the depth bound is generous (a
+        # search that reaches it fails, as in the exhaustive runs)
+        safe="-DSAFETY -DNOFAIR -DBITSTATE" live="-DBITSTATE -DNFAIR=3" wf="-w$w -k3"
+    fi
+    case $c in
+    liveness|live-sessions)
+        # LTL `live` (lockd.pml) under weak fairness: acceptance cycles
+        run "$c" "$live" "-a -f -m400000 $wf" $f ;;
+    shared-live|sem-live) run "$c" "$LIVE_SH" "-a -f -m400000" $f ;;
+    *) run "$c" "$safe" "-m400000 $wf" $f ;;
+    esac
+    if [ "$errors" != 0 ]; then
+        echo "model: $c: violation or incomplete search (trail, if any: build/model/$c/$root.trail;"
+        echo "  replay with: cd build/model/$c && spin -t -p $f $root)"; tail -20 "$out/$c/pan.out"; exit 1
+    fi
     ;;
 mutants)
     shift
-    bad=""
-    # each mutant in the configuration that exercises what it breaks; the
-    # search is exhaustive and stops at the first violation
-    for m in ${MUTANTS:-MUT_RENEW_NO_OWNER MUT_RELEASE_NO_CAD MUT_NO_MAX_HOLD MUT_NO_LOCK_DELAY MUT_NO_RETRY MUT_RL_NO_WRITEBACK MUT_RL_RENEW_MAX}; do
-        case $m in
-        MUT_RENEW_NO_OWNER|MUT_RELEASE_NO_CAD) c=leases ;;
-        MUT_NO_MAX_HOLD) c=sessions ;;
-        MUT_NO_LOCK_DELAY) c=contention ;;
-        MUT_NO_RETRY) c=liveness ;;
-        MUT_RL_*) c=redlock ;;
-        esac
-        if [ "$c" = liveness ]; then
-            run "$m" "$LIVE" "-a -f -m400000" -D$m $(flags_of $c) "$@"
-        else
-            run "$m" "$SAFE" "-m400000" -D$m $(flags_of $c) "$@"
-        fi
-        if [ "$errors" = 0 ] || [ "$errors" = 99 ] || ! ls "$out/$m"/*.pml.trail >/dev/null 2>&1; then
-            echo "  $m: NOT caught"; bad="$bad $m"
-        else
-            why=$(grep -m1 -E 'assertion violated|invalid end state|acceptance cycle' "$out/$m/pan.out")
-            echo "  $m ($c): caught: $why"
-        fi
-    done
-    [ -z "$bad" ] || { echo "model-mutants: not caught:$bad"; exit 1; }
+    # shellcheck disable=SC2086
+    par mutant ${MUTANTS:-$MUTANT_SET} || { echo "model-mutants: not caught (above)"; exit 1; }
     echo "model-mutants: every mutant produced a counterexample trail"
     ;;
-*) echo "usage: model/check.sh safety [CONFIG...] | mutants"; exit 2 ;;
+mutant)
+    # each mutant in the configuration that exercises what it breaks; the
+    # search is exhaustive (but MUT_RL_RENEW_MAX's) and stops at the first
+    # violation
+    m=$2
+    case $m in
+    MUT_RENEW_NO_OWNER|MUT_RELEASE_NO_CAD) c=leases ;;
+    MUT_NO_MAX_HOLD) c=sessions ;;
+    MUT_NO_LOCK_DELAY) c=contention ;;
+    MUT_NO_RETRY) c=liveness ;;
+    MUT_RL_*) c=redlock ;;
+    MUT_SH_IGNORE_X|MUT_SH_RELEASE_ANY) c=rwlock ;;
+    MUT_SEM_NO_LIMIT) c=semaphore ;;
+    MUT_SH_NO_WRITER_PREF) c=shared-live ;;
+    *) echo "check.sh: unknown mutant $m" >&2; exit 2 ;;
+    esac
+    case $m in
+    MUT_RL_RENEW_MAX)
+        # a bitstate search finds its trail at 4.2e6 states in a third of
+        # the exhaustive search's time (6.3e6 states): a trail found is a
+        # real counterexample either way
+        run "$m" "-DSAFETY -DNOFAIR -DBITSTATE" "-m400000 -w24 -k3" -D"$m" $(flags_of $c) ;;
+    *) case $c in
+    liveness) run "$m" "$LIVE" "-a -f -m400000" -D"$m" $(flags_of $c) ;;
+    shared-live) run "$m" "$LIVE_SH" "-a -f -m400000" -D"$m" $(flags_of $c) ;;
+    *) run "$m" "$SAFE" "-m400000" -D"$m" $(flags_of $c) ;;
+    esac ;;
+    esac
+    if [ "$errors" = 0 ] || [ "$errors" = 99 ] || ! ls "$out/$m"/*.pml.trail >/dev/null 2>&1; then
+        echo "  $m: NOT caught"; exit 1
+    fi
+    why=$(grep -m1 -E 'assertion violated|invalid end state|acceptance cycle' "$out/$m/pan.out")
+    echo "  $m ($c): caught: $why"
+    ;;
+*) echo "usage: model/check.sh safety [CONFIG...] | full [CONFIG...] | mutants"; exit 2 ;;
 esac
