@@ -581,8 +581,13 @@ static void handle_handoff(struct rcmd *cmd, const redisReply *r)
     const redisReply *rel = r->element[0];
     const redisReply *acq = r->elements >= 2 ? r->element[1] : NULL;
     bk_res_init(&out, LK_OK);
+    /* as handle_renew_release reads a release's reply */
     bool released = rel->type == REDIS_REPLY_STRING && rtoken(rel, &out.fencing_token);
-    bool known = released || (rel->type != REDIS_REPLY_STRING && owner_result(rel, &out, &h));
+    if (!released && is_array(rel, 2) && rint64(rel->element[0]) == 1) {
+        out.fencing_token = rint64(rel->element[1]);
+        released = true;
+    }
+    bool known = released || (is_array(rel, 1) && owner_result(rel, &out, &h));
     int64_t token = 0;
     bool granted = acq != NULL && acq->type == REDIS_REPLY_STRING;
     if (acq != NULL && acq->type == REDIS_REPLY_ERROR)

@@ -388,7 +388,8 @@ static void release_done(void *arg, const struct bk_res *br)
         r.retry_ms = br->delay_ms;
     }
     if (o->rider != NULL)
-        waiters_ride_done(o->e, o->rider, br->code == LK_OK ? br->handoff : NULL);
+        waiters_ride_done(o->e, o->rider, br->code == LK_OK,
+                          br->code == LK_OK ? br->handoff : NULL);
     o->done(o->arg, &r);
     free(o);
 }

@@ -181,9 +181,11 @@ void waiters_kick_rider(struct engine *e, const char *name, struct eng_waiter *r
  * asking already, or lockd draining). On the releaser's loop. */
 struct eng_waiter *waiters_ride(struct engine *e, const char *name, struct bk_handoff *ho);
 /* The release that carried w was answered: g is w's acquire's result, or
- * NULL when it was not asked (the release failed, or the backend declined):
- * then w asks itself. On the releaser's loop; w is answered on its own. */
-void waiters_ride_done(struct engine *e, struct eng_waiter *w, const struct bk_res *g);
+ * NULL when it was not asked (the release failed: w waits on, or the
+ * backend declined: w asks itself, as a kicked head). On the releaser's
+ * loop; w is answered on its own. */
+void waiters_ride_done(struct engine *e, struct eng_waiter *w, bool released,
+                       const struct bk_res *g);
 /* Another lockd granted name (a pub/sub message): its watchers look, and a
  * queued reader asks (the name may be open to readers now); other waiters
  * wait for a release, as a grant frees nothing. */

@@ -718,9 +718,7 @@ void waiters_kick_rider(struct engine *e, const char *name, struct eng_waiter *r
         q->kicked_us = lk_now_us();
         q->holder_expiry_ms = 0;
         q->freed++;
-        if (h == rider)
-            ; /* it asked with the release */
-        else if (h->state == W_ATTEMPTING)
+        if (h->state == W_ATTEMPTING && h != rider) /* a rider asked with the release */
             h->kick_pending = true;
         else if (h->state == W_QUEUED)
             post_poke(e, h->lp, name, true);
@@ -737,7 +735,7 @@ struct eng_waiter *waiters_ride(struct engine *e, const char *name, struct bk_ha
     HASH_FIND_STR(e->queues, name, q);
     struct eng_waiter *w = q != NULL ? q->list : NULL;
     if (w != NULL && (w->state != W_QUEUED || w->failed || w->cancelled || w->is_multi ||
-                      w->shared))
+                      w->shared || lk_now_ms() >= w->deadline_ms))
         w = NULL;
     if (w != NULL) {
         w->state = W_ATTEMPTING; /* nothing else answers or frees it now */
@@ -753,17 +751,45 @@ struct eng_waiter *waiters_ride(struct engine *e, const char *name, struct bk_ha
     return w;
 }
 
-/* On a rider's loop: the release did not ask for it; it asks itself. */
+/* On a rider's loop: the release did not ask for it. */
 static void on_ride_retry(void *arg)
 {
-    attempt(arg);
+    attempt(arg); /* released: it asks itself, as a kicked head would */
 }
 
-void waiters_ride_done(struct engine *e, struct eng_waiter *w, const struct bk_res *g)
+static void on_ride_back(void *arg)
+{
+    struct eng_waiter *w = arg;
+    struct engine *e = w->e;
+    pthread_mutex_lock(&e->wmu);
+    if (w->cancelled) { /* its client left meanwhile */
+        struct eng_waiter *h = NULL;
+        unlink_waiter(e, w, &h);
+        promote(e, h, false);
+        pthread_mutex_unlock(&e->wmu);
+        ev_timer_stop(loop_ev(w->lp), &w->timer);
+        free(w);
+        return;
+    }
+    /* not released: it waits as before, unless a release came meanwhile
+     * or it is to be answered (failed) */
+    bool again = w->kick_pending || w->failed;
+    w->kick_pending = false;
+    if (!again)
+        w->state = W_QUEUED;
+    pthread_mutex_unlock(&e->wmu);
+    if (again)
+        attempt(w);
+    else
+        arm(w);
+}
+
+void waiters_ride_done(struct engine *e, struct eng_waiter *w, bool released,
+                       const struct bk_res *g)
 {
     (void)e;
     if (g == NULL) {
-        loop_post(w->lp, on_ride_retry, w);
+        loop_post(w->lp, released ? on_ride_retry : on_ride_back, w);
         return;
     }
     /* its answer, copied for its own loop as a grouped follower's is */
