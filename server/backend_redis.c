@@ -590,8 +590,13 @@ static void handle_handoff(struct rcmd *cmd, const redisReply *r)
     bool known = released || (is_array(rel, 1) && owner_result(rel, &out, &h));
     int64_t token = 0;
     bool granted = acq != NULL && acq->type == REDIS_REPLY_STRING;
+    /* The acquire part failing is no refusal of the release: on a cluster
+     * primary whose slot migrates, the lock the release deleted is no
+     * longer local, and Redis refuses the script's SET of it ("non local
+     * key"). The waiter then asks itself (ASK followed), as when declined. */
     if (acq != NULL && acq->type == REDIS_REPLY_ERROR)
-        rn_conn_log_refusal(cmd->nc.conn, acq);
+        lk_log(LK_DEBUG, "release_handoff: the waiter's acquire failed: %s",
+               acq->str != NULL ? acq->str : "");
     if ((granted && (cmd->answered || !known || !rtoken(acq, &token))) ||
         (acq != NULL && acq->type == REDIS_REPLY_ERROR)) {
         /* nobody will use this grant (the caller got 503 already, or the
