@@ -86,6 +86,22 @@ struct bk_grant_item {
     int64_t fencing_token; /* filled when the acquire answers LK_OK */
 };
 
+/* bk_req.handoff: a release hands the name to a waiter in the same backend
+ * call (BK_CAP_HANDOFF): BK_RELEASE (delay_ms 0) with it also runs, in one
+ * step after a release that succeeded, the BK_ACQUIRE this describes (wait
+ * set; no fence floor, no more). The backend may decline it (then
+ * bk_res.handoff is NULL and nothing was asked for the waiter). */
+#define BK_CAP_HANDOFF 0x80u
+
+struct bk_handoff {
+    const char *lease; /* LK_LEASE_LEN hex chars */
+    const char *owner; /* "" when none */
+    enum bk_mode mode;
+    int64_t limit;
+    int64_t ttl_ms;
+    bool session_bound;
+};
+
 struct bk_req {
     enum bk_op op;
     const char *name;  /* all but LIST, RENEW_MANY, PING */
@@ -119,6 +135,9 @@ struct bk_req {
      * done runs. */
     struct bk_grant_item *more;
     size_t nmore;
+    /* RELEASE (BK_CAP_HANDOFF): the waiter to grant after it, or NULL; the
+     * caller owns it until done runs */
+    const struct bk_handoff *handoff;
     /* LIST */
     const char *prefix;
     const char *cursor; /* "" = from the start; opaque otherwise */
@@ -198,6 +217,10 @@ struct bk_res {
      * (the cluster router follows MOVED, ASK, TRYAGAIN and CLUSTERDOWN).
      * LK_UNSUPPORTED: why, backend_ops.refusal's sentence, or NULL. */
     const char *refusal;
+    /* RELEASE with bk_req.handoff: the waiter's acquire, as a BK_ACQUIRE
+     * would answer it, when it ran (the release answered LK_OK); NULL when
+     * it did not. */
+    const struct bk_res *handoff;
 };
 
 typedef void (*bk_done_fn)(void *arg, const struct bk_res *r);

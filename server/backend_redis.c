@@ -49,6 +49,7 @@ extern const char lk_lua_acquire_shared_many[];
 extern const char lk_lua_force_release[];
 extern const char lk_lua_reassert[];
 extern const char lk_lua_acquire_set[];
+extern const char lk_lua_release_handoff[];
 
 #define RB_MAX_LOOPS 256 /* loop_index() values we accept */
 #define RB_BATCH 200     /* leases per renew_many EVALSHA */
@@ -69,6 +70,7 @@ enum {
     SC_REASSERT,
     SC_ACQUIRE_SET,
     SC_ACQUIRE_SHARED_MANY,
+    SC_RELEASE_HANDOFF,
     SC_COUNT
 };
 
@@ -89,7 +91,8 @@ enum rk {
     RK_GROUP,
     RK_FENCE,  /* fence_raise.lua, undo.lua: an integer, 1 = done on the lease's lock */
     RK_ASKING, /* Redis Cluster's ASKING before a command sent after an ASK redirection */
-    RK_MULTI   /* acquire_set.lua: a multi-lock's names, all or none */
+    RK_MULTI,  /* acquire_set.lua: a multi-lock's names, all or none */
+    RK_HANDOFF /* release_handoff.lua: a release, then a waiter's acquire */
 };
 
 struct rb {
@@ -540,6 +543,84 @@ static void handle_acquire(struct rcmd *cmd, const redisReply *r)
     }
 }
 
+/* An acquire's refusal (an array, as handle_acquire decodes it) into out;
+ * false when r is none. */
+static bool acquire_refusal(const redisReply *r, struct bk_res *out, struct bk_holder *h)
+{
+    if (!is_array(r, 1))
+        return false;
+    int64_t st = rint64(r->element[0]);
+    if (st == 0 && r->elements >= 5) {
+        out->code = LK_LOCKED;
+        holder_from_mode(r->element + 1, r->elements >= 6, h);
+        out->holders = h;
+        out->nholders = 1;
+    } else if (st == 2 && r->elements >= 2) {
+        out->code = LK_LOCKED;
+        out->delay_ms = delay_left(r->element[1]);
+    } else if (st == 3 && r->elements >= 2) {
+        out->code = LK_LIMIT_MISMATCH;
+        out->limit = rint64(r->element[1]);
+    } else {
+        return false;
+    }
+    return true;
+}
+
+/* release_handoff.lua's reply: {release's reply} when it did not release,
+ * {token, the waiter's acquire reply} when it did. The release is answered
+ * as handle_renew_release answers it, with the acquire's result in
+ * bk_res.handoff when it can be read; a grant nobody will use (the caller
+ * was answered already, or the element is an error) is undone at once. */
+static void handle_handoff(struct rcmd *cmd, const redisReply *r)
+{
+    struct bk_res out, got;
+    struct bk_holder h, gh;
+    if (!is_array(r, 1))
+        return;
+    const redisReply *rel = r->element[0];
+    const redisReply *acq = r->elements >= 2 ? r->element[1] : NULL;
+    bk_res_init(&out, LK_OK);
+    /* as handle_renew_release reads a release's reply */
+    bool released = rel->type == REDIS_REPLY_STRING && rtoken(rel, &out.fencing_token);
+    if (!released && is_array(rel, 2) && rint64(rel->element[0]) == 1) {
+        out.fencing_token = rint64(rel->element[1]);
+        released = true;
+    }
+    bool known = released || (is_array(rel, 1) && owner_result(rel, &out, &h));
+    int64_t token = 0;
+    bool granted = acq != NULL && acq->type == REDIS_REPLY_STRING;
+    /* The acquire part failing is no refusal of the release: on a cluster
+     * primary whose slot migrates, the lock the release deleted is no
+     * longer local, and Redis refuses the script's SET of it ("non local
+     * key"). The waiter then asks itself (ASK followed), as when declined. */
+    if (acq != NULL && acq->type == REDIS_REPLY_ERROR)
+        lk_log(LK_DEBUG, "release_handoff: the waiter's acquire failed: %s",
+               acq->str != NULL ? acq->str : "");
+    if ((granted && (cmd->answered || !known || !rtoken(acq, &token))) ||
+        (acq != NULL && acq->type == REDIS_REPLY_ERROR)) {
+        /* nobody will use this grant (the caller got 503 already, or the
+         * reply is not what was asked), or what ran of it may have granted
+         * it: give it back now rather than at its ttl */
+        cmd_undo(cmd);
+        acq = NULL;
+        granted = false;
+    }
+    if (cmd->answered || !known)
+        return;
+    note_owner_result(cmd, &out);
+    if (granted) {
+        grant_res(cmd, token, &got);
+        note_grant(cmd, token);
+        out.handoff = &got;
+    } else if (acq != NULL) {
+        bk_res_init(&got, LK_OK);
+        if (acquire_refusal(acq, &got, &gh))
+            out.handoff = &got;
+    }
+    cmd_answer(cmd, &out);
+}
+
 static void multi_undo(struct rcmd *cmd);
 
 /* acquire_set.lua's reply: the tokens (strings) of a grant, or {i, refusal
@@ -756,10 +837,12 @@ static void cmd_handle(struct rcmd *cmd, const redisReply *r)
 {
     if (r == NULL || (r->type == REDIS_REPLY_ERROR && cmd->kind != RK_PING))
         return;
-    if (cmd->answered && cmd->kind != RK_ACQUIRE && cmd->kind != RK_MULTI)
+    if (cmd->answered && cmd->kind != RK_ACQUIRE && cmd->kind != RK_MULTI &&
+        cmd->kind != RK_HANDOFF)
         return;
     switch (cmd->kind) {
     case RK_ACQUIRE: handle_acquire(cmd, r); break;
+    case RK_HANDOFF: handle_handoff(cmd, r); break;
     case RK_MULTI: handle_multi(cmd, r); break;
     case RK_RENEW:
     case RK_RELEASE: handle_renew_release(cmd, r); break;
@@ -874,6 +957,7 @@ static bool rcmd_may_send(struct rn_cmd *nc)
     int64_t retry;
     switch (cmd->kind) {
     case RK_ACQUIRE:
+    case RK_HANDOFF:
     case RK_MULTI: return ra_gate(cmd->bk->ra, true, &retry) == LK_OK;
     case RK_GROUP:
         return ra_gate(cmd->bk->ra,
@@ -1303,6 +1387,67 @@ static enum lk_code rb_release(struct rb *bk, struct rn_conn *c, const struct bk
     return cmd_submit(cmd, group_queue(cmd));
 }
 
+/* A release that hands the name to a waiter (bk_req.handoff):
+ * release_handoff.lua, never grouped. Its arguments: the acquire's as
+ * rb_acquire or rb_acquire_shared puts them (note_grant reads them there),
+ * then the release's. The command is the waiter's acquire for undo and the
+ * grants table, and the release for note_owner_result. */
+static enum lk_code rb_release_handoff(struct rb *bk, struct rn_conn *c, const struct bk_req *req,
+                                       int64_t now, bk_done_fn done, void *arg)
+{
+    const struct bk_handoff *a = req->handoff;
+    size_t nl = strlen(req->name), ll = strlen(a->lease);
+    struct rcmd *cmd =
+        op_new(bk, c, RK_HANDOFF, SC_RELEASE_HANDOFF, LK_PAIR_SIZE(nl, ll), done, arg);
+    lk_pair_put(cmd->undo, req->name, nl, a->lease, ll);
+    cmd->undo_name = cmd->undo;
+    cmd->undo_lease = lk_pair_second(cmd->undo);
+    cmd->lease_ref = req->lease;
+    cmd->name_ref = req->name;
+    cmd->ttl_ms = a->ttl_ms;
+    cmd->shared = a->mode == BK_SHARED || a->limit > 1;
+    struct rargs b = {0};
+    char ttl[24];
+    size_t tl = lk_itoa(a->ttl_ms, ttl);
+    rargs_str(&b, "2");
+    argb_key(&b, bk, req->name, "");
+    argb_key(&b, bk, req->name, ":fence");
+    rargs_put(&b, "1", 1); /* '<w><lease>': a waiter asks */
+    rargs_append(&b, a->lease, ll);
+    rargs_put(&b, a->session_bound ? "1 " : "0 ", 2);
+    rargs_append(&b, ttl, tl);
+    if (cmd->shared)
+        rargs_append(&b, a->limit > 1 ? " 0 " : " 1 ", 3);
+    else
+        rargs_append(&b, " ", 1);
+    if (a->owner)
+        rargs_append(&b, a->owner, strlen(a->owner));
+    rargs_put(&b, ttl, tl);
+    if (cmd->shared)
+        rargs_int(&b, a->limit);
+    rargs_int(&b, now);
+    rargs_str(&b, req->lease);
+    rargs_str(&b, "0");
+    argb_channel(&b, bk, req->name); /* as rb_release's */
+    rargs_append(&b, " ", 1);
+    rargs_append(&b, bk->instance, strlen(bk->instance));
+    rn_cmd_take_args(&cmd->nc, &b);
+    return cmd_submit(cmd, -1);
+}
+
+/* Whether a release may carry its waiter's acquire here: not with WAIT
+ * (the grant would need its own), a lock-delay, while a restart holds
+ * grants back, or with the grants table full (then the plain release, and
+ * the engine asks for the waiter as before). */
+static bool handoff_ok(struct rb *bk, const struct bk_req *req)
+{
+    const struct bk_handoff *a = req->handoff;
+    int64_t retry;
+    return a != NULL && req->delay_ms <= 0 && bk->wait_replicas == 0 && a->limit >= 1 &&
+           !(a->mode == BK_SHARED && a->limit > 1) && ra_gate(bk->ra, true, &retry) == LK_OK &&
+           glog_room(bk->log, 1);
+}
+
 /* force_release.lua: every holder goes; never grouped, no lock-delay. */
 static enum lk_code rb_force_release(struct rb *bk, struct rn_conn *c, const struct bk_req *req,
                                      bk_done_fn done, void *arg)
@@ -1525,7 +1670,10 @@ static enum lk_code rb_submit(void *state, struct lk_loop *lp, const struct bk_r
             return rb_acquire_shared(bk, c, req, lk_wall_us(), done, arg);
         return rb_acquire(bk, c, req, lk_wall_us(), done, arg);
     case BK_RENEW: return rb_renew(bk, c, req, done, arg);
-    case BK_RELEASE: return rb_release(bk, c, req, done, arg);
+    case BK_RELEASE:
+        if (handoff_ok(bk, req))
+            return rb_release_handoff(bk, c, req, lk_wall_us(), done, arg);
+        return rb_release(bk, c, req, done, arg);
     case BK_INSPECT: return rb_inspect(bk, c, req, done, arg);
     case BK_LIST: return rb_list(bk, c, req, done, arg);
     case BK_RENEW_MANY:
@@ -1601,7 +1749,7 @@ static void rb_free(void *state)
 static const struct backend_ops rb_ops = {
     .name = "redis",
     .caps = BK_CAP_SHARED | BK_CAP_LIMIT | BK_CAP_FLOOR | BK_CAP_FORCE | BK_CAP_INDEX |
-            BK_CAP_MULTI | BK_CAP_GROUP, /* floor: exclusive */
+            BK_CAP_MULTI | BK_CAP_GROUP | BK_CAP_HANDOFF, /* floor: exclusive */
     .attach = rb_attach,
     .detach = rb_detach,
     .submit = rb_submit,
@@ -1707,6 +1855,7 @@ enum lk_code redis_lock_open_cluster(const struct redis_url *url, const struct l
         [SC_REASSERT] = {"reassert", lk_lua_reassert},
         [SC_ACQUIRE_SET] = {"acquire_set", lk_lua_acquire_set},
         [SC_ACQUIRE_SHARED_MANY] = {"acquire_shared_many", lk_lua_acquire_shared_many},
+        [SC_RELEASE_HANDOFF] = {"release_handoff", lk_lua_release_handoff},
     };
     for (int i = 0; i < SC_COUNT; i++) {
         char *body = fill_retention(src[i].body, cfg->fence_retention_ms);

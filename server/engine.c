@@ -31,6 +31,10 @@ struct op {
     bool session_last; /* release: the last hold of a session lease */
     bool shared;       /* acquire: mode shared */
     int64_t limit;     /* acquire: the limit asked (1 = none) */
+    /* release: the queue's head granted in the same call (BK_CAP_HANDOFF),
+     * attempting until release_done hands it its answer */
+    struct eng_waiter *rider;
+    struct bk_handoff handoff;
     /* strings last: op_new zeroes the fields above and empties these, not
      * the whole 0.5 KiB per operation */
     char name[LK_NAME_MAX + 1];
@@ -374,7 +378,7 @@ static void release_done(void *arg, const struct bk_res *br)
         metrics_add(M_RELEASE_OK, 1);
         r.fencing_token = br->fencing_token;
         r.count = 0;
-        waiters_kick(o->e, o->name);
+        waiters_kick_rider(o->e, o->name, o->rider);
     } else if (br->code == LK_NOT_HELD || br->code == LK_HELD_BY_OTHER) {
         metrics_add(M_RELEASE_NOT_HELD, 1);
         engine_holder_of(br, &r.holder);
@@ -383,6 +387,9 @@ static void release_done(void *arg, const struct bk_res *br)
         metrics_add(M_RELEASE_ERROR, 1);
         r.retry_ms = br->delay_ms;
     }
+    if (o->rider != NULL)
+        waiters_ride_done(o->e, o->rider, br->code == LK_OK,
+                          br->code == LK_OK ? br->handoff : NULL);
     o->done(o->arg, &r);
     free(o);
 }
@@ -406,6 +413,13 @@ enum lk_code engine_release(struct engine *e, struct lk_loop *lp, const char *na
     lk_strlcpy(o->lease, lease, sizeof(o->lease));
     o->session_last = sr == SR_LAST;
     struct bk_req req = {.op = BK_RELEASE, .name = o->name, .lease = o->lease};
+    /* The name's next waiter here asks in the same call: a busy name's
+     * release and grant cost one backend call, not two. */
+    if (e->bk.ops->caps & BK_CAP_HANDOFF) {
+        o->rider = waiters_ride(e, o->name, &o->handoff);
+        if (o->rider != NULL)
+            req.handoff = &o->handoff;
+    }
     return engine_bk_submit(e, lp, &o->call, &req, release_done, o);
 }
 

@@ -172,6 +172,20 @@ enum lk_code waiters_acquire(struct engine *e, struct lk_loop *lp, const struct 
 /* A name was released (here, by the reaper, or by another lockd): the head
  * waiter tries at once. Any thread. */
 void waiters_kick(struct engine *e, const char *name);
+/* waiters_kick after a release that carried rider (NULL: none), which asked
+ * with it: rider is not told to ask again. */
+void waiters_kick_rider(struct engine *e, const char *name, struct eng_waiter *rider);
+/* A release of name may carry the head of its queue here (BK_CAP_HANDOFF):
+ * the head, now attempting, its acquire in *ho; NULL when the head cannot
+ * ride (none, a reader: readers go in groups, a multi-lock, one failing or
+ * asking already, or lockd draining). On the releaser's loop. */
+struct eng_waiter *waiters_ride(struct engine *e, const char *name, struct bk_handoff *ho);
+/* The release that carried w was answered: g is w's acquire's result, or
+ * NULL when it was not asked (the release failed: w waits on, or the
+ * backend declined: w asks itself, as a kicked head). On the releaser's
+ * loop; w is answered on its own. */
+void waiters_ride_done(struct engine *e, struct eng_waiter *w, bool released,
+                       const struct bk_res *g);
 /* Another lockd granted name (a pub/sub message): its watchers look, and a
  * queued reader asks (the name may be open to readers now); other waiters
  * wait for a release, as a grant frees nothing. */

@@ -1188,7 +1188,7 @@ static void rc_free(void *state)
 static const struct backend_ops rc_ops = {
     .name = "cluster",
     .caps = BK_CAP_SHARED | BK_CAP_LIMIT | BK_CAP_FLOOR | BK_CAP_FORCE | BK_CAP_INDEX |
-            BK_CAP_MULTI | BK_CAP_GROUP, /* the lock layer's; names of many slots: LK_UNSUPPORTED */
+            BK_CAP_MULTI | BK_CAP_GROUP | BK_CAP_HANDOFF, /* the lock layer's; names of many slots: LK_UNSUPPORTED */
     .attach = rc_attach,
     .detach = rc_detach,
     .submit = rc_submit,

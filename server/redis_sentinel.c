@@ -342,7 +342,7 @@ static void rs_free(void *state)
 static const struct backend_ops rs_ops = {
     .name = "sentinel",
     .caps = BK_CAP_SHARED | BK_CAP_LIMIT | BK_CAP_FLOOR | BK_CAP_FORCE | BK_CAP_INDEX |
-            BK_CAP_MULTI | BK_CAP_GROUP, /* the lock layer's */
+            BK_CAP_MULTI | BK_CAP_GROUP | BK_CAP_HANDOFF, /* the lock layer's */
     .attach = rs_attach,
     .detach = rs_detach,
     .submit = rs_submit,

@@ -704,6 +704,11 @@ void engine_cancel(struct engine *e, struct eng_waiter *w)
 
 void waiters_kick(struct engine *e, const char *name)
 {
+    waiters_kick_rider(e, name, NULL);
+}
+
+void waiters_kick_rider(struct engine *e, const char *name, struct eng_waiter *rider)
+{
     watchers_kick(e, name); /* a release is a change of holders */
     pthread_mutex_lock(&e->wmu);
     struct wqueue *q;
@@ -713,12 +718,91 @@ void waiters_kick(struct engine *e, const char *name)
         q->kicked_us = lk_now_us();
         q->holder_expiry_ms = 0;
         q->freed++;
-        if (h->state == W_ATTEMPTING)
+        if (h->state == W_ATTEMPTING && h != rider) /* a rider asked with the release */
             h->kick_pending = true;
         else if (h->state == W_QUEUED)
             post_poke(e, h->lp, name, true);
     }
     pthread_mutex_unlock(&e->wmu);
+}
+
+struct eng_waiter *waiters_ride(struct engine *e, const char *name, struct bk_handoff *ho)
+{
+    if (atomic_load(&e->draining))
+        return NULL;
+    pthread_mutex_lock(&e->wmu);
+    struct wqueue *q;
+    HASH_FIND_STR(e->queues, name, q);
+    struct eng_waiter *w = q != NULL ? q->list : NULL;
+    if (w != NULL && (w->state != W_QUEUED || w->failed || w->cancelled || w->is_multi ||
+                      w->shared || lk_now_ms() >= w->deadline_ms))
+        w = NULL;
+    if (w != NULL) {
+        w->state = W_ATTEMPTING; /* nothing else answers or frees it now */
+        memset(ho, 0, sizeof(*ho));
+        ho->lease = w->lease;
+        ho->owner = w->owner;
+        ho->mode = BK_EXCLUSIVE;
+        ho->limit = w->limit;
+        ho->ttl_ms = w->ttl_ms;
+        ho->session_bound = w->has_session;
+    }
+    pthread_mutex_unlock(&e->wmu);
+    return w;
+}
+
+/* On a rider's loop: the release did not ask for it. */
+static void on_ride_retry(void *arg)
+{
+    attempt(arg); /* released: it asks itself, as a kicked head would */
+}
+
+static void on_ride_back(void *arg)
+{
+    struct eng_waiter *w = arg;
+    struct engine *e = w->e;
+    pthread_mutex_lock(&e->wmu);
+    if (w->cancelled) { /* its client left meanwhile */
+        struct eng_waiter *h = NULL;
+        unlink_waiter(e, w, &h);
+        promote(e, h, false);
+        pthread_mutex_unlock(&e->wmu);
+        ev_timer_stop(loop_ev(w->lp), &w->timer);
+        free(w);
+        return;
+    }
+    /* not released: it waits as before, unless a release came meanwhile
+     * or it is to be answered (failed) */
+    bool again = w->kick_pending || w->failed;
+    w->kick_pending = false;
+    if (!again)
+        w->state = W_QUEUED;
+    pthread_mutex_unlock(&e->wmu);
+    if (again)
+        attempt(w);
+    else
+        arm(w);
+}
+
+void waiters_ride_done(struct engine *e, struct eng_waiter *w, bool released,
+                       const struct bk_res *g)
+{
+    (void)e;
+    if (g == NULL) {
+        loop_post(w->lp, released ? on_ride_retry : on_ride_back, w);
+        return;
+    }
+    /* its answer, copied for its own loop as a grouped follower's is */
+    bk_res_init(&w->gres, g->code);
+    w->gres.fencing_token = g->fencing_token;
+    w->gres.ttl_ms = g->ttl_ms;
+    w->gres.validity_ms = g->validity_ms;
+    w->gres.delay_ms = g->delay_ms;
+    w->gres.limit = g->limit;
+    w->gres.nholders = g->nholders > 0 ? 1 : 0;
+    if (g->nholders > 0)
+        w->gholder = g->holders[0];
+    loop_post(w->lp, on_follower, w);
 }
 
 void waiters_kick_granted(struct engine *e, const char *name)

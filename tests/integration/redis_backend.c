@@ -771,6 +771,129 @@ static enum lk_code xacq(struct fx *f, const char *name, const char *lease, bool
     return sreq(f, &a).code;
 }
 
+/* A release's reply, with the acquire it carried (bk_res.handoff) kept. */
+struct hres {
+    bool done, has;
+    int calls;
+    enum lk_code code, hcode;
+    int64_t token, htoken, hlimit;
+    size_t hnholders;
+};
+
+static void on_hdone(void *arg, const struct bk_res *r)
+{
+    struct hres *x = arg;
+    x->calls++;
+    x->done = true;
+    x->code = r->code;
+    x->token = r->fencing_token;
+    x->has = r->handoff != NULL;
+    if (x->has) {
+        x->hcode = r->handoff->code;
+        x->htoken = r->handoff->fencing_token;
+        x->hlimit = r->handoff->limit;
+        x->hnholders = r->handoff->nholders;
+    }
+}
+
+/* Releases lease of name handing it to a waiter (wlease, mode, limit) in
+ * the same call; evals: the script calls it took. */
+static struct hres handoff(struct fx *f, const char *name, const char *lease, int64_t delay_ms,
+                           const char *wlease, enum bk_mode mode, int64_t limit, long long *evals)
+{
+    struct bk_handoff ho = {
+        .lease = wlease, .owner = "w", .mode = mode, .limit = limit, .ttl_ms = 5000};
+    struct bk_req q = release_req(name, lease, delay_ms);
+    q.handoff = &ho;
+    struct hres x;
+    memset(&x, 0, sizeof(x));
+    long long e0 = th_redis_calls(&R, "evalsha");
+    enum lk_code rc = submit(f, &q, on_hdone, &x);
+    if (rc != LK_OK)
+        CHECK_EQ_INT(rc, LK_AGAIN);
+    CHECK(run_until(f, &x.done, 5000));
+    CHECK_EQ_INT(x.calls, 1);
+    *evals = th_redis_calls(&R, "evalsha") - e0;
+    return x;
+}
+
+/* A release that hands the name to a waiter (bk_req.handoff,
+ * release_handoff.lua): one script call releases and grants, the waiter's
+ * token above every one before; a waiter refused by the holders left, or by
+ * the limit in force, gets the refusal an acquire would; a release that
+ * did not release, or leaves a lock-delay, asks nothing for the waiter. */
+static void t_release_handoff(void)
+{
+    char url[128];
+    struct fx f;
+    long long ev;
+    url_of(&R, NULL, url, sizeof(url));
+    fx_open(&f, url, NULL);
+    CHECK(wait_node(&f, true, 2000));
+    /* exclusive to exclusive */
+    struct sres a = sreq(&f, &(struct bk_req){.op = BK_ACQUIRE, .name = "ho-x", .lease = LEASE_A,
+                                              .owner = "", .limit = 1, .ttl_ms = 5000});
+    CHECK_EQ_INT(a.code, LK_OK);
+    struct hres h = handoff(&f, "ho-x", LEASE_A, 0, LEASE_B, BK_EXCLUSIVE, 1, &ev);
+    CHECK_EQ_INT(ev, 1);
+    CHECK_EQ_INT(h.code, LK_OK);
+    CHECK_EQ_INT(h.token, a.token);
+    CHECK(h.has);
+    CHECK_EQ_INT(h.hcode, LK_OK);
+    CHECK(h.htoken > a.token);
+    struct sres i = sop(&f, BK_INSPECT, "ho-x", NULL, 0);
+    CHECK_EQ_INT(i.nholders, 1);
+    CHECK_EQ_INT(i.holder.fencing_token, h.htoken);
+    /* not held (B holds it): nothing asked for the waiter */
+    h = handoff(&f, "ho-x", LEASE_A, 0, LEASE_C, BK_EXCLUSIVE, 1, &ev);
+    CHECK_EQ_INT(h.code, LK_HELD_BY_OTHER);
+    CHECK(!h.has);
+    CHECK_EQ_INT(sop(&f, BK_INSPECT, "ho-x", NULL, 0).holder.fencing_token, i.holder.fencing_token);
+    /* a lock-delay: declined, the plain release */
+    h = handoff(&f, "ho-x", LEASE_B, 300, LEASE_C, BK_EXCLUSIVE, 1, &ev);
+    CHECK_EQ_INT(h.code, LK_OK);
+    CHECK(!h.has);
+    CHECK_EQ_INT(sop(&f, BK_INSPECT, "ho-x", NULL, 0).nholders, 0);
+    /* a semaphore of 2, full: a slot's release hands it to the waiter */
+    struct sres s1 = sacq(&f, "ho-s", LEASE_A, 5000, 2, false);
+    struct sres s2 = sacq(&f, "ho-s", LEASE_B, 5000, 2, false);
+    CHECK_EQ_INT(s1.code, LK_OK);
+    CHECK_EQ_INT(s2.code, LK_OK);
+    CHECK_EQ_INT(sacq(&f, "ho-s", LEASE_C, 5000, 2, true).code, LK_LOCKED);
+    h = handoff(&f, "ho-s", LEASE_A, 0, LEASE_C, BK_EXCLUSIVE, 2, &ev);
+    CHECK_EQ_INT(ev, 1);
+    CHECK_EQ_INT(h.code, LK_OK);
+    CHECK_EQ_INT(h.token, s1.token);
+    CHECK(h.has);
+    CHECK_EQ_INT(h.hcode, LK_OK);
+    CHECK(h.htoken > s2.token);
+    CHECK_EQ_INT(sop(&f, BK_INSPECT, "ho-s", NULL, 0).total, 2);
+    /* another limit than the one in force: refused, the release stands */
+    h = handoff(&f, "ho-s", LEASE_B, 0, LEASE_A, BK_EXCLUSIVE, 3, &ev);
+    CHECK_EQ_INT(h.code, LK_OK);
+    CHECK(h.has);
+    CHECK_EQ_INT(h.hcode, LK_LIMIT_MISMATCH);
+    CHECK_EQ_INT(h.hlimit, 2);
+    CHECK_EQ_INT(sop(&f, BK_INSPECT, "ho-s", NULL, 0).total, 1);
+    CHECK_EQ_INT(sop(&f, BK_RELEASE, "ho-s", LEASE_C, 0).code, LK_OK);
+    /* readers: one leaves, a writer is refused by the other */
+    CHECK_EQ_INT(sacq(&f, "ho-r", LEASE_A, 5000, 1, false).code, LK_OK);
+    CHECK_EQ_INT(sacq(&f, "ho-r", LEASE_B, 5000, 1, false).code, LK_OK);
+    h = handoff(&f, "ho-r", LEASE_A, 0, LEASE_C, BK_EXCLUSIVE, 1, &ev);
+    CHECK_EQ_INT(h.code, LK_OK);
+    CHECK(h.has);
+    CHECK_EQ_INT(h.hcode, LK_LOCKED);
+    CHECK_EQ_INT(h.hnholders, 1);
+    /* the last reader's release hands it to the writer */
+    h = handoff(&f, "ho-r", LEASE_B, 0, LEASE_C, BK_EXCLUSIVE, 1, &ev);
+    CHECK_EQ_INT(h.code, LK_OK);
+    CHECK(h.has);
+    CHECK_EQ_INT(h.hcode, LK_OK);
+    CHECK_EQ_INT(sop(&f, BK_RELEASE, "ho-r", LEASE_C, 0).code, LK_OK);
+    CHECK_EQ_INT(sop(&f, BK_RELEASE, "ho-x", LEASE_C, 0).code, LK_NOT_HELD);
+    fx_close(&f);
+}
+
 /* A name's lone shared holder or semaphore slot lives in the lock's value
  * ('t', _shared.lua): no sorted set or hash until a second holder joins and
  * spills it there; every operation meets both forms. */
@@ -1407,7 +1530,7 @@ static void t_unsupported(void)
     url_of(&R, NULL, url, sizeof(url));
     fx_open(&f, url, NULL);
     CHECK_EQ_INT(f.be.ops->caps, BK_CAP_SHARED | BK_CAP_LIMIT | BK_CAP_FLOOR | BK_CAP_FORCE |
-                                     BK_CAP_INDEX | BK_CAP_GROUP | BK_CAP_MULTI);
+                                     BK_CAP_INDEX | BK_CAP_GROUP | BK_CAP_MULTI | BK_CAP_HANDOFF);
     long long e0 = th_redis_calls(&R, "evalsha");
     for (int k = 0; k < 3; k++) {
         struct bk_req a = acquire_req("unsup", LEASE_A, 5000, "", false, false);
@@ -1639,6 +1762,7 @@ int main(int argc, char **argv)
     RUN(t_groups);
     RUN(t_shared_groups);
     RUN(t_lone_holder);
+    RUN(t_release_handoff);
     RUN(t_noscript_fallback);
     RUN(t_lock_delay);
     RUN(t_fencing_across_data_loss);

@@ -576,6 +576,64 @@ static void t_waiter_hangup_while_at_redis(void)
     th_lockd_kill(&l, SIGTERM);
 }
 
+/* The same for a waiter granted by a release (release_handoff.lua: the
+ * release carries the queue's head, BK_CAP_HANDOFF): a semaphore of 2 is
+ * full, one waiter queued; a slot's release is at a frozen Redis when the
+ * waiter's client hangs up. Redis resumes: the release is answered 200, and
+ * the grant it made for the waiter, which nobody can learn, is given back
+ * at once (two EVALSHAs: the release with the grant, then the give-back),
+ * not held for its 30 s ttl: one holder is left. */
+static void t_rider_hangup_while_at_redis(void)
+{
+    long long scale = th_time_scale();
+    struct th_lockd l;
+    lockd_patient(&l, 4000 * scale);
+    struct th_client *c = th_client_new();
+    char url[128], lease[2][40];
+    snprintf(url, sizeof(url), "%s/locks/gone-r", l.url);
+    for (int i = 0; i < 2; i++) {
+        struct th_resp r;
+        CHECK_EQ_INT(th_status(c, "POST", url, "{\"limit\":2,\"ttl_ms\":30000}", NULL, &r), 200);
+        snprintf(lease[i], sizeof(lease[i]), "%s", th_jstr(&r, "lease") ? th_jstr(&r, "lease") : "");
+        th_resp_free(&r);
+    }
+    int wfd = th_connect(l.port);
+    const char *wq = "POST /locks/gone-r HTTP/1.1\r\nHost: x\r\nContent-Length: 42\r\n\r\n"
+                     "{\"limit\":2,\"wait_ms\":60000,\"ttl_ms\":30000}";
+    CHECK(write(wfd, wq, strlen(wq)) == (ssize_t)strlen(wq));
+    th_sleep_ms(300 * scale); /* queued, refused once: it waits for a release */
+    long long calls0 = freeze_redis();
+    char rq[256];
+    int n = snprintf(rq, sizeof(rq),
+                     "DELETE /locks/gone-r HTTP/1.1\r\nHost: x\r\nLock-Lease: %s\r\n\r\n",
+                     lease[0]);
+    int rfd = th_connect(l.port);
+    CHECK(write(rfd, rq, (size_t)n) == n);
+    th_sleep_ms(150 * scale); /* parsed, its EVALSHA (with the waiter's acquire) sent */
+    close(wfd);
+    th_sleep_ms(150 * scale); /* lockd saw the hang-up */
+    kill(R.pid, SIGCONT);
+    char body[1024];
+    CHECK_EQ_INT(th_raw_response(rfd, body, sizeof(body)), 200);
+    close(rfd);
+    int64_t t0 = th_now_ms();
+    while (th_redis_calls(&R, "evalsha") < calls0 + 2 && th_now_ms() - t0 < 3000 * scale)
+        th_sleep_ms(10);
+    th_sleep_ms(100);
+    CHECK_EQ_INT(th_redis_calls(&R, "evalsha") - calls0, 2);
+    struct th_resp r;
+    CHECK_EQ_INT(th_status(c, "GET", url, NULL, NULL, &r), 200);
+    CHECK_EQ_INT(th_jint(&r, "holders"), 1); /* the other slot only */
+    CHECK_EQ_INT(th_jint(&r, "waiters"), 0);
+    th_resp_free(&r);
+    char hdr[96];
+    snprintf(hdr, sizeof(hdr), "Lock-Lease: %s", lease[1]);
+    CHECK_EQ_INT(th_status(c, "DELETE", url, NULL, hdr, NULL), 200);
+    CHECK_STR(th_redis_cli(&R, "EXISTS lockd:{gone-r}"), "0\n");
+    th_client_free(c);
+    th_lockd_kill(&l, SIGTERM);
+}
+
 /* ---- Redis drops lockd's connection under a batch ---- */
 
 /* lockd is stopped (SIGSTOP) with LOADERS acquires waiting to be read when
@@ -1126,6 +1184,7 @@ int main(int argc, char **argv)
     th_lockd_kill(&L2, SIGTERM);
     RUN(t_hangup_while_at_redis);
     RUN(t_waiter_hangup_while_at_redis);
+    RUN(t_rider_hangup_while_at_redis);
     RUN(t_reset_while_at_redis);
     RUN(t_held_outlasts_idle_timeout);
     RUN(t_stop_while_at_redis);
