@@ -522,7 +522,11 @@ static void promoted(const struct th_lockd *l, const char *prefix)
     printf("# the second set granted %lld ms after the release\n",
            (long long)(w2.done_ms - released));
     CHECK(w2.done_ms - released < 1000 * th_time_scale());
-    /* the first waits on (x now held by the second, or y) */
+    /* the first waits on (x now held by the second, or y), once its own
+     * attempt after x's release is answered (slow under valgrind) */
+    end = th_now_ms() + 3000 * th_time_scale();
+    while (waiters_of(l, x) + waiters_of(l, y) != 1 && th_now_ms() < end)
+        th_sleep_ms(10);
     CHECK_EQ_INT(waiters_of(l, x) + waiters_of(l, y), 1);
     struct th_resp r;
     char names[256];

@@ -1218,8 +1218,11 @@ static void test_release_503_keeps_session_lock(void)
  * counted there). */
 static void test_watchdog_errors_counted(void)
 {
-    static const char *const args[] = {"--backend_timeout_ms", "200", "--shutdown_timeout_ms",
-                                       "0", NULL};
+    /* a short backend timeout so that renewals fail soon while Redis is
+     * stopped; stretched with TH_TIME_SCALE (valgrind's lockd is slow) */
+    char tmo[24];
+    snprintf(tmo, sizeof(tmo), "%lld", 200 * th_time_scale());
+    const char *const args[] = {"--backend_timeout_ms", tmo, "--shutdown_timeout_ms", "0", NULL};
     struct th_redis r;
     struct srv s;
     th_redis_start(&r, 0, NULL);
@@ -1234,7 +1237,7 @@ static void test_watchdog_errors_counted(void)
     CHECK_EQ_INT(before, 0);
     kill(r.pid, SIGSTOP);
     struct mwait mw = {&s, M_RENEW_ERR, renew_err0};
-    bool failed = th_wait_for(mwait_cond, &mw, 5000);
+    bool failed = th_wait_for(mwait_cond, &mw, 5000 * th_time_scale());
     kill(r.pid, SIGCONT);
     CHECK(failed);
     CHECK(metric(&s, series) > before);
