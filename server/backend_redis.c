@@ -1207,6 +1207,16 @@ static struct rcmd *op_new(struct rb *bk, struct rn_conn *c, enum rk kind, int s
     return cmd;
 }
 
+/* The name and lease a grant of cmd would be undone with, copied into its
+ * LK_PAIR_SIZE(nl, ll) extra bytes: the undo may come after the request
+ * that lent them is gone. */
+static void keep_undo(struct rcmd *cmd, const char *name, size_t nl, const char *lease, size_t ll)
+{
+    lk_pair_put(cmd->undo, name, nl, lease, ll);
+    cmd->undo_name = cmd->undo;
+    cmd->undo_lease = lk_pair_second(cmd->undo);
+}
+
 /* now_us: lockd's wall clock, the floor of the token (acquire.lua); Redlock
  * gives every node the same one, so nodes whose counters agree grant the
  * same token. */
@@ -1215,9 +1225,7 @@ static enum lk_code rb_acquire(struct rb *bk, struct rn_conn *c, const struct bk
 {
     size_t nl = strlen(a->name), ll = strlen(a->lease);
     struct rcmd *cmd = op_new(bk, c, RK_ACQUIRE, SC_ACQUIRE, LK_PAIR_SIZE(nl, ll), done, arg);
-    lk_pair_put(cmd->undo, a->name, nl, a->lease, ll); /* our own copy: undo may come late */
-    cmd->undo_name = cmd->undo;
-    cmd->undo_lease = lk_pair_second(cmd->undo);
+    keep_undo(cmd, a->name, nl, a->lease, ll);
     cmd->ttl_ms = a->ttl_ms;
     cmd->nc.wait_replicas = bk->wait_replicas;
     struct rargs b = {0};
@@ -1253,9 +1261,7 @@ static enum lk_code rb_acquire_shared(struct rb *bk, struct rn_conn *c, const st
     size_t nl = strlen(a->name), ll = strlen(a->lease);
     struct rcmd *cmd =
         op_new(bk, c, RK_ACQUIRE, SC_ACQUIRE_SHARED, LK_PAIR_SIZE(nl, ll), done, arg);
-    lk_pair_put(cmd->undo, a->name, nl, a->lease, ll); /* release.lua undoes it too */
-    cmd->undo_name = cmd->undo;
-    cmd->undo_lease = lk_pair_second(cmd->undo);
+    keep_undo(cmd, a->name, nl, a->lease, ll); /* release.lua undoes it too */
     cmd->ttl_ms = a->ttl_ms;
     cmd->shared = true;
     cmd->nc.wait_replicas = bk->wait_replicas;
@@ -1399,9 +1405,7 @@ static enum lk_code rb_release_handoff(struct rb *bk, struct rn_conn *c, const s
     size_t nl = strlen(req->name), ll = strlen(a->lease);
     struct rcmd *cmd =
         op_new(bk, c, RK_HANDOFF, SC_RELEASE_HANDOFF, LK_PAIR_SIZE(nl, ll), done, arg);
-    lk_pair_put(cmd->undo, req->name, nl, a->lease, ll);
-    cmd->undo_name = cmd->undo;
-    cmd->undo_lease = lk_pair_second(cmd->undo);
+    keep_undo(cmd, req->name, nl, a->lease, ll);
     cmd->lease_ref = req->lease;
     cmd->name_ref = req->name;
     cmd->ttl_ms = a->ttl_ms;
