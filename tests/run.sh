@@ -25,7 +25,8 @@ run() {
     else
         fail=$((fail + 1)); failed+=("$name")
         # what failed first (a load's output may push it out of the tail), then the tail
-        grep -E '^(not ok|FAIL )' "$log" | head -10 | sed 's/^/  ! /'
+        # ("#!" lines: what a test printed to explain a failure)
+        grep -E '^(not ok|FAIL |#!)' "$log" | head -40 | sed 's/^/  ! /'
         tail -30 "$log" | sed 's/^/    /'
     fi
     rm -f "$log"

@@ -377,14 +377,17 @@ kill -TERM "$e3"
 e3_rc=0
 wait "$e3" || e3_rc=$?
 t_check "elect: the third candidate exits 143 on SIGTERM ($e3_rc)" test "$e3_rc" -eq 143
-t_wait_for 20 sh -c '[ "$(grep -c "^E" "$0")" -ge 3 ]' "$d/elect.log" || true
+t_wait_for 20 sh -c '[ "$(grep -c "^E" "$0")" -ge "$(grep -c "^S" "$0")" ]' "$d/elect.log" || true
+# Three leaderships at least: a candidate whose heartbeat came late on a
+# loaded machine may have lost the lead and led again, which is no fault.
 t_check "elect: one leader at a time, each with a larger token" sh -c '
-    [ "$(wc -l <"$0")" -eq 6 ] &&
+    n=$(wc -l <"$0") && [ "$n" -ge 6 ] && [ $((n % 2)) -eq 0 ] &&
     sort -k2,2n "$0" | awk "BEGIN { w = \"S\" }
         \$1 != w { bad = 1 }
         \$1 == \"S\" { if (\$3 <= pt) bad = 1; pt = \$3; w = \"E\"; next }
         { if (\$3 != pt) bad = 1; w = \"S\" }
         END { exit bad }"' "$d/elect.log"
+[ "$T_FAIL" -eq 0 ] || for f in elect.log e1.err e2.err e3.err; do echo "#! $f:"; sed 's/^/#!   /' "$d/$f"; done
 t_check "elect: the lock is free after the last leader resigned" \
     sh -c '"$0" status sh.elect | grep -qx "held=false"' "$L"
 
