@@ -86,6 +86,7 @@ struct eng_waiter {
     bool kick_pending; /* under wmu: a release came while attempting */
     bool failed;       /* under wmu: answer fail_code at the next chance */
     bool ride_released; /* a rider's release released (waiters_ride_done) */
+    bool rode;          /* under wmu: asked with a release (waiters_ride) */
     enum lk_code fail_code;
     int64_t limit_in_force; /* LK_LIMIT_MISMATCH: the backend's */
     struct eng_waiter *prev, *next;
@@ -131,12 +132,13 @@ struct wqueue {
      * refused. 0 with a grant (a holder's expiry, a lock-delay's end): the
      * free slots are unknown, so the next waiter asks too, as before. */
     int64_t freed;
-    /* Semaphores: a waiter was granted with no release counted (freed 0:
-     * after an expiry, or the queue's first waiter), so free slots are
-     * unknown: each grant lets the next waiter ask, until one is refused.
-     * A release counted meanwhile does not end that (it used to: the grant
-     * took the release's count, the chain stopped with slots still free,
-     * and a busy semaphore could settle with one slot of eight in use). */
+    /* Semaphores: a waiter asked, or was granted, with no release counted
+     * (freed 0: the queue's first waiter, a retry at a holder's expiry), so
+     * free slots are unknown: each grant lets the next waiter ask, until
+     * one is refused. A release counted meanwhile does not end that (it
+     * used to: the grant took the release's count, the chain stopped with
+     * slots still free, and a busy semaphore settled with one slot of
+     * eight in use: bench/RESULTS.md). */
     bool unknown;
     UT_hash_handle hh;
 };
@@ -269,12 +271,17 @@ static void attempt_done(void *arg, const struct bk_res *br)
     struct eng_waiter *h = NULL;
     pthread_mutex_lock(&e->wmu);
     struct wqueue *q = w->q;
+    bool rode = w->rode;
+    w->rode = false;
     if (br->code == LK_OK) {
         int64_t kicked = q->kicked_us;
         /* A semaphore's next waiter asks now only if more slots were freed
-         * than this grant took (or their number is unknown). */
+         * than this grant took (or their number is unknown). A rider took
+         * the slot its release freed, which was not counted. */
         bool more = true;
-        if (w->limit > 1 && q->freed == 0)
+        if (w->limit > 1 && rode)
+            more = q->unknown || q->freed > 0;
+        else if (w->limit > 1 && q->freed == 0)
             q->unknown = true;
         else if (w->limit > 1 && !q->unknown)
             more = --q->freed > 0;
@@ -468,6 +475,10 @@ static void attempt(struct eng_waiter *w)
     }
     bool failed = w->failed;
     enum lk_code code = w->fail_code;
+    /* A semaphore's waiter that asks with no release counted (the queue's
+     * first, a retry at a holder's expiry): the free slots are unknown */
+    if (!failed && !w->is_multi && w->limit > 1 && w->q != NULL && w->q->freed == 0)
+        w->q->unknown = true;
     if (w->is_multi) {
         struct eng_waiter *h = NULL;
         if (failed && w->q != NULL) {
@@ -722,6 +733,21 @@ void waiters_kick(struct engine *e, const char *name)
     waiters_kick_rider(e, name, NULL);
 }
 
+/* A release freed a slot (or the name) of q for its waiters (under wmu):
+ * counted, and the head asks (again, if it is asking), unless it is skip,
+ * which asks itself. */
+static void slot_freed(struct engine *e, struct wqueue *q, const struct eng_waiter *skip)
+{
+    struct eng_waiter *h = q->list;
+    q->freed++;
+    if (h == skip)
+        return;
+    if (h->state == W_ATTEMPTING)
+        h->kick_pending = true;
+    else if (h->state == W_QUEUED)
+        post_poke(e, h->lp, q->name, true);
+}
+
 void waiters_kick_rider(struct engine *e, const char *name, struct eng_waiter *rider)
 {
     watchers_kick(e, name); /* a release is a change of holders */
@@ -729,14 +755,14 @@ void waiters_kick_rider(struct engine *e, const char *name, struct eng_waiter *r
     struct wqueue *q;
     HASH_FIND_STR(e->queues, name, q);
     if (q != NULL) {
-        struct eng_waiter *h = q->list;
         q->kicked_us = lk_now_us();
         q->holder_expiry_ms = 0;
-        q->freed++;
-        if (h->state == W_ATTEMPTING && h != rider) /* a rider asked with the release */
-            h->kick_pending = true;
-        else if (h->state == W_QUEUED)
-            post_poke(e, h->lp, name, true);
+        /* A release that carried a rider handed its slot (or the name) to
+         * it: nothing is counted or woken, unless the rider does not take
+         * it (waiters_ride_done). Counting it made the head of a busy
+         * semaphore ask for a slot a rider had, and be refused. */
+        if (rider == NULL)
+            slot_freed(e, q, NULL);
     }
     pthread_mutex_unlock(&e->wmu);
 }
@@ -776,6 +802,7 @@ struct eng_waiter *waiters_ride(struct engine *e, const char *name, struct bk_ha
         w = NULL;
     if (w != NULL) {
         w->state = W_ATTEMPTING; /* nothing else answers or frees it now */
+        w->rode = true;
         memset(ho, 0, sizeof(*ho));
         ho->lease = w->lease;
         ho->owner = w->owner;
@@ -809,6 +836,7 @@ static void ride_back(void *arg)
         free(w);
         return;
     }
+    w->rode = false;
     bool head = w->q->list == w;
     bool again =
         w->failed || (head && (w->kick_pending || w->ride_released || w->retry_at_ms == 0));
@@ -825,7 +853,15 @@ static void ride_back(void *arg)
 void waiters_ride_done(struct engine *e, struct eng_waiter *w, bool released,
                        const struct bk_res *g)
 {
-    (void)e;
+    /* Released, and the rider did not take the slot (not asked, or its
+     * acquire failed other than by a refusal, which says the name is full):
+     * the release counts for the queue as one without a rider would. */
+    if (released && (g == NULL || (g->code != LK_OK && g->code != LK_LOCKED))) {
+        pthread_mutex_lock(&e->wmu);
+        if (w->q != NULL)
+            slot_freed(e, w->q, w);
+        pthread_mutex_unlock(&e->wmu);
+    }
     if (g == NULL) {
         w->ride_released = released;
         loop_post(w->lp, ride_back, w);

@@ -53,6 +53,9 @@ local function holds(lock, lease)
   local e = redis.call('ZSCORE', lock .. ':z', lease)
   return e and tonumber(e) > sh_now() or false
 end
+-- Per lock, the ttl its keys were made to outlive by ho_grant in this call
+-- (Redis' clock stands still in a script).
+local extended = {}
 -- A semaphore's slot right after sh_release freed one of the set: v, the
 -- marker it met, n > 0 the holders it left (expired ones among them, sh_ho:
 -- trimmed here when they would fill it). As _acquire_shared.lua grants
@@ -83,10 +86,42 @@ local function ho_grant(lock, fence, wl, rest, ttl, limit, nowus, v, n)
   local t = tonumber(ttl)
   redis.call('ZADD', lock .. ':z', sh_int(now + t), string.sub(wl, 2))
   redis.call('HSET', lock .. ':h', string.sub(wl, 2), tok .. ' ' .. rest)
-  sh_extend(lock, t)
+  if (extended[lock] or 0) < t then
+    sh_extend(lock, t) -- the keys live t more: no need to look again in this call
+    extended[lock] = t
+  end
   return tok
 end
-local out, granted = {}, {}
+local granted = {}
+-- Lock's waiter after its release answered r (a token): its acquire's
+-- reply, or 0 when not asked.
+local function hand(lock, a, r)
+  local after, limit, aok, g = ARGV[a + 6], ARGV[a + 3], true, 0
+  local fence = lock .. ':fence'
+  if after ~= '' and not granted[after] and not holds(lock, after) then
+    g = 0 -- not asked: the waiter before it was not granted
+  elseif limit == 'x' then
+    aok, g = pcall(acquire, lock, fence, ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 4])
+  elseif sh_left and sh_left > 0 and limit ~= '1' then
+    aok, g = pcall(ho_grant, lock, fence, ARGV[a], ARGV[a + 1], ARGV[a + 2], limit, ARGV[a + 4], sh_mark, sh_left)
+  else
+    aok, g = pcall(acquire_shared, lock, fence, ARGV[a], ARGV[a + 1], ARGV[a + 2], limit, ARGV[a + 4], 0)
+  end
+  if aok and type(g) == 'string' then
+    granted[string.sub(ARGV[a], 2)] = true
+    return g
+  end
+  -- the slot stays free (or went elsewhere): the release's own index move
+  -- and message
+  if sh_mark then
+    sh_bump(lock)
+  end
+  if pub then
+    redis.call('PUBLISH', string.sub(pub, 1, plen) .. 'released:' .. string.sub(pub, plen + 1), publisher)
+  end
+  return aok and g or failed(g)
+end
+local out = {}
 sh_ho = true
 for i = 1, #KEYS do
   local a, lock = 7 * i - 5, KEYS[i]
@@ -97,30 +132,8 @@ for i = 1, #KEYS do
   elseif type(r) ~= 'string' then
     out[i] = {r}
   else
-    local after, limit, aok, g = ARGV[a + 6], ARGV[a + 3], true, 0
-    local fence = lock .. ':fence'
-    if after ~= '' and not granted[after] and not holds(lock, after) then
-      g = 0 -- not asked: the waiter before it was not granted
-    elseif limit == 'x' then
-      aok, g = pcall(acquire, lock, fence, ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 4])
-    elseif sh_left and sh_left > 0 and limit ~= '1' then
-      aok, g = pcall(ho_grant, lock, fence, ARGV[a], ARGV[a + 1], ARGV[a + 2], limit, ARGV[a + 4], sh_mark, sh_left)
-    else
-      aok, g = pcall(acquire_shared, lock, fence, ARGV[a], ARGV[a + 1], ARGV[a + 2], limit, ARGV[a + 4], 0)
-    end
-    if aok and type(g) == 'string' then
-      granted[string.sub(ARGV[a], 2)] = true
-    else
-      -- the slot stays free (or went elsewhere): the release's own index
-      -- move and message
-      if sh_mark then
-        sh_bump(lock)
-      end
-      if pub then
-        redis.call('PUBLISH', string.sub(pub, 1, plen) .. 'released:' .. string.sub(pub, plen + 1), publisher)
-      end
-    end
-    out[i] = {r, aok and g or failed(g)}
+    local hok, g = pcall(hand, lock, a, r)
+    out[i] = {r, hok and g or failed(g)}
   end
 end
 if #KEYS == 1 then
