@@ -1108,10 +1108,10 @@ static void group_send(void *arg, struct rn_conn *c, int q, struct rn_cmd **nm, 
     }
 }
 
-/* One group call (acquire_many.lua, acquire_shared_many.lua or
- * release_many.lua) for nm[0..n). */
 static void group_send_handoffs(struct rb *bk, struct rn_conn *c, struct rn_cmd **nm, int n);
 
+/* One group call (acquire_many.lua, acquire_shared_many.lua,
+ * release_many.lua or release_handoff.lua) for nm[0..n). */
 static void group_send_slot(struct rb *bk, struct rn_conn *c, int q, struct rn_cmd **nm, int n)
 {
     if (q == GQ_HANDOFF) {

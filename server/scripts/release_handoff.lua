@@ -92,36 +92,13 @@ local function ho_grant(lock, fence, wl, rest, ttl, limit, nowus, v, n)
   end
   return tok
 end
-local granted = {}
--- Lock's waiter after its release answered r (a token): its acquire's
--- reply, or 0 when not asked.
-local function hand(lock, a, r)
-  local after, limit, aok, g = ARGV[a + 6], ARGV[a + 3], true, 0
-  local fence = lock .. ':fence'
-  if after ~= '' and not granted[after] and not holds(lock, after) then
-    g = 0 -- not asked: the waiter before it was not granted
-  elseif limit == 'x' then
-    aok, g = pcall(acquire, lock, fence, ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 4])
-  elseif sh_left and sh_left > 0 and limit ~= '1' then
-    aok, g = pcall(ho_grant, lock, fence, ARGV[a], ARGV[a + 1], ARGV[a + 2], limit, ARGV[a + 4], sh_mark, sh_left)
-  else
-    aok, g = pcall(acquire_shared, lock, fence, ARGV[a], ARGV[a + 1], ARGV[a + 2], limit, ARGV[a + 4], 0)
-  end
-  if aok and type(g) == 'string' then
-    granted[string.sub(ARGV[a], 2)] = true
-    return g
-  end
-  -- the slot stays free (or went elsewhere): the release's own index move
-  -- and message
-  if sh_mark then
-    sh_bump(lock)
-  end
-  if pub then
-    redis.call('PUBLISH', string.sub(pub, 1, plen) .. 'released:' .. string.sub(pub, plen + 1), publisher)
-  end
-  return aok and g or failed(g)
+-- The message a release held back (publish) when its waiter did not take
+-- the slot. (Written as redis.call('PUBLISH', ...): a cluster primary's
+-- copy of the script says SPUBLISH there.)
+local function publish_now(lock)
+  redis.call('PUBLISH', string.sub(lock, 1, plen) .. 'released:' .. string.sub(lock, plen + 1), publisher)
 end
-local out = {}
+local granted, out = {}, {}
 sh_ho = true
 for i = 1, #KEYS do
   local a, lock = 7 * i - 5, KEYS[i]
@@ -132,8 +109,36 @@ for i = 1, #KEYS do
   elseif type(r) ~= 'string' then
     out[i] = {r}
   else
-    local hok, g = pcall(hand, lock, a, r)
-    out[i] = {r, hok and g or failed(g)}
+    -- its waiter: its acquire's reply, or 0 when not asked
+    local after, limit, ask, aok, g = ARGV[a + 6], ARGV[a + 3], true, true, 0
+    if after ~= '' and not granted[after] then
+      local hok, h = pcall(holds, lock, after)
+      ask = hok and h -- else not asked (0): the waiter before it was not granted
+    end
+    if not ask then
+      g = 0
+    elseif limit == 'x' then
+      aok, g = pcall(acquire, lock, lock .. ':fence', ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 4])
+    elseif sh_left and sh_left > 0 and limit ~= '1' then
+      aok, g = pcall(ho_grant, lock, lock .. ':fence', ARGV[a], ARGV[a + 1], ARGV[a + 2], limit, ARGV[a + 4], sh_mark,
+        sh_left)
+    else
+      aok, g = pcall(acquire_shared, lock, lock .. ':fence', ARGV[a], ARGV[a + 1], ARGV[a + 2], limit, ARGV[a + 4], 0)
+    end
+    if aok and type(g) == 'string' then
+      granted[string.sub(ARGV[a], 2)] = true
+    else
+      -- the slot stays free (or went elsewhere): the release's own index
+      -- move and message
+      if sh_mark then
+        pcall(sh_bump, lock)
+      end
+      if pub then
+        pcall(publish_now, pub)
+      end
+      g = aok and g or failed(g)
+    end
+    out[i] = {r, g}
   end
 end
 if #KEYS == 1 then
