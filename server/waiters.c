@@ -129,8 +129,10 @@ struct wqueue {
     int64_t kicked_us;        /* release seen, for the handoff histogram */
     /* Semaphores: releases seen and not yet used by a grant here, so that a
      * release of one slot lets one waiter ask, not one more that would be
-     * refused. 0 with a grant (a holder's expiry, a lock-delay's end): the
-     * free slots are unknown, so the next waiter asks too, as before. */
+     * refused (a release that carried a waiter counts only when that
+     * waiter did not take its slot: waiters_ride_done). 0 with a grant (a
+     * holder's expiry, a lock-delay's end): the free slots are unknown, so
+     * the next waiter asks too, as before. */
     int64_t freed;
     /* Semaphores: a waiter asked, or was granted, with no release counted
      * (freed 0: the queue's first waiter, a retry at a holder's expiry), so
