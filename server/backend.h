@@ -89,8 +89,9 @@ struct bk_grant_item {
 /* bk_req.handoff: a release hands the name to a waiter in the same backend
  * call (BK_CAP_HANDOFF): BK_RELEASE (delay_ms 0) with it also runs, in one
  * step after a release that succeeded, the BK_ACQUIRE this describes (wait
- * set; no fence floor, no more). The backend may decline it (then
- * bk_res.handoff is NULL and nothing was asked for the waiter). */
+ * set; no fence floor, no more). The backend may decline it, or not ask
+ * (after, below): then bk_res.handoff is NULL and nothing was asked for the
+ * waiter. */
 #define BK_CAP_HANDOFF 0x80u
 
 struct bk_handoff {
@@ -100,6 +101,10 @@ struct bk_handoff {
     int64_t limit;
     int64_t ttl_ms;
     bool session_bound;
+    /* "" or the lease of the waiter queued right before this one, which
+     * still asks: this one is then granted only if that lease holds the
+     * name when the hand-off runs (a later waiter never overtakes it) */
+    char after[LK_LEASE_LEN + 1];
 };
 
 struct bk_req {

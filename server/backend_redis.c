@@ -76,8 +76,9 @@ enum {
 
 /* the node layer's group queues we use, flushed in this order (acquires
  * before releases, as when shared acquires went alone at once): exclusive
- * acquires, shared acquires (readers and semaphore slots), releases */
-enum { GQ_ACQUIRE, GQ_SHARED, GQ_RELEASE };
+ * acquires, shared acquires (readers and semaphore slots), releases,
+ * releases that hand their name to a waiter (release_handoff.lua) */
+enum { GQ_ACQUIRE, GQ_SHARED, GQ_RELEASE, GQ_HANDOFF };
 
 enum rk {
     RK_ACQUIRE,
@@ -404,6 +405,11 @@ static void grant_res(struct rcmd *cmd, int64_t token, struct bk_res *out)
  * fence): '<w><lease>', '<sb> <ttl_ms> <mode> <owner>', ttl_ms, limit,
  * now_us (acquire_shared.lua), then bk_req.more's. */
 enum { SH_ARG_WL = 5, SH_ARG_REST = 6, SH_ARG_LIMIT = 8, SH_ARG_NOW = 9 };
+
+/* Where rb_release_handoff puts its per-lock arguments (after EVALSHA sha 1
+ * lock publisher): the acquire's at the places above, then now_us, the
+ * lease released and after; HO_ARGS of them. */
+enum { HO_ARG_WL = 5, HO_ARGS = 7 };
 
 /* The grants table (grant_log.c): what a restarted Redis gets back,
  * exclusive leases and shared holds (readers, semaphore slots) alike. */
@@ -883,7 +889,7 @@ static void group_done(struct rcmd *g, const redisReply *r)
             rn_conn_log_refusal(m->nc.conn, e);
             e = NULL;
         }
-        if (e == NULL && r != NULL && m->kind == RK_ACQUIRE)
+        if (e == NULL && r != NULL && (m->kind == RK_ACQUIRE || m->kind == RK_HANDOFF))
             cmd_undo(m);
         cmd_handle(m, e);
         rn_cmd_unref(&m->nc); /* the group's */
@@ -962,7 +968,8 @@ static bool rcmd_may_send(struct rn_cmd *nc)
     case RK_GROUP:
         return ra_gate(cmd->bk->ra,
                        nc->script == &cmd->bk->scripts[SC_ACQUIRE_MANY] ||
-                           nc->script == &cmd->bk->scripts[SC_ACQUIRE_SHARED_MANY],
+                           nc->script == &cmd->bk->scripts[SC_ACQUIRE_SHARED_MANY] ||
+                           nc->script == &cmd->bk->scripts[SC_RELEASE_HANDOFF],
                        &retry) == LK_OK;
     case RK_RENEW:
     case RK_RELEASE:
@@ -1037,8 +1044,9 @@ static void multi_undo(struct rcmd *cmd)
  * costs Redis a fixed price (parsing it, setting up KEYS and ARGV, the reply)
  * on top of the script's own calls, so the acquires of a turn go to Redis as
  * one acquire_many.lua call (shared ones, readers and semaphore slots, as one
- * acquire_shared_many.lua: a third queue), and the releases of both kinds
- * as one release_many.lua: Redis
+ * acquire_shared_many.lua: a third queue), the releases of both kinds
+ * as one release_many.lua, and the releases that hand their name to a
+ * waiter as one release_handoff.lua (a fourth): Redis
  * instructions per acquire + release pair fall from 78,500 alone to 54,700 in
  * groups of 16, fully pipelined (bench/RESULTS.md). Each operation keeps its
  * own command, deadline and answer; the group command holds a reference on
@@ -1053,6 +1061,8 @@ static int group_queue(const struct rcmd *cmd)
 {
     if (cmd->kind == RK_RELEASE && !cmd->delayed)
         return GQ_RELEASE;
+    if (cmd->kind == RK_HANDOFF)
+        return GQ_HANDOFF;
     if (cmd->kind != RK_ACQUIRE || cmd->nc.wait_replicas != 0 || cmd->floored)
         return -1;
     if (cmd->shared)
@@ -1098,10 +1108,16 @@ static void group_send(void *arg, struct rn_conn *c, int q, struct rn_cmd **nm, 
     }
 }
 
-/* One group call (acquire_many.lua, acquire_shared_many.lua or
- * release_many.lua) for nm[0..n). */
+static void group_send_handoffs(struct rb *bk, struct rn_conn *c, struct rn_cmd **nm, int n);
+
+/* One group call (acquire_many.lua, acquire_shared_many.lua,
+ * release_many.lua or release_handoff.lua) for nm[0..n). */
 static void group_send_slot(struct rb *bk, struct rn_conn *c, int q, struct rn_cmd **nm, int n)
 {
+    if (q == GQ_HANDOFF) {
+        group_send_handoffs(bk, c, nm, n);
+        return;
+    }
     bool acq = q != GQ_RELEASE, sh = q == GQ_SHARED;
     int script = sh ? SC_ACQUIRE_SHARED_MANY : acq ? SC_ACQUIRE_MANY : SC_RELEASE_MANY;
     struct rcmd *g = cmd_new(bk, c, RK_GROUP, script, 0);
@@ -1156,6 +1172,50 @@ static void group_send_slot(struct rb *bk, struct rn_conn *c, int q, struct rn_c
             gc->argvlen[k++] = m[i]->nc.argvlen[j];
         }
     }
+    if (rn_send(gc) != 0)
+        group_done(g, NULL);
+    rn_cmd_unref(gc);
+}
+
+/* release_handoff.lua for the hand-offs nm[0..n) of one loop turn (one
+ * slot), in the order they were made. A member's argv (rb_release_handoff):
+ *   EVALSHA sha 1 lock publisher (wl rest ttl limit now lease after) plen
+ * the group's:
+ *   EVALSHA sha n lock... publisher (wl rest ttl limit now lease after)... plen */
+static void group_send_handoffs(struct rb *bk, struct rn_conn *c, struct rn_cmd **nm, int n)
+{
+    struct rcmd *g = cmd_new(bk, c, RK_GROUP, SC_RELEASE_HANDOFF, 0);
+    g->answered = true; /* nobody waits on the group itself */
+    g->members = lk_malloc((size_t)n * sizeof(*g->members));
+    for (int i = 0; i < n; i++)
+        g->members[i] = (struct rcmd *)nm[i];
+    g->nmembers = n;
+    struct rn_cmd *gc = &g->nc;
+    gc->argc = 3 + n * (1 + HO_ARGS) + 2;
+    gc->argv = lk_malloc((size_t)gc->argc * sizeof(*gc->argv));
+    gc->argvlen = lk_malloc((size_t)gc->argc * sizeof(*gc->argvlen));
+    gc->buf = lk_malloc(24);
+    gc->argv[0] = "EVALSHA";
+    gc->argvlen[0] = 7;
+    gc->argv[1] = gc->script->sha;
+    gc->argvlen[1] = 40;
+    gc->argv[2] = gc->buf;
+    gc->argvlen[2] = lk_itoa((int64_t)n, gc->buf);
+    int k = 3;
+    for (int i = 0; i < n; i++) {
+        gc->argv[k] = nm[i]->argv[ARG_LOCK];
+        gc->argvlen[k++] = nm[i]->argvlen[ARG_LOCK];
+    }
+    gc->argv[k] = bk->instance;
+    gc->argvlen[k++] = strlen(bk->instance);
+    for (int i = 0; i < n; i++) {
+        for (int j = HO_ARG_WL; j < HO_ARG_WL + HO_ARGS; j++) {
+            gc->argv[k] = nm[i]->argv[j];
+            gc->argvlen[k++] = nm[i]->argvlen[j];
+        }
+    }
+    gc->argv[k] = bk->prefix_len_str;
+    gc->argvlen[k++] = strlen(bk->prefix_len_str);
     if (rn_send(gc) != 0)
         group_done(g, NULL);
     rn_cmd_unref(gc);
@@ -1394,10 +1454,14 @@ static enum lk_code rb_release(struct rb *bk, struct rn_conn *c, const struct bk
 }
 
 /* A release that hands the name to a waiter (bk_req.handoff):
- * release_handoff.lua, never grouped. Its arguments: the acquire's as
- * rb_acquire or rb_acquire_shared puts them (note_grant reads them there),
- * then the release's. The command is the waiter's acquire for undo and the
- * grants table, and the release for note_owner_result. */
+ * release_handoff.lua for one lock, grouped per loop turn as releases are
+ * (GQ_HANDOFF). Its arguments (HO_ARG_*): the publisher, the acquire's as
+ * rb_acquire or rb_acquire_shared puts them (so note_grant reads them at
+ * the same places), its limit ('x' for an exclusive acquire) and now_us,
+ * the lease released, the lease of the waiter queued right before this
+ * one when it still asks ('' when none), the key prefix's length. The
+ * command is the waiter's acquire for undo and the grants table, and the
+ * release for note_owner_result. */
 static enum lk_code rb_release_handoff(struct rb *bk, struct rn_conn *c, const struct bk_req *req,
                                        int64_t now, bk_done_fn done, void *arg)
 {
@@ -1413,9 +1477,9 @@ static enum lk_code rb_release_handoff(struct rb *bk, struct rn_conn *c, const s
     struct rargs b = {0};
     char ttl[24];
     size_t tl = lk_itoa(a->ttl_ms, ttl);
-    rargs_str(&b, "2");
+    rargs_str(&b, "1");
     argb_key(&b, bk, req->name, "");
-    argb_key(&b, bk, req->name, ":fence");
+    rargs_str(&b, bk->instance);
     rargs_put(&b, "1", 1); /* '<w><lease>': a waiter asks */
     rargs_append(&b, a->lease, ll);
     rargs_put(&b, a->session_bound ? "1 " : "0 ", 2);
@@ -1429,14 +1493,14 @@ static enum lk_code rb_release_handoff(struct rb *bk, struct rn_conn *c, const s
     rargs_put(&b, ttl, tl);
     if (cmd->shared)
         rargs_int(&b, a->limit);
+    else
+        rargs_str(&b, "x");
     rargs_int(&b, now);
     rargs_str(&b, req->lease);
-    rargs_str(&b, "0");
-    argb_channel(&b, bk, req->name); /* as rb_release's */
-    rargs_append(&b, " ", 1);
-    rargs_append(&b, bk->instance, strlen(bk->instance));
+    rargs_str(&b, a->after);
+    rargs_str(&b, bk->prefix_len_str);
     rn_cmd_take_args(&cmd->nc, &b);
-    return cmd_submit(cmd, -1);
+    return cmd_submit(cmd, group_queue(cmd));
 }
 
 /* Whether a release may carry its waiter's acquire here: not with WAIT

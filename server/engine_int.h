@@ -175,15 +175,18 @@ void waiters_kick(struct engine *e, const char *name);
 /* waiters_kick after a release that carried rider (NULL: none), which asked
  * with it: rider is not told to ask again. */
 void waiters_kick_rider(struct engine *e, const char *name, struct eng_waiter *rider);
-/* A release of name may carry the head of its queue here (BK_CAP_HANDOFF):
- * the head, now attempting, its acquire in *ho; NULL when the head cannot
- * ride (none, a reader: readers go in groups, a multi-lock, one failing or
- * asking already, or lockd draining). On the releaser's loop. */
+/* A release of name may carry a waiter of its queue here (BK_CAP_HANDOFF):
+ * the head, or for a semaphore the first queued waiter behind those that
+ * ask already (ho->after names the one right before it), now attempting,
+ * its acquire in *ho; NULL when none can ride (none queued, a reader:
+ * readers go in groups, a multi-lock, one failing, a mutex's head asking
+ * already, or lockd draining). On the releaser's loop. */
 struct eng_waiter *waiters_ride(struct engine *e, const char *name, struct bk_handoff *ho);
 /* The release that carried w was answered: g is w's acquire's result, or
- * NULL when it was not asked (the release failed: w waits on, or the
- * backend declined: w asks itself, as a kicked head). On the releaser's
- * loop; w is answered on its own. */
+ * NULL when it was not asked (the release failed: w waits on; the backend
+ * declined, or the waiter before it did not hold the name: a head asks
+ * itself, as a kicked head, a waiter behind it waits on). On the
+ * releaser's loop; w is answered on its own. */
 void waiters_ride_done(struct engine *e, struct eng_waiter *w, bool released,
                        const struct bk_res *g);
 /* Another lockd granted name (a pub/sub message): its watchers look, and a

@@ -46,7 +46,7 @@ struct redisAsyncContext;
 #define RN_BACKOFF_MIN_MS 50   /* first reconnect delay (before jitter) */
 #define RN_BACKOFF_MAX_MS 1000 /* cap: a restarted Redis is found within ~1 s */
 #define RN_GROUP_MAX 16        /* commands per group (one loop turn, one queue) */
-#define RN_QUEUES 3            /* group queues per connection */
+#define RN_QUEUES 4            /* group queues per connection */
 #define RN_ARGV_SMALL 12       /* argv entries kept inside the command */
 
 /* A Lua script known to Redis by its SHA1. */

@@ -48,6 +48,10 @@ enum wstate { W_QUEUED, W_ATTEMPTING, W_DONE };
 /* At most this many shared waiters ride on their head's acquire. */
 #define GROUP_MAX 64
 
+/* At most this many waiters asking ahead of a semaphore's waiter that a
+ * release carries (waiters_ride). */
+#define RIDE_CHAIN_MAX 64
+
 struct eng_waiter;
 
 /* The shared waiters asking with a head, and their part of its request. */
@@ -81,6 +85,8 @@ struct eng_waiter {
     bool cancelled;    /* under wmu: the client left */
     bool kick_pending; /* under wmu: a release came while attempting */
     bool failed;       /* under wmu: answer fail_code at the next chance */
+    bool ride_released; /* a rider's release released (waiters_ride_done) */
+    bool rode;          /* under wmu: asked with a release (waiters_ride) */
     enum lk_code fail_code;
     int64_t limit_in_force; /* LK_LIMIT_MISMATCH: the backend's */
     struct eng_waiter *prev, *next;
@@ -123,9 +129,19 @@ struct wqueue {
     int64_t kicked_us;        /* release seen, for the handoff histogram */
     /* Semaphores: releases seen and not yet used by a grant here, so that a
      * release of one slot lets one waiter ask, not one more that would be
-     * refused. 0 with a grant (a holder's expiry, a lock-delay's end): the
-     * free slots are unknown, so the next waiter asks too, as before. */
+     * refused (a release that carried a waiter counts only when that
+     * waiter did not take its slot: waiters_ride_done). 0 with a grant (a
+     * holder's expiry, a lock-delay's end): the free slots are unknown, so
+     * the next waiter asks too, as before. */
     int64_t freed;
+    /* Semaphores: a waiter asked, or was granted, with no release counted
+     * (freed 0: the queue's first waiter, a retry at a holder's expiry), so
+     * free slots are unknown: each grant lets the next waiter ask, until
+     * one is refused. A release counted meanwhile does not end that (it
+     * used to: the grant took the release's count, the chain stopped with
+     * slots still free, and a busy semaphore settled with one slot of
+     * eight in use: bench/RESULTS.md). */
+    bool unknown;
     UT_hash_handle hh;
 };
 
@@ -257,12 +273,19 @@ static void attempt_done(void *arg, const struct bk_res *br)
     struct eng_waiter *h = NULL;
     pthread_mutex_lock(&e->wmu);
     struct wqueue *q = w->q;
+    bool rode = w->rode;
+    w->rode = false;
     if (br->code == LK_OK) {
         int64_t kicked = q->kicked_us;
         /* A semaphore's next waiter asks now only if more slots were freed
-         * than this grant took (or their number is unknown). */
+         * than this grant took (or their number is unknown). A rider took
+         * the slot its release freed, which was not counted. */
         bool more = true;
-        if (w->limit > 1 && q->freed > 0)
+        if (w->limit > 1 && rode)
+            more = q->unknown || q->freed > 0;
+        else if (w->limit > 1 && q->freed == 0)
+            q->unknown = true;
+        else if (w->limit > 1 && !q->unknown)
             more = --q->freed > 0;
         unlink_waiter(e, w, &h);
         bool cancelled = w->cancelled;
@@ -333,6 +356,7 @@ static void attempt_done(void *arg, const struct bk_res *br)
         q->has_holder = true;
         if (!w->kick_pending)
             q->freed = 0; /* full again (a release meanwhile may have freed some) */
+        q->unknown = false;
         q->holder_expiry_ms = now + (q->holder.expires_in_ms > 0 ? q->holder.expires_in_ms : 0);
         if (w->kick_pending || (grouped && q->list == w)) {
             /* A release arrived while we asked, or a follower refused with
@@ -453,6 +477,10 @@ static void attempt(struct eng_waiter *w)
     }
     bool failed = w->failed;
     enum lk_code code = w->fail_code;
+    /* A semaphore's waiter that asks with no release counted (the queue's
+     * first, a retry at a holder's expiry): the free slots are unknown */
+    if (!failed && !w->is_multi && w->limit > 1 && w->q != NULL && w->q->freed == 0)
+        w->q->unknown = true;
     if (w->is_multi) {
         struct eng_waiter *h = NULL;
         if (failed && w->q != NULL) {
@@ -707,6 +735,21 @@ void waiters_kick(struct engine *e, const char *name)
     waiters_kick_rider(e, name, NULL);
 }
 
+/* A release freed a slot (or the name) of q for its waiters (under wmu):
+ * counted, and the head asks (again, if it is asking), unless it is skip,
+ * which asks itself. */
+static void slot_freed(struct engine *e, struct wqueue *q, const struct eng_waiter *skip)
+{
+    struct eng_waiter *h = q->list;
+    q->freed++;
+    if (h == skip)
+        return;
+    if (h->state == W_ATTEMPTING)
+        h->kick_pending = true;
+    else if (h->state == W_QUEUED)
+        post_poke(e, h->lp, q->name, true);
+}
+
 void waiters_kick_rider(struct engine *e, const char *name, struct eng_waiter *rider)
 {
     watchers_kick(e, name); /* a release is a change of holders */
@@ -714,18 +757,30 @@ void waiters_kick_rider(struct engine *e, const char *name, struct eng_waiter *r
     struct wqueue *q;
     HASH_FIND_STR(e->queues, name, q);
     if (q != NULL) {
-        struct eng_waiter *h = q->list;
         q->kicked_us = lk_now_us();
         q->holder_expiry_ms = 0;
-        q->freed++;
-        if (h->state == W_ATTEMPTING && h != rider) /* a rider asked with the release */
-            h->kick_pending = true;
-        else if (h->state == W_QUEUED)
-            post_poke(e, h->lp, name, true);
+        /* A release that carried a rider handed its slot (or the name) to
+         * it: nothing is counted or woken, unless the rider does not take
+         * it (waiters_ride_done). Counting it made the head of a busy
+         * semaphore ask for a slot a rider had, and be refused. */
+        if (rider == NULL)
+            slot_freed(e, q, NULL);
     }
     pthread_mutex_unlock(&e->wmu);
 }
 
+/* The waiter a release of name carries: the head when it is queued; or,
+ * for a semaphore, the first queued waiter behind a run of waiters that
+ * ask already (riding on earlier releases, or the head on its own), all
+ * of its limit. Such a rider names the one right before it (ho->after),
+ * and the backend grants it only if that one holds the name by then, in
+ * Redis, in the script that grants it: that one was granted first, and it
+ * was granted only after the one before it, and so on to the head. So no
+ * waiter here is granted before one queued ahead of it, whatever order the
+ * releases reach Redis in (other loops' connections, a cluster's
+ * redirections). A rider not asked (declined, its release did not
+ * release, or the one before it does not hold) goes back to waiting
+ * (ride_back). */
 struct eng_waiter *waiters_ride(struct engine *e, const char *name, struct bk_handoff *ho)
 {
     if (atomic_load(&e->draining))
@@ -733,12 +788,23 @@ struct eng_waiter *waiters_ride(struct engine *e, const char *name, struct bk_ha
     pthread_mutex_lock(&e->wmu);
     struct wqueue *q;
     HASH_FIND_STR(e->queues, name, q);
-    struct eng_waiter *w = q != NULL ? q->list : NULL;
+    struct eng_waiter *w = q != NULL ? q->list : NULL, *before = NULL;
+    for (int k = 0; w != NULL && w->state == W_ATTEMPTING; k++) {
+        if (k == RIDE_CHAIN_MAX || w->is_multi || w->shared || w->limit < 2 || w->failed ||
+            w->cancelled || (before != NULL && w->limit != before->limit)) {
+            w = NULL;
+            break;
+        }
+        before = w;
+        w = w->next;
+    }
     if (w != NULL && (w->state != W_QUEUED || w->failed || w->cancelled || w->is_multi ||
-                      w->shared || lk_now_ms() >= w->deadline_ms))
+                      w->shared || lk_now_ms() >= w->deadline_ms ||
+                      (before != NULL && w->limit != before->limit)))
         w = NULL;
     if (w != NULL) {
         w->state = W_ATTEMPTING; /* nothing else answers or frees it now */
+        w->rode = true;
         memset(ho, 0, sizeof(*ho));
         ho->lease = w->lease;
         ho->owner = w->owner;
@@ -746,18 +812,19 @@ struct eng_waiter *waiters_ride(struct engine *e, const char *name, struct bk_ha
         ho->limit = w->limit;
         ho->ttl_ms = w->ttl_ms;
         ho->session_bound = w->has_session;
+        if (before != NULL)
+            lk_strlcpy(ho->after, before->lease, sizeof(ho->after));
     }
     pthread_mutex_unlock(&e->wmu);
     return w;
 }
 
-/* On a rider's loop: the release did not ask for it. */
-static void on_ride_retry(void *arg)
-{
-    attempt(arg); /* released: it asks itself, as a kicked head would */
-}
-
-static void on_ride_back(void *arg)
+/* On a rider's loop: its release asked nothing for it. A head asks
+ * itself when the release released (declined: as a kicked head would), a
+ * release came meanwhile, or it never asked as the head (it became the
+ * head while riding: the poke that told it found it attempting); a waiter
+ * behind the head waits on; a failed one is answered. */
+static void ride_back(void *arg)
 {
     struct eng_waiter *w = arg;
     struct engine *e = w->e;
@@ -771,9 +838,10 @@ static void on_ride_back(void *arg)
         free(w);
         return;
     }
-    /* not released: it waits as before, unless a release came meanwhile
-     * or it is to be answered (failed) */
-    bool again = w->kick_pending || w->failed;
+    w->rode = false;
+    bool head = w->q->list == w;
+    bool again =
+        w->failed || (head && (w->kick_pending || w->ride_released || w->retry_at_ms == 0));
     w->kick_pending = false;
     if (!again)
         w->state = W_QUEUED;
@@ -787,9 +855,18 @@ static void on_ride_back(void *arg)
 void waiters_ride_done(struct engine *e, struct eng_waiter *w, bool released,
                        const struct bk_res *g)
 {
-    (void)e;
+    /* Released, and the rider did not take the slot (not asked, or its
+     * acquire failed other than by a refusal, which says the name is full):
+     * the release counts for the queue as one without a rider would. */
+    if (released && (g == NULL || (g->code != LK_OK && g->code != LK_LOCKED))) {
+        pthread_mutex_lock(&e->wmu);
+        if (w->q != NULL)
+            slot_freed(e, w->q, w);
+        pthread_mutex_unlock(&e->wmu);
+    }
     if (g == NULL) {
-        loop_post(w->lp, released ? on_ride_retry : on_ride_back, w);
+        w->ride_released = released;
+        loop_post(w->lp, ride_back, w);
         return;
     }
     /* its answer, copied for its own loop as a grouped follower's is */

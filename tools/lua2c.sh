@@ -8,8 +8,9 @@ set -eu
 # Whole-line comments are left out: Redis answers a command longer than
 # 16 KB from a client that has not authenticated with a protocol error, not
 # NOAUTH, and lockd loads its scripts first thing (an acquire script with
-# its parts' comments passed 16 KB).
-strip() { grep -v '^[[:space:]]*--' || true; }
+# its parts' comments passed 16 KB). Indentation and blank lines too
+# (release_handoff.lua, which holds both acquire parts, passed it again).
+strip() { grep -v '^[[:space:]]*--' | sed -e 's/^[[:space:]]*//' | grep -v '^$' || true; }
 expand() {
     while IFS= read -r line; do
         case $line in

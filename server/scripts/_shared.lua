@@ -268,6 +268,13 @@ local function sh_renew(lock, lease, nt)
   return {1, tonumber(tok), tonumber(nt)}
 end
 
+-- What sh_release left for release_handoff.lua: the holders left and the
+-- marker it met. sh_ho set (a hand-off follows in the same script): the
+-- index is left to the grant (a grant raises the counter anyway), and the
+-- expired holders to whoever counts them next (every script that counts
+-- holders trims first), so sh_left may count some.
+local sh_left, sh_mark, sh_ho
+
 -- Releases lease's slot of a marked name (v: the marker). The name's keys
 -- go with its last holder, leaving a lock-delay when asked; a release
 -- publishes when a waiter asked (w), as _release.lua's does. The keys'
@@ -284,9 +291,14 @@ local function sh_release(lock, v, lease, delay, publish)
   if n > 0 then
     redis.call('ZREM', z, lease)
     redis.call('HDEL', h, lease)
-    n = sh_trim(lock, now, n)
+    if not sh_ho then
+      n = sh_trim(lock, now, n)
+    end
   end
-  sh_bump(lock)
+  if not sh_ho then
+    sh_bump(lock)
+  end
+  sh_left, sh_mark = n, v
   if n <= 0 then
     local xu = tonumber(string.match(v, '^s%d1 %d+ (%d+)$') or 0)
     if delay ~= '0' then

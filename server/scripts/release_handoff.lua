@@ -1,22 +1,36 @@
--- release_handoff.lua - a release that hands the name to lockd's next waiter
--- in the same call (bk_req.handoff): release.lua, then, when it released,
--- acquire.lua (exclusive) or acquire_shared.lua (a semaphore's slot, a
--- reader) for the waiter, as one step. A busy semaphore's pair costs one
--- script call rather than two (bench/RESULTS.md).
--- KEYS: lock, fence counter. ARGV: the acquire's arguments as acquire.lua
--- (4: '<w><lease>', rest, ttl_ms, now_us) or acquire_shared.lua (5:
--- '<w><lease>', rest, ttl_ms, limit, now_us) takes them, then release.lua's
--- (lease, delay_ms, '<channel> <publisher>'): 7 or 8 in all.
--- Returns {release's reply} when it did not release, else {token, the
--- acquire's reply} (an error for it alone when its calls raised one: the
--- release stands).
-local lock, fence = KEYS[1], KEYS[2]
-local x = #ARGV == 7
-local r0 = x and 4 or 5
-local chanpub = ARGV[r0 + 3]
-local function publish()
-  local channel, publisher = string.match(chanpub, '^(.*) (%S*)$')
-  redis.call('PUBLISH', channel, publisher)
+-- release_handoff.lua - releases that hand their name to lockd's next waiter
+-- in the same call (bk_req.handoff): for each lock, release.lua, then, when
+-- it released, acquire.lua (exclusive) or acquire_shared.lua (a semaphore's
+-- slot) for its waiter, as one step. lockd groups the hand-offs of one loop
+-- turn (per slot on a cluster) as release_many.lua's releases, in the order
+-- it took the waiters from the queue: a busy semaphore's pair costs one
+-- script call at most, and less when several holders release together
+-- (bench/RESULTS.md).
+-- A waiter taken while the waiters queued before it still ask (after: the
+-- lease of the one right before it) is granted only when that one holds the
+-- name (granted by this call or an earlier one): so no waiter of a lockd's
+-- queue is granted before one queued ahead of it (waiters.c, waiters_ride).
+-- KEYS: each lock (its fence counter is '<lock>:fence'). ARGV: the publisher
+-- (the lockd's instance id), then 7 per lock: '<w><lease>', rest, ttl_ms,
+-- limit ('x': an exclusive acquire, rest as acquire.lua's; else
+-- acquire_shared.lua's), now_us, the lease released, after ('' or a
+-- lease); last, the length of the key prefix (the channel is built from the
+-- key, as release_many.lua builds it). No lock-delay.
+-- Returns, per lock, {release's reply} when it did not release, else
+-- {token, the acquire's reply (an error for it alone when its calls raised
+-- one: the release stands), or 0 when it was not asked (after)}; an error
+-- when the release raised one. One lock: that element alone.
+-- A release whose waiter takes the slot it freed frees nothing for anyone
+-- else: it publishes nothing (a watcher hears of the grant, as of any
+-- grant: '<n>w' on the fence counter), and the index is moved by the grant
+-- alone (sh_ho). A semaphore's slot released from the set and handed on
+-- (holders left) is granted from what the release read (ho_grant): no
+-- second look at the marker or count, and expired holders trimmed only
+-- when the count says full.
+local publisher, plen = ARGV[1], tonumber(ARGV[#ARGV])
+local pub -- the lock whose release publishes, once its waiter's part is known
+local function publish(lock)
+  pub = lock
 end
 --#include _shared.lua
 local function release(lock, lease, delay)
@@ -29,14 +43,105 @@ local function acquire_shared(lock, fence, wl, rest, ttl, limit, nowus, more)
 --#include _acquire_shared.lua
 end
 --#include _failed.lua
-local r = release(lock, ARGV[r0 + 1], ARGV[r0 + 2])
-if type(r) ~= 'string' then
-  return {r}
+-- Whether lease holds a slot of lock, right after a release of another
+-- slot (after only names a semaphore's waiter): only in the set, and only
+-- when the release left holders (a lone slot's release left none).
+local function holds(lock, lease)
+  if not sh_mark or sh_left <= 0 then
+    return false
+  end
+  local e = redis.call('ZSCORE', lock .. ':z', lease)
+  return e and tonumber(e) > sh_now() or false
 end
-local ok, a
-if x then
-  ok, a = pcall(acquire, lock, fence, ARGV[1], ARGV[2], ARGV[3], ARGV[4])
-else
-  ok, a = pcall(acquire_shared, lock, fence, ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], 0)
+-- Per lock, the ttl its keys were made to outlive by ho_grant in this call
+-- (Redis' clock stands still in a script).
+local extended = {}
+-- A semaphore's slot right after sh_release freed one of the set: v, the
+-- marker it met, n > 0 the holders it left (expired ones among them, sh_ho:
+-- trimmed here when they would fill it). As _acquire_shared.lua grants
+-- into the set, less what the release read.
+local function ho_grant(lock, fence, wl, rest, ttl, limit, nowus, v, n)
+  local fw, flim = string.match(v, '^s(%d)%d (%d+) ')
+  if flim ~= limit then
+    return {3, tonumber(flim) or 0}
+  end
+  local now = sh_now()
+  if n >= tonumber(limit) and sh_trim(lock, now, n) >= tonumber(limit) then
+    local hd = sh_holder(lock, true, now)
+    return {0, hd[1], hd[2], hd[3], hd[4], hd[5]}
+  end
+  if fw == '0' then
+    redis.call('SET', lock, 's1' .. string.sub(v, 3), 'KEEPTTL')
+  end
+  local tok = nowus
+  local last = redis.call('SET', fence, nowus, 'PX', 'FENCE_RETENTION_MS', 'GET')
+  local lastn = last and tonumber(string.match(last, '^(%d+)w?$'))
+  if lastn and lastn >= tonumber(nowus) then
+    tok = string.format('%d', lastn + 1)
+    redis.call('SET', fence, tok, 'PX', 'FENCE_RETENTION_MS')
+  end
+  if last and string.byte(last, -1) == 119 then
+    sh_publish(lock, 'g') -- a watcher hears of the grant
+  end
+  local t = tonumber(ttl)
+  redis.call('ZADD', lock .. ':z', sh_int(now + t), string.sub(wl, 2))
+  redis.call('HSET', lock .. ':h', string.sub(wl, 2), tok .. ' ' .. rest)
+  if (extended[lock] or 0) < t then
+    sh_extend(lock, t) -- the keys live t more: no need to look again in this call
+    extended[lock] = t
+  end
+  return tok
 end
-return {r, ok and a or failed(a)}
+-- The message a release held back (publish) when its waiter did not take
+-- the slot. (Written as redis.call('PUBLISH', ...): a cluster primary's
+-- copy of the script says SPUBLISH there.)
+local function publish_now(lock)
+  redis.call('PUBLISH', string.sub(lock, 1, plen) .. 'released:' .. string.sub(lock, plen + 1), publisher)
+end
+local granted, out = {}, {}
+sh_ho = true
+for i = 1, #KEYS do
+  local a, lock = 7 * i - 5, KEYS[i]
+  pub, sh_left, sh_mark = nil, nil, nil
+  local ok, r = pcall(release, lock, ARGV[a + 5], '0')
+  if not ok then
+    out[i] = failed(r)
+  elseif type(r) ~= 'string' then
+    out[i] = {r}
+  else
+    -- its waiter: its acquire's reply, or 0 when not asked
+    local after, limit, ask, aok, g = ARGV[a + 6], ARGV[a + 3], true, true, 0
+    if after ~= '' and not granted[after] then
+      local hok, h = pcall(holds, lock, after)
+      ask = hok and h -- else not asked (0): the waiter before it was not granted
+    end
+    if not ask then
+      g = 0
+    elseif limit == 'x' then
+      aok, g = pcall(acquire, lock, lock .. ':fence', ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 4])
+    elseif sh_left and sh_left > 0 and limit ~= '1' then
+      aok, g = pcall(ho_grant, lock, lock .. ':fence', ARGV[a], ARGV[a + 1], ARGV[a + 2], limit, ARGV[a + 4], sh_mark,
+        sh_left)
+    else
+      aok, g = pcall(acquire_shared, lock, lock .. ':fence', ARGV[a], ARGV[a + 1], ARGV[a + 2], limit, ARGV[a + 4], 0)
+    end
+    if aok and type(g) == 'string' then
+      granted[string.sub(ARGV[a], 2)] = true
+    else
+      -- the slot stays free (or went elsewhere): the release's own index
+      -- move and message
+      if sh_mark then
+        pcall(sh_bump, lock)
+      end
+      if pub then
+        pcall(publish_now, pub)
+      end
+      g = aok and g or failed(g)
+    end
+    out[i] = {r, g}
+  end
+end
+if #KEYS == 1 then
+  return out[1]
+end
+return out

@@ -894,6 +894,127 @@ static void t_release_handoff(void)
     fx_close(&f);
 }
 
+/* Submits a release of lease handing name to wlease (limit: 1 a mutex's
+ * exclusive waiter, more a semaphore's), granted only if after ("" = none)
+ * holds the name by then; answered into x, not waited for. */
+static void handoff_start(struct fx *f, const char *name, const char *lease, const char *wlease,
+                          const char *after, int64_t limit, struct bk_handoff *ho,
+                          struct hres *x)
+{
+    memset(ho, 0, sizeof(*ho));
+    ho->lease = wlease;
+    ho->owner = "w";
+    ho->mode = BK_EXCLUSIVE;
+    ho->limit = limit;
+    ho->ttl_ms = 5000;
+    snprintf(ho->after, sizeof(ho->after), "%s", after);
+    struct bk_req q = release_req(name, lease, 0);
+    q.handoff = ho;
+    memset(x, 0, sizeof(*x));
+    enum lk_code rc = submit(f, &q, on_hdone, x);
+    if (rc != LK_OK)
+        CHECK_EQ_INT(rc, LK_AGAIN);
+}
+
+static bool all_done(struct fx *f, struct hres *x, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (!run_until(f, &x[i].done, 5000) || x[i].calls != 1)
+            return false;
+    return true;
+}
+
+#define W1 "11111111111111111111111111111111"
+#define W2 "22222222222222222222222222222222"
+#define W3 "33333333333333333333333333333333"
+#define W4 "44444444444444444444444444444444"
+#define W5 "55555555555555555555555555555555"
+
+/* The hand-offs of one loop turn go as one script call (release_handoff.lua
+ * grouped, GQ_HANDOFF), in the order they were made, each waiter granted
+ * only if the one queued before it (after) holds the name by then: 3 slots
+ * of a semaphore of 4 released at once grant 3 waiters in 1 call, tokens
+ * in queue order (before: 3 calls); a waiter behind one that never was
+ * granted is not asked (its release stands); a refusal (another limit)
+ * stops the waiter behind it in the same call; one granted by an earlier
+ * call lets the next one in; a mutex's hand-offs on two names share a
+ * call too. */
+static void t_handoff_group(void)
+{
+    char url[128];
+    struct fx f;
+    url_of(&R, NULL, url, sizeof(url));
+    fx_open(&f, url, NULL);
+    CHECK(wait_node(&f, true, 2000));
+    const char *hl[4] = {LEASE_A, LEASE_B, LEASE_C, W5};
+    int64_t top = 0;
+    for (int i = 0; i < 4; i++) {
+        struct sres a = sacq(&f, "hg", hl[i], 5000, 4, false);
+        CHECK_EQ_INT(a.code, LK_OK);
+        top = a.token;
+    }
+    struct bk_handoff ho[3];
+    struct hres x[3];
+    const char *w[3] = {W1, W2, W3};
+    long long e0 = th_redis_calls(&R, "evalsha");
+    for (int i = 0; i < 3; i++)
+        handoff_start(&f, "hg", hl[i], w[i], i > 0 ? w[i - 1] : "", 4, &ho[i], &x[i]);
+    CHECK(all_done(&f, x, 3));
+    printf("# 3 hand-offs of one turn: %lld script call(s)\n",
+           th_redis_calls(&R, "evalsha") - e0);
+    CHECK_EQ_INT(th_redis_calls(&R, "evalsha") - e0, 1);
+    for (int i = 0; i < 3; i++) {
+        CHECK_EQ_INT(x[i].code, LK_OK);
+        CHECK(x[i].has);
+        CHECK_EQ_INT(x[i].hcode, LK_OK);
+        CHECK(x[i].htoken > (i > 0 ? x[i - 1].htoken : top)); /* queue order */
+    }
+    CHECK_EQ_INT(sop(&f, BK_INSPECT, "hg", NULL, 0).total, 4);
+    /* behind W4, never granted: W5's slot is released, W1 not asked */
+    handoff_start(&f, "hg", W5, W1, W4, 4, &ho[0], &x[0]);
+    CHECK(all_done(&f, x, 1));
+    CHECK_EQ_INT(x[0].code, LK_OK);
+    CHECK(!x[0].has);
+    CHECK_EQ_INT(sop(&f, BK_INSPECT, "hg", NULL, 0).total, 3);
+    /* one call: W4 refused (another limit), so W5 behind it is not asked;
+     * both releases stand */
+    e0 = th_redis_calls(&R, "evalsha");
+    handoff_start(&f, "hg", W1, W4, "", 5, &ho[0], &x[0]);
+    handoff_start(&f, "hg", W2, W5, W4, 4, &ho[1], &x[1]);
+    CHECK(all_done(&f, x, 2));
+    CHECK_EQ_INT(th_redis_calls(&R, "evalsha") - e0, 1);
+    CHECK(x[0].has);
+    CHECK_EQ_INT(x[0].hcode, LK_LIMIT_MISMATCH);
+    CHECK_EQ_INT(x[1].code, LK_OK);
+    CHECK(!x[1].has);
+    CHECK_EQ_INT(sop(&f, BK_INSPECT, "hg", NULL, 0).total, 1); /* W3 */
+    /* W3, granted by an earlier call, lets W1 in behind it */
+    CHECK_EQ_INT(sacq(&f, "hg", LEASE_A, 5000, 4, false).code, LK_OK);
+    handoff_start(&f, "hg", LEASE_A, W1, W3, 4, &ho[0], &x[0]);
+    CHECK(all_done(&f, x, 1));
+    CHECK(x[0].has);
+    CHECK_EQ_INT(x[0].hcode, LK_OK);
+    CHECK_EQ_INT(sop(&f, BK_INSPECT, "hg", NULL, 0).total, 2);
+    CHECK_EQ_INT(sop(&f, BK_RELEASE, "hg", W1, 0).code, LK_OK);
+    CHECK_EQ_INT(sop(&f, BK_RELEASE, "hg", W3, 0).code, LK_OK);
+    CHECK_EQ_INT(sop(&f, BK_INSPECT, "hg", NULL, 0).total, 0);
+    /* mutexes: two names handed on in one call */
+    CHECK_EQ_INT(xacq(&f, "hx1", LEASE_A, false), LK_OK);
+    CHECK_EQ_INT(xacq(&f, "hx2", LEASE_B, false), LK_OK);
+    e0 = th_redis_calls(&R, "evalsha");
+    handoff_start(&f, "hx1", LEASE_A, W1, "", 1, &ho[0], &x[0]);
+    handoff_start(&f, "hx2", LEASE_B, W2, "", 1, &ho[1], &x[1]);
+    CHECK(all_done(&f, x, 2));
+    CHECK_EQ_INT(th_redis_calls(&R, "evalsha") - e0, 1);
+    for (int i = 0; i < 2; i++) {
+        CHECK(x[i].has);
+        CHECK_EQ_INT(x[i].hcode, LK_OK);
+    }
+    CHECK_EQ_INT(sop(&f, BK_RELEASE, "hx1", W1, 0).code, LK_OK);
+    CHECK_EQ_INT(sop(&f, BK_RELEASE, "hx2", W2, 0).code, LK_OK);
+    fx_close(&f);
+}
+
 /* A name's lone shared holder or semaphore slot lives in the lock's value
  * ('t', _shared.lua): no sorted set or hash until a second holder joins and
  * spills it there; every operation meets both forms. */
@@ -1763,6 +1884,7 @@ int main(int argc, char **argv)
     RUN(t_shared_groups);
     RUN(t_lone_holder);
     RUN(t_release_handoff);
+    RUN(t_handoff_group);
     RUN(t_noscript_fallback);
     RUN(t_lock_delay);
     RUN(t_fencing_across_data_loss);
