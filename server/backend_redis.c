@@ -1110,6 +1110,36 @@ static void group_send(void *arg, struct rn_conn *c, int q, struct rn_cmd **nm, 
 
 static void group_send_handoffs(struct rb *bk, struct rn_conn *c, struct rn_cmd **nm, int n);
 
+/* A group call of script for nm[0..n) with argc arguments: the group's
+ * members, and its argv up to "EVALSHA sha n lock..." (*k: the next). */
+static struct rcmd *group_new(struct rb *bk, struct rn_conn *c, int script, struct rn_cmd **nm,
+                              int n, int argc, int *k)
+{
+    struct rcmd *g = cmd_new(bk, c, RK_GROUP, script, 0);
+    g->answered = true; /* nobody waits on the group itself */
+    g->members = lk_malloc((size_t)n * sizeof(*g->members));
+    for (int i = 0; i < n; i++)
+        g->members[i] = (struct rcmd *)nm[i];
+    g->nmembers = n;
+    struct rn_cmd *gc = &g->nc;
+    gc->argc = argc;
+    gc->argv = lk_malloc((size_t)gc->argc * sizeof(*gc->argv));
+    gc->argvlen = lk_malloc((size_t)gc->argc * sizeof(*gc->argvlen));
+    gc->buf = lk_malloc(24);
+    gc->argv[0] = "EVALSHA";
+    gc->argvlen[0] = 7;
+    gc->argv[1] = gc->script->sha;
+    gc->argvlen[1] = 40;
+    gc->argv[2] = gc->buf;
+    gc->argvlen[2] = lk_itoa((int64_t)n, gc->buf);
+    *k = 3;
+    for (int i = 0; i < n; i++) {
+        gc->argv[*k] = nm[i]->argv[ARG_LOCK];
+        gc->argvlen[(*k)++] = nm[i]->argvlen[ARG_LOCK];
+    }
+    return g;
+}
+
 /* One group call (acquire_many.lua, acquire_shared_many.lua,
  * release_many.lua or release_handoff.lua) for nm[0..n). */
 static void group_send_slot(struct rb *bk, struct rn_conn *c, int q, struct rn_cmd **nm, int n)
@@ -1120,13 +1150,6 @@ static void group_send_slot(struct rb *bk, struct rn_conn *c, int q, struct rn_c
     }
     bool acq = q != GQ_RELEASE, sh = q == GQ_SHARED;
     int script = sh ? SC_ACQUIRE_SHARED_MANY : acq ? SC_ACQUIRE_MANY : SC_RELEASE_MANY;
-    struct rcmd *g = cmd_new(bk, c, RK_GROUP, script, 0);
-    g->answered = true; /* nobody waits on the group itself */
-    g->members = lk_malloc((size_t)n * sizeof(*g->members));
-    for (int i = 0; i < n; i++)
-        g->members[i] = (struct rcmd *)nm[i];
-    g->nmembers = n;
-    struct rcmd **m = g->members;
     /* Members' argv (rb_acquire, rb_acquire_shared, rb_release):
      *   acquire  EVALSHA sha 2 lock fence wl rest ttl now_us
      *   shared   EVALSHA sha 2 lock fence wl rest ttl limit now_us
@@ -1139,22 +1162,10 @@ static void group_send_slot(struct rb *bk, struct rn_conn *c, int q, struct rn_c
      * The latest member's clock is a floor for every token of the group;
      * the fence keys are '<lock>:fence', built by the script. */
     int na = sh ? 4 : acq ? 3 : 1; /* per member after its keys */
+    int k;
+    struct rcmd *g = group_new(bk, c, script, nm, n, 3 + n * (1 + na) + (acq ? 1 : 2), &k);
+    struct rcmd **m = g->members;
     struct rn_cmd *gc = &g->nc;
-    gc->argc = 3 + n * (1 + na) + (acq ? 1 : 2);
-    gc->argv = lk_malloc((size_t)gc->argc * sizeof(*gc->argv));
-    gc->argvlen = lk_malloc((size_t)gc->argc * sizeof(*gc->argvlen));
-    gc->buf = lk_malloc(24);
-    gc->argv[0] = "EVALSHA";
-    gc->argvlen[0] = 7;
-    gc->argv[1] = gc->script->sha;
-    gc->argvlen[1] = 40;
-    gc->argv[2] = gc->buf;
-    gc->argvlen[2] = lk_itoa((int64_t)n, gc->buf);
-    int k = 3;
-    for (int i = 0; i < n; i++) {
-        gc->argv[k] = m[i]->nc.argv[ARG_LOCK];
-        gc->argvlen[k++] = m[i]->nc.argvlen[ARG_LOCK];
-    }
     if (acq) {
         int now = sh ? SH_ARG_NOW : ACQ_ARG_NOW;
         gc->argv[k] = m[n - 1]->nc.argv[now];
@@ -1184,28 +1195,9 @@ static void group_send_slot(struct rb *bk, struct rn_conn *c, int q, struct rn_c
  *   EVALSHA sha n lock... publisher (wl rest ttl limit now lease after)... plen */
 static void group_send_handoffs(struct rb *bk, struct rn_conn *c, struct rn_cmd **nm, int n)
 {
-    struct rcmd *g = cmd_new(bk, c, RK_GROUP, SC_RELEASE_HANDOFF, 0);
-    g->answered = true; /* nobody waits on the group itself */
-    g->members = lk_malloc((size_t)n * sizeof(*g->members));
-    for (int i = 0; i < n; i++)
-        g->members[i] = (struct rcmd *)nm[i];
-    g->nmembers = n;
+    int k;
+    struct rcmd *g = group_new(bk, c, SC_RELEASE_HANDOFF, nm, n, 3 + n * (1 + HO_ARGS) + 2, &k);
     struct rn_cmd *gc = &g->nc;
-    gc->argc = 3 + n * (1 + HO_ARGS) + 2;
-    gc->argv = lk_malloc((size_t)gc->argc * sizeof(*gc->argv));
-    gc->argvlen = lk_malloc((size_t)gc->argc * sizeof(*gc->argvlen));
-    gc->buf = lk_malloc(24);
-    gc->argv[0] = "EVALSHA";
-    gc->argvlen[0] = 7;
-    gc->argv[1] = gc->script->sha;
-    gc->argvlen[1] = 40;
-    gc->argv[2] = gc->buf;
-    gc->argvlen[2] = lk_itoa((int64_t)n, gc->buf);
-    int k = 3;
-    for (int i = 0; i < n; i++) {
-        gc->argv[k] = nm[i]->argv[ARG_LOCK];
-        gc->argvlen[k++] = nm[i]->argvlen[ARG_LOCK];
-    }
     gc->argv[k] = bk->instance;
     gc->argvlen[k++] = strlen(bk->instance);
     for (int i = 0; i < n; i++) {
