@@ -1,12 +1,14 @@
 /*
  * redis_pubsub.c - the Redis backend's subscriber thread (see
  * redis_pubsub.h): one node-layer connection of its own that subscribes to
- * a lock's release channel while lockd has waiters for it. The watch table
+ * a lock's release channel while lockd has waiters for it (and lingers a
+ * second after). The watch table
  * and the connection live on this thread; rps_watch() and rps_set_hook()
  * may be called from any thread. Depends on the node layer only.
  */
 #include "server/redis_pubsub.h"
 
+#include <ev.h>
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
 #include <pthread.h>
@@ -25,8 +27,20 @@ struct watch_ent {
     UT_hash_handle hh;
     int refs;
     struct rcompat_chan chan; /* the UNSUBSCRIBE quirk, see redis_compat.h */
+    /* refs 0 and still subscribed until idle_until_ms (0: not lingering),
+     * on ps->linger in that order */
+    int64_t idle_until_ms;
+    struct watch_ent *lprev, *lnext;
     char name[LK_NAME_MAX + 1];
 };
+
+/* A name whose last waiter left stays subscribed this long (at most
+ * RPS_LINGER_MAX names at once), so that a busy name's queue emptying and
+ * filling again costs no UNSUBSCRIBE + SUBSCRIBE each time (the read-mostly
+ * load's 0.2 of each per pair, bench/RESULTS.md). Messages meanwhile wake
+ * nobody (no waiters). */
+#define RPS_LINGER_MS 1000
+#define RPS_LINGER_MAX 1024
 
 struct rps {
     struct rn_node *node;
@@ -50,6 +64,9 @@ struct rps {
     /* subscriber thread only */
     struct rn_conn *conn;
     struct watch_ent *watched;
+    struct watch_ent *linger_head, *linger_tail; /* oldest first */
+    int lingering;
+    ev_timer linger_timer;
 };
 
 static void sub_send(struct rps *ps, bool subscribe, const char *const *names, size_t n);
@@ -81,8 +98,26 @@ static void call_hook(struct rps *ps, const char *name, bool granted)
         fn(arg, name, granted);
 }
 
+static void linger_unlink(struct rps *ps, struct watch_ent *w)
+{
+    if (w->idle_until_ms == 0)
+        return;
+    if (w->lprev != NULL)
+        w->lprev->lnext = w->lnext;
+    else
+        ps->linger_head = w->lnext;
+    if (w->lnext != NULL)
+        w->lnext->lprev = w->lprev;
+    else
+        ps->linger_tail = w->lprev;
+    w->lprev = w->lnext = NULL;
+    w->idle_until_ms = 0;
+    ps->lingering--;
+}
+
 static void unwatch_ent(struct rps *ps, struct watch_ent *w)
 {
+    linger_unlink(ps, w);
     HASH_DEL(ps->watched, w);
     free(w);
 }
@@ -214,6 +249,37 @@ struct watch_msg {
     char name[LK_NAME_MAX + 1];
 };
 
+/* w's last watcher left (refs 0): UNSUBSCRIBE now, or (lingering) later. */
+static void unsubscribe_ent(struct rps *ps, struct watch_ent *w)
+{
+    const char *names[1] = {w->name};
+    bool up = rn_conn_ready(ps->conn);
+    if (up && !w->chan.unsub_inflight) {
+        rcompat_chan_unsubscribing(&w->chan); /* the entry goes when Redis confirms */
+        sub_send(ps, false, names, 1);
+    } else if (!up) {
+        unwatch_ent(ps, w);
+    } else {
+        w->chan.want = false; /* the pending confirmation removes it */
+    }
+}
+
+/* Every RPS_LINGER_MS / 2 while names linger: those past their time go. */
+static void on_linger_timer(struct ev_loop *loop, ev_timer *t, int revents)
+{
+    (void)loop;
+    (void)revents;
+    struct rps *ps = t->data;
+    int64_t now = lk_now_ms();
+    while (ps->linger_head != NULL && ps->linger_head->idle_until_ms <= now) {
+        struct watch_ent *w = ps->linger_head;
+        linger_unlink(ps, w);
+        unsubscribe_ent(ps, w);
+    }
+    if (ps->linger_head == NULL)
+        ev_timer_stop(loop_ev(ps->lp), &ps->linger_timer);
+}
+
 static void sub_watch(void *p)
 {
     struct watch_msg *m = p;
@@ -228,17 +294,30 @@ static void sub_watch(void *p)
             lk_strlcpy(w->name, m->name, sizeof(w->name));
             HASH_ADD_STR(ps->watched, name, w);
         }
-        /* refs 0 with an UNSUBSCRIBE in flight: its confirmation resubscribes */
-        if (w->refs++ == 0 && rcompat_chan_may_subscribe(&w->chan))
-            sub_send(ps, true, names, 1);
+        if (w->refs++ == 0) {
+            if (w->idle_until_ms != 0)
+                linger_unlink(ps, w); /* still subscribed: nothing to send */
+            else if (rcompat_chan_may_subscribe(&w->chan))
+                sub_send(ps, true, names, 1);
+            /* else an UNSUBSCRIBE in flight: its confirmation resubscribes */
+        }
     } else if (w != NULL && --w->refs <= 0) {
-        if (up && !w->chan.unsub_inflight) {
-            rcompat_chan_unsubscribing(&w->chan); /* the entry goes when Redis confirms */
-            sub_send(ps, false, names, 1);
-        } else if (!up) {
-            unwatch_ent(ps, w);
-        } else {
-            w->chan.want = false; /* the pending confirmation removes it */
+        if (up && !w->chan.unsub_inflight && w->idle_until_ms == 0 &&
+            ps->lingering < RPS_LINGER_MAX) {
+            /* linger: subscribed a while longer, newest last */
+            w->idle_until_ms = lk_now_ms() + RPS_LINGER_MS;
+            w->lprev = ps->linger_tail;
+            w->lnext = NULL;
+            if (ps->linger_tail != NULL)
+                ps->linger_tail->lnext = w;
+            else
+                ps->linger_head = w;
+            ps->linger_tail = w;
+            ps->lingering++;
+            if (!ev_is_active(&ps->linger_timer))
+                ev_timer_start(loop_ev(ps->lp), &ps->linger_timer);
+        } else if (w->idle_until_ms == 0) {
+            unsubscribe_ent(ps, w);
         }
     }
     free(m);
@@ -268,6 +347,9 @@ static void sub_init(void *p)
     struct rps *ps = p;
     static const struct rn_conn_hooks hooks = {.ready = on_ready, .pubsub = true};
     ps->conn = rn_conn_new(ps->node, loop_ev(ps->lp), &hooks, ps);
+    double every = RPS_LINGER_MS / 2000.0;
+    ev_timer_init(&ps->linger_timer, on_linger_timer, every, every);
+    ps->linger_timer.data = ps;
 }
 
 static void sub_fini(void *p)
@@ -276,6 +358,7 @@ static void sub_fini(void *p)
     if (ps->conn != NULL)
         rn_conn_free(ps->conn);
     ps->conn = NULL;
+    ev_timer_stop(loop_ev(ps->lp), &ps->linger_timer);
     struct watch_ent *w, *tmp;
     HASH_ITER (hh, ps->watched, w, tmp)
         unwatch_ent(ps, w);

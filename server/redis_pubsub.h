@@ -1,8 +1,8 @@
 /*
  * redis_pubsub.h - release notifications over Redis pub/sub: a thread of
  * its own with one subscriber connection (a node-layer rn_conn) that
- * subscribes to a lock's release channel while lockd has waiters for it,
- * and hands each release message (and each subscription confirmation) to a
+ * subscribes to a lock's release channel while lockd has waiters for it
+ * (and a second after, redis_pubsub.c RPS_LINGER_MS), and hands each release message (and each subscription confirmation) to a
  * hook. Knows the channel's name format, nothing else of locks.
  */
 #ifndef LOCKD_SERVER_REDIS_PUBSUB_H
@@ -32,7 +32,8 @@ struct rps *rps_new_sharded(struct rn_node *node, const char *prefix, const char
                             bool sharded);
 /* Stops the thread and frees. Main thread. */
 void rps_free(struct rps *ps);
-/* Counts a watcher of name up (on) or down; subscribed while above 0. Any thread. */
+/* Counts a watcher of name up (on) or down; subscribed while above 0 (and
+ * a second after, at most RPS_LINGER_MAX names). Any thread. */
 void rps_watch(struct rps *ps, const char *name, bool on);
 /* fn(arg, name) runs on the subscriber thread. Any thread. */
 void rps_set_hook(struct rps *ps, bk_release_fn fn, void *arg);

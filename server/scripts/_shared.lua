@@ -46,7 +46,8 @@ end
 -- A holder left without a grant: the fence counter (and so the index) moves
 -- on, keeping a watcher's mark. INCR, one call, unless watched ('<n>w': not
 -- a number); it keeps the counter's expiry (fence_retention_ms after the
--- last grant), and gives one to a counter it had to create.
+-- last grant), and gives one to a counter it had to create. Returns true
+-- when a watcher marked the counter (the change must be published).
 local function sh_bump(lock)
   local f = lock .. ':fence'
   local r = redis.pcall('INCR', f)
@@ -59,6 +60,7 @@ local function sh_bump(lock)
   local v = redis.call('GET', f) or '0'
   local n, w = string.match(v, '^(%d*)(w?)$')
   redis.call('SET', f, string.format('%d', (tonumber(n) or 0) + 1) .. (w or ''), 'PX', 'FENCE_RETENTION_MS')
+  return w == 'w'
 end
 
 -- Redis' own clock, so that every lockd counts expiries alike: read once
@@ -276,9 +278,17 @@ end
 local sh_left, sh_mark, sh_ho
 
 -- Releases lease's slot of a marked name (v: the marker). The name's keys
--- go with its last holder, leaving a lock-delay when asked; a release
--- publishes when a waiter asked (w), as _release.lua's does. The keys'
--- expiry is left alone (sh_extend): the last one out deletes them.
+-- go with its last holder, leaving a lock-delay when asked. A release
+-- publishes when a waiter or watcher asked (w, which stays set while the
+-- name is held), as _release.lua's does, but only when it can let a waiter
+-- in or a watcher marked the counter (sh_bump's answer; under sh_ho
+-- release_handoff.lua asks sh_bump itself): the last holder's release, or
+-- any release of a semaphore's slot. A reader leaving while other readers
+-- hold frees nothing for a writer (it needs them all gone), nor for readers
+-- (only a waiting writer's x refuses them, and it stands; one whose x ran
+-- out asks again at the holder's expiry it was told, as every refused
+-- waiter does). The keys' expiry is left alone (sh_extend): the last one
+-- out deletes them.
 local function sh_release(lock, v, lease, delay, publish)
   local now = sh_now()
   local z, h = lock .. ':z', lock .. ':h'
@@ -295,8 +305,9 @@ local function sh_release(lock, v, lease, delay, publish)
       n = sh_trim(lock, now, n)
     end
   end
+  local watched = false
   if not sh_ho then
-    sh_bump(lock)
+    watched = sh_bump(lock)
   end
   sh_left, sh_mark = n, v
   if n <= 0 then
@@ -313,7 +324,7 @@ local function sh_release(lock, v, lease, delay, publish)
       redis.call('DEL', lock, z, h)
     end
   end
-  if string.byte(v, 2) == 49 then
+  if string.byte(v, 2) == 49 and (n <= 0 or watched or string.match(v, '^s%d%d (%d+)') ~= '1') then
     publish(lock)
   end
   return tok

@@ -129,12 +129,14 @@ for i = 1, #KEYS do
       granted[string.sub(ARGV[a], 2)] = true
     else
       -- the slot stays free (or went elsewhere): the release's own index
-      -- move and message
+      -- move and message (the message also when the release held it
+      -- back, sh_release, and a watcher marked the counter)
+      local bok, watched = false, false
       if sh_mark then
-        pcall(sh_bump, lock)
+        bok, watched = pcall(sh_bump, lock)
       end
-      if pub then
-        pcall(publish_now, pub)
+      if pub or (bok and watched and string.byte(sh_mark, 2) == 49) then
+        pcall(publish_now, lock)
       end
       g = aok and g or failed(g)
     end

@@ -9,7 +9,9 @@
  * the next waiter with one backend call, in queue order, within 1 s of the
  * release when its retry timer is 30 s away (also from another lockd); a reader's slot frees at its
  * ttl; a session-bound reader is kept by the watchdog and a session's expiry frees all its slots;
- * limit_mismatch; a wrong lease releases nothing; 120 holders listed as the
+ * limit_mismatch; a wrong lease releases nothing; a reader's release while
+ * other readers hold publishes nothing, yet a watcher on another lockd hears
+ * it and the last release wakes a writer there; 120 holders listed as the
  * newest 100 in holder_list; a Redis restart under a
  * semaphore's load grants no slot twice. Starts its own redis-server and
  * lockd processes.
@@ -193,6 +195,85 @@ static void t_readers_writer_redis(void)
 static void t_readers_writer_two_lockd(void)
 {
     readers_then_writer(&ra, &rb, &ra, &rb, "rw-two");
+}
+
+/* ---------------------------------------------------------------- releases that publish */
+
+struct watch_arg {
+    const struct th_lockd *l;
+    const char *name;
+    long long index, got;
+    long status;
+    int64_t done_ms;
+};
+
+static void *watch_run(void *arg)
+{
+    struct watch_arg *w = arg;
+    struct th_client *c = th_client_new();
+    char path[200];
+    snprintf(path, sizeof(path), "%s?index=%lld&wait_ms=5000", w->name, w->index);
+    struct th_resp r;
+    th_http(c, "GET", url(w->l, "/locks/", path), NULL, NULL, &r);
+    w->done_ms = th_now_ms();
+    w->status = r.status;
+    w->got = r.status == 200 ? th_jint(&r, "index") : -1;
+    th_resp_free(&r);
+    th_client_free(c);
+    return NULL;
+}
+
+/* 5 readers on ra, a writer waiting on rb (woken across lockd by Redis
+ * pub/sub alone). A reader's release while others hold lets no waiter in:
+ * it publishes nothing (3 releases, 0 PUBLISH; each published before). A
+ * watcher parked on rb still hears the next reader's release within 100 ms
+ * (the fence counter's mark), and the last reader's release wakes the
+ * writer at once. */
+static void t_reader_releases_publish_two_lockd(void)
+{
+    const char *name = "rp-two";
+    char leases[5][40];
+    for (int i = 0; i < 5; i++)
+        CHECK_EQ_INT(acquire(cl, &ra, name, "{\"mode\":\"shared\",\"ttl_ms\":30000}", leases[i],
+                             NULL),
+                     200);
+    struct blocked w = {&rb, name, "{\"wait_ms\":10000,\"ttl_ms\":30000}", 0, 0, "", 0};
+    pthread_t wt;
+    pthread_create(&wt, NULL, blocked_run, &w);
+    struct queued_arg q = {&rb, name, 1};
+    CHECK(th_wait_for(has_waiters, &q, 5000 * th_time_scale()));
+    th_sleep_ms(100); /* its refused attempt done: the marker says a writer waits */
+    long long p0 = th_redis_calls(&rd, "publish");
+    for (int i = 0; i < 3; i++)
+        CHECK_EQ_INT(release(cl, &ra, name, leases[i]), 200);
+    long long p1 = th_redis_calls(&rd, "publish");
+    printf("# 3 reader releases with readers left: %lld PUBLISH\n", p1 - p0);
+    CHECK_EQ_INT(p1 - p0, 0);
+    CHECK_EQ_INT(w.status, 0);
+
+    struct watch_arg wa = {&rb, name, inspect_int(&rb, name, "index"), 0, 0, 0};
+    pthread_t at;
+    pthread_create(&at, NULL, watch_run, &wa);
+    th_sleep_ms(200); /* parked */
+    int64_t t0 = th_now_ms();
+    CHECK_EQ_INT(release(cl, &ra, name, leases[3]), 200);
+    pthread_join(at, NULL);
+    CHECK_EQ_INT(wa.status, 200);
+    CHECK(wa.got > wa.index);
+    printf("# reader release -> watcher on the other lockd: %lld ms\n",
+           (long long)(wa.done_ms - t0));
+    CHECK(wa.done_ms - t0 < 100 * th_time_scale());
+    CHECK(th_redis_calls(&rd, "publish") > p1);
+    CHECK_EQ_INT(w.status, 0);
+
+    t0 = th_now_ms();
+    CHECK_EQ_INT(release(cl, &ra, name, leases[4]), 200);
+    pthread_join(wt, NULL);
+    CHECK_EQ_INT(w.status, 200);
+    printf("# last reader's release -> writer on the other lockd: %lld ms\n",
+           (long long)(w.done_ms - t0));
+    CHECK(w.done_ms - t0 <= 250 * th_time_scale());
+    CHECK_EQ_INT(release(cl, &rb, name, w.lease), 200);
 }
 
 /* ---------------------------------------------------------------- grouped grant */
@@ -1073,6 +1154,7 @@ int main(void)
     RUN(t_readers_writer_memory);
     RUN(t_readers_writer_redis);
     RUN(t_readers_writer_two_lockd);
+    RUN(t_reader_releases_publish_two_lockd);
     RUN(t_grouped_grant_memory);
     RUN(t_grouped_grant_redis);
     RUN(t_semaphore_handoff_memory);
