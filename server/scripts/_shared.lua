@@ -285,10 +285,9 @@ local sh_left, sh_mark, sh_ho
 -- release_handoff.lua asks sh_bump itself): the last holder's release, or
 -- any release of a semaphore's slot. A reader leaving while other readers
 -- hold frees nothing for a writer (it needs them all gone), nor for readers
--- (only a waiting writer's x refuses them, and it stands; one whose x ran
--- out asks again at the holder's expiry it was told, as every refused
--- waiter does). The keys' expiry is left alone (sh_extend): the last one
--- out deletes them.
+-- while a waiting writer's x stands (only it refuses them); after it lapsed
+-- such a release publishes again. The keys' expiry is left alone
+-- (sh_extend): the last one out deletes them.
 local function sh_release(lock, v, lease, delay, publish)
   local now = sh_now()
   local z, h = lock .. ':z', lock .. ':h'
@@ -324,7 +323,12 @@ local function sh_release(lock, v, lease, delay, publish)
       redis.call('DEL', lock, z, h)
     end
   end
-  if string.byte(v, 2) == 49 and (n <= 0 or watched or string.match(v, '^s%d%d (%d+)') ~= '1') then
+  -- readers are refused only by a waiting writer's x: while it stands, a
+  -- reader leaving others behind lets no one in; once it lapsed (the
+  -- writer gave up), readers refused by it may come in now
+  local fx, flim, fxu = string.match(v, '^s%d(%d) (%d+) (%d+)$')
+  local x_stands = flim == '1' and fx == '1' and tonumber(fxu) > now
+  if string.byte(v, 2) == 49 and (n <= 0 or watched or not x_stands) then
     publish(lock)
   end
   return tok

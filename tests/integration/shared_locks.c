@@ -276,6 +276,54 @@ static void t_reader_releases_publish_two_lockd(void)
     CHECK_EQ_INT(release(cl, &rb, name, w.lease), 200);
 }
 
+/* A writer that gave up leaves its reservation (x) until it lapses; after
+ * that, a reader's release that leaves another reader holding wakes a
+ * reader queued on the other lockd (while x stands such releases publish
+ * nothing: t_reader_releases_publish_two_lockd). No reader is granted after
+ * the lapse, so no grant's message wakes it instead. */
+static void t_reader_release_after_writer_gave_up(void)
+{
+    const char *name = "rp-gaveup";
+    char rl[2][40];
+    int64_t t0 = th_now_ms();
+    for (int i = 0; i < 2; i++)
+        CHECK_EQ_INT(acquire(cl, &ra, name, "{\"mode\":\"shared\",\"ttl_ms\":2000}", rl[i], NULL),
+                     200);
+    /* refused, the writer reserves the name until the readers' expiry + 1 s; it gives up */
+    CHECK_EQ_INT(acquire(cl, &ra, name, "{\"wait_ms\":200,\"ttl_ms\":30000}", NULL, NULL), 409);
+    struct blocked rq = {&rb, name, "{\"mode\":\"shared\",\"wait_ms\":10000,\"ttl_ms\":30000}",
+                         0, 0, "", 0};
+    pthread_t rt;
+    pthread_create(&rt, NULL, blocked_run, &rq);
+    struct queued_arg q = {&rb, name, 1};
+    CHECK(th_wait_for(has_waiters, &q, 1000));
+    /* both readers stay past the reservation: the queued reader is told 30 s */
+    for (int i = 0; i < 2; i++) {
+        struct th_resp r;
+        char hdr[120];
+        snprintf(hdr, sizeof(hdr), "Lock-Lease: %s", rl[i]);
+        const char *hdrs[] = {hdr, NULL};
+        th_http(cl, "PUT", url(&ra, "/locks/", name), "{\"ttl_ms\":30000}", hdrs, &r);
+        CHECK_EQ_INT(r.status, 200);
+        th_resp_free(&r);
+    }
+    int64_t lapse = t0 + 3300 - th_now_ms();
+    if (lapse > 0)
+        th_sleep_ms(lapse);
+    CHECK_EQ_INT(rq.status, 0);
+    /* the reservation lapsed: one reader leaves, the other still holds */
+    int64_t t1 = th_now_ms();
+    CHECK_EQ_INT(release(cl, &ra, name, rl[1]), 200);
+    pthread_join(rt, NULL);
+    CHECK_EQ_INT(rq.status, 200);
+    printf("# reader release after the writer's reservation lapsed -> reader on the other "
+           "lockd: %lld ms\n",
+           (long long)(rq.done_ms - t1));
+    CHECK(rq.done_ms - t1 < 1000 * th_time_scale());
+    CHECK_EQ_INT(release(cl, &rb, name, rq.lease), 200);
+    CHECK_EQ_INT(release(cl, &ra, name, rl[0]), 200);
+}
+
 /* ---------------------------------------------------------------- grouped grant */
 
 /* A number from lockd's /metrics (a whole line's name and labels); -1 when
@@ -1155,6 +1203,7 @@ int main(void)
     RUN(t_readers_writer_redis);
     RUN(t_readers_writer_two_lockd);
     RUN(t_reader_releases_publish_two_lockd);
+    RUN(t_reader_release_after_writer_gave_up);
     RUN(t_grouped_grant_memory);
     RUN(t_grouped_grant_redis);
     RUN(t_semaphore_handoff_memory);
