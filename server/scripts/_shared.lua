@@ -325,10 +325,11 @@ local function sh_release(lock, v, lease, delay, publish)
   end
   -- readers are refused only by a waiting writer's x: while it stands, a
   -- reader leaving others behind lets no one in; once it lapsed (the
-  -- writer gave up), readers refused by it may come in now
+  -- writer gave up) and no grant has cleared it yet (a reader's grant
+  -- clears it and wakes them), readers it refused may come in now
   local fx, flim, fxu = string.match(v, '^s%d(%d) (%d+) (%d+)$')
-  local x_stands = flim == '1' and fx == '1' and tonumber(fxu) > now
-  if string.byte(v, 2) == 49 and (n <= 0 or watched or not x_stands) then
+  local x_lapsed = fx == '1' and tonumber(fxu) <= now
+  if string.byte(v, 2) == 49 and (n <= 0 or watched or flim ~= '1' or x_lapsed) then
     publish(lock)
   end
   return tok
