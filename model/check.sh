@@ -51,8 +51,8 @@ flags_of() {
     shared-live) echo "-DSH -DREMOTE -DLIVE" ;;
     sem-live)   echo "-DSH -DREMOTE -DLIVE -DLIMIT=2" ;;
     # handoff.pml: a semaphore's releases carrying riders (4 clients)
-    handoff)    echo "-DHO -DNC=4 -DTRYONCE" ;;
-    handoff-l3) echo "-DHO -DNC=4 -DLIMIT=3 -DTRYONCE" ;;
+    handoff)    echo "-DHO -DNC=4 -DTRYONCE -DREMOTE" ;;
+    handoff-l3) echo "-DHO -DNC=4 -DLIMIT=3 -DTRYONCE -DREMOTE" ;;
     *) echo "check.sh: unknown configuration $1" >&2; exit 2 ;;
     esac
 }

@@ -11,7 +11,10 @@
  *
  * One lockd, one name, a semaphore of LIMIT (2) slots, NC (3 or 4) clients
  * of this lockd, each acquiring once (waiting, no deadline), then releasing
- * through lockd (engine_release: its release may carry a rider). Every
+ * through lockd (engine_release: its release may carry a rider); the last
+ * client may instead try once (TRYONCE: engine_acquire, refused while
+ * anyone is queued here) or go through another lockd (REMOTE: straight to
+ * Redis, its release publishes a message that kicks this queue). Every
  * request is one message to Redis on its own connection: the head's acquire
  * and every release reach Redis in any order, and their replies reach lockd
  * in any order. Every lockd callback and Redis script is one d_step.
@@ -24,8 +27,9 @@
  *   (1) never more than LIMIT holders (asserted at every grant, on ghosts);
  *   (2) FIFO: no waiter of this lockd is granted by Redis while one queued
  *       before it (here) is not granted yet (asserted at every grant);
- *   (5) every waiter is granted: no invalid end state (a client blocked
- *       waiting while nothing else can move).
+ *   (5) no slot lost: no state where a waiter is queued, fewer than LIMIT
+ *       slots are held and lockd has nothing left to do (idle_slot), and
+ *       no waiter left waiting at the end (pan's invalid end state).
  *
  * Mutants (make model-mutants):
  *   MUT_RIDE_NO_AFTER      release_handoff.lua grants a rider whatever its
@@ -62,6 +66,7 @@ bit  q_hexp;            /* holder_expiry_ms in the future (0: a release was seen
 byte q_freed;           /* wqueue.freed */
 bit  q_unknown;         /* wqueue.unknown */
 bit  poke_a;            /* an on_poke(attempt) posted */
+bit  remote_rel;        /* another lockd's release message, not yet here */
 bit  poke_n;            /* an on_poke(no attempt) posted (promote(h, false)) */
 
 /* ---- in flight */
@@ -342,6 +347,8 @@ end:
   EVENTS(3)
 #endif
   :: d_step { poke_a -> poke_a = 0; on_poke(1) }
+  :: d_step { remote_rel -> remote_rel = 0;    /* on_backend_release: waiters_kick */
+       if :: qn > 0 -> q_hexp = 0; slot_freed(NONE) :: else fi }
   :: d_step { poke_n -> poke_n = 0; on_poke(0) }
   od
 }
@@ -355,7 +362,7 @@ proctype idle_slot()
 {
 end:
   atomic {
-    (qn > 0 && !poke_a && !poke_n && IDLE(0) && IDLE(1) && IDLE(2)
+    (qn > 0 && !poke_a && !poke_n && !remote_rel && IDLE(0) && IDLE(1) && IDLE(2)
 #if NC > 3
      && IDLE(3)
 #endif
@@ -387,6 +394,21 @@ proctype client(byte c)
           fi
        fi }
      if :: cl_st[c] == C_DONE -> goto done :: else fi
+#endif
+#ifdef REMOTE
+  :: c == NC - 1 ->                            /* through another lockd: straight to Redis */
+     d_step {
+       count_holders();
+       if
+       :: n < LIMIT -> h[c] = 1; g_hold[c] = 1; cl_st[c] = C_HOLD
+       :: else -> cl_st[c] = C_DONE
+       fi }
+     if
+     :: cl_st[c] == C_HOLD ->                  /* release.lua: the release and its PUBLISH, one script */
+        d_step { h[c] = 0; g_hold[c] = 0; remote_rel = 1; cl_st[c] = C_DONE }
+     :: else
+     fi;
+     goto done
 #endif
   fi;
   cl_st[c] == C_HOLD;                          /* (5): blocked here for ever is an invalid end state */
