@@ -169,7 +169,9 @@ test: lint check-deps model model-mutants
 # The Promela model of the lease, watchdog, reaper and fencing protocol
 # (model/README.md): four configurations searched exhaustively (the LTL
 # liveness property under weak fairness among them), the combinations and the
-# Redlock model (model/redlock.pml) by bitstate search; spin must find no
+# Redlock model (model/redlock.pml) by bitstate search, the shared-lock
+# (model/shared.pml) and semaphore hand-off (model/handoff.pml) models
+# exhaustively; spin must find no
 # violation and every search must complete (~5 min idle, ~8 min loaded,
 # <= 4 GB each);
 # model-mutants: each deliberately broken variant must yield a counterexample.

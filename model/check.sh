@@ -4,9 +4,10 @@
 #   model/check.sh full                 safety on every configuration (make model-full)
 #   model/check.sh mutants              each mutant must yield a counterexample
 # CONFIG is one of leases, sessions, contention, liveness, rwlock,
-# semaphore, shared-live, sem-live (exhaustive), mixed, live-sessions, redlock
-# (bitstate: too big to search exhaustively here), wide, redlock-drift,
-# redlock-w24 (bitstate, make model-full only); `safety` alone runs the
+# semaphore, shared-live, sem-live, handoff (exhaustive), mixed,
+# live-sessions, redlock (bitstate: too big to search exhaustively here),
+# wide, redlock-drift, redlock-w24 (bitstate), handoff-l3 (exhaustive;
+# these four make model-full only); `safety` alone runs the
 # `make model` set. README.md says what each covers. Runs go two at a time
 # (MODEL_JOBS, default 2: CI has 2 cores), longest first, each as
 # `check.sh one CONFIG` (a mutant: `check.sh mutant MUT_...`).
@@ -49,6 +50,9 @@ flags_of() {
     semaphore)  echo "-DSH -DREMOTE -DLIMIT=2" ;;
     shared-live) echo "-DSH -DREMOTE -DLIVE" ;;
     sem-live)   echo "-DSH -DREMOTE -DLIVE -DLIMIT=2" ;;
+    # handoff.pml: a semaphore's releases carrying riders (4 clients)
+    handoff)    echo "-DHO -DNC=4 -DTRYONCE -DREMOTE" ;;
+    handoff-l3) echo "-DHO -DNC=4 -DLIMIT=3 -DTRYONCE -DREMOTE" ;;
     *) echo "check.sh: unknown configuration $1" >&2; exit 2 ;;
     esac
 }
@@ -69,7 +73,7 @@ run() {
     d=$out/$tag
     rm -rf "$d"; mkdir -p "$d"; cp "$repo"/model/*.pml "$d"/
     root=lockd.pml
-    case " $* " in *" -DRL "*) root=redlock.pml ;; *" -DSH "*) root=shared.pml ;; esac
+    case " $* " in *" -DRL "*) root=redlock.pml ;; *" -DSH "*) root=shared.pml ;; *" -DHO "*) root=handoff.pml ;; esac
     (cd "$d" && spin -a "$@" $root >spin.log 2>&1) || { cat "$d/spin.log"; errors=99; return; }
     (cd "$d" && ${CC:-cc} ${MODEL_CFLAGS:--O2 -fno-gcse -fno-tree-pre} -w $cc ${PAN_FLAGS:-} -o pan pan.c) || { errors=99; return; }
     (cd "$d" && ulimit -v 4000000 && timeout "${MODEL_TIMEOUT:-300}" ./pan $rf ${PAN_RUN:-} >pan.out 2>&1)
@@ -87,9 +91,9 @@ run() {
 
 # the `make model` set, longest first (two run at a time); `make
 # model-full` adds the costly bitstate searches
-MODEL_SET="contention redlock leases live-sessions mixed sessions semaphore rwlock liveness sem-live shared-live"
-FULL_SET="redlock-w24 wide redlock-drift $MODEL_SET"
-MUTANT_SET="MUT_RL_RENEW_MAX MUT_NO_LOCK_DELAY MUT_RL_NO_WRITEBACK MUT_RENEW_NO_OWNER MUT_RELEASE_NO_CAD MUT_NO_MAX_HOLD MUT_NO_RETRY MUT_SH_IGNORE_X MUT_SEM_NO_LIMIT MUT_SH_NO_WRITER_PREF MUT_SH_RELEASE_ANY"
+MODEL_SET="contention redlock leases live-sessions mixed sessions semaphore handoff rwlock liveness sem-live shared-live"
+FULL_SET="redlock-w24 wide redlock-drift handoff-l3 $MODEL_SET"
+MUTANT_SET="MUT_RL_RENEW_MAX MUT_NO_LOCK_DELAY MUT_RL_NO_WRITEBACK MUT_RENEW_NO_OWNER MUT_RELEASE_NO_CAD MUT_NO_MAX_HOLD MUT_NO_RETRY MUT_SH_IGNORE_X MUT_SEM_NO_LIMIT MUT_SH_NO_WRITER_PREF MUT_SH_RELEASE_ANY MUT_RIDE_NO_AFTER MUT_RIDE_COUNTS_FREED"
 
 # several runs of this script, $jobs at a time; fails when any failed
 par() {
@@ -148,6 +152,7 @@ mutant)
     MUT_SH_IGNORE_X|MUT_SH_RELEASE_ANY) c=rwlock ;;
     MUT_SEM_NO_LIMIT) c=semaphore ;;
     MUT_SH_NO_WRITER_PREF) c=shared-live ;;
+    MUT_RIDE_*) c=handoff ;;
     *) echo "check.sh: unknown mutant $m" >&2; exit 2 ;;
     esac
     case $m in

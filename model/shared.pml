@@ -62,6 +62,7 @@ bit  w_grouped[NC];     /* asks with its head (group_take) */
 byte w_retry[NC];       /* retry_at_ms - now + 1 (0: on a kick only) */
 byte q_hexp;            /* holder_expiry_ms - now (0: may be free, a release was seen) */
 byte q_freed;           /* releases seen and not used by a grant (semaphores) */
+bit  q_unknown;         /* wqueue.unknown: a waiter asked with no release counted */
 byte poke;              /* 0 none, 1 on_poke posted, 2 on_poke(attempt) posted */
 byte req[NC];           /* an acquire in flight to the backend: 1 + how many ride on it */
 byte rep[NC];           /* its reply, not yet read: OK+1, LOCKED+1 */
@@ -272,6 +273,8 @@ inline attempt(c) {
      od
   :: else
   fi;
+  /* a semaphore's waiter asking with no release counted: free slots unknown */
+  if :: LIMIT > 1 && q_freed == 0 -> q_unknown = 1 :: else fi;
   req[c] = j
 }
 
@@ -308,7 +311,8 @@ inline attempt_done(c) {
      /* a semaphore's next waiter asks now only if more slots were freed */
      more = 1;
      if
-     :: LIMIT > 1 && q_freed > 0 -> q_freed--; more = (q_freed > 0)
+     :: LIMIT > 1 && q_freed == 0 -> q_unknown = 1
+     :: LIMIT > 1 && q_freed > 0 && !q_unknown -> q_freed--; more = (q_freed > 0)
      :: else
      fi;
      hd = (q[0] == c);
@@ -328,6 +332,7 @@ inline attempt_done(c) {
      :: !w_kick[c] -> q_freed = 0
      :: else
      fi;
+     q_unknown = 0;
      q_hexp = rt_of_rep[c];
      if
      :: w_kick[c] || (w_grouped[c] && q[0] == c) ->
