@@ -27,6 +27,12 @@ echo '/* generated from the Lua files in server/scripts by tools/lua2c.sh; do no
 for f in "$@"; do
     name=$(basename "$f" .lua)
     case $name in _*) continue ;; esac
+    # the build fails before a script reaches that 16 KB (16,384 bytes)
+    size=$(expand "$f" | wc -c)
+    if [ "$size" -gt 16000 ]; then
+        echo "lua2c.sh: $f is $size bytes as Redis gets it, over 16000 (see above)" >&2
+        exit 1
+    fi
     printf 'const char lk_lua_%s[] =\n' "$name"
     expand "$f" | sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/    "/' -e 's/$/\\n"/'
     printf '    ;\n'

@@ -114,13 +114,7 @@ else
   end
 end
 -- Granted: the token first (an error here leaves nothing granted).
-local tok = nowus
-local last = redis.call('SET', fence, nowus, 'PX', 'FENCE_RETENTION_MS', 'GET')
-local lastn = last and tonumber(string.match(last, '^(%d+)w?$'))
-if lastn and lastn >= tonumber(nowus) then
-  tok = string.format('%d', lastn + 1)
-  redis.call('SET', fence, tok, 'PX', 'FENCE_RETENTION_MS')
-end
+local tok, last = sh_fence_next(fence, nowus)
 if more > 0 then
   redis.call('SET', fence, string.format('%d', tonumber(tok) + more), 'PX', 'FENCE_RETENTION_MS')
 end

@@ -159,6 +159,20 @@ local function sh_spill(lock, v, now)
   return mk
 end
 
+-- A grant's token into the set: now_us, or one past the fence counter when
+-- it ran ahead of it (as sh_grant_one's). Returns the token and what the
+-- counter held ('<n>w': a watcher marked it).
+local function sh_fence_next(fence, nowus)
+  local tok = nowus
+  local last = redis.call('SET', fence, nowus, 'PX', 'FENCE_RETENTION_MS', 'GET')
+  local lastn = last and tonumber(string.match(last, '^(%d+)w?$'))
+  if lastn and lastn >= tonumber(nowus) then
+    tok = string.format('%d', lastn + 1)
+    redis.call('SET', fence, tok, 'PX', 'FENCE_RETENTION_MS')
+  end
+  return tok, last
+end
+
 -- A lone holder's grant ('t'; _acquire_shared.lua wrote its value
 -- 't<wl> <limit> <now> <rest>' with the token now): the token as
 -- _acquire.lua's (the fence counter's SET GET, the value rewritten when the

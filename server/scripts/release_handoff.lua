@@ -73,13 +73,7 @@ local function ho_grant(lock, fence, wl, rest, ttl, limit, nowus, v, n)
   if fw == '0' then
     redis.call('SET', lock, 's1' .. string.sub(v, 3), 'KEEPTTL')
   end
-  local tok = nowus
-  local last = redis.call('SET', fence, nowus, 'PX', 'FENCE_RETENTION_MS', 'GET')
-  local lastn = last and tonumber(string.match(last, '^(%d+)w?$'))
-  if lastn and lastn >= tonumber(nowus) then
-    tok = string.format('%d', lastn + 1)
-    redis.call('SET', fence, tok, 'PX', 'FENCE_RETENTION_MS')
-  end
+  local tok, last = sh_fence_next(fence, nowus)
   if last and string.byte(last, -1) == 119 then
     sh_publish(lock, 'g') -- a watcher hears of the grant
   end
