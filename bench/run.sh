@@ -30,7 +30,8 @@
 #   BENCH_ONLY="nginx redis etcd node memory lockdredis rss watchers shared redlock cluster sentinel fencemem"
 #                          subset to run; the last five are issues 22-25's rows (one
 #                          pass each, sentinel ROUNDS times; report_issues):
-#                          shared: read-mostly and semaphore beside exclusive, memory
+#                          shared: read-mostly and semaphore beside exclusive (fresh
+#                          names, and the same waiting loads all exclusive), memory
 #                          and Redis (BENCH_IR=0: without Redis instructions per pair,
 #                          BENCH_IR_PAIRS=20000 under callgrind); redlock: 3 Redis
 #                          against single Redis and Node.js redlock; cluster: 1 and 3
@@ -547,6 +548,12 @@ bench_shared() {
                 --names 16 --shared_pct 95 --name bench-rm --wait_ms 10000
             measure "sh_${b}_sem" "$pid" "$rpids" --mode pairs --port "$port" --clients 64 \
                 --names 1 --limit 8 --name bench-sem --wait_ms 10000
+            # the same waiting loads with every acquire exclusive: what the
+            # contention itself costs, whatever the mode
+            measure "sh_${b}_x16" "$pid" "$rpids" --mode pairs --port "$port" --clients "$CLIENTS" \
+                --names 16 --name bench-x16 --wait_ms 10000
+            measure "sh_${b}_x1" "$pid" "$rpids" --mode pairs --port "$port" --clients 64 \
+                --names 1 --name bench-x1 --wait_ms 10000
             # like for like: the same fresh names and no waiting, only the mode differs
             measure "sh_${b}_shfresh" "$pid" "$rpids" --mode pairs --port "$port" --clients "$CLIENTS" \
                 --shared_pct 100
@@ -563,9 +570,11 @@ bench_shared() {
     # Redis instructions per pair, exact (callgrind), each load behind lockd
     if [[ ${BENCH_IR:-1} == 1 ]] && command -v callgrind_control >/dev/null; then
         local load lg out
-        for load in excl read sem shfresh semfresh; do
+        for load in excl read sem x16 x1 shfresh semfresh; do
             case $load in
             excl) lg="" ;;
+            x16) lg="--names 16 --name bench-x16 --wait_ms 10000" ;;
+            x1) lg="--names 1 --name bench-x1 --wait_ms 10000" ;;
             shfresh) lg="--shared_pct 100" ;;
             semfresh) lg="--limit 8" ;;
             read) lg="--names 16 --shared_pct 95 --name bench-rm --wait_ms 10000" ;;
@@ -796,6 +805,10 @@ report_issues() {
                 "CPU / exclusive: lockd $(ratio "${R[sh_${b}_read.cpu_us_per_pair]:-}" "${R[sh_${b}_excl.cpu_us_per_pair]:-}"), Redis $(ratio "${R[sh_${b}_read.redis_cpu_us_per_pair]:-}" "${R[sh_${b}_excl.redis_cpu_us_per_pair]:-}") (target ≤ 1.2); timeouts ${R[sh_${b}_read.timeouts]:--}${R[sh_${b}_read.evals_per_pair]:+; script calls per pair ${R[sh_${b}_read.evals_per_pair]} (failed attempts of waiters included)}"
             irow "$b: semaphore, limit 8, 64 clients" "sh_${b}_sem" \
                 "CPU / exclusive: lockd $(ratio "${R[sh_${b}_sem.cpu_us_per_pair]:-}" "${R[sh_${b}_excl.cpu_us_per_pair]:-}"), Redis $(ratio "${R[sh_${b}_sem.redis_cpu_us_per_pair]:-}" "${R[sh_${b}_excl.redis_cpu_us_per_pair]:-}") (target ≤ 1.2); timeouts ${R[sh_${b}_sem.timeouts]:--}${R[sh_${b}_sem.evals_per_pair]:+; script calls per pair ${R[sh_${b}_sem.evals_per_pair]} (failed attempts of waiters included)}"
+            irow "$b: exclusive, 16 names, the read-mostly load's clients, waiting" "sh_${b}_x16" \
+                "read-mostly / this: lockd CPU $(ratio "${R[sh_${b}_read.cpu_us_per_pair]:-}" "${R[sh_${b}_x16.cpu_us_per_pair]:-}"), Redis CPU $(ratio "${R[sh_${b}_read.redis_cpu_us_per_pair]:-}" "${R[sh_${b}_x16.redis_cpu_us_per_pair]:-}")${R[sh_${b}_x16.evals_per_pair]:+; script calls per pair ${R[sh_${b}_x16.evals_per_pair]}}"
+            irow "$b: exclusive, one name, 64 clients, waiting" "sh_${b}_x1" \
+                "semaphore / this: lockd CPU $(ratio "${R[sh_${b}_sem.cpu_us_per_pair]:-}" "${R[sh_${b}_x1.cpu_us_per_pair]:-}"), Redis CPU $(ratio "${R[sh_${b}_sem.redis_cpu_us_per_pair]:-}" "${R[sh_${b}_x1.redis_cpu_us_per_pair]:-}")${R[sh_${b}_x1.evals_per_pair]:+; script calls per pair ${R[sh_${b}_x1.evals_per_pair]}}"
             for l in shfresh semfresh; do
                 irow "$b: $([[ $l == shfresh ]] && echo "shared" || echo "semaphore limit 8"), fresh names, no waiting" "sh_${b}_$l" \
                     "like for like with exclusive: CPU / exclusive: lockd $(ratio "${R[sh_${b}_$l.cpu_us_per_pair]:-}" "${R[sh_${b}_excl.cpu_us_per_pair]:-}"), Redis $(ratio "${R[sh_${b}_$l.redis_cpu_us_per_pair]:-}" "${R[sh_${b}_excl.redis_cpu_us_per_pair]:-}")${R[sh_${b}_$l.evals_per_pair]:+; script calls per pair ${R[sh_${b}_$l.evals_per_pair]}}"
@@ -820,9 +833,10 @@ report_issues() {
     echo "| figure | value | target |"
     echo "|---|---:|---|"
     if want shared; then
-        for l in excl read sem shfresh semfresh; do
+        for l in excl read sem x16 x1 shfresh semfresh; do
             echo "| Redis instructions per pair behind lockd, $l (redis_behind.sh, ${BENCH_IR_PAIRS:-20000} pairs) | $(fmt "${R[sh_redis_$l.redis_ir_per_pair]:-}") | shared and semaphore ≤ 1.2 × exclusive ($(ratio "${R[sh_redis_$l.redis_ir_per_pair]:-}" "${R[sh_redis_excl.redis_ir_per_pair]:-}")) |"
         done
+        echo "| the same, each waiting load against its exclusive twin (read / x16, sem / x1) | $(ratio "${R[sh_redis_read.redis_ir_per_pair]:-}" "${R[sh_redis_x16.redis_ir_per_pair]:-}"), $(ratio "${R[sh_redis_sem.redis_ir_per_pair]:-}" "${R[sh_redis_x1.redis_ir_per_pair]:-}") | |"
     fi
     if want redlock; then
         echo "| lockd redlock contended handoff p50, release sent → next grant | $(fmt "${R[rl_contended.handoff_send_p50_us]:-}") µs (release answered → grant $(fmt "${R[rl_contended.handoff_p50_us]:-}") µs; p99 $(fmt "${R[rl_contended.handoff_send_p99_us]:-}") µs) | ≤ 1000 µs |"
