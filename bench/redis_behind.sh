@@ -9,6 +9,7 @@
 #
 #   bench/redis_behind.sh OLD_LOCKD NEW_LOCKD...     (BEHIND_PAIRS=20000)
 #   BEHIND_LOADGEN_ARGS="--names 16 --shared_pct 95"  another load (loadgen pairs options)
+#   BEHIND_CMDSTATS=1                                 also every command per pair
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PAIRS=${BEHIND_PAIRS:-20000}
@@ -57,4 +58,7 @@ for lockd in "$@"; do
         END { printf "%s: %d pairs, Redis instructions per pair %d, operations per script call %.1f, script calls per pair %.2f\n",
               l, p, ir / p, 2 * c["cmdstat_get"] / (c["cmdstat_evalsha"] + c["cmdstat_eval"]),
               (c["cmdstat_evalsha"] + c["cmdstat_eval"]) / p }' <<<"$stats"
+    if [[ ${BEHIND_CMDSTATS:-0} == 1 ]]; then # every command, scripts' inner calls included
+        awk -F'[:=,]' -v p="$pairs" '/^cmdstat_/ { sub(/^cmdstat_/, "", $1); printf "  %s %.2f per pair\n", $1, $3 / p }' <<<"$stats" | sort -k2 -rn
+    fi
 done
