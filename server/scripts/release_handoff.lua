@@ -52,7 +52,7 @@ local function holds(lock, lease)
   if not sh_mark or sh_left <= 0 then
     return false
   end
-  local e = sh_mm and sh_mfind(sh_mm, lease) or tonumber(redis.call('ZSCORE', lock .. ':z', lease))
+  local e = sh_mm and (sh_mfind(sh_mm, lease) or 0) or tonumber(redis.call('ZSCORE', lock .. ':z', lease))
   return e and e > sh_now() or false
 end
 -- The value's holders a release left (sh_mm), written when no grant does.
