@@ -43,11 +43,10 @@ if v == 'd' then
   local d = redis.call('PTTL', lock)
   return {2, d > 0 and d or 1}
 end
-local m -- shared holders kept in the value (_shared.lua)
 if v and string.byte(v) == 116 then
   -- a lone shared holder or semaphore slot (_shared.lua), live while its
-  -- value is: refused; a waiting writer makes it the value's first holder
-  -- (sh_refuse marks the writer waiting, so that readers queue behind it)
+  -- value is: refused; a waiting writer spills it (sh_refuse marks the
+  -- writer waiting, so that readers queue behind it)
   local _, _, vlim, tok, sb, _, mode, owner = sh_one(v)
   if vlim ~= '1' then
     return {3, tonumber(vlim) or 0}
@@ -55,16 +54,12 @@ if v and string.byte(v) == 116 then
   if string.byte(wl) ~= 49 then
     return {0, owner or '', tonumber(tok) or 0, sb or '0', redis.call('PTTL', lock), mode}
   end
-  m = sh_tm(lock, v, sh_now())
-  v = m.mk
-elseif v then
-  m = sh_m(v)
-  v = m and m.mk or v
+  v = sh_spill(lock, v, sh_now())
 end
 if v and string.byte(v) == 115 then
   -- shared holders or a semaphore (_shared.lua): refused, or taken when
   -- their last slot expired (sh_refuse dropped the keys)
-  local r = sh_refuse(lock, v, string.byte(wl) == 49, m)
+  local r = sh_refuse(lock, v, string.byte(wl) == 49)
   if r then
     return r
   end

@@ -18,12 +18,10 @@
 -- O(log N) in the holders. A name nobody holds costs what an exclusive
 -- grant costs: one SET ... NX GET writes its holder into the value ('t',
 -- _shared.lua) and the fence counter gives the token (sh_grant_one). A
--- second holder joins the first in the value (sh_tm; up to sh_K holders:
--- the value read, its holders looked at, the value written, sh_msave),
--- past them into the set (where the marker is only written again when it
--- changes, and the keys live at least as long as the holders, sh_extend: 2
--- x the ttl when short). Readers riding on a grant (more) go to the value
--- at once, or the set when they would pass sh_K.
+-- second holder spills the first into the set (sh_spill); the marker is
+-- only written again when it changes, and the keys live at least as long
+-- as the holders (sh_extend: 2 x the ttl when short). Readers riding on a
+-- grant (more) go to the set at once.
 -- (Nothing is computed before the lone holder's grant that it does not need:
 -- every string made costs Redis' Lua its hashing.)
 local lone = more == 0
@@ -48,25 +46,17 @@ local now = sh_now()
 local x, xu = '0', '0'
 local renew_keys = false -- the marker was written here with PX: set the others' life too
 local n -- the holders, when known
-local m -- the holders kept in the value, nil for the set
 if v and string.byte(v) == 116 then
-  -- a lone holder: joined (in the value, with it) when the limits agree
+  -- a lone holder: joined (in the set, with it) when the limits agree
   local vlim = string.match(v, '^t.%S* (%d+) ')
   if vlim ~= limit then
     return {3, tonumber(vlim) or 0}
   end
-  m = sh_tm(lock, v, now)
-  v = m.mk
+  v = sh_spill(lock, v, now)
   n = 1
-elseif v then
-  m = sh_m(v)
-  v = m and m.mk or v
 end
 if not v then
   renew_keys = true
-  if more < sh_K then
-    m = sh_mnew(mk)
-  end
   mk = nil
 elseif string.byte(v) ~= 115 then
   -- an exclusive holder (its value as _acquire.lua describes)
@@ -80,7 +70,7 @@ elseif string.byte(v) ~= 115 then
   return {0, howner or '', tonumber(tok) or 0, hsb or '0', redis.call('PTTL', lock), '0'}
 else
   local fw, fx, flim, fxu = string.match(v, '^s(%d)(%d) (%d+) (%d+)$')
-  n = n or sh_trim(lock, now, nil, m)
+  n = n or sh_trim(lock, now)
   if n > 0 then
     if flim ~= limit then
       return {3, tonumber(flim) or 0}
@@ -96,9 +86,9 @@ else
     end
     if full then
       if w == '1' and fw == '0' then
-        sh_setmk(lock, 's1' .. x .. ' ' .. limit .. ' ' .. xu, m, now)
+        redis.call('SET', lock, 's1' .. x .. ' ' .. limit .. ' ' .. xu, 'KEEPTTL')
       end
-      local hd = sh_holder(lock, limit ~= '1', now, m)
+      local hd = sh_holder(lock, limit ~= '1', now)
       return {0, hd[1], hd[2], hd[3], hd[4], hd[5]}
     end
     if fw == '1' then
@@ -120,7 +110,6 @@ else
     end
     redis.call('SET', lock, mk, 'PX', ttl)
     renew_keys = true
-    m = more < sh_K and sh_mnew(mk) or nil
     mk = nil
   end
 end
@@ -132,32 +121,20 @@ end
 if (w == '1' and limit == '1') or (last and string.byte(last, -1) == 119) then
   sh_publish(lock, 'g') -- a watcher (or a waiting reader) hears of the grant (sh_grant_one)
 end
-local t = tonumber(ttl)
-if m then
-  m.mk = mk or m.mk
-elseif mk then
+if mk then
   redis.call('SET', lock, mk, 'KEEPTTL')
 end
--- the holder, then its riders, into the value's holders or the set
-for k = 0, more do
-  local a, l, kt, hv = 1 + 4 * k, lease, tonumber(ttl), tok .. ' ' .. rest
-  if k > 0 then
-    l, kt = ARGV[a + 1], tonumber(ARGV[a + 3])
-    hv = string.format('%d', tonumber(tok) + k) .. ' ' .. ARGV[a + 2] .. ' ' .. ARGV[a + 3] .. ' 1 ' .. ARGV[a + 4]
-  end
-  if m then
-    sh_mput(m, l, now + kt, hv)
-  else
-    redis.call('ZADD', z, sh_int(now + kt), l)
-    redis.call('HSET', h, l, hv)
-  end
+local t = tonumber(ttl)
+redis.call('ZADD', z, sh_int(now + t), lease)
+redis.call('HSET', h, lease, tok .. ' ' .. rest)
+for k = 1, more do
+  local a = 5 + (k - 1) * 4
+  local kt = tonumber(ARGV[a + 3])
+  redis.call('ZADD', z, sh_int(now + kt), ARGV[a + 1])
+  redis.call('HSET', h, ARGV[a + 1], string.format('%d', tonumber(tok) + k) .. ' ' .. ARGV[a + 2] .. ' ' .. ARGV[a + 3] .. ' 1 ' .. ARGV[a + 4])
   if kt > t then
     t = kt
   end
-end
-if m then
-  sh_msave(lock, m, now)
-  return tok
 end
 if renew_keys then
   redis.call('PEXPIRE', z, ttl)

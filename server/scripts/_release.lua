@@ -31,7 +31,7 @@ if string.byte(v) == 116 then
   return string.match(v, '^%d+ (%d+)', n + 4)
 end
 if string.find(v, lease, 2, true) ~= 2 or string.byte(v, n + 2) ~= 32 then
-  if string.find(v, '^[sm]') then
+  if string.byte(v) == 115 then
     return sh_release(lock, v, lease, delay, publish) -- one of shared holders
   end
   local _, tok, sb, _, owner = string.match(v, '^.(%S*) (%d+) (%d) (%d+) (.*)$')

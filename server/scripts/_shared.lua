@@ -15,23 +15,8 @@
 --   '<lock>:h'  a hash lease -> '<token> <sb> <ttl_ms> <mode> <owner>'
 --               (mode 1 = shared, 0 = a semaphore's slot).
 -- The three keys expire together, no sooner than the last holder (sh_extend;
--- reassert.lua's sh_expire to the last holder's expiry exactly), share the
--- {name} tag, and ':z', ':h' never match list.lua's pattern (it ends in '}').
---
--- Up to sh_K holders cost none of that either: they are kept in the lock's
--- value, as Redis keeps a small sorted set in one listpack,
---   '<lock>'    'm<w><x> <limit> <x_until_ms> <n> <min> <max>' then per
---               holder '\0<lease> <expiry_ms> <token> <sb> <ttl_ms> <mode>
---               <owner>' (a NUL starts a holder: an owner, a C string in
---               lockd, has none),
--- expiring with its last holder (max: none expires after it; min: none
--- before it, so that expiries are looked at only once now passed min,
--- sh_trim). An acquire, release, renewal or hand-off is then a GET and a
--- SET of the value (with the fence counter and TIME) instead of the set's
--- and hash's 6 to 8 commands. A holder past sh_K spills them all into the
--- set and hash (sh_msave), kept from then on. The scripts read the value's
--- first fields as the marker (sh_m) and give the holders (m) to the
--- helpers below, nil for the set; emptied, the value is the bare marker.
+-- sh_expire to the last holder's expiry exactly), share the {name} tag, and
+-- ':z', ':h' never match list.lua's pattern (it ends in '}').
 --
 -- A name's first holder (one that no other holder joined yet) costs none of
 -- that: it is kept in the lock's value alone, as an exclusive lease is,
@@ -39,8 +24,8 @@
 -- expiring with that lease (w as above), so that a lone reader or slot costs
 -- Redis the commands of an exclusive lock: SET NX GET and the fence counter
 -- to grant, GET and DEL to release, PEXPIRE to renew. A second holder (or a
--- writer that waits, or a re-assertion) joins it in the value's holders
--- first (sh_tm); holders are not folded back into fewer forms as they leave.
+-- writer that waits, or a re-assertion) spills it into the set and hash
+-- first (sh_spill); the set is not folded back when holders leave.
 
 -- Watching (inspect.lua): a name's index is 2n+1 while it is free or held
 -- shared (n: its fence counter '<lock>:fence'), 2n while an exclusive
@@ -104,104 +89,10 @@ local function sh_nows()
   return sh_ts
 end
 
--- Holders kept in the value: at most sh_K (each costs the Lua of every
--- script that reads the value a little; the set's commands cost more).
-local sh_K = 16
-
--- No holders yet under the marker mk.
-local function sh_mnew(mk)
-  return {mk = mk, n = 0, mn = 9e15, mx = 0, b = ''}
-end
-
--- The holders of an 'm' value v, nil for any other: mk its marker (the
--- 's' marker's fields), n, mn, mx (min and max, numbers), b the holders.
-local function sh_m(v)
-  if string.byte(v) == 109 then
-    local mk, n, mn, mx, p = string.match(v, '^m(%S+ %d+ %d+) (%d+) (%d+) (%d+)()')
-    return {mk = 's' .. mk, n = tonumber(n), mn = tonumber(mn), mx = tonumber(mx), b = string.sub(v, p)}
-  end
-end
-
--- lease's holder in m: expiry (a number), its '<token> ...', where it
--- starts and ends in m.b; nil when m has none.
-local function sh_mfind(m, lease)
-  local s = string.find(m.b, '\0' .. lease .. ' ', 1, true)
-  if s then
-    local e, hv = string.match(m.b, '^%z%S+ (%d+) ([^%z]*)', s)
-    return tonumber(e), hv, s, (string.find(m.b, '\0', s + 1, true) or #m.b + 1) - 1
-  end
-end
-
--- Drops the holder at s..en of m.b (when s), then adds lease's (when e).
-local function sh_mput(m, lease, e, hv, s, en)
-  if s then
-    m.b = string.sub(m.b, 1, s - 1) .. string.sub(m.b, en + 1)
-    m.n = m.n - 1
-  end
-  if e then
-    m.b = m.b .. '\0' .. lease .. ' ' .. sh_int(e) .. ' ' .. hv
-    m.n, m.mn, m.mx = m.n + 1, math.min(m.mn, e), math.max(m.mx, e)
-  end
-end
-
--- m written back as the lock's value, expiring with its last holder. Past
--- sh_K holders it becomes the marker, the holders going into the set and
--- hash.
-local function sh_msave(lock, m, now)
-  local ms = sh_int(math.max(m.mx - now, 1))
-  if m.n <= sh_K then
-    redis.call('SET', lock, 'm' .. string.sub(m.mk, 2) .. ' ' .. m.n .. ' ' .. sh_int(m.mn) .. ' ' .. sh_int(m.mx)
-      .. m.b, 'PX', ms)
-    return
-  end
-  local z, h, i = {'ZADD', lock .. ':z'}, {'HSET', lock .. ':h'}, 3
-  for l, e, hv in string.gmatch(m.b, '%z(%S+) (%d+) ([^%z]*)') do
-    z[i], z[i + 1], h[i], h[i + 1] = e, l, l, hv
-    i = i + 2
-  end
-  redis.call('SET', lock, m.mk, 'PX', ms)
-  redis.call(unpack(z))
-  redis.call(unpack(h))
-  redis.call('PEXPIRE', z[2], ms)
-  redis.call('PEXPIRE', h[2], ms)
-end
-
--- The marker mk written: into m, with its holders (sh_msave), or the value.
-local function sh_setmk(lock, mk, m, now)
-  if m then
-    m.mk = mk
-    sh_msave(lock, m, now)
-  else
-    redis.call('SET', lock, mk, 'KEEPTTL')
-  end
-end
-
 -- Drops expired holders; returns how many remain (n: how many the set held,
 -- when the caller knows: one call less). now: sh_now(), which every caller
--- gives (sent as sh_nows()). m: the value's holders (looked at only once
--- now passed their min), written back when some expired (the bare marker
--- when none is left).
-local function sh_trim(lock, now, n, m)
-  if m then
-    if now < m.mn then
-      return m.n
-    end
-    local k, mn, mx = 0, 9e15, 0
-    m.b = string.gsub(m.b, '%z%S+ (%d+) [^%z]*', function(e)
-      e = tonumber(e)
-      if e <= now then
-        return ''
-      end
-      k, mn, mx = k + 1, math.min(mn, e), math.max(mx, e)
-    end)
-    if k < m.n then
-      m.n, m.mn, m.mx = k, mn, mx
-      sh_bump(lock)
-      sh_setmk(lock, m.mk, k > 0 and m, now) -- none left: the bare marker
-    end
-    m.mn = mn
-    return k
-  end
+-- gives (sent as sh_nows()).
+local function sh_trim(lock, now, n)
   local z = lock .. ':z'
   local gone = redis.call('ZRANGEBYSCORE', z, '-inf', now == sh_t and sh_nows() or now)
   for i = 1, #gone, 1000 do
@@ -219,6 +110,16 @@ local function sh_trim(lock, now, n, m)
     return n - #gone
   end
   return redis.call('ZCARD', z)
+end
+
+-- The three keys expire with the last holder.
+local function sh_expire(lock, now)
+  local z = lock .. ':z'
+  local last = redis.call('ZRANGE', z, -1, -1, 'WITHSCORES')
+  local ms = math.max(tonumber(last[2]) - now, 1)
+  redis.call('PEXPIRE', lock, ms)
+  redis.call('PEXPIRE', z, ms)
+  redis.call('PEXPIRE', lock .. ':h', ms)
 end
 
 -- The three keys live at least t ms more (a grant or a renewal of ttl t).
@@ -242,13 +143,20 @@ local function sh_one(v)
   return string.match(v, '^t(.)(%S*) (%d+) (%d+) (%d) (%d+) (%d) (.*)$')
 end
 
--- A 't' value's holder as the first of the value's holders (m, returned:
--- written by the caller that changes it). now: sh_now().
-local function sh_tm(lock, v, now)
+-- A 't' value's holder spilled into '<lock>:z' and '<lock>:h' (they do not
+-- exist: they expire with the value), the value made the marker; returns
+-- the marker. now: sh_now().
+local function sh_spill(lock, v, now)
   local w, lease, limit, rest = string.match(v, '^t(.)(%S*) (%d+) (.*)$')
-  local m = sh_mnew('s' .. w .. '0 ' .. limit .. ' 0')
-  sh_mput(m, lease, now + math.max(redis.call('PTTL', lock), 1), rest)
-  return m
+  local ms = math.max(redis.call('PTTL', lock), 1)
+  local mk = 's' .. w .. '0 ' .. limit .. ' 0'
+  local k = sh_int(ms)
+  redis.call('SET', lock, mk, 'KEEPTTL')
+  redis.call('ZADD', lock .. ':z', sh_int(now + ms), lease)
+  redis.call('HSET', lock .. ':h', lease, rest)
+  redis.call('PEXPIRE', lock .. ':z', k)
+  redis.call('PEXPIRE', lock .. ':h', k)
+  return mk
 end
 
 -- A grant's token into the set: now_us, or one past the fence counter when
@@ -298,35 +206,41 @@ local function sh_grant_one(lock, fence, wl, limit, now, rest)
   return now
 end
 
+-- A lease's hold on a 't' value v: renew (nt: ttl_ms, '0' = the last one)
+-- as renew.lua renews an exclusive lease. Returns {1, token, ttl} renewed,
+-- {2, owner, token, sb, pttl} another lease holds it.
+local function sh_one_renew(lock, v, lease, nt)
+  local w, l, limit, tok, sb, ttl, mode, owner = sh_one(v)
+  if l ~= lease then
+    return {2, owner or '', tonumber(tok) or 0, sb or '0', redis.call('PTTL', lock)}
+  end
+  if nt == '0' or nt == ttl then
+    nt = ttl
+    redis.call('PEXPIRE', lock, nt)
+  else
+    redis.call('SET', lock, 't' .. w .. l .. ' ' .. limit .. ' ' .. tok .. ' ' .. sb .. ' ' .. nt .. ' ' .. mode .. ' '
+      .. owner, 'PX', nt)
+  end
+  return {1, tonumber(tok), tonumber(nt)}
+end
+
 -- {owner, token, sb, pttl, mode} of the holder that expires first (first =
 -- true: a full semaphore frees a slot then) or last (a writer needs every
--- reader gone). m: the value's holders.
-local function sh_holder(lock, first, now, m)
-  local e, v
-  if m then
-    for me, mv in string.gmatch(m.b, '%z%S+ (%d+) ([^%z]*)') do
-      me = tonumber(me)
-      if not e or (me < e) == first then
-        e, v = me, mv
-      end
-    end
-    v = v or ''
-  else
-    local r = redis.call('ZRANGE', lock .. ':z', first and 0 or -1, first and 0 or -1, 'WITHSCORES')
-    e, v = tonumber(r[2]), redis.call('HGET', lock .. ':h', r[1]) or ''
-  end
+-- reader gone).
+local function sh_holder(lock, first, now)
+  local e = redis.call('ZRANGE', lock .. ':z', first and 0 or -1, first and 0 or -1, 'WITHSCORES')
+  local v = redis.call('HGET', lock .. ':h', e[1]) or ''
   local tok, sb, _, mode, owner = string.match(v, '^(%d+) (%d) (%d+) (%d) (.*)$')
-  return {owner or '', tonumber(tok) or 0, sb or '0', math.max((e or now) - now, 0), mode or '1'}
+  return {owner or '', tonumber(tok) or 0, sb or '0', math.max(tonumber(e[2]) - now, 0), mode or '1'}
 end
 
 -- What an exclusive acquire (limit 1) meets on a marker v: nil when nobody
 -- holds the name any more (the keys are gone: take it), {3, limit} when a
 -- semaphore holds it, else {0, owner, token, sb, pttl, mode} of the reader
--- that leaves last. A waiter refused by readers marks a writer waiting. m:
--- the value's holders.
-local function sh_refuse(lock, v, waiter, m)
+-- that leaves last. A waiter refused by readers marks a writer waiting.
+local function sh_refuse(lock, v, waiter)
   local now = sh_now()
-  if sh_trim(lock, now, nil, m) == 0 then
+  if sh_trim(lock, now) == 0 then
     redis.call('DEL', lock, lock .. ':z', lock .. ':h')
     return nil
   end
@@ -334,9 +248,9 @@ local function sh_refuse(lock, v, waiter, m)
   if limit ~= '1' then
     return {3, tonumber(limit) or 0}
   end
-  local hd = sh_holder(lock, false, now, m)
+  local hd = sh_holder(lock, false, now)
   if waiter then
-    sh_setmk(lock, 's11 1 ' .. string.format('%d', now + hd[4] + 1000), m, now)
+    redis.call('SET', lock, 's11 1 ' .. string.format('%d', now + hd[4] + 1000), 'KEEPTTL')
   end
   return {0, hd[1], hd[2], hd[3], hd[4], hd[5]}
 end
@@ -344,24 +258,18 @@ end
 -- A lease's hold on a marked name: renew (nt: ttl_ms, '0' = the last one)
 -- or, with nt nil, nothing but the check. Returns {1, token, ttl} held (and
 -- renewed), {0} nobody holds it, {2, owner, token, sb, pttl} another does.
--- m: the value's holders.
-local function sh_renew(lock, lease, nt, m)
+local function sh_renew(lock, lease, nt)
   local now = sh_now()
-  local e, v, s, en
-  if m then
-    e, v, s, en = sh_mfind(m, lease)
-  else
-    e = tonumber(redis.call('ZSCORE', lock .. ':z', lease))
-  end
-  if not e or e <= now then
-    if sh_trim(lock, now, nil, m) == 0 then
+  local e = redis.call('ZSCORE', lock .. ':z', lease)
+  if not e or tonumber(e) <= now then
+    if sh_trim(lock, now) == 0 then
       redis.call('DEL', lock, lock .. ':z', lock .. ':h')
       return {0}
     end
-    local hd = sh_holder(lock, false, now, m)
+    local hd = sh_holder(lock, false, now)
     return {2, hd[1], hd[2], hd[3], hd[4]}
   end
-  v = v or redis.call('HGET', lock .. ':h', lease) or ''
+  local v = redis.call('HGET', lock .. ':h', lease) or ''
   local tok, sb, ttl, mode, owner = string.match(v, '^(%d+) (%d) (%d+) (%d) (.*)$')
   if not nt then
     return {1, tok, ttl}
@@ -369,18 +277,10 @@ local function sh_renew(lock, lease, nt, m)
   if nt == '0' then
     nt = ttl
   elseif nt ~= ttl then
-    v = tok .. ' ' .. sb .. ' ' .. nt .. ' ' .. mode .. ' ' .. owner
-    if not m then
-      redis.call('HSET', lock .. ':h', lease, v)
-    end
+    redis.call('HSET', lock .. ':h', lease, tok .. ' ' .. sb .. ' ' .. nt .. ' ' .. mode .. ' ' .. owner)
   end
-  if m then
-    sh_mput(m, lease, now + tonumber(nt), v, s, en)
-    sh_msave(lock, m, now)
-  else
-    redis.call('ZADD', lock .. ':z', sh_int(now + tonumber(nt)), lease)
-    sh_extend(lock, tonumber(nt))
-  end
+  redis.call('ZADD', lock .. ':z', sh_int(now + tonumber(nt)), lease)
+  sh_extend(lock, tonumber(nt))
   return {1, tonumber(tok), tonumber(nt)}
 end
 
@@ -388,9 +288,8 @@ end
 -- marker it met. sh_ho set (a hand-off follows in the same script): the
 -- index is left to the grant (a grant raises the counter anyway), and the
 -- expired holders to whoever counts them next (every script that counts
--- holders trims first), so sh_left may count some; the value's holders
--- left (sh_mm) are not written: the hand-off writes them.
-local sh_left, sh_mark, sh_ho, sh_mm
+-- holders trims first), so sh_left may count some.
+local sh_left, sh_mark, sh_ho
 
 -- Releases lease's slot of a marked name (v: the marker). The name's keys
 -- go with its last holder, leaving a lock-delay when asked. A release
@@ -406,28 +305,17 @@ local sh_left, sh_mark, sh_ho, sh_mm
 local function sh_release(lock, v, lease, delay, publish)
   local now = sh_now()
   local z, h = lock .. ':z', lock .. ':h'
-  local m = sh_m(v)
-  local e, hv, s, en
-  if m then
-    v = m.mk
-    e, hv, s, en = sh_mfind(m, lease)
-  else
-    e = tonumber(redis.call('ZSCORE', z, lease))
+  local e = redis.call('ZSCORE', z, lease)
+  if not e or tonumber(e) <= now then
+    return sh_renew(lock, lease, nil) -- not held: who is, as a renewal says
   end
-  if not e or e <= now then
-    return sh_renew(lock, lease, nil, m) -- not held: who is, as a renewal says
-  end
-  local tok = string.match(hv or redis.call('HGET', h, lease) or '', '^%d+') or '0'
-  local n = (m and m.n or redis.call('ZCARD', z)) - 1
+  local tok = string.match(redis.call('HGET', h, lease) or '', '^%d+') or '0'
+  local n = redis.call('ZCARD', z) - 1
   if n > 0 then
-    if m then
-      sh_mput(m, lease, nil, nil, s, en)
-    else
-      redis.call('ZREM', z, lease)
-      redis.call('HDEL', h, lease)
-    end
+    redis.call('ZREM', z, lease)
+    redis.call('HDEL', h, lease)
     if not sh_ho then
-      n = sh_trim(lock, now, n, m)
+      n = sh_trim(lock, now, n)
     end
   end
   local watched = false
@@ -435,13 +323,6 @@ local function sh_release(lock, v, lease, delay, publish)
     watched = sh_bump(lock)
   end
   sh_left, sh_mark = n, v
-  if m and n > 0 then
-    if sh_ho then
-      sh_mm = m
-    else
-      sh_msave(lock, m, now)
-    end
-  end
   if n <= 0 then
     local xu = tonumber(string.match(v, '^s%d1 %d+ (%d+)$') or 0)
     if delay ~= '0' then

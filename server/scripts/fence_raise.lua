@@ -4,8 +4,7 @@
 -- that any later majority (which shares a node with this one) counts past
 -- it. The lock's value, when this lease still holds it, takes the same token
 -- (so renew and inspect report the token the client was given); a shared
--- holder's token is in its entry among the value's holders or in
--- '<lock>:h' (_shared.lua). Never lowers a
+-- holder's token is its entry in '<lock>:h' (_shared.lua). Never lowers a
 -- counter. The value's form is described in _acquire.lua.
 -- KEYS: lock, fence counter. ARGV: lease, token.
 -- Returns 1 when the lease still holds the lock here, else 0 (the counter
@@ -32,25 +31,15 @@ if string.byte(v) == 116 then
   end
   return 1
 end
-if string.find(v, '^[sm]') then
-  local m = sh_m(v)
-  local e, hv, s, en
-  if m then
-    e, hv, s, en = sh_mfind(m, lease) -- one of the value's holders
-  else
-    e, hv = tonumber(redis.call('ZSCORE', lock .. ':z', lease)), redis.call('HGET', lock .. ':h', lease)
-  end
-  if not e or not hv or e <= sh_now() then
+if string.byte(v) == 115 then
+  local e = redis.call('ZSCORE', lock .. ':z', lease)
+  local hv = redis.call('HGET', lock .. ':h', lease)
+  if not e or not hv or tonumber(e) <= sh_now() then
     return 0
   end
   local tok, hrest = string.match(hv, '^(%d+) (.*)$')
   if tok ~= token then
-    if m then
-      sh_mput(m, lease, e, token .. ' ' .. hrest, s, en)
-      sh_msave(lock, m, sh_now())
-    else
-      redis.call('HSET', lock .. ':h', lease, token .. ' ' .. hrest)
-    end
+    redis.call('HSET', lock .. ':h', lease, token .. ' ' .. hrest)
   end
   return 1
 end

@@ -16,21 +16,12 @@ if string.byte(v) == 116 then
   -- a lone shared holder (_shared.lua): as an exclusive one, index 2n to 2n+1
   top = tonumber(string.match(v, '^t%S* %d+ (%d+)')) or 0
   redis.call('DEL', lock)
-elseif string.find(v, '^[sm]') then
-  local m = sh_m(v)
-  if sh_trim(lock, sh_now(), nil, m) == 0 then
+elseif string.byte(v) == 115 then
+  if sh_trim(lock, sh_now()) == 0 then
     redis.call('DEL', lock, lock .. ':z', lock .. ':h')
     return {0}
   end
-  local hvs = {}
-  if m then
-    for hv in string.gmatch(m.b, '%z%S+ %d+ (%d+)') do
-      hvs[#hvs + 1] = hv -- the value's holders' tokens
-    end
-  else
-    hvs = redis.call('HVALS', lock .. ':h')
-  end
-  for _, hv in ipairs(hvs) do
+  for _, hv in ipairs(redis.call('HVALS', lock .. ':h')) do
     local t = tonumber(string.match(hv, '^(%d+)')) or 0
     if t > top then
       top = t

@@ -44,38 +44,27 @@ if string.byte(v) == 116 then
   return {2 * fence_n(), {4, tonumber(limit) or 1, 1, owner or '', tonumber(tok) or 0, sb or '0',
     redis.call('PTTL', lock), mode or '1'}}
 end
-if string.find(v, '^[sm]') then
+if string.byte(v) == 115 then
   local now = sh_now()
-  local m = sh_m(v)
-  local n = sh_trim(lock, now, nil, m)
+  local n = sh_trim(lock, now)
   if n == 0 then
     redis.call('DEL', lock, lock .. ':z', lock .. ':h')
     return {2 * fence_n() + 1, {0}}
   end
   if mark and string.byte(v, 2) == 48 then
-    redis.call('SETRANGE', lock, 1, '1') -- w: the same byte in both forms
+    redis.call('SETRANGE', lock, 1, '1')
   end
   -- every holder, to order them by token: inspect alone pays O(N)
-  local all = {}
-  if m then
-    for e, hv in string.gmatch(m.b, '%z%S+ (%d+) ([^%z]*)') do
-      all[#all + 1] = hv -- the value's holders
-      all[#all + 1] = e
-    end
-  else
-    local zs = redis.call('ZRANGE', lock .. ':z', 0, -1, 'WITHSCORES')
-    for i = 1, #zs, 2 do
-      all[i], all[i + 1] = redis.call('HGET', lock .. ':h', zs[i]) or '', zs[i + 1]
-    end
-  end
+  local all = redis.call('ZRANGE', lock .. ':z', 0, -1, 'WITHSCORES')
   local hs = {}
   for i = 1, #all, 2 do
-    local tok, sb, _, mode, owner = string.match(all[i], '^(%d+) (%d) (%d+) (%d) (.*)$')
+    local hv = redis.call('HGET', lock .. ':h', all[i]) or ''
+    local tok, sb, _, mode, owner = string.match(hv, '^(%d+) (%d) (%d+) (%d) (.*)$')
     hs[#hs + 1] = {owner or '', tonumber(tok) or 0, sb or '0', math.max(tonumber(all[i + 1]) - now, 0),
       mode or '1'}
   end
   table.sort(hs, function(a, b) return a[2] > b[2] end)
-  local out = {4, tonumber(string.match(v, '^[sm]%d%d (%d+)')) or 1, n}
+  local out = {4, tonumber(string.match(v, '^s%d%d (%d+)')) or 1, n}
   for i = 1, math.min(#hs, 100) do
     for j = 1, 5 do
       out[#out + 1] = hs[i][j]

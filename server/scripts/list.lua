@@ -6,8 +6,7 @@
 -- Returns {next_cursor, name, owner, token, sb, pttl, mode, limit, count,
 -- index, name, ...}: mode '0' exclusive (or a semaphore's slot), '1' shared;
 -- for shared holders or a semaphore (_shared.lua) the holder is the one that
--- expires last and count counts the live ones (O(log N) each, O(N) for the
--- few kept in the value); index as
+-- expires last and count counts the live ones (O(log N) each); index as
 -- inspect.lua gives it (_shared.lua: 2n held exclusive or by a lone shared
 -- holder, 2n+1 by a set of them).
 --
@@ -78,29 +77,13 @@ for _ = 1, 8 do
     -- lock-delays, and foreign keys that happen to match, are skipped: they
     -- are not strings of the form acquire.lua describes
     local v = redis.pcall('GET', k)
-    if type(v) == 'string' and string.find(v, '^[sm]') then
+    if type(v) == 'string' and string.byte(v) == 115 then
       local t = redis.call('TIME')
       local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-      local live, e, hv = 0, nil, nil
-      if string.byte(v) == 109 then
-        -- holders kept in the value ('\0<lease> <expiry> <token> ...')
-        for me, mv in string.gmatch(v, '%z%S+ (%d+) ([^%z]*)') do
-          me = tonumber(me)
-          if me > now then
-            live = live + 1
-            if not e or me > e[2] then
-              e, hv = {'', me}, mv
-            end
-          end
-        end
-      else
-        live = redis.call('ZCOUNT', k .. ':z', '(' .. now, '+inf')
-        if live > 0 then
-          e = redis.call('ZRANGE', k .. ':z', -1, -1, 'WITHSCORES')
-          hv = redis.call('HGET', k .. ':h', e[1]) or ''
-        end
-      end
+      local live = redis.call('ZCOUNT', k .. ':z', '(' .. now, '+inf')
       if live > 0 then
+        local e = redis.call('ZRANGE', k .. ':z', -1, -1, 'WITHSCORES')
+        local hv = redis.call('HGET', k .. ':h', e[1]) or ''
         local tok, sb, _, mode, owner = string.match(hv, '^(%d+) (%d) (%d+) (%d) (.*)$')
         out[#out + 1] = n
         out[#out + 1] = owner or ''
@@ -108,7 +91,7 @@ for _ = 1, 8 do
         out[#out + 1] = sb or '0'
         out[#out + 1] = math.max(tonumber(e[2]) - now, 0)
         out[#out + 1] = mode or '1'
-        out[#out + 1] = tonumber(string.match(v, '^[sm]%d%d (%d+)')) or 1
+        out[#out + 1] = tonumber(string.match(v, '^s%d%d (%d+)')) or 1
         out[#out + 1] = live
         out[#out + 1] = 2 * fence_n(k) + 1
         taken = taken + 1

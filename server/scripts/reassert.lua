@@ -26,18 +26,9 @@
 -- Returns {lost (0/1), grace key's pttl (0 when none), one status per lock:
 -- 0 still held by the lease, 1 put back, 2 another holder (never touched)}.
 --#include _shared.lua
--- The three keys expire with the last holder.
-local function sh_expire(lock, now)
-  local z = lock .. ':z'
-  local last = redis.call('ZRANGE', z, -1, -1, 'WITHSCORES')
-  local ms = math.max(tonumber(last[2]) - now, 1)
-  redis.call('PEXPIRE', lock, ms)
-  redis.call('PEXPIRE', z, ms)
-  redis.call('PEXPIRE', lock .. ':h', ms)
-end
 local grace_ms, mode, keep = ARGV[1], ARGV[2], ARGV[3]
 
--- A shared hold back among lock's holders (v: the lock's value): 0 still
+-- A shared hold back into lock's holder set (v: the lock's value): 0 still
 -- there, 1 put back, 2 refused (an exclusive holder or a lock-delay, other
 -- holders with another limit, or a semaphore already full).
 local function put_shared(lock, v, lease, tok, rest, left, kind)
@@ -55,9 +46,8 @@ local function put_shared(lock, v, lease, tok, rest, left, kind)
   end
   local now = sh_now()
   local marker = 's10 ' .. limit .. ' 0' -- w = 1: its release publishes
-  local m -- the holders kept in the value (_shared.lua)
   if string.byte(v) == 116 then
-    -- a lone holder: this lease's, or joined by it (in the value)
+    -- a lone holder: this lease's, or joined by it (spilled into the set)
     local _, l, vlim = sh_one(v)
     if l == lease then
       return 0
@@ -65,40 +55,29 @@ local function put_shared(lock, v, lease, tok, rest, left, kind)
     if vlim ~= limit then
       return 2
     end
-    m = sh_tm(lock, v, now)
-    v = m.mk
-  else
-    m = sh_m(v)
-    v = m and m.mk or v
+    v = sh_spill(lock, v, now)
   end
   if v then
     local fw, fx, flim, fxu = string.match(v, '^s(%d)(%d) (%d+) (%d+)$')
     if not fw then
       return 2
     end
-    local n = sh_trim(lock, now, nil, m)
+    local n = sh_trim(lock, now)
     if n > 0 then
-      if m and sh_mfind(m, lease) or not m and redis.call('ZSCORE', lock .. ':z', lease) then
+      if redis.call('ZSCORE', lock .. ':z', lease) then
         return 0
       end
       if flim ~= limit or (limit ~= '1' and n >= tonumber(limit)) then
         return 2
       end
       marker = 's1' .. fx .. ' ' .. flim .. ' ' .. fxu
-    elseif not m then
+    else
       redis.call('DEL', lock .. ':z', lock .. ':h')
     end
   end
-  local hv = tok .. ' ' .. sb .. ' ' .. ttl .. ' ' .. hm .. ' ' .. owner
-  if m then
-    m.mk = marker -- into the value's holders (past sh_K, the set's)
-    sh_mput(m, lease, now + tonumber(left), hv)
-    sh_msave(lock, m, now)
-    return 1
-  end
   redis.call('SET', lock, marker)
   redis.call('ZADD', lock .. ':z', now + tonumber(left), lease)
-  redis.call('HSET', lock .. ':h', lease, hv)
+  redis.call('HSET', lock .. ':h', lease, tok .. ' ' .. sb .. ' ' .. ttl .. ' ' .. hm .. ' ' .. owner)
   sh_expire(lock, now)
   return 1
 end

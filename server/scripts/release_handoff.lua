@@ -26,8 +26,7 @@
 -- alone (sh_ho). A semaphore's slot released from the set and handed on
 -- (holders left) is granted from what the release read (ho_grant): no
 -- second look at the marker or count, and expired holders trimmed only
--- when the count says full; from the value's holders (sh_mm), the release
--- and the grant write the value once.
+-- when the count says full.
 local publisher, plen = ARGV[1], tonumber(ARGV[#ARGV])
 local pub -- the lock whose release publishes, once its waiter's part is known
 local function publish(lock)
@@ -45,22 +44,14 @@ local function acquire_shared(lock, fence, wl, rest, ttl, limit, nowus, more)
 end
 --#include _failed.lua
 -- Whether lease holds a slot of lock, right after a release of another
--- slot (after only names a semaphore's waiter): only among the value's or
--- the set's holders, and only when the release left holders (a lone
--- slot's release left none).
+-- slot (after only names a semaphore's waiter): only in the set, and only
+-- when the release left holders (a lone slot's release left none).
 local function holds(lock, lease)
   if not sh_mark or sh_left <= 0 then
     return false
   end
-  local e = sh_mm and (sh_mfind(sh_mm, lease) or 0) or tonumber(redis.call('ZSCORE', lock .. ':z', lease))
-  return e and e > sh_now() or false
-end
--- The value's holders a release left (sh_mm), written when no grant does.
-local function flush(lock)
-  if sh_mm then
-    pcall(sh_msave, lock, sh_mm, sh_now())
-    sh_mm = nil
-  end
+  local e = redis.call('ZSCORE', lock .. ':z', lease)
+  return e and tonumber(e) > sh_now() or false
 end
 -- Per lock, the ttl its keys were made to outlive by ho_grant in this call
 -- (Redis' clock stands still in a script).
@@ -74,29 +65,19 @@ local function ho_grant(lock, fence, wl, rest, ttl, limit, nowus, v, n)
   if flim ~= limit then
     return {3, tonumber(flim) or 0}
   end
-  local now, m = sh_now(), sh_mm
-  if n >= tonumber(limit) and sh_trim(lock, now, n, m) >= tonumber(limit) then
-    local hd = sh_holder(lock, true, now, m)
+  local now = sh_now()
+  if n >= tonumber(limit) and sh_trim(lock, now, n) >= tonumber(limit) then
+    local hd = sh_holder(lock, true, now)
     return {0, hd[1], hd[2], hd[3], hd[4], hd[5]}
   end
   if fw == '0' then
-    if m then
-      m.mk = 's1' .. string.sub(v, 3)
-    else
-      redis.call('SET', lock, 's1' .. string.sub(v, 3), 'KEEPTTL')
-    end
+    redis.call('SET', lock, 's1' .. string.sub(v, 3), 'KEEPTTL')
   end
   local tok, last = sh_fence_next(fence, nowus)
   if last and string.byte(last, -1) == 119 then
     sh_publish(lock, 'g') -- a watcher hears of the grant
   end
   local t = tonumber(ttl)
-  if m then
-    sh_mput(m, string.sub(wl, 2), now + t, tok .. ' ' .. rest)
-    sh_msave(lock, m, now)
-    sh_mm = nil
-    return tok
-  end
   redis.call('ZADD', lock .. ':z', sh_int(now + t), string.sub(wl, 2))
   redis.call('HSET', lock .. ':h', string.sub(wl, 2), tok .. ' ' .. rest)
   if (extended[lock] or 0) < t then
@@ -115,7 +96,7 @@ local granted, out = {}, {}
 sh_ho = true
 for i = 1, #KEYS do
   local a, lock = 7 * i - 5, KEYS[i]
-  pub, sh_left, sh_mark, sh_mm = nil, nil, nil, nil
+  pub, sh_left, sh_mark = nil, nil, nil
   local ok, r = pcall(release, lock, ARGV[a + 5], '0')
   if not ok then
     out[i] = failed(r)
@@ -128,21 +109,16 @@ for i = 1, #KEYS do
       local hok, h = pcall(holds, lock, after)
       ask = hok and h -- else not asked (0): the waiter before it was not granted
     end
-    local ho = ask and limit ~= 'x' and sh_left and sh_left > 0 and limit ~= '1'
-    if not ho then
-      flush(lock) -- before anyone reads the value
-    end
     if not ask then
       g = 0
     elseif limit == 'x' then
       aok, g = pcall(acquire, lock, lock .. ':fence', ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 4])
-    elseif ho then
+    elseif sh_left and sh_left > 0 and limit ~= '1' then
       aok, g = pcall(ho_grant, lock, lock .. ':fence', ARGV[a], ARGV[a + 1], ARGV[a + 2], limit, ARGV[a + 4], sh_mark,
         sh_left)
     else
       aok, g = pcall(acquire_shared, lock, lock .. ':fence', ARGV[a], ARGV[a + 1], ARGV[a + 2], limit, ARGV[a + 4], 0)
     end
-    flush(lock) -- a hand-off that did not grant
     if aok and type(g) == 'string' then
       granted[string.sub(ARGV[a], 2)] = true
     else

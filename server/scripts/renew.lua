@@ -3,15 +3,14 @@
 -- KEYS: lock (its value is described in acquire.lua).
 -- ARGV: lease, ttl_ms ('0' = the ttl the lease was last given).
 --#include _shared.lua
---#include _renew_one.lua
 -- Returns {1, token, ttl_ms} renewed; {0} nobody holds it;
 -- {2, owner, token, sb, pttl} another lease holds it.
 local v = redis.call('GET', KEYS[1])
 if not v or v == 'd' then
   return {0}
 end
-if string.find(v, '^[sm]') then
-  return sh_renew(KEYS[1], ARGV[1], ARGV[2], sh_m(v)) -- one of shared holders (_shared.lua)
+if string.byte(v) == 115 then
+  return sh_renew(KEYS[1], ARGV[1], ARGV[2]) -- one of shared holders (_shared.lua)
 end
 if string.byte(v) == 116 then
   return sh_one_renew(KEYS[1], v, ARGV[1], ARGV[2]) -- a lone shared holder (_shared.lua)

@@ -5,15 +5,14 @@
 -- ARGV: lease, ttl_ms pairs in KEYS order ('0' = last ttl).
 -- Returns one integer per key: 1 renewed, 0 nobody holds it, 2 another lease does.
 --#include _shared.lua
---#include _renew_one.lua
 local out = {}
 for i, k in ipairs(KEYS) do
   local want, nt = ARGV[2 * i - 1], ARGV[2 * i]
   local v = redis.call('GET', k)
   if not v or v == 'd' then
     out[i] = 0
-  elseif string.find(v, '^[sm]') then
-    out[i] = sh_renew(k, want, nt, sh_m(v))[1] -- one of shared holders (_shared.lua)
+  elseif string.byte(v) == 115 then
+    out[i] = sh_renew(k, want, nt)[1] -- one of shared holders (_shared.lua)
   elseif string.byte(v) == 116 then
     out[i] = sh_one_renew(k, v, want, nt)[1] -- a lone shared holder (_shared.lua)
   else

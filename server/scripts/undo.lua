@@ -23,7 +23,7 @@ if string.byte(v) == 116 then
   redis.call('DEL', KEYS[1])
   return 1
 end
-if string.find(v, '^[sm]') then
+if string.byte(v) == 115 then
   local r = sh_release(KEYS[1], v, lease, '0', function(_) end)
   if type(r) == 'table' then
     return 0

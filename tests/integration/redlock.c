@@ -806,23 +806,6 @@ static void t_watch(void)
     stop_nodes();
 }
 
-/* How many shared holders node i keeps for name: a lone one in the value
- * ('t'), up to sh_K in the value ('m<w><x> <limit> <x_until> <n> ...'),
- * more in its set (_shared.lua). */
-static int node_holders(int i, const char *name)
-{
-    char cmd[96];
-    snprintf(cmd, sizeof(cmd), "GET rl:{%s}", name);
-    const char *v = th_redis_cli(&R[i], cmd);
-    if (v[0] == 't')
-        return 1;
-    int n = 0;
-    if (v[0] == 'm' && sscanf(v, "m%*s %*d %*d %d", &n) == 1)
-        return n;
-    snprintf(cmd, sizeof(cmd), "ZCARD rl:{%s}:z", name);
-    return atoi(th_redis_cli(&R[i], cmd));
-}
-
 /* A reader through url (ttl_ms), its lease header in hdr, once every node
  * lists the name's n readers (a grant is answered on a majority: the
  * third vote may come later). Returns its token. */
@@ -838,10 +821,10 @@ static long long rl_reader(struct th_client *c, const char *url, const char *nam
     long long t = th_jint(&r, "fencing_token");
     snprintf(hdr, cap, "Lock-Lease: %s", th_jstr(&r, "lease"));
     th_resp_free(&r);
-    (void)cmd;
+    snprintf(cmd, sizeof(cmd), "ZCARD rl:{%s}:z", name);
     int64_t end = th_now_ms() + 3000 * th_time_scale();
     for (int i = 0; i < 3; i++)
-        while (node_holders(i, name) != n && th_now_ms() < end)
+        while (atoi(th_redis_cli(&R[i], cmd)) != n && th_now_ms() < end)
             th_sleep_ms(10);
     return t;
 }
@@ -1085,16 +1068,6 @@ static long long reader_token(int i, const char *name, const char *lease)
         const char *p = strchr(v + 2 + strlen(prefix), ' '); /* past the limit */
         return p != NULL ? atoll(p + 1) : 0;
     }
-    if (v[0] == 'm') {
-        /* one of the value's holders: '\0<lease> <expiry> <token> ...'
-         * (redis-cli --no-raw shows the NUL as \x00) */
-        snprintf(cmd, sizeof(cmd), "--no-raw GET rl:{%s}", name);
-        v = th_redis_cli(&R[i], cmd);
-        snprintf(prefix, sizeof(prefix), "\\x00%s ", lease);
-        const char *p = strstr(v, prefix);
-        long long e, tok;
-        return p != NULL && sscanf(p + strlen(prefix), "%lld %lld", &e, &tok) == 2 ? tok : 0;
-    }
     snprintf(cmd, sizeof(cmd), "HGET rl:{%s}:h %s", name, lease);
     return atoll(th_redis_cli(&R[i], cmd));
 }
@@ -1219,7 +1192,7 @@ static void t_majority_view(void)
             while (atoi(th_redis_cli(&R[i], cmd)) != 1 && th_now_ms() < end)
                 th_sleep_ms(10);
         }
-        while (node_holders(i, "mv-r") != 2 && th_now_ms() < end)
+        while (atoi(th_redis_cli(&R[i], "ZCARD rl:{mv-r}:z")) != 2 && th_now_ms() < end)
             th_sleep_ms(10);
     }
     th_redis_cli(&R[0], "DEL rl:{mv-a} rl:{mv-b} rl:{mv-r} rl:{mv-r}:z rl:{mv-r}:h");
