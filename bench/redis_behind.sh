@@ -51,13 +51,15 @@ for lockd in "$@"; do
     rm -f "$TMP"/cg.out*
     awk -F'[:=,]' -v l="$lockd" -v p="$pairs" -v ir="$ir" '
         /^cmdstat_(get|evalsha|eval):/ { c[$1] = $3 }
+        # the commands the scripts ran (what a script call costs Redis most)
+        /^cmdstat_/ && $1 !~ /^cmdstat_(evalsha|eval|info|config|ping|subscribe|ssubscribe|psubscribe|client|hello|auth|select|script)$/ { k += $3 }
         # one GET per release (acquires take the lock with SET ... NX GET):
         # operations are twice the releases
         # (script calls per pair says it best for shared pairs: their
         # scripts make GETs of their own)
-        END { printf "%s: %d pairs, Redis instructions per pair %d, operations per script call %.1f, script calls per pair %.2f\n",
+        END { printf "%s: %d pairs, Redis instructions per pair %d, operations per script call %.1f, script calls per pair %.2f, commands per pair %.2f\n",
               l, p, ir / p, 2 * c["cmdstat_get"] / (c["cmdstat_evalsha"] + c["cmdstat_eval"]),
-              (c["cmdstat_evalsha"] + c["cmdstat_eval"]) / p }' <<<"$stats"
+              (c["cmdstat_evalsha"] + c["cmdstat_eval"]) / p, k / p }' <<<"$stats"
     if [[ ${BEHIND_CMDSTATS:-0} == 1 ]]; then # every command, scripts' inner calls included
         awk -F'[:=,]' -v p="$pairs" '/^cmdstat_/ { sub(/^cmdstat_/, "", $1); printf "  %s %.2f per pair\n", $1, $3 / p }' <<<"$stats" | sort -k2 -rn
     fi

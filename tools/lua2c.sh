@@ -10,7 +10,36 @@ set -eu
 # NOAUTH, and lockd loads its scripts first thing (an acquire script with
 # its parts' comments passed 16 KB). Indentation and blank lines too
 # (release_handoff.lua, which holds both acquire parts, passed it again).
-strip() { grep -v '^[[:space:]]*--' | sed -e 's/^[[:space:]]*//' | grep -v '^$' || true; }
+# And (issue 22: the holders kept in the value took release_handoff.lua
+# past it again) every comment that ends a line, and each space next to
+# punctuation outside a string, unless dropping it joins '-' '-' (a
+# comment), a digit and '.' (a number), '[' and '[' or '=' (a long string),
+# or '.' and a digit or '.'.
+strip() { grep -v '^[[:space:]]*--' | sed -e 's/^[[:space:]]*//' | grep -v '^$' | awk "$minify" || true; }
+minify='function punct(c) { return index("=~<>+-*/%^#(),{}[];:.\"'\''", c) > 0 }
+{
+    out = ""; q = ""; n = length($0)
+    for (i = 1; i <= n; i++) {
+        c = substr($0, i, 1)
+        if (q != "") {
+            out = out c
+            if (c == "\\") { i++; out = out substr($0, i, 1) }
+            else if (c == q) q = ""
+            continue
+        }
+        if (c == "'\''" || c == "\"") { q = c; out = out c; continue }
+        if (c == "-" && substr($0, i + 1, 1) == "-") break
+        if (c == " ") {
+            p = substr(out, length(out), 1); nx = substr($0, i + 1, 1)
+            if (nx == " " || nx == "") continue
+            if ((punct(p) || punct(nx)) && !(p == "-" && nx == "-") && !(p ~ /[0-9]/ && nx == ".") && !(p == "[" && (nx == "[" || nx == "=")) && !(p == "." && nx ~ /[0-9.]/))
+                continue
+        }
+        out = out c
+    }
+    sub(/ +$/, "", out)
+    if (out != "") print out
+}'
 expand() {
     while IFS= read -r line; do
         case $line in

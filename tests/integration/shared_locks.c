@@ -12,7 +12,9 @@
  * limit_mismatch; a wrong lease releases nothing; a reader's release while
  * other readers hold publishes nothing, yet a watcher on another lockd hears
  * it and the last release wakes a writer there; 120 holders listed as the
- * newest 100 in holder_list; a Redis restart under a
+ * newest 100 in holder_list; 20 slots of one semaphore with every token
+ * and owner kept, an expired one freeing its slot unswept; a Redis restart
+ * under a
  * semaphore's load grants no slot twice. Starts its own redis-server and
  * lockd processes.
  */
@@ -1148,6 +1150,112 @@ static void t_metrics(void)
             TH_RUN(fn);                                                                            \
     } while (0)
 
+/* ---------------------------------------------------------------- many holders */
+
+/* The first byte of lockd:{name} on rd ('\0' when there is none), and
+ * how many of its ':z', ':h' keys exist (_shared.lua). */
+static char value_form(const char *name, int *set_keys)
+{
+    char cmd[160];
+    snprintf(cmd, sizeof(cmd), "EXISTS 'lockd:{%s}:z' 'lockd:{%s}:h'", name, name);
+    *set_keys = atoi(th_redis_cli(&rd, cmd));
+    snprintf(cmd, sizeof(cmd), "GET 'lockd:{%s}'", name);
+    const char *v = th_redis_cli(&rd, cmd);
+    return v[0] == '\n' ? '\0' : v[0]; /* redis-cli prints a missing key as an empty line */
+}
+
+/* t_many_holders' i-th owner: spaces, quotes, a backslash, a newline. */
+static void inl_owner(int i, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "o%d \"q' \\ x\n y", i);
+}
+
+/* Every holder of name in its inspect (ra or rb): n of them, tokens newest
+ * first as toks (granted in that order), each owner inl_owner's. */
+static void check_holders(const struct th_lockd *l, const char *name, int n, const long long *toks)
+{
+    struct th_resp r;
+    th_http(cl, "GET", url(l, "/locks/", name), NULL, NULL, &r);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK_EQ_INT(th_jint(&r, "holders"), n);
+    json_t *list = json_object_get(r.json, "holder_list");
+    CHECK_EQ_INT(json_array_size(list), n);
+    for (int i = 0; i < n && (size_t)i < json_array_size(list); i++) {
+        json_t *h = json_array_get(list, (size_t)i);
+        char want[160];
+        inl_owner(n - 1 - i, want, sizeof(want));
+        CHECK_EQ_INT(json_integer_value(json_object_get(h, "fencing_token")), toks[n - 1 - i]);
+        const char *o = json_string_value(json_object_get(h, "owner"));
+        CHECK(o != NULL && strcmp(o, want) == 0);
+    }
+    th_resp_free(&r);
+}
+
+/* A semaphore of limit 20 filled one by one (its lone first holder in the
+ * value, then the set, _shared.lua) keeps every holder, token and owner
+ * (one with spaces, quotes, a backslash and a newline), as both lockd
+ * read them; full, it refuses a 21st naming the holder that expires first;
+ * its keys go with the last holder. Expired slots free their places with
+ * no sweep (the next acquire drops them); a released expired lease is
+ * refused while others hold; a renewal keeps the token. */
+static void t_many_holders(void)
+{
+    static char leases[20][40];
+    long long toks[20];
+    char body[256];
+    int zh;
+    for (int i = 0; i < 20; i++) {
+        snprintf(body, sizeof(body),
+                 "{\"limit\":20,\"ttl_ms\":%d,\"owner\":\"o%d \\\"q' \\\\ x\\n y\"}",
+                 i == 0 ? 20000 : 30000, i);
+        CHECK_EQ_INT(acquire(cl, &ra, "inl-sem", body, leases[i], &toks[i]), 200);
+        CHECK(i == 0 || toks[i] > toks[i - 1]);
+        if (i == 0)
+            CHECK_EQ_INT(value_form("inl-sem", &zh), 't'); /* a lone holder */
+        if (i == 15)
+            check_holders(&rb, "inl-sem", 16, toks);
+    }
+    check_holders(&ra, "inl-sem", 20, toks);
+    check_holders(&rb, "inl-sem", 20, toks);
+    struct th_resp r;
+    th_http(cl, "POST", url(&ra, "/locks/", "inl-sem"), "{\"limit\":20,\"ttl_ms\":1000}", NULL, &r);
+    CHECK_EQ_INT(r.status, 409);
+    json_t *h = json_object_get(r.json, "holder");
+    CHECK_EQ_INT(json_integer_value(json_object_get(h, "fencing_token")), toks[0]);
+    th_resp_free(&r);
+    for (int i = 0; i < 20; i++)
+        CHECK_EQ_INT(release(cl, &ra, "inl-sem", leases[i]), 200);
+    CHECK_EQ_INT(value_form("inl-sem", &zh), '\0');
+    CHECK_EQ_INT(zh, 0);
+
+    /* limit 3 in the value: two short slots expire and free two places */
+    long long t;
+    CHECK_EQ_INT(acquire(cl, &ra, "inl-exp", "{\"limit\":3,\"ttl_ms\":300}", leases[0], &t), 200);
+    CHECK_EQ_INT(acquire(cl, &ra, "inl-exp", "{\"limit\":3,\"ttl_ms\":300}", leases[1], &t), 200);
+    CHECK_EQ_INT(acquire(cl, &rb, "inl-exp", "{\"limit\":3,\"ttl_ms\":30000}", leases[2], &toks[2]),
+                 200);
+    CHECK_EQ_INT(acquire(cl, &ra, "inl-exp", "{\"limit\":3,\"ttl_ms\":30000}", NULL, NULL), 409);
+    CHECK_EQ_INT(acquire(cl, &ra, "inl-exp", "{\"limit\":4,\"ttl_ms\":30000}", NULL, NULL), 409);
+    th_sleep_ms(450);
+    CHECK_EQ_INT(acquire(cl, &ra, "inl-exp", "{\"limit\":3,\"ttl_ms\":30000}", leases[3], &t), 200);
+    CHECK_EQ_INT(acquire(cl, &rb, "inl-exp", "{\"limit\":3,\"ttl_ms\":30000}", leases[4], &t), 200);
+    CHECK_EQ_INT(acquire(cl, &ra, "inl-exp", "{\"limit\":3,\"ttl_ms\":30000}", NULL, NULL), 409);
+    CHECK_EQ_INT(release(cl, &ra, "inl-exp", leases[0]), 409); /* expired: others hold */
+    char hdr[80];
+    snprintf(hdr, sizeof(hdr), "Lock-Lease: %s", leases[2]);
+    const char *hdrs[] = {hdr, NULL};
+    th_http(cl, "PUT", url(&rb, "/locks/", "inl-exp"), "{\"ttl_ms\":40000}", hdrs, &r);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK_EQ_INT(th_jint(&r, "fencing_token"), toks[2]);
+    th_resp_free(&r);
+    th_http(cl, "GET", url(&ra, "/locks/", "inl-exp"), NULL, NULL, &r);
+    CHECK_EQ_INT(th_jint(&r, "holders"), 3);
+    th_resp_free(&r);
+    for (int i = 2; i < 5; i++)
+        CHECK_EQ_INT(release(cl, i == 3 ? &ra : &rb, "inl-exp", leases[i]), 200);
+    CHECK_EQ_INT(value_form("inl-exp", &zh), '\0');
+}
+
 /* ---------------------------------------------------------------- holder_list cap */
 
 /* 120 holders (readers, then a semaphore of limit 150): inspect says holders
@@ -1221,6 +1329,7 @@ int main(void)
     RUN(t_errors);
     RUN(t_metrics);
     RUN(t_holder_list_cap);
+    RUN(t_many_holders);
     /* Last: they restart rd (shared holds and semaphore slots are
      * re-asserted after the empty restart: grant_log.c, reassert.lua). */
     const char *rsargs[] = {
