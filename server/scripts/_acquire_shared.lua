@@ -24,6 +24,7 @@
 -- grant (more) go to the set at once.
 -- (Nothing is computed before the lone holder's grant that it does not need:
 -- every string made costs Redis' Lua its hashing.)
+sh_load()
 local lone = more == 0
 local v
 if lone then
