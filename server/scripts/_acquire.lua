@@ -47,6 +47,7 @@ if v and string.byte(v) == 116 then
   -- a lone shared holder or semaphore slot (_shared.lua), live while its
   -- value is: refused; a waiting writer spills it (sh_refuse marks the
   -- writer waiting, so that readers queue behind it)
+  sh_load()
   local _, _, vlim, tok, sb, _, mode, owner = sh_one(v)
   if vlim ~= '1' then
     return {3, tonumber(vlim) or 0}
@@ -59,6 +60,7 @@ end
 if v and string.byte(v) == 115 then
   -- shared holders or a semaphore (_shared.lua): refused, or taken when
   -- their last slot expired (sh_refuse dropped the keys)
+  sh_load()
   local r = sh_refuse(lock, v, string.byte(wl) == 49)
   if r then
     return r
@@ -80,6 +82,7 @@ if last then
   if not n and type(last) == 'string' and string.byte(last, -1) == 119 then
     -- '<n>w': a watcher waits for the next grant (_shared.lua)
     n = tonumber(string.sub(last, 1, -2)) or 0
+    sh_load()
     sh_publish(lock, 'g')
   end
   if not n then

@@ -24,6 +24,7 @@
 -- grant (more) go to the set at once.
 -- (Nothing is computed before the lone holder's grant that it does not need:
 -- every string made costs Redis' Lua its hashing.)
+sh_load()
 local lone = more == 0
 local v
 if lone then
@@ -70,12 +71,23 @@ elseif string.byte(v) ~= 115 then
   return {0, howner or '', tonumber(tok) or 0, hsb or '0', redis.call('PTTL', lock), '0'}
 else
   local fw, fx, flim, fxu = string.match(v, '^s(%d)(%d) (%d+) (%d+)$')
-  n = n or sh_trim(lock, now)
-  if n > 0 then
+  local xs = fx == '1' and tonumber(fxu) > now -- a waiting writer's reservation stands
+  -- A reader joining readers (limit 1 on both sides) is refused by nothing
+  -- but xs: expired readers in the set do not block it, so it is granted
+  -- without trimming and counting them (ZRANGEBYSCORE + ZCARD less: half
+  -- the read-mostly load's acquires). They stay in the set until whoever
+  -- counts next trims them (a release, a writer, inspect; each moves the
+  -- index then, as the grant here does), and the keys' expiry is kept by
+  -- sh_extend below. A set whose readers all expired is joined as it is,
+  -- not reset ('s' marker kept, w sticky): the same holders seen.
+  if not n and (limit ~= '1' or flim ~= '1' or xs) then
+    n = sh_trim(lock, now)
+  end
+  if not n or n > 0 then
     if flim ~= limit then
       return {3, tonumber(flim) or 0}
     end
-    if fx == '1' and tonumber(fxu) > now then
+    if xs then
       x, xu = fx, fxu -- a writer waits: readers queue behind it
     end
     local full

@@ -17,6 +17,7 @@ local n = #lease
 if string.byte(v) == 116 then
   -- a lone shared holder (_shared.lua): its lease after 't<w>'
   if string.find(v, lease, 3, true) ~= 3 or string.byte(v, n + 3) ~= 32 then
+    sh_load()
     local _, _, _, tok, sb, _, _, owner = sh_one(v)
     return {2, owner or '', tonumber(tok) or 0, sb or '0', redis.call('PTTL', lock)}
   end
@@ -32,6 +33,7 @@ if string.byte(v) == 116 then
 end
 if string.find(v, lease, 2, true) ~= 2 or string.byte(v, n + 2) ~= 32 then
   if string.byte(v) == 115 then
+    sh_load()
     return sh_release(lock, v, lease, delay, publish) -- one of shared holders
   end
   local _, tok, sb, _, owner = string.match(v, '^.(%S*) (%d+) (%d) (%d+) (.*)$')

@@ -10,8 +10,9 @@
 --               are not starved.
 --   '<lock>:z'  a sorted set lease -> expiry (ms, Redis TIME): each slot
 --               frees at its own holder's expiry, trimmed by whatever script
---               touches the name next (ZRANGEBYSCORE + ZREM: O(log N) per
---               holder dropped). No sweep is needed for correctness.
+--               counts the name's holders next (ZRANGEBYSCORE + ZREM: O(log N)
+--               per holder dropped; a reader joining readers counts none,
+--               _acquire_shared.lua). No sweep is needed for correctness.
 --   '<lock>:h'  a hash lease -> '<token> <sb> <ttl_ms> <mode> <owner>'
 --               (mode 1 = shared, 0 = a semaphore's slot).
 -- The three keys expire together, no sooner than the last holder (sh_extend;
@@ -36,315 +37,333 @@
 -- counter '<n>w' (the next grant publishes, _acquire.lua) and the lock's w
 -- flag (its release publishes).
 
--- Publishes a change of lock on its release channel,
--- '<prefix>released:{<name>}' (names hold no '{').
-local function sh_publish(lock, msg)
-  local p = string.find(lock, '{[^{]*$')
-  redis.call('PUBLISH', string.sub(lock, 1, p - 1) .. 'released:' .. string.sub(lock, p), msg)
-end
-
--- A holder left without a grant: the fence counter (and so the index) moves
--- on, keeping a watcher's mark. INCR, one call, unless watched ('<n>w': not
--- a number); it keeps the counter's expiry (fence_retention_ms after the
--- last grant), and gives one to a counter it had to create. Returns true
--- when a watcher marked the counter (the change must be published).
-local function sh_bump(lock)
-  local f = lock .. ':fence'
-  local r = redis.pcall('INCR', f)
-  if type(r) == 'number' then
-    if r == 1 then
-      redis.call('PEXPIRE', f, 'FENCE_RETENTION_MS')
-    end
-    return
-  end
-  local v = redis.call('GET', f) or '0'
-  local n, w = string.match(v, '^(%d*)(w?)$')
-  redis.call('SET', f, string.format('%d', (tonumber(n) or 0) + 1) .. (w or ''), 'PX', 'FENCE_RETENTION_MS')
-  return w == 'w'
-end
-
--- Redis' own clock, so that every lockd counts expiries alike: read once
--- per script call (a grouped call's operations share it).
+-- The helpers below are made only when a script call meets a shared lock
+-- (or needs Redis' clock): every `local function` of a script is a closure
+-- that Redis' Lua makes again on each call, ~900 instructions apiece
+-- (measured, bench/RESULTS.md), and every script includes this file, the
+-- exclusive ones too (~18,000 instructions per call for ~20 helpers). So
+-- they are locals declared here and assigned by sh_load(), which each path
+-- that uses one calls first (once per script call: later calls return at
+-- once). A path that misses it fails with "attempt to call a nil value".
+-- Redis' own clock, read once per script call (sh_now): the time in ms and
+-- as an argument.
 local sh_t, sh_ts
-local function sh_now()
-  if not sh_t then
-    local t = redis.call('TIME')
-    sh_t = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  end
-  return sh_t
-end
-
--- A number as a command argument: an integer's digits. A Lua number given
--- to redis.call as it is goes through '%.17g' (a float's formatting, ~2,000
--- instructions in Redis 7.0: the shared scripts' largest single cost).
-local function sh_int(n)
-  return string.format('%d', n)
-end
-
--- sh_now() as an argument (sh_int), formatted once per call.
-local function sh_nows()
-  if not sh_ts then
-    sh_ts = sh_int(sh_now())
-  end
-  return sh_ts
-end
-
--- Drops expired holders; returns how many remain (n: how many the set held,
--- when the caller knows: one call less). now: sh_now(), which every caller
--- gives (sent as sh_nows()).
-local function sh_trim(lock, now, n)
-  local z = lock .. ':z'
-  local gone = redis.call('ZRANGEBYSCORE', z, '-inf', now == sh_t and sh_nows() or now)
-  for i = 1, #gone, 1000 do
-    local part = {}
-    for j = i, math.min(i + 999, #gone) do
-      part[#part + 1] = gone[j]
-    end
-    redis.call('ZREM', z, unpack(part))
-    redis.call('HDEL', lock .. ':h', unpack(part))
-  end
-  if #gone > 0 then
-    sh_bump(lock)
-  end
-  if n then
-    return n - #gone
-  end
-  return redis.call('ZCARD', z)
-end
-
--- The three keys expire with the last holder.
-local function sh_expire(lock, now)
-  local z = lock .. ':z'
-  local last = redis.call('ZRANGE', z, -1, -1, 'WITHSCORES')
-  local ms = math.max(tonumber(last[2]) - now, 1)
-  redis.call('PEXPIRE', lock, ms)
-  redis.call('PEXPIRE', z, ms)
-  redis.call('PEXPIRE', lock .. ':h', ms)
-end
-
--- The three keys live at least t ms more (a grant or a renewal of ttl t).
--- They are not trimmed to the last holder's expiry each time (that took a
--- ZRANGE and three PEXPIREs per grant): when they must live longer they
--- get 2t, so the holders granted or renewed in the next t ms cost one PTTL.
--- Keys that outlive their holders hold nothing: whoever touches the name
--- next trims the set to empty and treats the name as free.
-local function sh_extend(lock, t)
-  if redis.call('PTTL', lock) < t then
-    local k = sh_int(2 * t)
-    redis.call('PEXPIRE', lock, k)
-    redis.call('PEXPIRE', lock .. ':z', k)
-    redis.call('PEXPIRE', lock .. ':h', k)
-  end
-end
-
--- The lone holder of a 't' value: w, lease, limit, token, sb, ttl_ms, mode,
--- owner (strings).
-local function sh_one(v)
-  return string.match(v, '^t(.)(%S*) (%d+) (%d+) (%d) (%d+) (%d) (.*)$')
-end
-
--- A 't' value's holder spilled into '<lock>:z' and '<lock>:h' (they do not
--- exist: they expire with the value), the value made the marker; returns
--- the marker. now: sh_now().
-local function sh_spill(lock, v, now)
-  local w, lease, limit, rest = string.match(v, '^t(.)(%S*) (%d+) (.*)$')
-  local ms = math.max(redis.call('PTTL', lock), 1)
-  local mk = 's' .. w .. '0 ' .. limit .. ' 0'
-  local k = sh_int(ms)
-  redis.call('SET', lock, mk, 'KEEPTTL')
-  redis.call('ZADD', lock .. ':z', sh_int(now + ms), lease)
-  redis.call('HSET', lock .. ':h', lease, rest)
-  redis.call('PEXPIRE', lock .. ':z', k)
-  redis.call('PEXPIRE', lock .. ':h', k)
-  return mk
-end
-
--- A grant's token into the set: now_us, or one past the fence counter when
--- it ran ahead of it (as sh_grant_one's). Returns the token and what the
--- counter held ('<n>w': a watcher marked it).
-local function sh_fence_next(fence, nowus)
-  local tok = nowus
-  local last = redis.call('SET', fence, nowus, 'PX', 'FENCE_RETENTION_MS', 'GET')
-  local lastn = last and tonumber(string.match(last, '^(%d+)w?$'))
-  if lastn and lastn >= tonumber(nowus) then
-    tok = string.format('%d', lastn + 1)
-    redis.call('SET', fence, tok, 'PX', 'FENCE_RETENTION_MS')
-  end
-  return tok, last
-end
-
--- A lone holder's grant ('t'; _acquire_shared.lua wrote its value
--- 't<wl> <limit> <now> <rest>' with the token now): the token as
--- _acquire.lua's (the fence counter's SET GET, the value rewritten when the
--- counter ran ahead); a counter that cannot be used undoes the grant. A
--- waiting reader's grant (wl's w '1', limit 1) publishes 'g', as a watched
--- counter does (a 'g' wakes watchers and queued readers only: lockd's
--- waiters_kick_granted).
-local function sh_grant_one(lock, fence, wl, limit, now, rest)
-  local last = redis.pcall('SET', fence, now, 'PX', 'FENCE_RETENTION_MS', 'GET')
-  local n, g = 0, string.byte(wl) == 49 and limit == '1'
-  if last then
-    n = tonumber(last)
-    if not n and type(last) == 'string' and string.byte(last, -1) == 119 then
-      n = tonumber(string.sub(last, 1, -2)) or 0
-      g = true
-    end
-    if not n then
-      redis.call('DEL', lock)
-      return type(last) == 'table' and last or {err = 'ERR fence counter is not a number'}
-    end
-  end
-  if g then
-    sh_publish(lock, 'g')
-  end
-  if n >= tonumber(now) then
-    local ts = string.format('%d', n + 1)
-    redis.call('SET', fence, ts, 'PX', 'FENCE_RETENTION_MS')
-    redis.call('SET', lock, 't' .. wl .. ' ' .. limit .. ' ' .. ts .. ' ' .. rest, 'XX', 'KEEPTTL')
-    return ts
-  end
-  return now
-end
-
--- A lease's hold on a 't' value v: renew (nt: ttl_ms, '0' = the last one)
--- as renew.lua renews an exclusive lease. Returns {1, token, ttl} renewed,
--- {2, owner, token, sb, pttl} another lease holds it.
-local function sh_one_renew(lock, v, lease, nt)
-  local w, l, limit, tok, sb, ttl, mode, owner = sh_one(v)
-  if l ~= lease then
-    return {2, owner or '', tonumber(tok) or 0, sb or '0', redis.call('PTTL', lock)}
-  end
-  if nt == '0' or nt == ttl then
-    nt = ttl
-    redis.call('PEXPIRE', lock, nt)
-  else
-    redis.call('SET', lock, 't' .. w .. l .. ' ' .. limit .. ' ' .. tok .. ' ' .. sb .. ' ' .. nt .. ' ' .. mode .. ' '
-      .. owner, 'PX', nt)
-  end
-  return {1, tonumber(tok), tonumber(nt)}
-end
-
--- {owner, token, sb, pttl, mode} of the holder that expires first (first =
--- true: a full semaphore frees a slot then) or last (a writer needs every
--- reader gone).
-local function sh_holder(lock, first, now)
-  local e = redis.call('ZRANGE', lock .. ':z', first and 0 or -1, first and 0 or -1, 'WITHSCORES')
-  local v = redis.call('HGET', lock .. ':h', e[1]) or ''
-  local tok, sb, _, mode, owner = string.match(v, '^(%d+) (%d) (%d+) (%d) (.*)$')
-  return {owner or '', tonumber(tok) or 0, sb or '0', math.max(tonumber(e[2]) - now, 0), mode or '1'}
-end
-
--- What an exclusive acquire (limit 1) meets on a marker v: nil when nobody
--- holds the name any more (the keys are gone: take it), {3, limit} when a
--- semaphore holds it, else {0, owner, token, sb, pttl, mode} of the reader
--- that leaves last. A waiter refused by readers marks a writer waiting.
-local function sh_refuse(lock, v, waiter)
-  local now = sh_now()
-  if sh_trim(lock, now) == 0 then
-    redis.call('DEL', lock, lock .. ':z', lock .. ':h')
-    return nil
-  end
-  local limit = string.match(v, '^s%d%d (%d+)')
-  if limit ~= '1' then
-    return {3, tonumber(limit) or 0}
-  end
-  local hd = sh_holder(lock, false, now)
-  if waiter then
-    redis.call('SET', lock, 's11 1 ' .. string.format('%d', now + hd[4] + 1000), 'KEEPTTL')
-  end
-  return {0, hd[1], hd[2], hd[3], hd[4], hd[5]}
-end
-
--- A lease's hold on a marked name: renew (nt: ttl_ms, '0' = the last one)
--- or, with nt nil, nothing but the check. Returns {1, token, ttl} held (and
--- renewed), {0} nobody holds it, {2, owner, token, sb, pttl} another does.
-local function sh_renew(lock, lease, nt)
-  local now = sh_now()
-  local e = redis.call('ZSCORE', lock .. ':z', lease)
-  if not e or tonumber(e) <= now then
-    if sh_trim(lock, now) == 0 then
-      redis.call('DEL', lock, lock .. ':z', lock .. ':h')
-      return {0}
-    end
-    local hd = sh_holder(lock, false, now)
-    return {2, hd[1], hd[2], hd[3], hd[4]}
-  end
-  local v = redis.call('HGET', lock .. ':h', lease) or ''
-  local tok, sb, ttl, mode, owner = string.match(v, '^(%d+) (%d) (%d+) (%d) (.*)$')
-  if not nt then
-    return {1, tok, ttl}
-  end
-  if nt == '0' then
-    nt = ttl
-  elseif nt ~= ttl then
-    redis.call('HSET', lock .. ':h', lease, tok .. ' ' .. sb .. ' ' .. nt .. ' ' .. mode .. ' ' .. owner)
-  end
-  redis.call('ZADD', lock .. ':z', sh_int(now + tonumber(nt)), lease)
-  sh_extend(lock, tonumber(nt))
-  return {1, tonumber(tok), tonumber(nt)}
-end
-
 -- What sh_release left for release_handoff.lua: the holders left and the
 -- marker it met. sh_ho set (a hand-off follows in the same script): the
 -- index is left to the grant (a grant raises the counter anyway), and the
 -- expired holders to whoever counts them next (every script that counts
 -- holders trims first), so sh_left may count some.
 local sh_left, sh_mark, sh_ho
+local sh_publish, sh_bump, sh_now, sh_int, sh_nows, sh_trim, sh_expire, sh_extend, sh_one,
+  sh_spill, sh_fence_next, sh_grant_one, sh_one_renew, sh_holder, sh_refuse, sh_renew, sh_release
 
--- Releases lease's slot of a marked name (v: the marker). The name's keys
--- go with its last holder, leaving a lock-delay when asked. A release
--- publishes when a waiter or watcher asked (w, which stays set while the
--- name is held), as _release.lua's does, but only when it can let a waiter
--- in or a watcher marked the counter (sh_bump's answer; under sh_ho
--- release_handoff.lua asks sh_bump itself): the last holder's release, or
--- any release of a semaphore's slot. A reader leaving while other readers
--- hold frees nothing for a writer (it needs them all gone), nor for readers
--- while a waiting writer's x stands (only it refuses them); after it lapsed
--- such a release publishes again. The keys' expiry is left alone
--- (sh_extend): the last one out deletes them.
-local function sh_release(lock, v, lease, delay, publish)
-  local now = sh_now()
-  local z, h = lock .. ':z', lock .. ':h'
-  local e = redis.call('ZSCORE', z, lease)
-  if not e or tonumber(e) <= now then
-    return sh_renew(lock, lease, nil) -- not held: who is, as a renewal says
+-- Makes the helpers (idempotent).
+local function sh_load()
+  if sh_publish then
+    return
   end
-  local tok = string.match(redis.call('HGET', h, lease) or '', '^%d+') or '0'
-  local n = redis.call('ZCARD', z) - 1
-  if n > 0 then
-    redis.call('ZREM', z, lease)
-    redis.call('HDEL', h, lease)
-    if not sh_ho then
-      n = sh_trim(lock, now, n)
+  -- Publishes a change of lock on its release channel,
+  -- '<prefix>released:{<name>}' (names hold no '{').
+  function sh_publish(lock, msg)
+    local p = string.find(lock, '{[^{]*$')
+    redis.call('PUBLISH', string.sub(lock, 1, p - 1) .. 'released:' .. string.sub(lock, p), msg)
+  end
+
+  -- A holder left without a grant: the fence counter (and so the index) moves
+  -- on, keeping a watcher's mark. INCR, one call, unless watched ('<n>w': not
+  -- a number); it keeps the counter's expiry (fence_retention_ms after the
+  -- last grant), and gives one to a counter it had to create. Returns true
+  -- when a watcher marked the counter (the change must be published).
+  function sh_bump(lock)
+    local f = lock .. ':fence'
+    local r = redis.pcall('INCR', f)
+    if type(r) == 'number' then
+      if r == 1 then
+        redis.call('PEXPIRE', f, 'FENCE_RETENTION_MS')
+      end
+      return
+    end
+    local v = redis.call('GET', f) or '0'
+    local n, w = string.match(v, '^(%d*)(w?)$')
+    redis.call('SET', f, string.format('%d', (tonumber(n) or 0) + 1) .. (w or ''), 'PX', 'FENCE_RETENTION_MS')
+    return w == 'w'
+  end
+
+  -- Redis' own clock, so that every lockd counts expiries alike: read once
+  -- per script call (a grouped call's operations share it).
+  function sh_now()
+    if not sh_t then
+      local t = redis.call('TIME')
+      sh_t = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    end
+    return sh_t
+  end
+
+  -- A number as a command argument: an integer's digits. A Lua number given
+  -- to redis.call as it is goes through '%.17g' (a float's formatting, ~2,000
+  -- instructions in Redis 7.0: the shared scripts' largest single cost).
+  function sh_int(n)
+    return string.format('%d', n)
+  end
+
+  -- sh_now() as an argument (sh_int), formatted once per call.
+  function sh_nows()
+    if not sh_ts then
+      sh_ts = sh_int(sh_now())
+    end
+    return sh_ts
+  end
+
+  -- Drops expired holders; returns how many remain (n: how many the set held,
+  -- when the caller knows: one call less). now: sh_now(), which every caller
+  -- gives (sent as sh_nows()).
+  function sh_trim(lock, now, n)
+    local z = lock .. ':z'
+    local gone = redis.call('ZRANGEBYSCORE', z, '-inf', now == sh_t and sh_nows() or now)
+    for i = 1, #gone, 1000 do
+      local part = {}
+      for j = i, math.min(i + 999, #gone) do
+        part[#part + 1] = gone[j]
+      end
+      redis.call('ZREM', z, unpack(part))
+      redis.call('HDEL', lock .. ':h', unpack(part))
+    end
+    if #gone > 0 then
+      sh_bump(lock)
+    end
+    if n then
+      return n - #gone
+    end
+    return redis.call('ZCARD', z)
+  end
+
+  -- The three keys expire with the last holder.
+  function sh_expire(lock, now)
+    local z = lock .. ':z'
+    local last = redis.call('ZRANGE', z, -1, -1, 'WITHSCORES')
+    local ms = math.max(tonumber(last[2]) - now, 1)
+    redis.call('PEXPIRE', lock, ms)
+    redis.call('PEXPIRE', z, ms)
+    redis.call('PEXPIRE', lock .. ':h', ms)
+  end
+
+  -- The three keys live at least t ms more (a grant or a renewal of ttl t).
+  -- They are not trimmed to the last holder's expiry each time (that took a
+  -- ZRANGE and three PEXPIREs per grant): when they must live longer they
+  -- get 2t, so the holders granted or renewed in the next t ms cost one PTTL.
+  -- Keys that outlive their holders hold nothing: whoever touches the name
+  -- next trims the set to empty and treats the name as free.
+  function sh_extend(lock, t)
+    if redis.call('PTTL', lock) < t then
+      local k = sh_int(2 * t)
+      redis.call('PEXPIRE', lock, k)
+      redis.call('PEXPIRE', lock .. ':z', k)
+      redis.call('PEXPIRE', lock .. ':h', k)
     end
   end
-  local watched = false
-  if not sh_ho then
-    watched = sh_bump(lock)
+
+  -- The lone holder of a 't' value: w, lease, limit, token, sb, ttl_ms, mode,
+  -- owner (strings).
+  function sh_one(v)
+    return string.match(v, '^t(.)(%S*) (%d+) (%d+) (%d) (%d+) (%d) (.*)$')
   end
-  sh_left, sh_mark = n, v
-  if n <= 0 then
-    local xu = tonumber(string.match(v, '^s%d1 %d+ (%d+)$') or 0)
-    if delay ~= '0' then
-      redis.call('DEL', z, h)
-      redis.call('SET', lock, 'd', 'PX', delay)
-    elseif xu > now then
-      -- a writer waits: the last reader leaves it reserved, for a second at
-      -- most, so that no reader (of another lockd) overtakes it now
-      redis.call('DEL', z, h)
-      redis.call('SET', lock, 's11 1 ' .. xu, 'PX', math.min(xu - now, 1000))
+
+  -- A 't' value's holder spilled into '<lock>:z' and '<lock>:h' (they do not
+  -- exist: they expire with the value), the value made the marker; returns
+  -- the marker. now: sh_now().
+  function sh_spill(lock, v, now)
+    local w, lease, limit, rest = string.match(v, '^t(.)(%S*) (%d+) (.*)$')
+    local ms = math.max(redis.call('PTTL', lock), 1)
+    local mk = 's' .. w .. '0 ' .. limit .. ' 0'
+    local k = sh_int(ms)
+    redis.call('SET', lock, mk, 'KEEPTTL')
+    redis.call('ZADD', lock .. ':z', sh_int(now + ms), lease)
+    redis.call('HSET', lock .. ':h', lease, rest)
+    redis.call('PEXPIRE', lock .. ':z', k)
+    redis.call('PEXPIRE', lock .. ':h', k)
+    return mk
+  end
+
+  -- A grant's token into the set: now_us, or one past the fence counter when
+  -- it ran ahead of it (as sh_grant_one's). Returns the token and what the
+  -- counter held ('<n>w': a watcher marked it).
+  function sh_fence_next(fence, nowus)
+    local tok = nowus
+    local last = redis.call('SET', fence, nowus, 'PX', 'FENCE_RETENTION_MS', 'GET')
+    local lastn = last and tonumber(string.match(last, '^(%d+)w?$'))
+    if lastn and lastn >= tonumber(nowus) then
+      tok = string.format('%d', lastn + 1)
+      redis.call('SET', fence, tok, 'PX', 'FENCE_RETENTION_MS')
+    end
+    return tok, last
+  end
+
+  -- A lone holder's grant ('t'; _acquire_shared.lua wrote its value
+  -- 't<wl> <limit> <now> <rest>' with the token now): the token as
+  -- _acquire.lua's (the fence counter's SET GET, the value rewritten when the
+  -- counter ran ahead); a counter that cannot be used undoes the grant. A
+  -- waiting reader's grant (wl's w '1', limit 1) publishes 'g', as a watched
+  -- counter does (a 'g' wakes watchers and queued readers only: lockd's
+  -- waiters_kick_granted).
+  function sh_grant_one(lock, fence, wl, limit, now, rest)
+    local last = redis.pcall('SET', fence, now, 'PX', 'FENCE_RETENTION_MS', 'GET')
+    local n, g = 0, string.byte(wl) == 49 and limit == '1'
+    if last then
+      n = tonumber(last)
+      if not n and type(last) == 'string' and string.byte(last, -1) == 119 then
+        n = tonumber(string.sub(last, 1, -2)) or 0
+        g = true
+      end
+      if not n then
+        redis.call('DEL', lock)
+        return type(last) == 'table' and last or {err = 'ERR fence counter is not a number'}
+      end
+    end
+    if g then
+      sh_publish(lock, 'g')
+    end
+    if n >= tonumber(now) then
+      local ts = string.format('%d', n + 1)
+      redis.call('SET', fence, ts, 'PX', 'FENCE_RETENTION_MS')
+      redis.call('SET', lock, 't' .. wl .. ' ' .. limit .. ' ' .. ts .. ' ' .. rest, 'XX', 'KEEPTTL')
+      return ts
+    end
+    return now
+  end
+
+  -- A lease's hold on a 't' value v: renew (nt: ttl_ms, '0' = the last one)
+  -- as renew.lua renews an exclusive lease. Returns {1, token, ttl} renewed,
+  -- {2, owner, token, sb, pttl} another lease holds it.
+  function sh_one_renew(lock, v, lease, nt)
+    local w, l, limit, tok, sb, ttl, mode, owner = sh_one(v)
+    if l ~= lease then
+      return {2, owner or '', tonumber(tok) or 0, sb or '0', redis.call('PTTL', lock)}
+    end
+    if nt == '0' or nt == ttl then
+      nt = ttl
+      redis.call('PEXPIRE', lock, nt)
     else
-      redis.call('DEL', lock, z, h)
+      redis.call('SET', lock, 't' .. w .. l .. ' ' .. limit .. ' ' .. tok .. ' ' .. sb .. ' ' .. nt .. ' ' .. mode .. ' '
+        .. owner, 'PX', nt)
     end
+    return {1, tonumber(tok), tonumber(nt)}
   end
-  -- readers are refused only by a waiting writer's x: while it stands, a
-  -- reader leaving others behind lets no one in; once it lapsed (the
-  -- writer gave up) and no grant has cleared it yet (a reader's grant
-  -- clears it and wakes them), readers it refused may come in now
-  local fx, flim, fxu = string.match(v, '^s%d(%d) (%d+) (%d+)$')
-  local x_lapsed = fx == '1' and tonumber(fxu) <= now
-  if string.byte(v, 2) == 49 and (n <= 0 or watched or flim ~= '1' or x_lapsed) then
-    publish(lock)
+
+  -- {owner, token, sb, pttl, mode} of the holder that expires first (first =
+  -- true: a full semaphore frees a slot then) or last (a writer needs every
+  -- reader gone).
+  function sh_holder(lock, first, now)
+    local e = redis.call('ZRANGE', lock .. ':z', first and 0 or -1, first and 0 or -1, 'WITHSCORES')
+    local v = redis.call('HGET', lock .. ':h', e[1]) or ''
+    local tok, sb, _, mode, owner = string.match(v, '^(%d+) (%d) (%d+) (%d) (.*)$')
+    return {owner or '', tonumber(tok) or 0, sb or '0', math.max(tonumber(e[2]) - now, 0), mode or '1'}
   end
-  return tok
+
+  -- What an exclusive acquire (limit 1) meets on a marker v: nil when nobody
+  -- holds the name any more (the keys are gone: take it), {3, limit} when a
+  -- semaphore holds it, else {0, owner, token, sb, pttl, mode} of the reader
+  -- that leaves last. A waiter refused by readers marks a writer waiting.
+  function sh_refuse(lock, v, waiter)
+    local now = sh_now()
+    if sh_trim(lock, now) == 0 then
+      redis.call('DEL', lock, lock .. ':z', lock .. ':h')
+      return nil
+    end
+    local limit = string.match(v, '^s%d%d (%d+)')
+    if limit ~= '1' then
+      return {3, tonumber(limit) or 0}
+    end
+    local hd = sh_holder(lock, false, now)
+    if waiter then
+      redis.call('SET', lock, 's11 1 ' .. string.format('%d', now + hd[4] + 1000), 'KEEPTTL')
+    end
+    return {0, hd[1], hd[2], hd[3], hd[4], hd[5]}
+  end
+
+  -- A lease's hold on a marked name: renew (nt: ttl_ms, '0' = the last one)
+  -- or, with nt nil, nothing but the check. Returns {1, token, ttl} held (and
+  -- renewed), {0} nobody holds it, {2, owner, token, sb, pttl} another does.
+  function sh_renew(lock, lease, nt)
+    local now = sh_now()
+    local e = redis.call('ZSCORE', lock .. ':z', lease)
+    if not e or tonumber(e) <= now then
+      if sh_trim(lock, now) == 0 then
+        redis.call('DEL', lock, lock .. ':z', lock .. ':h')
+        return {0}
+      end
+      local hd = sh_holder(lock, false, now)
+      return {2, hd[1], hd[2], hd[3], hd[4]}
+    end
+    local v = redis.call('HGET', lock .. ':h', lease) or ''
+    local tok, sb, ttl, mode, owner = string.match(v, '^(%d+) (%d) (%d+) (%d) (.*)$')
+    if not nt then
+      return {1, tok, ttl}
+    end
+    if nt == '0' then
+      nt = ttl
+    elseif nt ~= ttl then
+      redis.call('HSET', lock .. ':h', lease, tok .. ' ' .. sb .. ' ' .. nt .. ' ' .. mode .. ' ' .. owner)
+    end
+    redis.call('ZADD', lock .. ':z', sh_int(now + tonumber(nt)), lease)
+    sh_extend(lock, tonumber(nt))
+    return {1, tonumber(tok), tonumber(nt)}
+  end
+
+  -- Releases lease's slot of a marked name (v: the marker). The name's keys
+  -- go with its last holder, leaving a lock-delay when asked. A release
+  -- publishes when a waiter or watcher asked (w, which stays set while the
+  -- name is held), as _release.lua's does, but only when it can let a waiter
+  -- in or a watcher marked the counter (sh_bump's answer; under sh_ho
+  -- release_handoff.lua asks sh_bump itself): the last holder's release, or
+  -- any release of a semaphore's slot. A reader leaving while other readers
+  -- hold frees nothing for a writer (it needs them all gone), nor for readers
+  -- while a waiting writer's x stands (only it refuses them); after it lapsed
+  -- such a release publishes again. The keys' expiry is left alone
+  -- (sh_extend): the last one out deletes them.
+  function sh_release(lock, v, lease, delay, publish)
+    local now = sh_now()
+    local z, h = lock .. ':z', lock .. ':h'
+    local e = redis.call('ZSCORE', z, lease)
+    if not e or tonumber(e) <= now then
+      return sh_renew(lock, lease, nil) -- not held: who is, as a renewal says
+    end
+    local tok = string.match(redis.call('HGET', h, lease) or '', '^%d+') or '0'
+    local n = redis.call('ZCARD', z) - 1
+    if n > 0 then
+      redis.call('ZREM', z, lease)
+      redis.call('HDEL', h, lease)
+      if not sh_ho then
+        n = sh_trim(lock, now, n)
+      end
+    end
+    local watched = false
+    if not sh_ho then
+      watched = sh_bump(lock)
+    end
+    sh_left, sh_mark = n, v
+    if n <= 0 then
+      local xu = tonumber(string.match(v, '^s%d1 %d+ (%d+)$') or 0)
+      if delay ~= '0' then
+        redis.call('DEL', z, h)
+        redis.call('SET', lock, 'd', 'PX', delay)
+      elseif xu > now then
+        -- a writer waits: the last reader leaves it reserved, for a second at
+        -- most, so that no reader (of another lockd) overtakes it now
+        redis.call('DEL', z, h)
+        redis.call('SET', lock, 's11 1 ' .. xu, 'PX', math.min(xu - now, 1000))
+      else
+        redis.call('DEL', lock, z, h)
+      end
+    end
+    -- readers are refused only by a waiting writer's x: while it stands, a
+    -- reader leaving others behind lets no one in; once it lapsed (the
+    -- writer gave up) and no grant has cleared it yet (a reader's grant
+    -- clears it and wakes them), readers it refused may come in now
+    local fx, flim, fxu = string.match(v, '^s%d(%d) (%d+) (%d+)$')
+    local x_lapsed = fx == '1' and tonumber(fxu) <= now
+    if string.byte(v, 2) == 49 and (n <= 0 or watched or flim ~= '1' or x_lapsed) then
+      publish(lock)
+    end
+    return tok
+  end
 end

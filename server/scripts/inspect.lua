@@ -40,11 +40,13 @@ if string.byte(v) == 116 then
   if mark and string.byte(v, 2) == 48 then
     redis.call('SETRANGE', lock, 1, '1')
   end
+  sh_load()
   local _, _, limit, tok, sb, _, mode, owner = sh_one(v)
   return {2 * fence_n(), {4, tonumber(limit) or 1, 1, owner or '', tonumber(tok) or 0, sb or '0',
     redis.call('PTTL', lock), mode or '1'}}
 end
 if string.byte(v) == 115 then
+  sh_load()
   local now = sh_now()
   local n = sh_trim(lock, now)
   if n == 0 then

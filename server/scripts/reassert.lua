@@ -44,6 +44,7 @@ local function put_shared(lock, v, lease, tok, rest, left, kind)
       .. owner, 'PX', left)
     return 1
   end
+  sh_load() -- (tests/integration/redis_restart.c runs this file alone: exclusive leases only)
   local now = sh_now()
   local marker = 's10 ' .. limit .. ' 0' -- w = 1: its release publishes
   if string.byte(v) == 116 then

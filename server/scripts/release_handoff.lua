@@ -50,6 +50,7 @@ local function holds(lock, lease)
   if not sh_mark or sh_left <= 0 then
     return false
   end
+  sh_load()
   local e = redis.call('ZSCORE', lock .. ':z', lease)
   return e and tonumber(e) > sh_now() or false
 end
@@ -61,6 +62,7 @@ local extended = {}
 -- trimmed here when they would fill it). As _acquire_shared.lua grants
 -- into the set, less what the release read.
 local function ho_grant(lock, fence, wl, rest, ttl, limit, nowus, v, n)
+  sh_load()
   local fw, flim = string.match(v, '^s(%d)%d (%d+) ')
   if flim ~= limit then
     return {3, tonumber(flim) or 0}
@@ -127,6 +129,7 @@ for i = 1, #KEYS do
       -- back, sh_release, and a watcher marked the counter)
       local bok, watched = false, false
       if sh_mark then
+        sh_load() -- (loaded by the release that set sh_mark: pcall would hide a nil)
         bok, watched = pcall(sh_bump, lock)
       end
       if pub or (bok and watched and string.byte(sh_mark, 2) == 49) then

@@ -10,9 +10,11 @@ if not v or v == 'd' then
   return {0}
 end
 if string.byte(v) == 115 then
+  sh_load()
   return sh_renew(KEYS[1], ARGV[1], ARGV[2]) -- one of shared holders (_shared.lua)
 end
 if string.byte(v) == 116 then
+  sh_load()
   return sh_one_renew(KEYS[1], v, ARGV[1], ARGV[2]) -- a lone shared holder (_shared.lua)
 end
 local lease, tok, sb, ttl, owner = string.match(v, '^.(%S*) (%d+) (%d) (%d+) (.*)$')

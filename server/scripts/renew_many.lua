@@ -12,8 +12,10 @@ for i, k in ipairs(KEYS) do
   if not v or v == 'd' then
     out[i] = 0
   elseif string.byte(v) == 115 then
+    sh_load()
     out[i] = sh_renew(k, want, nt)[1] -- one of shared holders (_shared.lua)
   elseif string.byte(v) == 116 then
+    sh_load()
     out[i] = sh_one_renew(k, v, want, nt)[1] -- a lone shared holder (_shared.lua)
   else
     local lease, tok, sb, ttl, owner = string.match(v, '^.(%S*) (%d+) (%d) (%d+) (.*)$')

@@ -415,6 +415,59 @@ static void grouped_grant(const struct th_lockd *l, const struct th_redis *r, co
     CHECK_EQ_INT(inspect_int(l, name, "holders"), 0);
 }
 
+/* A reader joining readers is granted without the expired readers in the
+ * set being trimmed or counted (_acquire_shared.lua): one left there is
+ * trimmed and counted by whoever counts next. Readers a (expires), b and c
+ * on ra; c's grant moves the index and leaves a in the set; a writer on rb
+ * (refused by b and c, not a) is granted right after b and c release; the
+ * release of b trims a (the index moves), c's drops the keys. */
+static void t_expired_reader_trimmed(void)
+{
+    const char *name = "rx-trim";
+    char la[40], lb[40], lc[40], cmd[160];
+    long long tb, tc;
+    CHECK_EQ_INT(acquire(cl, &ra, name, "{\"mode\":\"shared\",\"ttl_ms\":1000}", la, NULL), 200);
+    CHECK_EQ_INT(acquire(cl, &ra, name, "{\"mode\":\"shared\",\"ttl_ms\":30000}", lb, &tb), 200);
+    long long i0 = inspect_int(&rb, name, "index");
+    th_sleep_ms(1200); /* a expired */
+    CHECK_EQ_INT(acquire(cl, &ra, name, "{\"mode\":\"shared\",\"ttl_ms\":30000}", lc, &tc), 200);
+    CHECK(tc > tb);
+    snprintf(cmd, sizeof(cmd), "ZCARD 'lockd:{%s}:z'", name);
+    CHECK_EQ_INT(atoi(th_redis_cli(&rd, cmd)), 3); /* a untrimmed */
+    long long i1 = inspect_int(&rb, name, "index"); /* inspect trims a: its count */
+    CHECK(i1 > i0);
+    CHECK_EQ_INT(inspect_int(&rb, name, "holders"), 2);
+    CHECK_EQ_INT(atoi(th_redis_cli(&rd, cmd)), 2);
+
+    /* again, with a writer waiting on the other lockd */
+    CHECK_EQ_INT(release(cl, &ra, name, lb), 200);
+    CHECK_EQ_INT(acquire(cl, &ra, name, "{\"mode\":\"shared\",\"ttl_ms\":300}", la, NULL), 200);
+    CHECK_EQ_INT(acquire(cl, &ra, name, "{\"mode\":\"shared\",\"ttl_ms\":30000}", lb, &tb), 200);
+    th_sleep_ms(500); /* a expired again, in the set */
+    CHECK_EQ_INT(atoi(th_redis_cli(&rd, cmd)), 3);
+    long long i2 = inspect_int(&rb, name, "index");
+    struct blocked w = {&rb, name, "{\"wait_ms\":10000,\"ttl_ms\":30000}", 0, 0, "", 0};
+    pthread_t wt;
+    pthread_create(&wt, NULL, blocked_run, &w);
+    struct queued_arg q = {&rb, name, 1};
+    CHECK(th_wait_for(has_waiters, &q, 5000));
+    CHECK_EQ_INT(release(cl, &ra, name, lb), 200);
+    th_sleep_ms(50);
+    CHECK_EQ_INT(w.status, 0); /* c holds */
+    long long i3 = inspect_int(&ra, name, "index");
+    CHECK(i3 > i2);
+    CHECK_EQ_INT(release(cl, &ra, name, lc), 200);
+    int64_t released_ms = th_now_ms();
+    pthread_join(wt, NULL);
+    CHECK_EQ_INT(w.status, 200);
+    CHECK(w.token > tb);
+    CHECK(w.done_ms - released_ms <= 250 * th_time_scale());
+    CHECK_EQ_INT(release(cl, &rb, name, w.lease), 200);
+    snprintf(cmd, sizeof(cmd), "EXISTS 'lockd:{%s}' 'lockd:{%s}:z' 'lockd:{%s}:h'", name, name,
+             name);
+    CHECK_EQ_INT(atoi(th_redis_cli(&rd, cmd)), 0);
+}
+
 static void t_grouped_grant_memory(void)
 {
     grouped_grant(&mem, NULL, "gg-mem");
@@ -1312,6 +1365,7 @@ int main(void)
     RUN(t_readers_writer_two_lockd);
     RUN(t_reader_releases_publish_two_lockd);
     RUN(t_reader_release_after_writer_gave_up);
+    RUN(t_expired_reader_trimmed);
     RUN(t_grouped_grant_memory);
     RUN(t_grouped_grant_redis);
     RUN(t_semaphore_handoff_memory);
