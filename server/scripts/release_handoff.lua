@@ -68,9 +68,14 @@ local function ho_grant(lock, fence, wl, rest, ttl, limit, nowus, v, n)
     return {3, tonumber(flim) or 0}
   end
   local now = sh_now()
-  if n >= tonumber(limit) and sh_trim(lock, now, n) >= tonumber(limit) then
-    local hd = sh_holder(lock, true, now)
-    return {0, hd[1], hd[2], hd[3], hd[4], hd[5]}
+  local emptied = false
+  if n >= tonumber(limit) then
+    local left = sh_trim(lock, now, n)
+    if left >= tonumber(limit) then
+      local hd = sh_holder(lock, true, now)
+      return {0, hd[1], hd[2], hd[3], hd[4], hd[5]}
+    end
+    emptied = left == 0
   end
   if fw == '0' then
     redis.call('SET', lock, 's1' .. string.sub(v, 3), 'KEEPTTL')
@@ -82,6 +87,14 @@ local function ho_grant(lock, fence, wl, rest, ttl, limit, nowus, v, n)
   local t = tonumber(ttl)
   redis.call('ZADD', lock .. ':z', sh_int(now + t), string.sub(wl, 2))
   redis.call('HSET', lock .. ':h', string.sub(wl, 2), tok .. ' ' .. rest)
+  if emptied then
+    -- the trim emptied the set (a set over its limit: a re-assertion), so
+    -- Redis dropped ':z' and ':h'; made again here, they live as long as
+    -- the marker (sh_extend looks at the marker alone)
+    local k = sh_int(math.max(redis.call('PTTL', lock), t))
+    redis.call('PEXPIRE', lock .. ':z', k)
+    redis.call('PEXPIRE', lock .. ':h', k)
+  end
   if (extended[lock] or 0) < t then
     sh_extend(lock, t) -- the keys live t more: no need to look again in this call
     extended[lock] = t
