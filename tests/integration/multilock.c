@@ -28,10 +28,13 @@ static struct th_redis rd, rl[3];
 static struct th_lockd mem, ra, rb, rlk; /* memory; two lockd on one Redis; Redlock */
 static struct th_client *cl;
 
+/* lockd's URL + path, in one of 4 buffers of the calling thread (the
+ * stress's clients call it at once: shared buffers let one thread's URL
+ * be overwritten while curl read it, "URL using bad/illegal format") */
 static const char *url(const struct th_lockd *l, const char *path)
 {
-    static char buf[4][512];
-    static int slot;
+    static __thread char buf[4][512];
+    static __thread int slot;
     char *b = buf[slot++ % 4];
     snprintf(b, 512, "%s%s", l->url, path);
     return b;

@@ -34,8 +34,8 @@ static struct th_client *cl;
 
 static const char *url(const struct th_lockd *l, const char *path, const char *name)
 {
-    static char buf[4][512];
-    static int slot;
+    static __thread char buf[4][512]; /* per thread: clients call it at once */
+    static __thread int slot;
     char *b = buf[slot++ % 4];
     snprintf(b, 512, "%s%s%s", l->url, path, name);
     return b;

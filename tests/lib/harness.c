@@ -642,9 +642,14 @@ void th_http(struct th_client *c, const char *method, const char *url, const cha
     CURLcode rc = curl_easy_perform(h);
     curl_slist_free_all(list);
     if (rc != CURLE_OK) {
+        /* no response: status 0, and curl's reason as the body, so that a
+         * test printing it says what happened to the connection */
+        free(b.p);
+        char why[256];
+        snprintf(why, sizeof(why), "(no response: curl: %s)", curl_easy_strerror(rc));
         out->status = 0;
-        out->body = b.p ? b.p : strdup("");
-        out->len = b.len;
+        out->body = strdup(why);
+        out->len = strlen(why);
         return;
     }
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &out->status);
