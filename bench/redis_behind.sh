@@ -50,16 +50,18 @@ for lockd in "$@"; do
     ir=$(cat "$TMP"/cg.out* | awk '/^totals:/ { s += $2 } END { print s + 0 }')
     rm -f "$TMP"/cg.out*
     awk -F'[:=,]' -v l="$lockd" -v p="$pairs" -v ir="$ir" '
-        /^cmdstat_(get|evalsha|eval):/ { c[$1] = $3 }
+        # script calls: EVALSHA / EVAL (lockd before its scripts were
+        # Functions, and its EVAL fallback) or FCALL
+        /^cmdstat_(get|evalsha|eval|fcall):/ { c[$1] = $3 }
         # the commands the scripts ran (what a script call costs Redis most)
-        /^cmdstat_/ && $1 !~ /^cmdstat_(evalsha|eval|info|config|ping|subscribe|ssubscribe|psubscribe|client|hello|auth|select|script)$/ { k += $3 }
+        /^cmdstat_/ && $1 !~ /^cmdstat_(evalsha|eval|fcall|function\|.*|info|config|ping|subscribe|ssubscribe|psubscribe|client|hello|auth|select|script)$/ { k += $3 }
         # one GET per release (acquires take the lock with SET ... NX GET):
         # operations are twice the releases
         # (script calls per pair says it best for shared pairs: their
         # scripts make GETs of their own)
         END { printf "%s: %d pairs, Redis instructions per pair %d, operations per script call %.1f, script calls per pair %.2f, commands per pair %.2f\n",
-              l, p, ir / p, 2 * c["cmdstat_get"] / (c["cmdstat_evalsha"] + c["cmdstat_eval"]),
-              (c["cmdstat_evalsha"] + c["cmdstat_eval"]) / p, k / p }' <<<"$stats"
+              l, p, ir / p, 2 * c["cmdstat_get"] / (c["cmdstat_evalsha"] + c["cmdstat_eval"] + c["cmdstat_fcall"]),
+              (c["cmdstat_evalsha"] + c["cmdstat_eval"] + c["cmdstat_fcall"]) / p, k / p }' <<<"$stats"
     if [[ ${BEHIND_CMDSTATS:-0} == 1 ]]; then # every command, scripts' inner calls included
         awk -F'[:=,]' -v p="$pairs" '/^cmdstat_/ { sub(/^cmdstat_/, "", $1); printf "  %s %.2f per pair\n", $1, $3 / p }' <<<"$stats" | sort -k2 -rn
     fi

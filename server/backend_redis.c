@@ -1,9 +1,9 @@
 /*
  * backend_redis.c - the `redis` backend's lock layer: one Redis node (the
  * node layer, redis_node.c, one connection per loop) and lock semantics on
- * top: every lock operation is one EVALSHA of a script from
- * server/scripts/, or a share of one (the acquires or releases of one loop
- * turn go as one acquire_many.lua or release_many.lua call, see "groups").
+ * top: every lock operation is one FCALL of a script from
+ * server/scripts/ (a Redis Function each, redis_node.h), or a share of one (the acquires or
+ * releases of one loop turn go as one acquire_many.lua or release_many.lua call, see "groups").
  * This file builds the scripts' arguments, decodes their replies into
  * bk_res, decides what is grouped and undoes grants nobody will use. It
  * touches no hiredis context. Operations run on the loop they are given;
@@ -52,7 +52,7 @@ extern const char lk_lua_acquire_set[];
 extern const char lk_lua_release_handoff[];
 
 #define RB_MAX_LOOPS 256 /* loop_index() values we accept */
-#define RB_BATCH 200     /* leases per renew_many EVALSHA */
+#define RB_BATCH 200     /* leases per renew_many FCALL */
 
 enum {
     SC_ACQUIRE,
@@ -115,9 +115,6 @@ struct rb {
      * a new Redis process, and the grace (reassert.c). */
     struct reassert *ra;
     struct glog *log;
-    /* the scripts as run: fence_retention_ms filled in, rewritten for a
-     * cluster primary */
-    char *bodies[SC_COUNT];
 };
 
 struct rbatch {
@@ -165,7 +162,7 @@ struct rcmd {
 };
 
 /* Where rb_acquire and rb_release put their arguments in a command's argv,
- * after EVALSHA sha numkeys; the group builder reads them there. */
+ * after FCALL fn numkeys; the group builder reads them there. */
 enum {
     ARG_LOCK = 3,      /* both: the lock's key */
     ACQ_ARG_WL = 5,    /* acquire: '<w><lease>', then rest and ttl_ms */
@@ -401,12 +398,12 @@ static void grant_res(struct rcmd *cmd, int64_t token, struct bk_res *out)
         cmd->more[i].fencing_token = token + (int64_t)i + 1;
 }
 
-/* Where rb_acquire_shared puts its arguments (after EVALSHA sha 2 lock
+/* Where rb_acquire_shared puts its arguments (after FCALL fn 2 lock
  * fence): '<w><lease>', '<sb> <ttl_ms> <mode> <owner>', ttl_ms, limit,
  * now_us (acquire_shared.lua), then bk_req.more's. */
 enum { SH_ARG_WL = 5, SH_ARG_REST = 6, SH_ARG_LIMIT = 8, SH_ARG_NOW = 9 };
 
-/* Where rb_release_handoff puts its per-lock arguments (after EVALSHA sha 1
+/* Where rb_release_handoff puts its per-lock arguments (after FCALL fn 1
  * lock publisher): the acquire's at the places above, then now_us, the
  * lease released and after; HO_ARGS of them. */
 enum { HO_ARG_WL = 5, HO_ARGS = 7 };
@@ -1040,7 +1037,7 @@ static void multi_undo(struct rcmd *cmd)
 
 /* ---------------------------------------------------------------- groups
  *
- * Under load one loop turn makes tens of acquires and releases. Each EVALSHA
+ * Under load one loop turn makes tens of acquires and releases. Each FCALL
  * costs Redis a fixed price (parsing it, setting up KEYS and ARGV, the reply)
  * on top of the script's own calls, so the acquires of a turn go to Redis as
  * one acquire_many.lua call (shared ones, readers and semaphore slots, as one
@@ -1111,7 +1108,7 @@ static void group_send(void *arg, struct rn_conn *c, int q, struct rn_cmd **nm, 
 static void group_send_handoffs(struct rb *bk, struct rn_conn *c, struct rn_cmd **nm, int n);
 
 /* A group call of script for nm[0..n) with argc arguments: the group's
- * members, and its argv up to "EVALSHA sha n lock..." (*k: the next). */
+ * members, and its argv up to "FCALL fn n lock..." (*k: the next). */
 static struct rcmd *group_new(struct rb *bk, struct rn_conn *c, int script, struct rn_cmd **nm,
                               int n, int argc, int *k)
 {
@@ -1126,10 +1123,10 @@ static struct rcmd *group_new(struct rb *bk, struct rn_conn *c, int script, stru
     gc->argv = lk_malloc((size_t)gc->argc * sizeof(*gc->argv));
     gc->argvlen = lk_malloc((size_t)gc->argc * sizeof(*gc->argvlen));
     gc->buf = lk_malloc(24);
-    gc->argv[0] = "EVALSHA";
-    gc->argvlen[0] = 7;
-    gc->argv[1] = gc->script->sha;
-    gc->argvlen[1] = 40;
+    gc->argv[0] = "FCALL";
+    gc->argvlen[0] = 5;
+    gc->argv[1] = gc->script->fname;
+    gc->argvlen[1] = gc->script->fname_len;
     gc->argv[2] = gc->buf;
     gc->argvlen[2] = lk_itoa((int64_t)n, gc->buf);
     *k = 3;
@@ -1151,14 +1148,14 @@ static void group_send_slot(struct rb *bk, struct rn_conn *c, int q, struct rn_c
     bool acq = q != GQ_RELEASE, sh = q == GQ_SHARED;
     int script = sh ? SC_ACQUIRE_SHARED_MANY : acq ? SC_ACQUIRE_MANY : SC_RELEASE_MANY;
     /* Members' argv (rb_acquire, rb_acquire_shared, rb_release):
-     *   acquire  EVALSHA sha 2 lock fence wl rest ttl now_us
-     *   shared   EVALSHA sha 2 lock fence wl rest ttl limit now_us
-     *   release  EVALSHA sha 1 lock lease delay chanpub
+     *   acquire  FCALL fn 2 lock fence wl rest ttl now_us
+     *   shared   FCALL fn 2 lock fence wl rest ttl limit now_us
+     *   release  FCALL fn 1 lock lease delay chanpub
      * The group's (acquire_many.lua, acquire_shared_many.lua,
      * release_many.lua):
-     *   acquire  EVALSHA sha n lock... now_us (wl rest ttl)...
-     *   shared   EVALSHA sha n lock... now_us (wl rest ttl limit)...
-     *   release  EVALSHA sha n lock... publisher prefix_len lease...
+     *   acquire  FCALL fn n lock... now_us (wl rest ttl)...
+     *   shared   FCALL fn n lock... now_us (wl rest ttl limit)...
+     *   release  FCALL fn n lock... publisher prefix_len lease...
      * The latest member's clock is a floor for every token of the group;
      * the fence keys are '<lock>:fence', built by the script. */
     int na = sh ? 4 : acq ? 3 : 1; /* per member after its keys */
@@ -1190,9 +1187,9 @@ static void group_send_slot(struct rb *bk, struct rn_conn *c, int q, struct rn_c
 
 /* release_handoff.lua for the hand-offs nm[0..n) of one loop turn (one
  * slot), in the order they were made. A member's argv (rb_release_handoff):
- *   EVALSHA sha 1 lock publisher (wl rest ttl limit now lease after) plen
+ *   FCALL fn 1 lock publisher (wl rest ttl limit now lease after) plen
  * the group's:
- *   EVALSHA sha n lock... publisher (wl rest ttl limit now lease after)... plen */
+ *   FCALL fn n lock... publisher (wl rest ttl limit now lease after)... plen */
 static void group_send_handoffs(struct rb *bk, struct rn_conn *c, struct rn_cmd **nm, int n)
 {
     int k;
@@ -1801,7 +1798,7 @@ static void rb_free(void *state)
     ra_free(bk->ra);
     rn_node_free(bk->node);
     for (int i = 0; i < SC_COUNT; i++)
-        free(bk->bodies[i]);
+        rn_script_fini(&bk->scripts[i]);
     free(bk->prefix);
     free(bk);
 }
@@ -1822,22 +1819,17 @@ static const struct backend_ops rb_ops = {
 
 /* A script as a Redis Cluster primary runs it (new string): release
  * wake-ups go out with SPUBLISH, so a message stays on its shard (the
- * channel has the lock's hash tag: the script's own slot); list.lua reads
- * the keys SCAN finds, of any slot of the node, which Redis 7 allows a
- * script that says so. */
-static char *cluster_body(int script, const char *body)
+ * channel has the lock's hash tag: the script's own slot). (list.lua reads
+ * the keys SCAN finds, of any slot of the node: every library registers
+ * its function with allow-cross-slot-keys, rn_script_init.) */
+static char *cluster_body(const char *body)
 {
     static const char from[] = "redis.call('PUBLISH'", to[] = "redis.call('SPUBLISH'";
-    static const char shebang[] = "#!lua flags=allow-cross-slot-keys\n";
     size_t n = 0, len = strlen(body);
     for (const char *p = strstr(body, from); p != NULL; p = strstr(p + 1, from))
         n++;
-    char *out = lk_malloc(len + n * (sizeof(to) - sizeof(from)) + sizeof(shebang));
+    char *out = lk_malloc(len + n * (sizeof(to) - sizeof(from)) + 1);
     char *o = out;
-    if (script == SC_LIST) {
-        memcpy(o, shebang, sizeof(shebang) - 1);
-        o += sizeof(shebang) - 1;
-    }
     for (const char *p = body;;) {
         const char *hit = strstr(p, from);
         size_t k = hit != NULL ? (size_t)(hit - p) : strlen(p);
@@ -1896,22 +1888,27 @@ enum lk_code redis_lock_open_cluster(const struct redis_url *url, const struct l
     bk->prefix_len = strlen(bk->prefix);
     (void)lk_itoa((int64_t)bk->prefix_len, bk->prefix_len_str);
     bk->wait_replicas = cfg->redis_wait_replicas;
+    /* oom: what frees or keeps a hold runs while Redis is over maxmemory
+     * (allow-oom): a release or a renewal must not fail there, as an
+     * EVAL's did not (its first write, a DEL or PEXPIRE, may run then); a
+     * grant is refused then, as an EVAL's SET was */
     static const struct {
         const char *name;
         const char *body;
+        bool oom;
     } src[SC_COUNT] = {
         [SC_ACQUIRE] = {"acquire", lk_lua_acquire},
-        [SC_RENEW] = {"renew", lk_lua_renew},
-        [SC_RELEASE] = {"release", lk_lua_release},
+        [SC_RENEW] = {"renew", lk_lua_renew, true},
+        [SC_RELEASE] = {"release", lk_lua_release, true},
         [SC_INSPECT] = {"inspect", lk_lua_inspect},
         [SC_LIST] = {"list", lk_lua_list},
-        [SC_RENEW_MANY] = {"renew_many", lk_lua_renew_many},
+        [SC_RENEW_MANY] = {"renew_many", lk_lua_renew_many, true},
         [SC_ACQUIRE_MANY] = {"acquire_many", lk_lua_acquire_many},
-        [SC_RELEASE_MANY] = {"release_many", lk_lua_release_many},
+        [SC_RELEASE_MANY] = {"release_many", lk_lua_release_many, true},
         [SC_FENCE_RAISE] = {"fence_raise", lk_lua_fence_raise},
-        [SC_UNDO] = {"undo", lk_lua_undo},
+        [SC_UNDO] = {"undo", lk_lua_undo, true},
         [SC_ACQUIRE_SHARED] = {"acquire_shared", lk_lua_acquire_shared},
-        [SC_FORCE_RELEASE] = {"force_release", lk_lua_force_release},
+        [SC_FORCE_RELEASE] = {"force_release", lk_lua_force_release, true},
         [SC_REASSERT] = {"reassert", lk_lua_reassert},
         [SC_ACQUIRE_SET] = {"acquire_set", lk_lua_acquire_set},
         [SC_ACQUIRE_SHARED_MANY] = {"acquire_shared_many", lk_lua_acquire_shared_many},
@@ -1920,12 +1917,12 @@ enum lk_code redis_lock_open_cluster(const struct redis_url *url, const struct l
     for (int i = 0; i < SC_COUNT; i++) {
         char *body = fill_retention(src[i].body, cfg->fence_retention_ms);
         if (cluster) {
-            char *c = cluster_body(i, body);
+            char *c = cluster_body(body);
             free(body);
             body = c;
         }
-        bk->bodies[i] = body;
-        rn_script_init(&bk->scripts[i], src[i].name, bk->bodies[i]);
+        rn_script_init(&bk->scripts[i], src[i].name, body, src[i].oom);
+        free(body);
     }
     bk->node = rn_node_new(url, cfg->backend_timeout_ms);
     enum lk_code rc = rn_node_probe(bk->node, bk->scripts, SC_COUNT, err, errlen);

@@ -1,7 +1,7 @@
 /*
  * redis_node.c - the node layer (see redis_node.h): connections to one
  * Redis with their reconnect state machine, commands with deadlines, the
- * NOSCRIPT fallback and WAIT, grouping mechanics, node status and its log
+ * FUNCTION LOAD fallback and WAIT, grouping mechanics, node status and its log
  * lines, and the blocking startup probe. No lock knowledge. Connections and
  * commands live on their loop thread; the node's status is under n->mu.
  */
@@ -113,12 +113,36 @@ static void repl_detach(struct rn_conn *c);
 static bool conn_checks(const struct rn_conn *c);
 static void on_info(redisAsyncContext *ac, void *r, void *priv);
 
-void rn_script_init(struct rn_script *s, const char *name, const char *body)
+void rn_script_init(struct rn_script *s, const char *name, const char *code, bool allow_oom)
 {
+    /* allow-cross-slot-keys: what an EVAL script without flags may do (a
+     * cluster's list.lua reads keys of any slot of its node) */
+    static const char reg[] = "lk_api.register_function{function_name='%s',callback=lk_call,"
+                              "flags={'allow-cross-slot-keys'%s}}\n";
+    char sha[41];
+    size_t len = strlen(code);
+    sha1_hex(code, len, sha);
     s->name = name;
-    s->body = body;
-    s->len = strlen(body);
-    sha1_hex(s->body, s->len, s->sha);
+    snprintf(s->fname, sizeof(s->fname), "lk_%.40s_%.12s", name, sha);
+    s->fname_len = strlen(s->fname);
+    size_t cap = len + 2 * s->fname_len + sizeof(reg) + 32;
+    s->lib = lk_malloc(cap);
+    int n = snprintf(s->lib, cap, "#!lua name=%s\n%s", s->fname, code);
+    n += snprintf(s->lib + n, cap - (size_t)n, reg, s->fname, allow_oom ? ",'allow-oom'" : "");
+    s->lib_len = (size_t)n;
+}
+
+/* FUNCTION LOAD's answer when the library is there already. */
+static bool is_loaded(const redisReply *r)
+{
+    return r->type == REDIS_REPLY_ERROR && strncmp(r->str, "ERR Library '", 13) == 0 &&
+           strstr(r->str, "' already exists") != NULL;
+}
+
+void rn_script_fini(struct rn_script *s)
+{
+    free(s->lib);
+    s->lib = NULL;
 }
 
 /* ---------------------------------------------------------------- status */
@@ -437,7 +461,7 @@ enum lk_code rn_node_probe(struct rn_node *n, const struct rn_script *scripts, s
     r = NULL;
     for (size_t i = 0; i < nscripts; i++) {
         const struct rn_script *s = &scripts[i];
-        r = redisCommand(c, "SCRIPT LOAD %b", s->body, s->len);
+        r = redisCommand(c, "FUNCTION LOAD %b", s->lib, s->lib_len);
         if (r == NULL)
             goto io_error;
         if (r->type == REDIS_REPLY_ERROR) {
@@ -446,7 +470,11 @@ enum lk_code rn_node_probe(struct rn_node *n, const struct rn_script *scripts, s
                          "redis '%s' requires a password: use redis://[user:]password@host:port",
                          node_addr(n));
                 rc = LK_INVALID;
-            } else if (strncmp(r->str, "ERR Error compiling", 19) == 0) {
+            } else if (is_loaded(r)) {
+                freeReplyObject(r);
+                r = NULL;
+                continue; /* loaded before (by this lockd's twin, or before a restart of lockd) */
+            } else if (strncmp(r->str, "ERR Error", 9) == 0) {
                 snprintf(err, errlen, "redis '%s' rejected script %s.lua: %s", node_addr(n),
                          s->name, r->str);
                 rc = LK_INTERNAL;
@@ -457,7 +485,7 @@ enum lk_code rn_node_probe(struct rn_node *n, const struct rn_script *scripts, s
             }
             goto out;
         }
-        if (r->type != REDIS_REPLY_STRING || strcmp(r->str, s->sha) != 0) {
+        if (r->type != REDIS_REPLY_STRING || strcmp(r->str, s->fname) != 0) {
             snprintf(err, errlen, "redis '%s' named script %s.lua differently than lockd",
                      node_addr(n), s->name);
             rc = LK_INTERNAL;
@@ -987,10 +1015,10 @@ void rn_cmd_take_args(struct rn_cmd *cmd, struct rargs *b)
     }
     cmd->buf = b->buf;
     if (extra) {
-        cmd->argv[0] = "EVALSHA";
-        cmd->argvlen[0] = 7;
-        cmd->argv[1] = cmd->script->sha;
-        cmd->argvlen[1] = 40;
+        cmd->argv[0] = "FCALL";
+        cmd->argvlen[0] = 5;
+        cmd->argv[1] = cmd->script->fname;
+        cmd->argvlen[1] = cmd->script->fname_len;
     }
     for (int i = 0; i < b->n; i++) {
         cmd->argv[extra + i] = b->buf + b->off[i];
@@ -1093,7 +1121,7 @@ struct rn_repl {
 };
 
 /* Hands each command r, the WAIT's reply (NULL: none will come), and frees
- * the set. A command written twice (EVALSHA, then EVAL after NOSCRIPT) is in
+ * the set. A command written twice (FCALL, then again after FUNCTION LOAD) is in
  * an earlier set once more: that first reply is skipped. */
 static void repl_deliver(struct rn_repl *w, redisReply *r)
 {
@@ -1287,17 +1315,19 @@ static void cmd_on_reply(redisAsyncContext *ac, void *r, void *priv)
     if (refuses_writes(reply) && cmd->conn != NULL)
         node_trouble(cmd->conn->node, reply->str); /* demoted, or still loading */
     /* hiredis' reference is dropped after the owner's callback (below) */
-    if (reply != NULL && reply->type == REDIS_REPLY_ERROR && cmd->script != NULL && !cmd->evaled &&
-        strncmp(reply->str, "NOSCRIPT", 8) == 0) {
-        /* Redis lost its script cache (restart, SCRIPT FLUSH): send the
-         * body once; EVAL caches it again for everyone's next EVALSHA. */
-        cmd->evaled = true;
-        cmd->argv[0] = "EVAL";
-        cmd->argvlen[0] = 4;
-        cmd->argv[1] = cmd->script->body;
-        cmd->argvlen[1] = cmd->script->len;
+    if (reply != NULL && reply->type == REDIS_REPLY_ERROR && cmd->script != NULL &&
+        !cmd->reloaded && strcmp(reply->str, "ERR Function not found") == 0) {
+        /* Redis lost its functions (a restart without persistence, FUNCTION
+         * FLUSH, a failover to a node without them): load the library, then
+         * send the command again behind it, once. Commands failed alike
+         * load it too: Redis answers all but the first "already exists". */
+        cmd->reloaded = true;
+        const char *argv[3] = {"FUNCTION", "LOAD", cmd->script->lib};
+        size_t lens[3] = {8, 4, cmd->script->lib_len};
+        if (cmd->conn != NULL && cmd->conn->ac != NULL)
+            (void)redisAsyncCommandArgv(cmd->conn->ac, NULL, NULL, 3, argv, lens);
         if (cmd->wait_replicas > 0)
-            cmd->skip_waits++; /* the WAIT already queued follows the failed EVALSHA */
+            cmd->skip_waits++; /* the WAIT already queued follows the failed FCALL */
         if (cmd_write(cmd) == 0)
             goto out;
     }

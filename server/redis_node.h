@@ -4,7 +4,7 @@
  * every connection to it; a connection (struct rn_conn) is one hiredis
  * async context owned by one loop thread: connect, AUTH/SELECT, reconnect
  * with jittered backoff, pipelining with eager writes, a deadline per
- * command, the NOSCRIPT -> EVAL fallback, WAIT after a command, and the
+ * command, FUNCTION LOAD when Redis lost a function, WAIT after a command, and the
  * mechanics of grouping the commands of one loop turn. It knows nothing of
  * locks: a command goes in as an argv and comes back as a redisReply.
  *
@@ -49,17 +49,28 @@ struct redisAsyncContext;
 #define RN_QUEUES 4            /* group queues per connection */
 #define RN_ARGV_SMALL 12       /* argv entries kept inside the command */
 
-/* A Lua script known to Redis by its SHA1. */
+/* A Lua script, run as a Redis Function: one library per script, named
+ * (library and function alike) lk_<name>_<12 hex digits of the SHA1 of its
+ * code>, so that two lockd versions on one Redis keep their own (function
+ * names are global across libraries). FUNCTION LOAD once per node, FCALL per
+ * call: the library's top level (its helpers) runs once, at FUNCTION LOAD,
+ * not per call as an EVALSHA's would. */
 struct rn_script {
     const char *name;
-    const char *body;
-    size_t len;
-    char sha[41];
+    char fname[64]; /* lk_<name>_<hash>: the library's and the function's name */
+    size_t fname_len;
+    char *lib; /* the FUNCTION LOAD text: '#!lua name=..', the code, the registration */
+    size_t lib_len;
 };
 
-/* Fills s; the SHA1 is computed here, so EVALSHA works even if Redis was
- * down at startup. body must outlive s. */
-void rn_script_init(struct rn_script *s, const char *name, const char *body);
+/* Fills s from code, a library's code defining lk_call (tools/lua2c.sh);
+ * the name is computed here, so FCALL works even if Redis was down at
+ * startup. allow_oom: Redis runs it while over maxmemory (the function's
+ * allow-oom flag; else FCALL is refused then, before the script runs: an
+ * EVAL ran, and only its first write that could grow memory failed).
+ * rn_script_fini frees it. */
+void rn_script_init(struct rn_script *s, const char *name, const char *code, bool allow_oom);
+void rn_script_fini(struct rn_script *s);
 
 /* ---------------------------------------------------------------- nodes */
 
@@ -193,7 +204,7 @@ struct rn_cmd {
     struct rn_cmd *next_wait;
     int refs;
     int skip_waits; /* WAIT replies that belong to an EVALSHA that got NOSCRIPT */
-    bool evaled;
+    bool reloaded;
     bool timing;
     ev_timer deadline;
     const char *argv_small[RN_ARGV_SMALL];

@@ -531,7 +531,7 @@ struct wd_batch *session_watchdog_due(struct engine *e, int64_t now,
         } else if (!due || top->key > now + sl->ttl_ms / 6) {
             /* Renewing up to ttl/6 early only lengthens the lease, and lets
              * leases that fall due at nearby ticks share this cycle's round
-             * trips (10,000 leases: ~50 EVALSHA per cycle instead of one per
+             * trips (10,000 leases: ~50 FCALL per cycle instead of one per
              * tick). Nothing is due: no cycle. */
             break;
         }

@@ -1,6 +1,6 @@
 /*
  * sha1.c - FIPS 180-4 SHA-1, small and unoptimised: it runs once per script
- * at startup so that lockd knows each script's EVALSHA name even when Redis
+ * at startup so that lockd knows each script's Function name even when Redis
  * is unreachable then. Not a security primitive here.
  */
 #include "server/sha1.h"

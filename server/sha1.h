@@ -1,6 +1,6 @@
 /*
  * sha1.h - SHA-1 of a buffer, as lowercase hex. Only for naming Lua scripts
- * the way Redis does (EVALSHA), never for anything that needs to be secret.
+ * (their Function names), never for anything that needs to be secret.
  * Pure function, any thread.
  */
 #ifndef LOCKD_SERVER_SHA1_H

@@ -45,6 +45,9 @@
 -- they are locals declared here and assigned by sh_load(), which each path
 -- that uses one calls first (once per script call: later calls return at
 -- once). A path that misses it fails with "attempt to call a nil value".
+-- (lockd runs each script as a Redis Function, whose top level, this file
+-- included, runs once per FUNCTION LOAD: sh_load() then makes them once per
+-- library, and each call resets the per-call state below with sh_begin().)
 -- Redis' own clock, read once per script call (sh_now): the time in ms and
 -- as an argument.
 local sh_t, sh_ts
@@ -56,6 +59,14 @@ local sh_t, sh_ts
 local sh_left, sh_mark, sh_ho
 local sh_publish, sh_bump, sh_now, sh_int, sh_nows, sh_trim, sh_expire, sh_extend, sh_one,
   sh_spill, sh_fence_next, sh_grant_one, sh_one_renew, sh_holder, sh_refuse, sh_renew, sh_release
+
+-- Resets the per-call state above: a script is a Function library whose top
+-- level (this file) runs once, at FUNCTION LOAD, and its callback calls this
+-- first (tools/lua2c.sh): a clock kept from an earlier call would grant on a
+-- wrong expiry. Every per-call local of this file is reset here.
+local function sh_begin()
+  sh_t, sh_ts, sh_left, sh_mark, sh_ho = nil, nil, nil, nil, nil
+end
 
 -- Makes the helpers (idempotent).
 local function sh_load()

@@ -14,6 +14,7 @@ local function acquire(lock, fence, wl, rest, ttl, now)
 --#include _acquire.lua
 end
 --#include _failed.lua
+--#call
 local out, now = {}, ARGV[1]
 for i = 1, #KEYS do
   local a, lock = 3 * i - 1, KEYS[i]

@@ -15,6 +15,7 @@
 local function acquire(lock, fence, wl, rest, ttl, now)
 --#include _acquire.lua
 end
+--#call
 local wl, rest, ttl, now = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local n = #KEYS / 2
 local out = {}

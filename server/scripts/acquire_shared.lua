@@ -4,7 +4,8 @@
 -- KEYS: lock, fence counter. ARGV: '<w><lease>', '<sb> <ttl_ms> <mode>
 -- <owner>', ttl_ms, limit, now_us; then the readers granted with it
 -- (bk_req.more; mode '1', limit '1' only) in fours: lease, sb, ttl_ms, owner.
+--#include _shared.lua
+--#call
 local lock, fence, wl, rest, ttl, limit, nowus = KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local more = math.floor((#ARGV - 5) / 4)
---#include _shared.lua
 --#include _acquire_shared.lua

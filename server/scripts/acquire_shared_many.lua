@@ -14,6 +14,7 @@ local function acquire(lock, fence, wl, rest, ttl, limit, nowus, more)
 --#include _acquire_shared.lua
 end
 --#include _failed.lua
+--#call
 local out, nowus = {}, ARGV[1]
 for i = 1, #KEYS do
   local a, lock = 4 * i - 2, KEYS[i]

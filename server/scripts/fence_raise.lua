@@ -10,6 +10,7 @@
 -- Returns 1 when the lease still holds the lock here, else 0 (the counter
 -- is raised either way).
 --#include _shared.lua
+--#call
 sh_load() -- (a rare script: its helpers made at once, as before)
 local lock, fence, lease, token = KEYS[1], KEYS[2], ARGV[1], ARGV[2]
 -- '<n>w': a watcher's mark (_shared.lua), kept: the next grant here publishes

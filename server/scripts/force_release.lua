@@ -6,6 +6,7 @@
 -- KEYS: lock. ARGV: '<channel> <publisher>'.
 -- Returns the highest token released, as a string; {0} nobody holds it.
 --#include _shared.lua
+--#call
 sh_load() -- (a rare script: its helpers made at once, as before)
 local lock = KEYS[1]
 local v = redis.call('GET', lock)

@@ -9,6 +9,7 @@
 -- sb, pttl, mode)...} shared holders or a semaphore's, newest token first,
 -- at most 100 of them.
 --#include _shared.lua
+--#call
 local lock, fence, mark = KEYS[1], KEYS[2], ARGV[1] == '1'
 
 -- The counter's number (a watcher's mark, '<n>w', aside); marks it if asked.

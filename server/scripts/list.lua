@@ -23,9 +23,6 @@
 -- skipped. Such a call is repeated with COUNT 1, and if even that leaves the
 -- span, nothing of it is skipped (a name may then be listed twice). So a
 -- key present for the whole listing is returned at least once.
-local cursor, stop, after = ARGV[1], ARGV[2], ARGV[3]
-local pattern, limit, skip = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])
-
 -- SCAN visits the buckets in the order of their bits reversed, whatever the
 -- table's size (cursors stay below the size, so below 2^32), so a cursor's
 -- place in the walk is its 32 bits reversed; '0' as a next cursor is the end.
@@ -49,6 +46,9 @@ local function fence_n(k)
   return tonumber(string.match(f or '0', '^%d*')) or 0
 end
 
+--#call
+local cursor, stop, after = ARGV[1], ARGV[2], ARGV[3]
+local pattern, limit, skip = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])
 local out = {'0'}
 local taken = 0
 for _ = 1, 8 do

@@ -26,6 +26,7 @@
 -- Returns {lost (0/1), grace key's pttl (0 when none), one status per lock:
 -- 0 still held by the lease, 1 put back, 2 another holder (never touched)}.
 --#include _shared.lua
+--#call
 local grace_ms, mode, keep = ARGV[1], ARGV[2], ARGV[3]
 
 -- A shared hold back into lock's holder set (v: the lock's value): 0 still

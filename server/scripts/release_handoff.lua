@@ -27,7 +27,7 @@
 -- (holders left) is granted from what the release read (ho_grant): no
 -- second look at the marker or count, and expired holders trimmed only
 -- when the count says full.
-local publisher, plen = ARGV[1], tonumber(ARGV[#ARGV])
+local publisher, plen -- set per call, as pub and extended (below)
 local pub -- the lock whose release publishes, once its waiter's part is known
 local function publish(lock)
   pub = lock
@@ -56,7 +56,7 @@ local function holds(lock, lease)
 end
 -- Per lock, the ttl its keys were made to outlive by ho_grant in this call
 -- (Redis' clock stands still in a script).
-local extended = {}
+local extended
 -- A semaphore's slot right after sh_release freed one of the set: v, the
 -- marker it met, n > 0 the holders it left (expired ones among them, sh_ho:
 -- trimmed here when they would fill it). As _acquire_shared.lua grants
@@ -107,6 +107,8 @@ end
 local function publish_now(lock)
   redis.call('PUBLISH', string.sub(lock, 1, plen) .. 'released:' .. string.sub(lock, plen + 1), publisher)
 end
+--#call
+publisher, plen, pub, extended = ARGV[1], tonumber(ARGV[#ARGV]), nil, {}
 local granted, out = {}, {}
 sh_ho = true
 for i = 1, #KEYS do

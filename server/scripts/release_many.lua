@@ -8,7 +8,7 @@
 -- release is published), then the lease of each lock in KEYS order.
 -- Returns one element per lock: what release.lua returns for it, or an error
 -- when its calls raised one. An error stops that lock alone.
-local publisher, plen = ARGV[1], tonumber(ARGV[2])
+local publisher, plen -- set per call (below)
 local function publish(lock)
   redis.call('PUBLISH', string.sub(lock, 1, plen) .. 'released:' .. string.sub(lock, plen + 1), publisher)
 end
@@ -17,6 +17,8 @@ local function release(lock, lease, delay)
 --#include _release.lua
 end
 --#include _failed.lua
+--#call
+publisher, plen = ARGV[1], tonumber(ARGV[2])
 local out = {}
 for i = 1, #KEYS do
   local ok, r = pcall(release, KEYS[i], ARGV[i + 2], '0')

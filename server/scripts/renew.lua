@@ -3,6 +3,7 @@
 -- KEYS: lock (its value is described in acquire.lua).
 -- ARGV: lease, ttl_ms ('0' = the ttl the lease was last given).
 --#include _shared.lua
+--#call
 -- Returns {1, token, ttl_ms} renewed; {0} nobody holds it;
 -- {2, owner, token, sb, pttl} another lease holds it.
 local v = redis.call('GET', KEYS[1])

@@ -5,6 +5,7 @@
 -- ARGV: lease, ttl_ms pairs in KEYS order ('0' = last ttl).
 -- Returns one integer per key: 1 renewed, 0 nobody holds it, 2 another lease does.
 --#include _shared.lua
+--#call
 local out = {}
 for i, k in ipairs(KEYS) do
   local want, nt = ARGV[2 * i - 1], ARGV[2 * i]

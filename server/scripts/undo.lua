@@ -10,6 +10,7 @@
 -- KEYS: lock. ARGV: lease.
 -- Returns 1 when it was deleted, 0 when the lease did not hold it.
 --#include _shared.lua
+--#call
 sh_load() -- (a rare script: its helpers made at once, as before)
 local v = redis.call('GET', KEYS[1])
 if not v or v == 'd' then

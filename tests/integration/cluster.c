@@ -340,7 +340,8 @@ static void t_multilock(void)
     }
     int o = owner_node(slot);
     CHECK(o >= 0);
-    long long before = th_redis_calls(&node[o], "evalsha") + th_redis_calls(&node[o], "eval");
+    long long before =
+        th_redis_calls(&node[o], "fcall") + th_redis_calls(&node[o], "function|load");
     char body[512];
     snprintf(body, sizeof(body), "{\"names\":[\"%s\",\"%s\"],\"ttl_ms\":10000}", same[0], same[1]);
     struct th_resp r;
@@ -348,7 +349,7 @@ static void t_multilock(void)
     char lease[64];
     snprintf(lease, sizeof(lease), "%s", th_jstr(&r, "lease"));
     th_resp_free(&r);
-    long long after = th_redis_calls(&node[o], "evalsha") + th_redis_calls(&node[o], "eval");
+    long long after = th_redis_calls(&node[o], "fcall") + th_redis_calls(&node[o], "function|load");
     CHECK_EQ_INT(after - before, 1);
     snprintf(body, sizeof(body), "{\"names\":[\"%s\",\"%s\"]}", same[0], same[1]);
     CHECK_EQ_INT(multi(c, &L[1], "DELETE", body, lease, &r), 200);

@@ -206,12 +206,12 @@ static void t_all_or_none_redlock(void)
 /* On one Redis a set is one script call, whatever its size. */
 static void t_one_script_call(void)
 {
-    long long before = th_redis_calls(&rd, "evalsha") + th_redis_calls(&rd, "eval");
+    long long before = th_redis_calls(&rd, "fcall") + th_redis_calls(&rd, "function|load");
     struct th_resp r;
     th_http(cl, "POST", url(&ra, "/locks"), names_body("one-", 20, ",\"ttl_ms\":5000"), NULL, &r);
     CHECK_EQ_INT(r.status, 200);
     th_resp_free(&r);
-    long long after = th_redis_calls(&rd, "evalsha") + th_redis_calls(&rd, "eval");
+    long long after = th_redis_calls(&rd, "fcall") + th_redis_calls(&rd, "function|load");
     CHECK_EQ_INT(after - before, 1);
     CHECK_EQ_INT(held_count(&ra, "one-"), 20);
 }

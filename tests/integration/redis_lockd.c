@@ -174,13 +174,13 @@ static void *mn_client(void *arg)
  * its lease, and fewer script calls than operations. */
 static void t_two_lockd_many_names(void)
 {
-    long long e0 = th_redis_calls(&R, "evalsha");
+    long long e0 = th_redis_calls(&R, "fcall");
     pthread_t th[CLIENTS];
     for (long i = 0; i < CLIENTS; i++)
         CHECK(pthread_create(&th[i], NULL, mn_client, (void *)i) == 0);
     for (int i = 0; i < CLIENTS; i++)
         pthread_join(th[i], NULL);
-    long long calls = th_redis_calls(&R, "evalsha") - e0;
+    long long calls = th_redis_calls(&R, "fcall") - e0;
     printf("# %d grants and %d refusals of shared names, %d overlaps, %d token regressions, "
            "%d failures; %d operations in %lld script calls\n",
            atomic_load(&mn_grants), atomic_load(&mn_refused), atomic_load(&mn_overlaps),
@@ -337,7 +337,7 @@ static void lockd_patient(struct th_lockd *l, long long timeout_ms)
  * EVALSHA count so far, for resume_expect_given_back. */
 static long long freeze_redis(void)
 {
-    long long calls = th_redis_calls(&R, "evalsha");
+    long long calls = th_redis_calls(&R, "fcall");
     kill(R.pid, SIGSTOP);
     return calls;
 }
@@ -350,9 +350,9 @@ static void resume_expect_given_back(struct th_client *c, const struct th_lockd 
 {
     kill(R.pid, SIGCONT);
     int64_t t0 = th_now_ms();
-    while (th_redis_calls(&R, "evalsha") < calls0 + 2 && th_now_ms() - t0 < 3000 * th_time_scale())
+    while (th_redis_calls(&R, "fcall") < calls0 + 2 && th_now_ms() - t0 < 3000 * th_time_scale())
         th_sleep_ms(10);
-    CHECK(th_redis_calls(&R, "evalsha") - calls0 >= 2);
+    CHECK(th_redis_calls(&R, "fcall") - calls0 >= 2);
     char cmd[128], url[160], hdr[96];
     snprintf(cmd, sizeof(cmd), "EXISTS lockd:{%s}", name);
     /* given back, long before the 30 s ttl (10 s at most: valgrind's lockd
@@ -622,10 +622,10 @@ static void t_rider_hangup_while_at_redis(void)
     CHECK_EQ_INT(th_raw_response(rfd, body, sizeof(body)), 200);
     close(rfd);
     int64_t t0 = th_now_ms();
-    while (th_redis_calls(&R, "evalsha") < calls0 + 2 && th_now_ms() - t0 < 3000 * scale)
+    while (th_redis_calls(&R, "fcall") < calls0 + 2 && th_now_ms() - t0 < 3000 * scale)
         th_sleep_ms(10);
     th_sleep_ms(100);
-    CHECK_EQ_INT(th_redis_calls(&R, "evalsha") - calls0, 2);
+    CHECK_EQ_INT(th_redis_calls(&R, "fcall") - calls0, 2);
     struct th_resp r;
     CHECK_EQ_INT(th_status(c, "GET", url, NULL, NULL, &r), 200);
     CHECK_EQ_INT(th_jint(&r, "holders"), 1); /* the other slot only */
@@ -1157,7 +1157,7 @@ static void t_one_command_per_operation(void)
             int n = monitor_until_mark(&mon, &mark, seq++, last, sizeof(last));
             if (n != 1)
                 th_fail(__FILE__, __LINE__, "%s sent %d commands to redis, not 1", ops[op], n);
-            CHECK(strstr(last, "] \"EVALSHA\" ") != NULL || strstr(last, "] \"evalsha\" ") != NULL);
+            CHECK(strstr(last, "] \"FCALL\" ") != NULL || strstr(last, "] \"fcall\" ") != NULL);
         }
     }
     close(mon.fd);

@@ -1237,10 +1237,10 @@ static void t_majority_view(void)
 
 /* ---- split votes, waiters, the watchdog, releases, groups ---- */
 
-/* EVALSHA and EVAL calls node i has served so far (INFO commandstats). */
+/* FCALL and FUNCTION LOAD calls node i has served so far (INFO commandstats). */
 static long long node_scripts(int i)
 {
-    return th_redis_calls(&R[i], "evalsha") + th_redis_calls(&R[i], "eval");
+    return th_redis_calls(&R[i], "fcall") + th_redis_calls(&R[i], "function|load");
 }
 
 /* Whether node i has the lock key of name. */

@@ -695,10 +695,10 @@ static void t_loading_primary(void)
     pthread_join(th, NULL);
     /* the load did refuse lockd's scripts (rejected_calls: -LOADING) */
     const char *cs = th_redis_cli(&data[0], "INFO commandstats");
-    const char *p = strstr(cs, "cmdstat_evalsha:");
+    const char *p = strstr(cs, "cmdstat_fcall:");
     const char *rj = p ? strstr(p, "rejected_calls=") : NULL;
     long long rejected = rj ? atoll(rj + 15) : 0;
-    p = strstr(cs, "cmdstat_eval:");
+    p = strstr(cs, "cmdstat_function|load:");
     rj = p ? strstr(p, "rejected_calls=") : NULL;
     rejected += rj ? atoll(rj + 15) : 0;
     printf("# while loading: %d x 503, %d x 200, slowest answer %lld ms, %lld scripts refused "

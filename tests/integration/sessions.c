@@ -999,7 +999,7 @@ static void *bulk_main(void *p)
  * round trips. */
 static long long redis_script_calls(void)
 {
-    return th_redis_calls(&rd, "evalsha") + th_redis_calls(&rd, "eval");
+    return th_redis_calls(&rd, "fcall") + th_redis_calls(&rd, "function|load");
 }
 
 static void test_watchdog_batches_10k(void)

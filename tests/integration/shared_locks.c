@@ -383,13 +383,13 @@ static void grouped_grant(const struct th_lockd *l, const struct th_redis *r, co
     struct metric_arg m = {l, before + 1};
     CHECK(th_wait_for(metric_reached, &m, 5000 * th_time_scale()));
     long long calls0 = metric(l, ACQ_CALLS);
-    long long eval0 = r != NULL ? th_redis_calls(r, "evalsha") : 0;
+    long long eval0 = r != NULL ? th_redis_calls(r, "fcall") : 0;
     CHECK(calls0 >= 1);
     CHECK_EQ_INT(release(cl, l, name, wlease), 200);
     for (int i = 0; i < GROUP_READERS; i++)
         pthread_join(th[i], NULL);
     long long calls = metric(l, ACQ_CALLS) - calls0;
-    long long evals = r != NULL ? th_redis_calls(r, "evalsha") - eval0 : 0;
+    long long evals = r != NULL ? th_redis_calls(r, "fcall") - eval0 : 0;
     printf("# %d readers granted by %lld backend acquire call(s)", GROUP_READERS, calls);
     if (r != NULL)
         printf(", %lld script call(s) in Redis", evals);
@@ -514,14 +514,14 @@ static void semaphore_handoff(const struct th_lockd *l, const struct th_redis *r
     /* the head's own refusals are over once it waits for a release */
     th_sleep_ms(200);
     long long calls0 = metric(l, ACQ_CALLS);
-    long long eval0 = r != NULL ? th_redis_calls(r, "evalsha") : 0;
+    long long eval0 = r != NULL ? th_redis_calls(r, "fcall") : 0;
     for (int i = 0; i < 3; i++) {
         CHECK_EQ_INT(release(cl, l, name, held[i]), 200);
         CHECK(th_wait_for(granted, &b[i], 5000 * th_time_scale()));
     }
     th_sleep_ms(100);
     long long calls = metric(l, ACQ_CALLS) - calls0;
-    long long evals = r != NULL ? th_redis_calls(r, "evalsha") - eval0 : 0;
+    long long evals = r != NULL ? th_redis_calls(r, "fcall") - eval0 : 0;
     printf("# 3 slots released one by one: %lld backend acquire call(s)", calls);
     if (r != NULL)
         printf(", %lld script call(s) in Redis", evals);
@@ -638,7 +638,7 @@ static void semaphore_chain(const struct th_lockd *l, const struct th_redis *r, 
     }
     th_sleep_ms(200); /* the head's own refusal is over */
     long long calls0 = metric(l, ACQ_CALLS);
-    long long eval0 = r != NULL ? th_redis_calls(r, "evalsha") : 0;
+    long long eval0 = r != NULL ? th_redis_calls(r, "fcall") : 0;
     release_at_once(l, name, held);
     for (int i = 0; i < CHAIN_LIMIT; i++)
         CHECK(th_wait_for(granted, &b[i], 5000 * th_time_scale()));
@@ -646,7 +646,7 @@ static void semaphore_chain(const struct th_lockd *l, const struct th_redis *r, 
     printf("# %d slots released at once: %lld backend acquire call(s)", CHAIN_LIMIT,
            metric(l, ACQ_CALLS) - calls0);
     if (r != NULL)
-        printf(", %lld script call(s) in Redis", th_redis_calls(r, "evalsha") - eval0);
+        printf(", %lld script call(s) in Redis", th_redis_calls(r, "fcall") - eval0);
     printf("\n");
     for (int i = CHAIN_LIMIT; i < 2 * CHAIN_LIMIT; i++)
         CHECK_EQ_INT(b[i].status, 0); /* no slot for them: the first 4 queued have them */
@@ -1091,6 +1091,37 @@ static void t_reader_expiry(void)
     reader_expiry(&ra, "rx-redis");
 }
 
+/* Redis' clock is read per script call: each script is a Function library
+ * whose top level (the helpers, and _shared.lua's per-call state) lives
+ * across calls, so that state is reset by every call (sh_begin). A reader
+ * and a semaphore slot expire while another holder keeps their name's keys
+ * alive: a later call must see them expired. A clock kept from an earlier
+ * call would see them hold: it would renew the expired reader, and refuse
+ * the slot the expired one freed. */
+static void t_clock_per_call(void)
+{
+    char lease[40], keep[2][40], slot[40];
+    CHECK_EQ_INT(acquire(cl, &ra, "clk", "{\"mode\":\"shared\",\"ttl_ms\":300}", lease, NULL), 200);
+    CHECK_EQ_INT(acquire(cl, &ra, "clk", "{\"mode\":\"shared\",\"ttl_ms\":20000}", keep[0], NULL),
+                 200);
+    CHECK_EQ_INT(acquire(cl, &ra, "clk-s", "{\"limit\":2,\"ttl_ms\":300}", NULL, NULL), 200);
+    CHECK_EQ_INT(acquire(cl, &ra, "clk-s", "{\"limit\":2,\"ttl_ms\":20000}", keep[1], NULL), 200);
+    CHECK_EQ_INT(inspect_int(&ra, "clk", "holders"), 2);
+    CHECK_EQ_INT(acquire(cl, &ra, "clk-s", "{\"limit\":2,\"ttl_ms\":5000}", NULL, NULL), 409);
+    th_sleep_ms(600);
+    struct th_resp r;
+    char hdr[80];
+    snprintf(hdr, sizeof(hdr), "Lock-Lease: %s", lease);
+    const char *hdrs[] = {hdr, NULL};
+    th_http(cl, "PUT", url(&ra, "/locks/", "clk"), "{\"ttl_ms\":300}", hdrs, &r);
+    CHECK(r.status != 200); /* the expired reader is not renewed */
+    th_resp_free(&r);
+    CHECK_EQ_INT(acquire(cl, &ra, "clk-s", "{\"limit\":2,\"ttl_ms\":5000}", slot, NULL), 200);
+    CHECK_EQ_INT(release(cl, &ra, "clk", keep[0]), 200);
+    CHECK_EQ_INT(release(cl, &ra, "clk-s", keep[1]), 200);
+    CHECK_EQ_INT(release(cl, &ra, "clk-s", slot), 200);
+}
+
 static char *session_new(const struct th_lockd *l, const char *body)
 {
     struct th_resp r;
@@ -1379,6 +1410,7 @@ int main(void)
     RUN(t_semaphore_memory);
     RUN(t_semaphore_two_lockd);
     RUN(t_reader_expiry);
+    RUN(t_clock_per_call);
     RUN(t_session_readers);
     RUN(t_errors);
     RUN(t_metrics);

@@ -141,7 +141,7 @@ static long long redis_commands(void)
 
 static long long script_calls(void)
 {
-    return th_redis_calls(&rd, "evalsha") + th_redis_calls(&rd, "eval");
+    return th_redis_calls(&rd, "fcall") + th_redis_calls(&rd, "function|load");
 }
 
 static int lockd_threads(const struct th_lockd *l)
