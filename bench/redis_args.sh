@@ -1,6 +1,7 @@
 # bench/redis_args.sh - sourced by run.sh: the KEYS and ARGV that lockd's
 # server/scripts/acquire.lua and release.lua take (see their header comments),
-# as redis-benchmark arguments. "SHA" is replaced by the loaded script's sha1.
+# as redis-benchmark arguments. "SHA" is replaced by the loaded script's sha1
+# (or, with BENCH_CALL=FCALL, the loaded function's name).
 # redis-benchmark replaces every __rand_int__ by its own 12-digit random
 # number, so the two keys of one acquire name different locks; each still takes
 # the same path through the script as lockd's calls do (fresh name: granted).
@@ -10,10 +11,10 @@ BENCH_PREFIX=lockd:
 # acquire: KEYS lock, fence counter; ARGV '<w><lease>', '<sb> <ttl_ms> <owner>',
 #          ttl_ms, now_us (w 0: a try-once caller, as loadgen's pairs are;
 #          sb 0, owner empty)
-ACQ_CMD=(EVALSHA SHA 2 "${BENCH_PREFIX}{bench-__rand_int__}" "${BENCH_PREFIX}{bench-__rand_int__}:fence"
+ACQ_CMD=("${BENCH_CALL:-EVALSHA}" SHA 2 "${BENCH_PREFIX}{bench-__rand_int__}" "${BENCH_PREFIX}{bench-__rand_int__}:fence"
     "0$BENCH_LEASE" "0 30000 " 30000 "$BENCH_NOW_US")
 # release: KEYS lock; ARGV lease, delay_ms, '<channel> <publisher>'
-REL_CMD=(EVALSHA SHA 1 "${BENCH_PREFIX}{bench-__rand_int__}"
+REL_CMD=("${BENCH_CALL:-EVALSHA}" SHA 1 "${BENCH_PREFIX}{bench-__rand_int__}"
     "$BENCH_LEASE" 0 "${BENCH_PREFIX}released:{bench-__rand_int__} bench-__rand_int__")
 
 resp_stream() {

@@ -4,7 +4,7 @@
 # building build/lockd and build/bench/loadgen. Not a test.
 #
 # Peers (each started here on a free 127.0.0.1 port in a temp dir, stopped by PID):
-#   raw Redis running lockd's own Lua scripts through redis-benchmark (EVALSHA),
+#   raw Redis running lockd's own Lua scripts through redis-benchmark (FCALL),
 #   nginx `return 200` with a small JSON body (the HTTP ceiling),
 #   etcd through its HTTP JSON gateway (lease grant + lock + unlock),
 #   Node.js + the npm redlock package behind a tiny HTTP server (bench/node/),
@@ -209,8 +209,10 @@ bench_raw_redis() { # bench_raw_redis LABEL
         return
     fi
     start_redis port pid || return
-    acq_sha=$(redis-cli -p "$port" script load "$(sh "$ROOT/tools/lua2c.sh" --expand "$SCRIPTS/acquire.lua")")
-    rel_sha=$(redis-cli -p "$port" script load "$(sh "$ROOT/tools/lua2c.sh" --expand "$SCRIPTS/release.lua")")
+    # as lockd runs them: Redis Functions, called with FCALL
+    acq_sha=$(redis-cli -p "$port" function load "$(sh "$ROOT/tools/lua2c.sh" --function "$SCRIPTS/acquire.lua" lkb_acquire)")
+    rel_sha=$(redis-cli -p "$port" function load "$(sh "$ROOT/tools/lua2c.sh" --function "$SCRIPTS/release.lua" lkb_release)")
+    export BENCH_CALL=FCALL # bench/redis_args.sh
     # shellcheck source=/dev/null
     source "$ROOT/bench/redis_args.sh"
     # calibrate once for ~SECS seconds each (redis-benchmark counts requests, not time)

@@ -5,6 +5,11 @@
 #   lua2c.sh FILE...        the C source
 #   lua2c.sh --expand FILE  one script as an EVAL script (bench/redis_floor.sh)
 #   lua2c.sh --library FILE one script as a Function library's code (the C source's)
+#   lua2c.sh --function FILE NAME  the whole library FUNCTION LOAD takes, its
+#                           function NAME (bench/run.sh's raw Redis peer)
+# --expand and --function fill FENCE_RETENTION_MS (lockd puts its
+# fence_retention_ms there when it loads a script) with lockd's default,
+# 86400000 (a day), or $LUA2C_FENCE_RETENTION_MS.
 set -eu
 # Whole-line comments are left out: Redis answers a command longer than
 # 16 KB from a client that has not authenticated with a protocol error, not
@@ -88,8 +93,16 @@ library() {
         echo 'end'
     } | strip
 }
+fill() { sed "s/FENCE_RETENTION_MS/${LUA2C_FENCE_RETENTION_MS:-86400000}/g"; }
 if [ "$1" = --expand ]; then
-    expand "$2"
+    expand "$2" | fill
+    exit 0
+fi
+# as server/redis_node.c's rn_script_init makes it (its flags aside)
+if [ "$1" = --function ]; then
+    printf '#!lua name=%s\n' "$3"
+    library "$2" | fill
+    printf "lk_api.register_function{function_name='%s',callback=lk_call,flags={'allow-cross-slot-keys'}}\n" "$3"
     exit 0
 fi
 if [ "$1" = --library ]; then
