@@ -18,9 +18,10 @@
 -- O(log N) in the holders. A name nobody holds costs what an exclusive
 -- grant costs: one SET ... NX GET writes its holder into the value ('t',
 -- _shared.lua) and the fence counter gives the token (sh_grant_one). A
--- second holder spills the first into the set (sh_spill); the marker is
--- only written again when it changes, and the keys live at least as long
--- as the holders (sh_extend: 2 x the ttl when short). Readers riding on a
+-- second holder spills the first into the set (sh_spill, which gives the
+-- keys the life sh_extend would); the marker is only written again when it
+-- changes, and the keys live at least as long as the holders (sh_extend: 2
+-- x the ttl when short). Readers riding on a
 -- grant (more) go to the set at once.
 -- (Nothing is computed before the lone holder's grant that it does not need:
 -- every string made costs Redis' Lua its hashing.)
@@ -47,13 +48,14 @@ local now = sh_now()
 local x, xu = '0', '0'
 local renew_keys = false -- the marker was written here with PX: set the others' life too
 local n -- the holders, when known
+local live -- how long the keys are known to live (ms), when known
 if v and string.byte(v) == 116 then
   -- a lone holder: joined (in the set, with it) when the limits agree
   local vlim = string.match(v, '^t.%S* (%d+) ')
   if vlim ~= limit then
     return {3, tonumber(vlim) or 0}
   end
-  v = sh_spill(lock, v, now)
+  v, live = sh_spill(lock, v, now, ttl + 0)
   n = 1
 end
 if not v then
@@ -151,8 +153,9 @@ end
 if renew_keys then
   redis.call('PEXPIRE', z, ttl)
   redis.call('PEXPIRE', h, ttl)
+  live = tonumber(ttl)
 end
-if not renew_keys or t > tonumber(ttl) then
-  sh_extend(lock, t) -- a reader riding on it may hold longer
+if not live or t > live then
+  sh_extend(lock, t) -- (a reader riding on it may hold longer)
 end
 return tok

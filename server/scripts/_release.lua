@@ -31,11 +31,12 @@ if string.byte(v) == 116 then
   end
   return string.match(v, '^%d+ (%d+)', n + 4)
 end
+if string.byte(v) == 115 then
+  -- one of shared holders (a marker's lease is never at 2: no find)
+  sh_load()
+  return sh_release(lock, v, lease, delay, publish)
+end
 if string.find(v, lease, 2, true) ~= 2 or string.byte(v, n + 2) ~= 32 then
-  if string.byte(v) == 115 then
-    sh_load()
-    return sh_release(lock, v, lease, delay, publish) -- one of shared holders
-  end
   local _, tok, sb, _, owner = string.match(v, '^.(%S*) (%d+) (%d) (%d+) (.*)$')
   return {2, owner or '', tonumber(tok) or 0, sb or '0', redis.call('PTTL', lock)}
 end

@@ -93,8 +93,8 @@ local function sh_load()
   -- per script call (a grouped call's operations share it).
   function sh_now()
     if not sh_t then
-      local t = redis.call('TIME')
-      sh_t = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+      local t = redis.call('TIME') -- two numeric strings: coerced (tonumber parses twice)
+      sh_t = t[1] * 1000 + math.floor(t[2] / 1000)
     end
     return sh_t
   end
@@ -170,18 +170,29 @@ local function sh_load()
 
   -- A 't' value's holder spilled into '<lock>:z' and '<lock>:h' (they do not
   -- exist: they expire with the value), the value made the marker; returns
-  -- the marker. now: sh_now().
-  function sh_spill(lock, v, now)
+  -- the marker and how long the three keys live (ms). now: sh_now(). t: the
+  -- ttl of a grant that follows (_acquire_shared.lua), else nil: when the
+  -- value lives less, the keys get sh_extend's 2t here at once (its PTTL
+  -- and three PEXPIREs less), so that grant needs no sh_extend.
+  function sh_spill(lock, v, now, t)
     local w, lease, limit, rest = string.match(v, '^t(.)(%S*) (%d+) (.*)$')
     local ms = math.max(redis.call('PTTL', lock), 1)
     local mk = 's' .. w .. '0 ' .. limit .. ' 0'
-    local k = sh_int(ms)
-    redis.call('SET', lock, mk, 'KEEPTTL')
+    local live = ms
+    if t and ms < t then
+      live = 2 * t
+    end
+    local k = sh_int(live)
+    if live == ms then
+      redis.call('SET', lock, mk, 'KEEPTTL')
+    else
+      redis.call('SET', lock, mk, 'PX', k)
+    end
     redis.call('ZADD', lock .. ':z', sh_int(now + ms), lease)
     redis.call('HSET', lock .. ':h', lease, rest)
     redis.call('PEXPIRE', lock .. ':z', k)
     redis.call('PEXPIRE', lock .. ':h', k)
-    return mk
+    return mk, live
   end
 
   -- A grant's token into the set: now_us, or one past the fence counter when
@@ -190,8 +201,10 @@ local function sh_load()
   function sh_fence_next(fence, nowus)
     local tok = nowus
     local last = redis.call('SET', fence, nowus, 'PX', 'FENCE_RETENTION_MS', 'GET')
-    local lastn = last and tonumber(string.match(last, '^(%d+)w?$'))
-    if lastn and lastn >= tonumber(nowus) then
+    -- a plain counter read with one tonumber, a watched one ('<n>w') with a
+    -- match too; nowus is lockd's digits (coerced: one strtod, not two)
+    local lastn = last and (tonumber(last) or tonumber(string.match(last, '^(%d+)w$')))
+    if lastn and lastn >= nowus + 0 then
       tok = string.format('%d', lastn + 1)
       redis.call('SET', fence, tok, 'PX', 'FENCE_RETENTION_MS')
     end
@@ -340,8 +353,11 @@ local function sh_load()
       watched = sh_bump(lock)
     end
     sh_left, sh_mark = n, v
+    -- the marker 's<w><x> <limit> <xu>': x and w read as bytes, xu only
+    -- when x is set (one match at most)
+    local x = string.byte(v, 3) == 49
+    local xu = x and tonumber(string.match(v, '(%d+)$') or 0) or 0
     if n <= 0 then
-      local xu = tonumber(string.match(v, '^s%d1 %d+ (%d+)$') or 0)
       if delay ~= '0' then
         redis.call('DEL', z, h)
         redis.call('SET', lock, 'd', 'PX', delay)
@@ -358,10 +374,8 @@ local function sh_load()
     -- reader leaving others behind lets no one in; once it lapsed (the
     -- writer gave up) and no grant has cleared it yet (a reader's grant
     -- clears it and wakes them), readers it refused may come in now
-    local fx, flim, fxu = string.match(v, '^s%d(%d) (%d+) (%d+)$')
-    local x_lapsed = fx == '1' and tonumber(fxu) <= now
-    if string.byte(v, 2) == 49 and (n <= 0 or watched or flim ~= '1' or x_lapsed) then
-      publish(lock)
+    if string.byte(v, 2) == 49 and (n <= 0 or watched or (x and xu <= now) or string.sub(v, 4, 6) ~= ' 1 ') then
+      publish(lock) -- (limit not 1: a semaphore)
     end
     return tok
   end
