@@ -1106,10 +1106,18 @@ static void t_lone_holder(void)
     a = sacq(&f, "lh", LEASE_A, 300, 1, false);
     CHECK_EQ_INT(a.code, LK_OK);
     ix = sop(&f, BK_INSPECT, "lh", NULL, 0).index;
+    long long p0 = th_redis_calls(&R, "pttl"), e0 = th_redis_calls(&R, "pexpire");
     struct sres b = sacq(&f, "lh", LEASE_B, 5000, 1, false);
     CHECK_EQ_INT(b.code, LK_OK);
     CHECK(b.token > a.token);
     CHECK_EQ_INT(lock_keys("t:{lh}:[zh]"), 2);
+    /* the spill gave the three keys B's life at once (sh_spill: 2 x its
+     * ttl, as sh_extend would): one PTTL (the value's) and two PEXPIREs */
+    CHECK_EQ_INT(th_redis_calls(&R, "pttl") - p0, 1);
+    CHECK_EQ_INT(th_redis_calls(&R, "pexpire") - e0, 2);
+    CHECK(atoll(th_redis_cli(&R, "PTTL t:{lh}")) > 5000);
+    CHECK(atoll(th_redis_cli(&R, "PTTL t:{lh}:z")) > 5000);
+    CHECK(atoll(th_redis_cli(&R, "PTTL t:{lh}:h")) > 5000);
     i = sop(&f, BK_INSPECT, "lh", NULL, 0);
     CHECK(i.index > ix);
     CHECK_EQ_INT(i.total, 2);
