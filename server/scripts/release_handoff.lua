@@ -45,14 +45,15 @@ end
 --#include _failed.lua
 -- Whether lease holds a slot of lock, right after a release of another
 -- slot (after only names a semaphore's waiter): only in the set, and only
--- when the release left holders (a lone slot's release left none).
+-- when the release left holders (a lone slot's release left none). That
+-- release trimmed the expired holders at this call's clock, so every one
+-- left in the set is live: ZRANK (an integer) says it, where ZSCORE's
+-- double reply would be formatted and parsed (~6,500 instructions).
 local function holds(lock, lease)
   if not sh_mark or sh_left <= 0 then
     return false
   end
-  sh_load()
-  local e = redis.call('ZSCORE', lock .. ':z', lease)
-  return e and tonumber(e) > sh_now() or false
+  return redis.call('ZRANK', lock .. ':z', lease) ~= false
 end
 -- Per lock, the ttl its keys were made to outlive by ho_grant in this call
 -- (Redis' clock stands still in a script).
