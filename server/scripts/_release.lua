@@ -13,8 +13,8 @@ local v = redis.call('GET', lock)
 if not v or v == 'd' then
   return {0}
 end
-local n = #lease
-if string.byte(v) == 116 then
+local n, b = #lease, string.byte(v) -- b: the value's form, read once
+if b == 116 then
   -- a lone shared holder (_shared.lua): its lease after 't<w>'
   if string.find(v, lease, 3, true) ~= 3 or string.byte(v, n + 3) ~= 32 then
     sh_load()
@@ -31,7 +31,7 @@ if string.byte(v) == 116 then
   end
   return string.match(v, '^%d+ (%d+)', n + 4)
 end
-if string.byte(v) == 115 then
+if b == 115 then
   -- one of shared holders (a marker's lease is never at 2: no find)
   sh_load()
   return sh_release(lock, v, lease, delay, publish)
@@ -45,7 +45,7 @@ if delay ~= '0' then
 else
   redis.call('DEL', lock)
 end
-if string.byte(v) == 49 then
+if b == 49 then
   publish(lock)
 end
 return string.match(v, '^%d+', n + 3)
