@@ -354,8 +354,10 @@ local function sh_load()
     end
     sh_left, sh_mark = n, v
     -- the marker 's<w><x> <limit> <xu>': x and w read as bytes, xu only
-    -- when x is set (one match at most)
-    local x = string.byte(v, 3) == 49
+    -- when x is set (one match at most); readers' usual marker (w set, no
+    -- x, limit 1) compared whole (interned strings: a pointer's compare)
+    local usual = v == 's10 1 0'
+    local x = not usual and string.byte(v, 3) == 49
     local xu = x and tonumber(string.match(v, '(%d+)$') or 0) or 0
     if n <= 0 then
       if delay ~= '0' then
@@ -374,7 +376,11 @@ local function sh_load()
     -- reader leaving others behind lets no one in; once it lapsed (the
     -- writer gave up) and no grant has cleared it yet (a reader's grant
     -- clears it and wakes them), readers it refused may come in now
-    if string.byte(v, 2) == 49 and (n <= 0 or watched or (x and xu <= now) or string.sub(v, 4, 6) ~= ' 1 ') then
+    if usual then
+      if n <= 0 or watched then
+        publish(lock)
+      end
+    elseif string.byte(v, 2) == 49 and (n <= 0 or watched or (x and xu <= now) or string.sub(v, 4, 6) ~= ' 1 ') then
       publish(lock) -- (limit not 1: a semaphore)
     end
     return tok
