@@ -105,7 +105,7 @@ else
     if limit == '1' then
       full = x == '1'
     else
-      full = n >= tonumber(limit)
+      full = n >= limit + 0
     end
     if full then
       if w == '1' and fw == '0' then
@@ -138,7 +138,7 @@ end
 -- Granted: the token first (an error here leaves nothing granted).
 local tok, last = sh_fence_next(fence, nowus)
 if more > 0 then
-  redis.call('SET', fence, string.format('%d', tonumber(tok) + more), 'PX', 'FENCE_RETENTION_MS')
+  redis.call('SET', fence, string.format('%d', tok + more), 'PX', 'FENCE_RETENTION_MS')
 end
 if (w == '1' and limit == '1') or (last and string.byte(last, -1) == 119) then
   sh_publish(lock, 'g') -- a watcher (or a waiting reader) hears of the grant (sh_grant_one)
@@ -146,14 +146,14 @@ end
 if mk then
   redis.call('SET', lock, mk, 'KEEPTTL')
 end
-local t = tonumber(ttl)
+local t = ttl + 0 -- (lockd's digits, coerced: one strtod where tonumber makes two)
 redis.call('ZADD', z, sh_int(now + t), lease)
 redis.call('HSET', h, lease, tok .. ' ' .. rest)
 for k = 1, more do
   local a = 5 + (k - 1) * 4
-  local kt = tonumber(ARGV[a + 3])
+  local kt = ARGV[a + 3] + 0
   redis.call('ZADD', z, sh_int(now + kt), ARGV[a + 1])
-  redis.call('HSET', h, ARGV[a + 1], string.format('%d', tonumber(tok) + k) .. ' ' .. ARGV[a + 2] .. ' ' .. ARGV[a + 3] .. ' 1 ' .. ARGV[a + 4])
+  redis.call('HSET', h, ARGV[a + 1], string.format('%d', tok + k) .. ' ' .. ARGV[a + 2] .. ' ' .. ARGV[a + 3] .. ' 1 ' .. ARGV[a + 4])
   if kt > t then
     t = kt
   end
@@ -161,7 +161,7 @@ end
 if renew_keys then
   redis.call('PEXPIRE', z, ttl)
   redis.call('PEXPIRE', h, ttl)
-  live = tonumber(ttl)
+  live = ttl + 0
 end
 if not live or t > live then
   sh_extend(lock, t) -- (a reader riding on it may hold longer)

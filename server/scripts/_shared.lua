@@ -235,7 +235,7 @@ local function sh_load()
     if g then
       sh_publish(lock, 'g')
     end
-    if n >= tonumber(now) then
+    if n >= now + 0 then -- (coerced, as _acquire.lua's)
       local ts = string.format('%d', n + 1)
       redis.call('SET', fence, ts, 'PX', 'FENCE_RETENTION_MS')
       redis.call('SET', lock, 't' .. wl .. ' ' .. limit .. ' ' .. ts .. ' ' .. rest, 'XX', 'KEEPTTL')

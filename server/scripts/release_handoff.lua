@@ -27,7 +27,7 @@
 -- semaphore's slot released from the set and handed on (holders left) is
 -- granted from what the release read (ho_grant): no second look at the
 -- marker or count (the release trimmed the expired holders first).
-local publisher, plen = ARGV[1], tonumber(ARGV[#ARGV])
+local publisher, plen = ARGV[1], ARGV[#ARGV] + 0
 local pub -- the lock whose release publishes, once its waiter's part is known
 local function publish(lock)
   pub = lock
@@ -69,7 +69,7 @@ local function ho_grant(lock, fence, wl, rest, ttl, limit, nowus, v, n)
     return {3, tonumber(flim) or 0}
   end
   local now = sh_now()
-  if n >= tonumber(limit) then
+  if n >= limit + 0 then
     local hd = sh_holder(lock, true, now)
     return {0, hd[1], hd[2], hd[3], hd[4], hd[5]}
   end
@@ -80,7 +80,7 @@ local function ho_grant(lock, fence, wl, rest, ttl, limit, nowus, v, n)
   if last and string.byte(last, -1) == 119 then
     sh_publish(lock, 'g') -- a watcher hears of the grant
   end
-  local t = tonumber(ttl)
+  local t = ttl + 0
   redis.call('ZADD', lock .. ':z', sh_int(now + t), string.sub(wl, 2))
   redis.call('HSET', lock .. ':h', string.sub(wl, 2), tok .. ' ' .. rest)
   if (extended[lock] or 0) < t then

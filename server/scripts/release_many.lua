@@ -8,7 +8,7 @@
 -- release is published), then the lease of each lock in KEYS order.
 -- Returns one element per lock: what release.lua returns for it, or an error
 -- when its calls raised one. An error stops that lock alone.
-local publisher, plen = ARGV[1], tonumber(ARGV[2])
+local publisher, plen = ARGV[1], ARGV[2] + 0
 local function publish(lock)
   redis.call('PUBLISH', string.sub(lock, 1, plen) .. 'released:' .. string.sub(lock, plen + 1), publisher)
 end
