@@ -9,7 +9,8 @@
 -- each script that includes this part defines it.
 -- Returns the token, as a string, when released; {0} nobody holds it;
 -- {2, owner, token, sb, pttl} another lease holds it.
-local v = redis.call('GET', lock)
+local call = redis.call -- (a local: two table lookups less per call below)
+local v = call('GET', lock)
 if not v or v == 'd' then
   return {0}
 end
@@ -19,12 +20,12 @@ if b == 116 then
   if string.find(v, lease, 3, true) ~= 3 or string.byte(v, n + 3) ~= 32 then
     sh_load()
     local _, _, _, tok, sb, _, _, owner = sh_one(v)
-    return {2, owner or '', tonumber(tok) or 0, sb or '0', redis.call('PTTL', lock)}
+    return {2, owner or '', tonumber(tok) or 0, sb or '0', call('PTTL', lock)}
   end
   if delay ~= '0' then
-    redis.call('SET', lock, 'd', 'PX', delay)
+    call('SET', lock, 'd', 'PX', delay)
   else
-    redis.call('DEL', lock)
+    call('DEL', lock)
   end
   if string.byte(v, 2) == 49 then
     publish(lock)
@@ -38,12 +39,12 @@ if b == 115 then
 end
 if string.find(v, lease, 2, true) ~= 2 or string.byte(v, n + 2) ~= 32 then
   local _, tok, sb, _, owner = string.match(v, '^.(%S*) (%d+) (%d) (%d+) (.*)$')
-  return {2, owner or '', tonumber(tok) or 0, sb or '0', redis.call('PTTL', lock)}
+  return {2, owner or '', tonumber(tok) or 0, sb or '0', call('PTTL', lock)}
 end
 if delay ~= '0' then
-  redis.call('SET', lock, 'd', 'PX', delay)
+  call('SET', lock, 'd', 'PX', delay)
 else
-  redis.call('DEL', lock)
+  call('DEL', lock)
 end
 if b == 49 then
   publish(lock)

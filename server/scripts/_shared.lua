@@ -336,17 +336,18 @@ local function sh_load()
   function sh_release(lock, v, lease, delay, publish)
     local now = sh_now()
     local z, h = lock .. ':z', lock .. ':h'
+    local call = redis.call -- (a local: two table lookups less per call below)
     -- the expired holders first (lease's own slot too, if it expired): then
     -- ZREM says whether lease held a live slot, with no ZSCORE (its double
     -- reply is formatted with %.17g and parsed again: ~6,500 instructions)
     sh_trim(lock, now, 0)
-    if redis.call('ZREM', z, lease) == 0 then
+    if call('ZREM', z, lease) == 0 then
       return sh_renew(lock, lease, nil) -- not held: who is, as a renewal says
     end
-    local n = redis.call('ZCARD', z)
-    local tok = string.match(redis.call('HGET', h, lease) or '', '^%d+') or '0'
+    local n = call('ZCARD', z)
+    local tok = string.match(call('HGET', h, lease) or '', '^%d+') or '0'
     if n > 0 then
-      redis.call('HDEL', h, lease)
+      call('HDEL', h, lease)
     end
     local watched = false
     if not sh_ho then
@@ -361,15 +362,15 @@ local function sh_load()
     local xu = x and tonumber(string.match(v, '(%d+)$') or 0) or 0
     if n <= 0 then
       if delay ~= '0' then
-        redis.call('DEL', z, h)
-        redis.call('SET', lock, 'd', 'PX', delay)
+        call('DEL', z, h)
+        call('SET', lock, 'd', 'PX', delay)
       elseif xu > now then
         -- a writer waits: the last reader leaves it reserved, for a second at
         -- most, so that no reader (of another lockd) overtakes it now
-        redis.call('DEL', z, h)
-        redis.call('SET', lock, 's11 1 ' .. xu, 'PX', math.min(xu - now, 1000))
+        call('DEL', z, h)
+        call('SET', lock, 's11 1 ' .. xu, 'PX', math.min(xu - now, 1000))
       else
-        redis.call('DEL', lock, z, h)
+        call('DEL', lock, z, h)
       end
     end
     -- readers are refused only by a waiting writer's x: while it stands, a
