@@ -49,24 +49,25 @@ local x, xu = '0', '0'
 local renew_keys = false -- the marker was written here with PX: set the others' life too
 local n -- the holders, when known
 local live -- how long the keys are known to live (ms), when known
-if v and string.byte(v) == 116 then
+local b = v and string.byte(v) -- the value's form, read once
+if b == 116 then
   -- a lone holder: joined (in the set, with it) when the limits agree
   local vlim = string.match(v, '^t.%S* (%d+) ')
   if vlim ~= limit then
     return {3, tonumber(vlim) or 0}
   end
   v, live = sh_spill(lock, v, now, ttl + 0)
-  n = 1
+  n, b = 1, 115
 end
 if not v then
   renew_keys = true
   mk = nil
-elseif string.byte(v) ~= 115 then
+elseif b ~= 115 then
   -- an exclusive holder (its value as _acquire.lua describes)
   if limit ~= '1' then
     return {3, 1}
   end
-  if w == '1' and string.byte(v) == 48 then
+  if w == '1' and b == 48 then
     redis.call('SETRANGE', lock, 0, '1')
   end
   local _, tok, hsb, _, howner = string.match(v, '^.(%S*) (%d+) (%d) (%d+) (.*)$')

@@ -117,8 +117,9 @@ local function sh_load()
   -- Drops expired holders; returns how many remain (n: how many the set held,
   -- when the caller knows: one call less; sh_release gives 0 and counts
   -- later). now: sh_now(), which every caller gives (sent as sh_nows()).
-  function sh_trim(lock, now, n)
-    local z = lock .. ':z'
+  -- z: lock .. ':z' when the caller has it (sh_release).
+  function sh_trim(lock, now, n, z)
+    z = z or lock .. ':z'
     local gone = redis.call('ZRANGEBYSCORE', z, '-inf', now == sh_t and sh_nows() or now)
     for i = 1, #gone, 1000 do
       local part = {}
@@ -340,7 +341,7 @@ local function sh_load()
     -- the expired holders first (lease's own slot too, if it expired): then
     -- ZREM says whether lease held a live slot, with no ZSCORE (its double
     -- reply is formatted with %.17g and parsed again: ~6,500 instructions)
-    sh_trim(lock, now, 0)
+    sh_trim(lock, now, 0, z)
     if call('ZREM', z, lease) == 0 then
       return sh_renew(lock, lease, nil) -- not held: who is, as a renewal says
     end
