@@ -10,8 +10,9 @@
 --               are not starved.
 --   '<lock>:z'  a sorted set lease -> expiry (ms, Redis TIME): each slot
 --               frees at its own holder's expiry, trimmed by whatever script
---               counts the name's holders next (ZRANGEBYSCORE + ZREM: O(log N)
---               per holder dropped; a reader joining readers counts none,
+--               counts the name's holders next or releases one (ZCOUNT,
+--               then ZRANGEBYSCORE + ZREM when some expired: O(log N) per
+--               holder dropped; a reader joining readers counts none,
 --               _acquire_shared.lua). No sweep is needed for correctness.
 --   '<lock>:h'  a hash lease -> '<token> <sb> <ttl_ms> <mode> <owner>'
 --               (mode 1 = shared, 0 = a semaphore's slot).
@@ -118,22 +119,30 @@ local function sh_load()
   -- when the caller knows: one call less; sh_release gives 0 and counts
   -- later). now: sh_now(), which every caller gives (sent as sh_nows()).
   -- z: lock .. ':z' when the caller has it (sh_release).
+  -- Usually none expired: ZCOUNT's integer says so (~4,000 instructions
+  -- less than ZRANGEBYSCORE's empty array, a Lua table, measured on a
+  -- reader's release), and only then are they listed.
   function sh_trim(lock, now, n, z)
     z = z or lock .. ':z'
-    local gone = redis.call('ZRANGEBYSCORE', z, '-inf', now == sh_t and sh_nows() or now)
-    for i = 1, #gone, 1000 do
-      local part = {}
-      for j = i, math.min(i + 999, #gone) do
-        part[#part + 1] = gone[j]
+    local max = now == sh_t and sh_nows() or now
+    local ngone = 0
+    if redis.call('ZCOUNT', z, '-inf', max) > 0 then
+      local gone = redis.call('ZRANGEBYSCORE', z, '-inf', max)
+      ngone = #gone
+      for i = 1, ngone, 1000 do
+        local part = {}
+        for j = i, math.min(i + 999, ngone) do
+          part[#part + 1] = gone[j]
+        end
+        redis.call('ZREM', z, unpack(part))
+        redis.call('HDEL', lock .. ':h', unpack(part))
       end
-      redis.call('ZREM', z, unpack(part))
-      redis.call('HDEL', lock .. ':h', unpack(part))
-    end
-    if #gone > 0 then
-      sh_bump(lock)
+      if ngone > 0 then
+        sh_bump(lock)
+      end
     end
     if n then
-      return n - #gone
+      return n - ngone
     end
     return redis.call('ZCARD', z)
   end
@@ -340,7 +349,7 @@ local function sh_load()
     local call = redis.call -- (a local: two table lookups less per call below)
     -- the expired holders first (lease's own slot too, if it expired): then
     -- ZREM says whether lease held a live slot, with no ZSCORE (its double
-    -- reply is formatted with %.17g and parsed again: ~6,500 instructions)
+    -- reply is formatted with %.17g and parsed again: ~6,500 instructions).
     sh_trim(lock, now, 0, z)
     if call('ZREM', z, lease) == 0 then
       return sh_renew(lock, lease, nil) -- not held: who is, as a renewal says
