@@ -89,7 +89,7 @@ if last then
     redis.call('DEL', lock)
     return type(last) == 'table' and last or {err = 'ERR fence counter is not a number'}
   end
-  if n >= tonumber(now) then
+  if n >= now + 0 then -- (lockd's digits: coerced, one strtod where tonumber makes two)
     local ts = string.format('%d', n + 1)
     redis.call('SET', fence, ts, 'PX', 'FENCE_RETENTION_MS')
     redis.call('SET', lock, wl .. ' ' .. ts .. ' ' .. rest, 'XX', 'KEEPTTL')

@@ -18,9 +18,10 @@
 -- O(log N) in the holders. A name nobody holds costs what an exclusive
 -- grant costs: one SET ... NX GET writes its holder into the value ('t',
 -- _shared.lua) and the fence counter gives the token (sh_grant_one). A
--- second holder spills the first into the set (sh_spill); the marker is
--- only written again when it changes, and the keys live at least as long
--- as the holders (sh_extend: 2 x the ttl when short). Readers riding on a
+-- second holder spills the first into the set (sh_spill, which gives the
+-- keys the life sh_extend would); the marker is only written again when it
+-- changes, and the keys live at least as long as the holders (sh_extend: 2
+-- x the ttl when short). Readers riding on a
 -- grant (more) go to the set at once.
 -- (Nothing is computed before the lone holder's grant that it does not need:
 -- every string made costs Redis' Lua its hashing.)
@@ -38,7 +39,7 @@ end
 local w = string.sub(wl, 1, 1)
 local lease = string.sub(wl, 2)
 local z, h = lock .. ':z', lock .. ':h'
-local mk = 's' .. w .. '0 ' .. limit .. ' 0'
+local mk -- the marker to write, when it changes
 if v == 'd' then
   local d = redis.call('PTTL', lock)
   return {2, d > 0 and d or 1}
@@ -47,30 +48,41 @@ local now = sh_now()
 local x, xu = '0', '0'
 local renew_keys = false -- the marker was written here with PX: set the others' life too
 local n -- the holders, when known
-if v and string.byte(v) == 116 then
+local live -- how long the keys are known to live (ms), when known
+local b = v and string.byte(v) -- the value's form, read once
+if b == 116 then
   -- a lone holder: joined (in the set, with it) when the limits agree
   local vlim = string.match(v, '^t.%S* (%d+) ')
   if vlim ~= limit then
     return {3, tonumber(vlim) or 0}
   end
-  v = sh_spill(lock, v, now)
-  n = 1
+  v, live = sh_spill(lock, v, now, ttl + 0)
+  n, b = 1, 115
 end
 if not v then
   renew_keys = true
   mk = nil
-elseif string.byte(v) ~= 115 then
+elseif b ~= 115 then
   -- an exclusive holder (its value as _acquire.lua describes)
   if limit ~= '1' then
     return {3, 1}
   end
-  if w == '1' and string.byte(v) == 48 then
+  if w == '1' and b == 48 then
     redis.call('SETRANGE', lock, 0, '1')
   end
   local _, tok, hsb, _, howner = string.match(v, '^.(%S*) (%d+) (%d) (%d+) (.*)$')
   return {0, howner or '', tonumber(tok) or 0, hsb or '0', redis.call('PTTL', lock), '0'}
 else
-  local fw, fx, flim, fxu = string.match(v, '^s(%d)(%d) (%d+) (%d+)$')
+  -- (readers' usual markers compared whole: Lua's strings are interned, so
+  -- == is a pointer's compare where the match costs ~1,800 instructions)
+  local fw, fx, flim, fxu
+  if v == 's10 1 0' then
+    fw, fx, flim, fxu = '1', '0', '1', '0'
+  elseif v == 's00 1 0' then
+    fw, fx, flim, fxu = '0', '0', '1', '0'
+  else
+    fw, fx, flim, fxu = string.match(v, '^s(%d)(%d) (%d+) (%d+)$')
+  end
   local xs = fx == '1' and tonumber(fxu) > now -- a waiting writer's reservation stands
   -- A reader joining readers (limit 1 on both sides) is refused by nothing
   -- but xs: expired readers in the set do not block it, so it is granted
@@ -94,7 +106,7 @@ else
     if limit == '1' then
       full = x == '1'
     else
-      full = n >= tonumber(limit)
+      full = n >= limit + 0
     end
     if full then
       if w == '1' and fw == '0' then
@@ -120,15 +132,14 @@ else
       redis.call('SET', lock, 't' .. wl .. ' ' .. limit .. ' ' .. nowus .. ' ' .. rest, 'PX', ttl)
       return sh_grant_one(lock, fence, wl, limit, nowus, rest)
     end
-    redis.call('SET', lock, mk, 'PX', ttl)
+    redis.call('SET', lock, 's' .. w .. '0 ' .. limit .. ' 0', 'PX', ttl)
     renew_keys = true
-    mk = nil
   end
 end
 -- Granted: the token first (an error here leaves nothing granted).
 local tok, last = sh_fence_next(fence, nowus)
 if more > 0 then
-  redis.call('SET', fence, string.format('%d', tonumber(tok) + more), 'PX', 'FENCE_RETENTION_MS')
+  redis.call('SET', fence, string.format('%d', tok + more), 'PX', 'FENCE_RETENTION_MS')
 end
 if (w == '1' and limit == '1') or (last and string.byte(last, -1) == 119) then
   sh_publish(lock, 'g') -- a watcher (or a waiting reader) hears of the grant (sh_grant_one)
@@ -136,14 +147,14 @@ end
 if mk then
   redis.call('SET', lock, mk, 'KEEPTTL')
 end
-local t = tonumber(ttl)
+local t = ttl + 0 -- (lockd's digits, coerced: one strtod where tonumber makes two)
 redis.call('ZADD', z, sh_int(now + t), lease)
 redis.call('HSET', h, lease, tok .. ' ' .. rest)
 for k = 1, more do
   local a = 5 + (k - 1) * 4
-  local kt = tonumber(ARGV[a + 3])
+  local kt = ARGV[a + 3] + 0
   redis.call('ZADD', z, sh_int(now + kt), ARGV[a + 1])
-  redis.call('HSET', h, ARGV[a + 1], string.format('%d', tonumber(tok) + k) .. ' ' .. ARGV[a + 2] .. ' ' .. ARGV[a + 3] .. ' 1 ' .. ARGV[a + 4])
+  redis.call('HSET', h, ARGV[a + 1], string.format('%d', tok + k) .. ' ' .. ARGV[a + 2] .. ' ' .. ARGV[a + 3] .. ' 1 ' .. ARGV[a + 4])
   if kt > t then
     t = kt
   end
@@ -151,8 +162,9 @@ end
 if renew_keys then
   redis.call('PEXPIRE', z, ttl)
   redis.call('PEXPIRE', h, ttl)
+  live = ttl + 0
 end
-if not renew_keys or t > tonumber(ttl) then
-  sh_extend(lock, t) -- a reader riding on it may hold longer
+if not live or t > live then
+  sh_extend(lock, t) -- (a reader riding on it may hold longer)
 end
 return tok

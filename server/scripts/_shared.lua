@@ -10,8 +10,9 @@
 --               are not starved.
 --   '<lock>:z'  a sorted set lease -> expiry (ms, Redis TIME): each slot
 --               frees at its own holder's expiry, trimmed by whatever script
---               counts the name's holders next (ZRANGEBYSCORE + ZREM: O(log N)
---               per holder dropped; a reader joining readers counts none,
+--               counts the name's holders next or releases one (ZCOUNT,
+--               then ZRANGEBYSCORE + ZREM when some expired: O(log N) per
+--               holder dropped; a reader joining readers counts none,
 --               _acquire_shared.lua). No sweep is needed for correctness.
 --   '<lock>:h'  a hash lease -> '<token> <sb> <ttl_ms> <mode> <owner>'
 --               (mode 1 = shared, 0 = a semaphore's slot).
@@ -51,11 +52,11 @@
 -- Redis' own clock, read once per script call (sh_now): the time in ms and
 -- as an argument.
 local sh_t, sh_ts
--- What sh_release left for release_handoff.lua: the holders left and the
--- marker it met. sh_ho set (a hand-off follows in the same script): the
--- index is left to the grant (a grant raises the counter anyway), and the
--- expired holders to whoever counts them next (every script that counts
--- holders trims first), so sh_left may count some.
+-- What sh_release left for release_handoff.lua: the live holders left (it
+-- trims the expired ones first) and the marker it met. sh_ho set (a
+-- hand-off follows in the same script): the release's own index move is
+-- left to the grant (a grant raises the counter anyway; the trim still
+-- moves it when it drops expired holders).
 local sh_left, sh_mark, sh_ho
 local sh_publish, sh_bump, sh_now, sh_int, sh_nows, sh_trim, sh_expire, sh_extend, sh_one,
   sh_spill, sh_fence_next, sh_grant_one, sh_one_renew, sh_holder, sh_refuse, sh_renew, sh_release
@@ -104,8 +105,8 @@ local function sh_load()
   -- per script call (a grouped call's operations share it).
   function sh_now()
     if not sh_t then
-      local t = redis.call('TIME')
-      sh_t = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+      local t = redis.call('TIME') -- two numeric strings: coerced (tonumber parses twice)
+      sh_t = t[1] * 1000 + math.floor(t[2] / 1000)
     end
     return sh_t
   end
@@ -126,24 +127,33 @@ local function sh_load()
   end
 
   -- Drops expired holders; returns how many remain (n: how many the set held,
-  -- when the caller knows: one call less). now: sh_now(), which every caller
-  -- gives (sent as sh_nows()).
-  function sh_trim(lock, now, n)
-    local z = lock .. ':z'
-    local gone = redis.call('ZRANGEBYSCORE', z, '-inf', now == sh_t and sh_nows() or now)
-    for i = 1, #gone, 1000 do
-      local part = {}
-      for j = i, math.min(i + 999, #gone) do
-        part[#part + 1] = gone[j]
+  -- when the caller knows: one call less; sh_release gives 0 and counts
+  -- later). now: sh_now(), which every caller gives (sent as sh_nows()).
+  -- z: lock .. ':z' when the caller has it (sh_release).
+  -- Usually none expired: ZCOUNT's integer says so (~4,000 instructions
+  -- less than ZRANGEBYSCORE's empty array, a Lua table, measured on a
+  -- reader's release), and only then are they listed.
+  function sh_trim(lock, now, n, z)
+    z = z or lock .. ':z'
+    local max = now == sh_t and sh_nows() or now
+    local ngone = 0
+    if redis.call('ZCOUNT', z, '-inf', max) > 0 then
+      local gone = redis.call('ZRANGEBYSCORE', z, '-inf', max)
+      ngone = #gone
+      for i = 1, ngone, 1000 do
+        local part = {}
+        for j = i, math.min(i + 999, ngone) do
+          part[#part + 1] = gone[j]
+        end
+        redis.call('ZREM', z, unpack(part))
+        redis.call('HDEL', lock .. ':h', unpack(part))
       end
-      redis.call('ZREM', z, unpack(part))
-      redis.call('HDEL', lock .. ':h', unpack(part))
-    end
-    if #gone > 0 then
-      sh_bump(lock)
+      if ngone > 0 then
+        sh_bump(lock)
+      end
     end
     if n then
-      return n - #gone
+      return n - ngone
     end
     return redis.call('ZCARD', z)
   end
@@ -181,18 +191,29 @@ local function sh_load()
 
   -- A 't' value's holder spilled into '<lock>:z' and '<lock>:h' (they do not
   -- exist: they expire with the value), the value made the marker; returns
-  -- the marker. now: sh_now().
-  function sh_spill(lock, v, now)
+  -- the marker and how long the three keys live (ms). now: sh_now(). t: the
+  -- ttl of a grant that follows (_acquire_shared.lua), else nil: when the
+  -- value lives less, the keys get sh_extend's 2t here at once (its PTTL
+  -- and three PEXPIREs less), so that grant needs no sh_extend.
+  function sh_spill(lock, v, now, t)
     local w, lease, limit, rest = string.match(v, '^t(.)(%S*) (%d+) (.*)$')
     local ms = math.max(redis.call('PTTL', lock), 1)
     local mk = 's' .. w .. '0 ' .. limit .. ' 0'
-    local k = sh_int(ms)
-    redis.call('SET', lock, mk, 'KEEPTTL')
+    local live = ms
+    if t and ms < t then
+      live = 2 * t
+    end
+    local k = sh_int(live)
+    if live == ms then
+      redis.call('SET', lock, mk, 'KEEPTTL')
+    else
+      redis.call('SET', lock, mk, 'PX', k)
+    end
     redis.call('ZADD', lock .. ':z', sh_int(now + ms), lease)
     redis.call('HSET', lock .. ':h', lease, rest)
     redis.call('PEXPIRE', lock .. ':z', k)
     redis.call('PEXPIRE', lock .. ':h', k)
-    return mk
+    return mk, live
   end
 
   -- A grant's token into the set: now_us, or one past the fence counter when
@@ -201,8 +222,10 @@ local function sh_load()
   function sh_fence_next(fence, nowus)
     local tok = nowus
     local last = redis.call('SET', fence, nowus, 'PX', 'FENCE_RETENTION_MS', 'GET')
-    local lastn = last and tonumber(string.match(last, '^(%d+)w?$'))
-    if lastn and lastn >= tonumber(nowus) then
+    -- a plain counter read with one tonumber, a watched one ('<n>w') with a
+    -- match too; nowus is lockd's digits (coerced: one strtod, not two)
+    local lastn = last and (tonumber(last) or tonumber(string.match(last, '^(%d+)w$')))
+    if lastn and lastn >= nowus + 0 then
       tok = string.format('%d', lastn + 1)
       redis.call('SET', fence, tok, 'PX', 'FENCE_RETENTION_MS')
     end
@@ -233,7 +256,7 @@ local function sh_load()
     if g then
       sh_publish(lock, 'g')
     end
-    if n >= tonumber(now) then
+    if n >= now + 0 then -- (coerced, as _acquire.lua's)
       local ts = string.format('%d', n + 1)
       redis.call('SET', fence, ts, 'PX', 'FENCE_RETENTION_MS')
       redis.call('SET', lock, 't' .. wl .. ' ' .. limit .. ' ' .. ts .. ' ' .. rest, 'XX', 'KEEPTTL')
@@ -334,46 +357,53 @@ local function sh_load()
   function sh_release(lock, v, lease, delay, publish)
     local now = sh_now()
     local z, h = lock .. ':z', lock .. ':h'
-    local e = redis.call('ZSCORE', z, lease)
-    if not e or tonumber(e) <= now then
+    local call = redis.call -- (a local: two table lookups less per call below)
+    -- the expired holders first (lease's own slot too, if it expired): then
+    -- ZREM says whether lease held a live slot, with no ZSCORE (its double
+    -- reply is formatted with %.17g and parsed again: ~6,500 instructions).
+    sh_trim(lock, now, 0, z)
+    if call('ZREM', z, lease) == 0 then
       return sh_renew(lock, lease, nil) -- not held: who is, as a renewal says
     end
-    local tok = string.match(redis.call('HGET', h, lease) or '', '^%d+') or '0'
-    local n = redis.call('ZCARD', z) - 1
+    local n = call('ZCARD', z)
+    local tok = string.match(call('HGET', h, lease) or '', '^%d+') or '0'
     if n > 0 then
-      redis.call('ZREM', z, lease)
-      redis.call('HDEL', h, lease)
-      if not sh_ho then
-        n = sh_trim(lock, now, n)
-      end
+      call('HDEL', h, lease)
     end
     local watched = false
     if not sh_ho then
       watched = sh_bump(lock)
     end
     sh_left, sh_mark = n, v
+    -- the marker 's<w><x> <limit> <xu>': x and w read as bytes, xu only
+    -- when x is set (one match at most); readers' usual marker (w set, no
+    -- x, limit 1) compared whole (interned strings: a pointer's compare)
+    local usual = v == 's10 1 0'
+    local x = not usual and string.byte(v, 3) == 49
+    local xu = x and tonumber(string.match(v, '(%d+)$') or 0) or 0
     if n <= 0 then
-      local xu = tonumber(string.match(v, '^s%d1 %d+ (%d+)$') or 0)
       if delay ~= '0' then
-        redis.call('DEL', z, h)
-        redis.call('SET', lock, 'd', 'PX', delay)
+        call('DEL', z, h)
+        call('SET', lock, 'd', 'PX', delay)
       elseif xu > now then
         -- a writer waits: the last reader leaves it reserved, for a second at
         -- most, so that no reader (of another lockd) overtakes it now
-        redis.call('DEL', z, h)
-        redis.call('SET', lock, 's11 1 ' .. xu, 'PX', math.min(xu - now, 1000))
+        call('DEL', z, h)
+        call('SET', lock, 's11 1 ' .. xu, 'PX', math.min(xu - now, 1000))
       else
-        redis.call('DEL', lock, z, h)
+        call('DEL', lock, z, h)
       end
     end
     -- readers are refused only by a waiting writer's x: while it stands, a
     -- reader leaving others behind lets no one in; once it lapsed (the
     -- writer gave up) and no grant has cleared it yet (a reader's grant
     -- clears it and wakes them), readers it refused may come in now
-    local fx, flim, fxu = string.match(v, '^s%d(%d) (%d+) (%d+)$')
-    local x_lapsed = fx == '1' and tonumber(fxu) <= now
-    if string.byte(v, 2) == 49 and (n <= 0 or watched or flim ~= '1' or x_lapsed) then
-      publish(lock)
+    if usual then
+      if n <= 0 or watched then
+        publish(lock)
+      end
+    elseif string.byte(v, 2) == 49 and (n <= 0 or watched or (x and xu <= now) or string.sub(v, 4, 6) ~= ' 1 ') then
+      publish(lock) -- (limit not 1: a semaphore)
     end
     return tok
   end

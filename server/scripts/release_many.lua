@@ -18,7 +18,7 @@ local function release(lock, lease, delay)
 end
 --#include _failed.lua
 --#call
-publisher, plen = ARGV[1], tonumber(ARGV[2])
+publisher, plen = ARGV[1], ARGV[2] + 0
 local out = {}
 for i = 1, #KEYS do
   local ok, r = pcall(release, KEYS[i], ARGV[i + 2], '0')

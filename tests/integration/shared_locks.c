@@ -9,7 +9,8 @@
  * the next waiter with one backend call, in queue order, within 1 s of the
  * release when its retry timer is 30 s away (also from another lockd); a reader's slot frees at its
  * ttl; a session-bound reader is kept by the watchdog and a session's expiry frees all its slots;
- * limit_mismatch; a wrong lease releases nothing; a reader's release while
+ * limit_mismatch; a wrong lease releases nothing, nor an expired reader's (409
+ * while a reader holds, 404 when none does); a reader's release while
  * other readers hold publishes nothing, yet a watcher on another lockd hears
  * it and the last release wakes a writer there; 120 holders listed as the
  * newest 100 in holder_list; 20 slots of one semaphore with every token
@@ -324,6 +325,46 @@ static void t_reader_release_after_writer_gave_up(void)
     CHECK(rq.done_ms - t1 < 1000 * th_time_scale());
     CHECK_EQ_INT(release(cl, &rb, name, rq.lease), 200);
     CHECK_EQ_INT(release(cl, &ra, name, rl[0]), 200);
+}
+
+/* A reader's release trims the expired readers before it looks for its own
+ * slot (sh_release: its ZREM says whether the lease held a live one): an
+ * expired reader's release is refused while a live reader holds (409; it
+ * and the other expired one trimmed from the set, the index moved), and
+ * answers 404 once every reader expired (the keys dropped: a writer is
+ * granted at once). */
+static void t_expired_reader_release(void)
+{
+    const char *name = "rx-rel";
+    char la[40], lb[40], lc[40], zc[96], ex[160], fc[96];
+    snprintf(zc, sizeof(zc), "ZCARD 'lockd:{%s}:z'", name);
+    snprintf(fc, sizeof(fc), "GET 'lockd:{%s}:fence'", name);
+    snprintf(ex, sizeof(ex), "EXISTS 'lockd:{%s}' 'lockd:{%s}:z' 'lockd:{%s}:h'", name, name,
+             name);
+    CHECK_EQ_INT(acquire(cl, &ra, name, "{\"mode\":\"shared\",\"ttl_ms\":300}", la, NULL), 200);
+    CHECK_EQ_INT(acquire(cl, &ra, name, "{\"mode\":\"shared\",\"ttl_ms\":30000}", lb, NULL),
+                 200);
+    CHECK_EQ_INT(acquire(cl, &ra, name, "{\"mode\":\"shared\",\"ttl_ms\":300}", lc, NULL), 200);
+    CHECK_EQ_INT(atoi(th_redis_cli(&rd, zc)), 3);
+    th_sleep_ms(450); /* a and c expired, in the set */
+    long long f0 = atoll(th_redis_cli(&rd, fc));
+    CHECK_EQ_INT(release(cl, &ra, name, la), 409); /* b holds */
+    CHECK_EQ_INT(atoi(th_redis_cli(&rd, zc)), 1); /* a and c trimmed */
+    CHECK(atoll(th_redis_cli(&rd, fc)) > f0);
+    CHECK_EQ_INT(release(cl, &rb, name, lc), 409);
+    CHECK_EQ_INT(release(cl, &rb, name, lb), 200);
+    CHECK_EQ_INT(atoi(th_redis_cli(&rd, ex)), 0);
+
+    /* every reader expired: nobody holds it */
+    CHECK_EQ_INT(acquire(cl, &ra, name, "{\"mode\":\"shared\",\"ttl_ms\":300}", la, NULL), 200);
+    CHECK_EQ_INT(acquire(cl, &rb, name, "{\"mode\":\"shared\",\"ttl_ms\":300}", lb, NULL), 200);
+    CHECK_EQ_INT(atoi(th_redis_cli(&rd, zc)), 2);
+    th_sleep_ms(450);
+    CHECK_EQ_INT(release(cl, &rb, name, la), 404);
+    CHECK_EQ_INT(atoi(th_redis_cli(&rd, ex)), 0);
+    CHECK_EQ_INT(release(cl, &ra, name, lb), 404);
+    CHECK_EQ_INT(acquire(cl, &rb, name, "{\"ttl_ms\":30000}", lc, NULL), 200);
+    CHECK_EQ_INT(release(cl, &rb, name, lc), 200);
 }
 
 /* ---------------------------------------------------------------- grouped grant */
@@ -1397,6 +1438,7 @@ int main(void)
     RUN(t_reader_releases_publish_two_lockd);
     RUN(t_reader_release_after_writer_gave_up);
     RUN(t_expired_reader_trimmed);
+    RUN(t_expired_reader_release);
     RUN(t_grouped_grant_memory);
     RUN(t_grouped_grant_redis);
     RUN(t_semaphore_handoff_memory);
