@@ -1897,22 +1897,22 @@ enum lk_code redis_lock_open_cluster(const struct redis_url *url, const struct l
         const char *body;
         bool oom;
     } src[SC_COUNT] = {
-        [SC_ACQUIRE] = {"acquire", lk_lua_acquire},
+        [SC_ACQUIRE] = {"acquire", lk_lua_acquire, false},
         [SC_RENEW] = {"renew", lk_lua_renew, true},
         [SC_RELEASE] = {"release", lk_lua_release, true},
-        [SC_INSPECT] = {"inspect", lk_lua_inspect},
-        [SC_LIST] = {"list", lk_lua_list},
+        [SC_INSPECT] = {"inspect", lk_lua_inspect, false},
+        [SC_LIST] = {"list", lk_lua_list, false},
         [SC_RENEW_MANY] = {"renew_many", lk_lua_renew_many, true},
-        [SC_ACQUIRE_MANY] = {"acquire_many", lk_lua_acquire_many},
+        [SC_ACQUIRE_MANY] = {"acquire_many", lk_lua_acquire_many, false},
         [SC_RELEASE_MANY] = {"release_many", lk_lua_release_many, true},
-        [SC_FENCE_RAISE] = {"fence_raise", lk_lua_fence_raise},
+        [SC_FENCE_RAISE] = {"fence_raise", lk_lua_fence_raise, false},
         [SC_UNDO] = {"undo", lk_lua_undo, true},
-        [SC_ACQUIRE_SHARED] = {"acquire_shared", lk_lua_acquire_shared},
+        [SC_ACQUIRE_SHARED] = {"acquire_shared", lk_lua_acquire_shared, false},
         [SC_FORCE_RELEASE] = {"force_release", lk_lua_force_release, true},
-        [SC_REASSERT] = {"reassert", lk_lua_reassert},
-        [SC_ACQUIRE_SET] = {"acquire_set", lk_lua_acquire_set},
-        [SC_ACQUIRE_SHARED_MANY] = {"acquire_shared_many", lk_lua_acquire_shared_many},
-        [SC_RELEASE_HANDOFF] = {"release_handoff", lk_lua_release_handoff},
+        [SC_REASSERT] = {"reassert", lk_lua_reassert, false},
+        [SC_ACQUIRE_SET] = {"acquire_set", lk_lua_acquire_set, false},
+        [SC_ACQUIRE_SHARED_MANY] = {"acquire_shared_many", lk_lua_acquire_shared_many, false},
+        [SC_RELEASE_HANDOFF] = {"release_handoff", lk_lua_release_handoff, false},
     };
     for (int i = 0; i < SC_COUNT; i++) {
         char *body = fill_retention(src[i].body, cfg->fence_retention_ms);
