@@ -1413,6 +1413,72 @@ static void holder_list_capped(const struct th_lockd *l, const char *name, const
         CHECK_EQ_INT(release(cl, l, name, leases[i]), 200);
 }
 
+/* The PTTL of lockd:{name} (and its ':z', ':h') in ms on rd. */
+static long long key_pttl(const char *name, const char *suffix)
+{
+    char cmd[160];
+    snprintf(cmd, sizeof(cmd), "PTTL 'lockd:{%s}%s'", name, suffix);
+    return atoll(th_redis_cli(&rd, cmd));
+}
+
+/* A semaphore slot handed to a waiter (release_handoff.lua's ho_grant)
+ * makes the set's keys outlive the new holder. ho_grant skips the keys'
+ * PTTL for a lock it already extended far enough in the same script call
+ * ('extended', a table per call): the Function's library outlives a call, so
+ * a table kept from an earlier call (here one that extended "he" by 10 s)
+ * would skip it on a later hand-off, and the keys would expire, with the
+ * slot, seconds before the waiter's 8 s lease. */
+static void t_handoff_extends_per_call(void)
+{
+    const char *name = "he";
+    char p[40], q[40], x[40], y[40];
+    CHECK_EQ_INT(acquire(cl, &ra, name, "{\"limit\":2,\"ttl_ms\":10000}", p, NULL), 200);
+    CHECK_EQ_INT(acquire(cl, &ra, name, "{\"limit\":2,\"ttl_ms\":10000}", q, NULL), 200);
+    for (int round = 0; round < 2; round++) {
+        /* round 0: the hand-off extends "he" to 10 s; round 1: a lone
+         * 3 s slot joined by a 1 s one (the keys keep the 3 s), handed on
+         * for 8 s */
+        struct blocked b = {&ra,
+                            name,
+                            round == 0 ? "{\"limit\":2,\"wait_ms\":15000,\"ttl_ms\":10000}"
+                                       : "{\"limit\":2,\"wait_ms\":15000,\"ttl_ms\":8000}",
+                            0,
+                            0,
+                            "",
+                            0};
+        pthread_t th;
+        pthread_create(&th, NULL, blocked_run, &b);
+        struct queued_arg qa = {&ra, name, 1};
+        CHECK(th_wait_for(has_waiters, &qa, 5000 * th_time_scale()));
+        th_sleep_ms(200); /* the waiter's own refusal is over */
+        CHECK_EQ_INT(release(cl, &ra, name, p), 200);
+        pthread_join(th, NULL);
+        CHECK_EQ_INT(b.status, 200);
+        long long ms = key_pttl(name, "");
+        printf("# round %d: the keys live %lld ms (z %lld, h %lld) after the hand-off\n", round, ms,
+               key_pttl(name, ":z"), key_pttl(name, ":h"));
+        if (round == 1) {
+            CHECK(ms >= 7000);
+            CHECK(key_pttl(name, ":z") >= 7000);
+            CHECK(key_pttl(name, ":h") >= 7000);
+            /* (y's 2.5 s may have run out on a slow machine: then the
+             * hand-off found no holder left and made new keys, and this
+             * round checked less) */
+            printf("# the 2.5 s slot's release: %ld\n", release(cl, &ra, name, y));
+            CHECK_EQ_INT(release(cl, &ra, name, b.lease), 200);
+            break;
+        }
+        CHECK_EQ_INT(release(cl, &ra, name, q), 200);
+        CHECK_EQ_INT(release(cl, &ra, name, b.lease), 200);
+        int set_keys;
+        CHECK_EQ_INT(value_form(name, &set_keys), '\0'); /* the last one out took the keys */
+        CHECK_EQ_INT(acquire(cl, &ra, name, "{\"limit\":2,\"ttl_ms\":3000}", x, NULL), 200);
+        CHECK_EQ_INT(acquire(cl, &ra, name, "{\"limit\":2,\"ttl_ms\":2500}", y, NULL), 200);
+        memcpy(p, x, sizeof(p));
+    }
+    CHECK_EQ_INT(inspect_int(&ra, name, "holders"), 0);
+}
+
 static void t_holder_list_cap(void)
 {
     holder_list_capped(&mem, "cap-shared-mem", "{\"mode\":\"shared\",\"ttl_ms\":30000}");
@@ -1458,6 +1524,7 @@ int main(void)
     RUN(t_metrics);
     RUN(t_holder_list_cap);
     RUN(t_many_holders);
+    RUN(t_handoff_extends_per_call);
     /* Last: they restart rd (shared holds and semaphore slots are
      * re-asserted after the empty restart: grant_log.c, reassert.lua). */
     const char *rsargs[] = {
