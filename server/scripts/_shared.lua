@@ -58,6 +58,11 @@ local sh_t, sh_ts
 -- left to the grant (a grant raises the counter anyway; the trim still
 -- moves it when it drops expired holders).
 local sh_left, sh_mark, sh_ho
+-- Set by release_handoff.lua for a reader's grant that follows a release
+-- whose message it held back (that release would have published): the grant
+-- publishes 'g' in its place, so that readers queued on other lockd
+-- processes, refused by the holder that left, come in (sh_grant_one).
+local sh_wake
 local sh_publish, sh_bump, sh_now, sh_int, sh_nows, sh_trim, sh_expire, sh_extend, sh_one,
   sh_spill, sh_fence_next, sh_grant_one, sh_one_renew, sh_holder, sh_refuse, sh_renew, sh_release
 
@@ -66,7 +71,7 @@ local sh_publish, sh_bump, sh_now, sh_int, sh_nows, sh_trim, sh_expire, sh_exten
 -- first (tools/lua2c.sh): a clock kept from an earlier call would grant on a
 -- wrong expiry. Every per-call local of this file is reset here.
 local function sh_begin()
-  sh_t, sh_ts, sh_left, sh_mark, sh_ho = nil, nil, nil, nil, nil
+  sh_t, sh_ts, sh_left, sh_mark, sh_ho, sh_wake = nil, nil, nil, nil, nil, nil
 end
 
 -- Makes the helpers (idempotent).
@@ -236,12 +241,17 @@ local function sh_load()
   -- 't<wl> <limit> <now> <rest>' with the token now): the token as
   -- _acquire.lua's (the fence counter's SET GET, the value rewritten when the
   -- counter ran ahead); a counter that cannot be used undoes the grant. A
-  -- waiting reader's grant (wl's w '1', limit 1) publishes 'g', as a watched
-  -- counter does (a 'g' wakes watchers and queued readers only: lockd's
-  -- waiters_kick_granted).
-  function sh_grant_one(lock, fence, wl, limit, now, rest)
+  -- reader's grant (limit 1) publishes 'g' when it lets readers refused
+  -- elsewhere in (wake: it clears a waiting writer's lapsed x, or it takes
+  -- the place of a release's message, sh_wake), as a watched counter does
+  -- (a 'g' wakes watchers and queued readers only: lockd's
+  -- waiters_kick_granted). Any other reader's grant frees nothing for
+  -- anyone: the readers refused by what held the name before it were told
+  -- by its release (w) or wait for its expiry (their retry timer), and a
+  -- waiting reader's own lockd queues nobody behind it without asking.
+  function sh_grant_one(lock, fence, wl, limit, now, rest, wake)
     local last = redis.pcall('SET', fence, now, 'PX', 'FENCE_RETENTION_MS', 'GET')
-    local n, g = 0, string.byte(wl) == 49 and limit == '1'
+    local n, g = 0, wake and limit == '1'
     if last then
       n = tonumber(last)
       if not n and type(last) == 'string' and string.byte(last, -1) == 119 then
