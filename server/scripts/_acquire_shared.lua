@@ -144,10 +144,7 @@ else
   end
 end
 -- Granted: the token first (an error here leaves nothing granted).
-local tok, last = sh_fence_next(fence, nowus)
-if more > 0 then
-  redis.call('SET', fence, string.format('%d', tok + more), 'PX', 'FENCE_RETENTION_MS')
-end
+local tok, last = sh_fence_next(fence, nowus, more)
 if (wake and limit == '1') or (last and string.byte(last, -1) == 119) then
   sh_publish(lock, 'g') -- a watcher (or readers refused elsewhere) hears of the grant (sh_grant_one)
 end

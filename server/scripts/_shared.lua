@@ -222,17 +222,21 @@ local function sh_load()
   end
 
   -- A grant's token into the set: now_us, or one past the fence counter when
-  -- it ran ahead of it (as sh_grant_one's). Returns the token and what the
-  -- counter held ('<n>w': a watcher marked it).
-  function sh_fence_next(fence, nowus)
+  -- it ran ahead of it (as sh_grant_one's). more: how many readers ride on
+  -- it (tokens token + 1 .. token + more, _acquire_shared.lua): the counter
+  -- is left at the last one, by the same SET ... GET unless it ran ahead.
+  -- Returns the token and what the counter held ('<n>w': a watcher marked
+  -- it).
+  function sh_fence_next(fence, nowus, more)
     local tok = nowus
-    local last = redis.call('SET', fence, nowus, 'PX', 'FENCE_RETENTION_MS', 'GET')
+    local last = redis.call('SET', fence, more > 0 and string.format('%d', nowus + more) or nowus, 'PX',
+      'FENCE_RETENTION_MS', 'GET')
     -- a plain counter read with one tonumber, a watched one ('<n>w') with a
     -- match too; nowus is lockd's digits (coerced: one strtod, not two)
     local lastn = last and (tonumber(last) or tonumber(string.match(last, '^(%d+)w$')))
     if lastn and lastn >= nowus + 0 then
       tok = string.format('%d', lastn + 1)
-      redis.call('SET', fence, tok, 'PX', 'FENCE_RETENTION_MS')
+      redis.call('SET', fence, more > 0 and string.format('%d', tok + more) or tok, 'PX', 'FENCE_RETENTION_MS')
     end
     return tok, last
   end

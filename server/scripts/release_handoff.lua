@@ -77,7 +77,7 @@ local function ho_grant(lock, fence, wl, rest, ttl, limit, nowus, v, n)
   if fw == '0' then
     redis.call('SET', lock, 's1' .. string.sub(v, 3), 'KEEPTTL')
   end
-  local tok, last = sh_fence_next(fence, nowus)
+  local tok, last = sh_fence_next(fence, nowus, 0)
   if last and string.byte(last, -1) == 119 then
     sh_publish(lock, 'g') -- a watcher hears of the grant
   end
