@@ -63,6 +63,21 @@ local sh_left, sh_mark, sh_ho
 -- publishes 'g' in its place, so that readers queued on other lockd
 -- processes, refused by the holder that left, come in (sh_grant_one).
 local sh_wake
+-- What this call knows of a holder set without asking again (Redis' clock
+-- stands still in a call, and every score written is past it): sh_tz, the
+-- set (its '<lock>:z') last trimmed at sh_now(), which holds no expired
+-- holder for the rest of the call (sh_trim); sh_cl, sh_cv, sh_cn, a lock,
+-- its value (the marker) and how many holders its set has right after
+-- release_handoff.lua's grant into it (ho_grant) or a release that left
+-- holders (sh_release, but not under sh_ho: a waiter's acquire follows
+-- there), for the next release of the same lock in that call
+-- (_release.lua and sh_release take them, once, in place of GET and ZCARD;
+-- release_many.lua's releases touch no other lock's keys, and
+-- release_handoff.lua drops them when the next lock is another). A busy
+-- semaphore's chain of hand-offs on one name, or readers of one name
+-- released together, cost one GET, ZCOUNT and ZCARD per call and name, not
+-- per release.
+local sh_tz, sh_cl, sh_cv, sh_cn
 local sh_publish, sh_bump, sh_now, sh_int, sh_nows, sh_trim, sh_expire, sh_extend, sh_one,
   sh_spill, sh_fence_next, sh_grant_one, sh_one_renew, sh_holder, sh_refuse, sh_renew, sh_release
 
@@ -72,6 +87,7 @@ local sh_publish, sh_bump, sh_now, sh_int, sh_nows, sh_trim, sh_expire, sh_exten
 -- wrong expiry. Every per-call local of this file is reset here.
 local function sh_begin()
   sh_t, sh_ts, sh_left, sh_mark, sh_ho, sh_wake = nil, nil, nil, nil, nil, nil
+  sh_tz, sh_cl, sh_cv, sh_cn = nil, nil, nil, nil
 end
 
 -- Makes the helpers (idempotent).
@@ -137,12 +153,15 @@ local function sh_load()
   -- z: lock .. ':z' when the caller has it (sh_release).
   -- Usually none expired: ZCOUNT's integer says so (~4,000 instructions
   -- less than ZRANGEBYSCORE's empty array, a Lua table, measured on a
-  -- reader's release), and only then are they listed.
+  -- reader's release), and only then are they listed. A set trimmed at
+  -- sh_now() earlier in this call is not looked at again (sh_tz).
   function sh_trim(lock, now, n, z)
     z = z or lock .. ':z'
-    local max = now == sh_t and sh_nows() or now
     local ngone = 0
-    if redis.call('ZCOUNT', z, '-inf', max) > 0 then
+    if now == sh_t and sh_tz == z then
+      -- trimmed at this clock already: nothing in it expired since
+    elseif redis.call('ZCOUNT', z, '-inf', now == sh_t and sh_nows() or now) > 0 then
+      local max = now == sh_t and sh_nows() or now
       local gone = redis.call('ZRANGEBYSCORE', z, '-inf', max)
       ngone = #gone
       for i = 1, ngone, 1000 do
@@ -156,6 +175,9 @@ local function sh_load()
       if ngone > 0 then
         sh_bump(lock)
       end
+    end
+    if now == sh_t then
+      sh_tz = z
     end
     if n then
       return n - ngone
@@ -372,14 +394,18 @@ local function sh_load()
     local now = sh_now()
     local z, h = lock .. ':z', lock .. ':h'
     local call = redis.call -- (a local: two table lookups less per call below)
+    local cn = sh_cl == lock and sh_cn -- the holders this call left in the set, when known (sh_cl)
+    sh_cl = nil
     -- the expired holders first (lease's own slot too, if it expired): then
     -- ZREM says whether lease held a live slot, with no ZSCORE (its double
     -- reply is formatted with %.17g and parsed again: ~6,500 instructions).
-    sh_trim(lock, now, 0, z)
+    if sh_trim(lock, now, 0, z) ~= 0 then
+      cn = nil -- (never when known: they were counted after a trim at this clock)
+    end
     if call('ZREM', z, lease) == 0 then
       return sh_renew(lock, lease, nil) -- not held: who is, as a renewal says
     end
-    local n = call('ZCARD', z)
+    local n = cn and cn - 1 or call('ZCARD', z)
     local tok = string.match(call('HGET', h, lease) or '', '^%d+') or '0'
     if n > 0 then
       call('HDEL', h, lease)
@@ -387,6 +413,9 @@ local function sh_load()
     local watched = false
     if not sh_ho then
       watched = sh_bump(lock)
+      if n > 0 then
+        sh_cl, sh_cv, sh_cn = lock, v, n -- (the marker stays while holders do)
+      end
     end
     sh_left, sh_mark = n, v
     -- the marker 's<w><x> <limit> <xu>': x and w read as bytes, xu only

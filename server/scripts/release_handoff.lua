@@ -75,19 +75,23 @@ local function ho_grant(lock, fence, wl, rest, ttl, limit, nowus, v, n)
     return {0, hd[1], hd[2], hd[3], hd[4], hd[5]}
   end
   if fw == '0' then
-    redis.call('SET', lock, 's1' .. string.sub(v, 3), 'KEEPTTL')
+    v = 's1' .. string.sub(v, 3)
+    redis.call('SET', lock, v, 'KEEPTTL')
   end
   local tok, last = sh_fence_next(fence, nowus, 0)
   if last and string.byte(last, -1) == 119 then
     sh_publish(lock, 'g') -- a watcher hears of the grant
   end
   local t = ttl + 0
-  redis.call('ZADD', lock .. ':z', sh_int(now + t), string.sub(wl, 2))
+  local z = lock .. ':z'
+  local added = redis.call('ZADD', z, sh_int(now + t), string.sub(wl, 2))
   redis.call('HSET', lock .. ':h', string.sub(wl, 2), tok .. ' ' .. rest)
   if (extended[lock] or 0) < t then
     sh_extend(lock, t) -- the keys live t more: no need to look again in this call
     extended[lock] = t
   end
+  -- the marker and holders now, for a release of lock next (_release.lua)
+  sh_cl, sh_cv, sh_cn = lock, v, n + added
   return tok
 end
 -- The message a release held back (publish) when its waiter did not take
@@ -103,6 +107,9 @@ sh_ho = true
 for i = 1, #KEYS do
   local a, lock = 7 * i - 5, KEYS[i]
   pub, sh_left, sh_mark = nil, nil, nil
+  if i > 1 and KEYS[i - 1] ~= lock then
+    sh_cl = nil -- (ho_grant's marker and count are for the release of its lock right after it)
+  end
   local ok, r = pcall(release, lock, ARGV[a + 5], '0')
   if not ok then
     out[i] = failed(r)
