@@ -12,7 +12,10 @@
  * limit_mismatch; a wrong lease releases nothing, nor an expired reader's (409
  * while a reader holds, 404 when none does); a reader's release while
  * other readers hold publishes nothing, yet a watcher on another lockd hears
- * it and the last release wakes a writer there; 120 holders listed as the
+ * it and the last release wakes a writer there; after a waiting writer's
+ * reservation lapsed, a reader's release or grant on one lockd wakes a reader
+ * queued on the other; readers of one name released at once (grouped) are
+ * counted right; 120 holders listed as the
  * newest 100 in holder_list; 20 slots of one semaphore with every token
  * and owner kept, an expired one freeing its slot unswept; a Redis restart
  * under a
