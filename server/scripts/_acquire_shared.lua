@@ -31,7 +31,7 @@ local v
 if lone then
   v = redis.call('SET', lock, 't' .. wl .. ' ' .. limit .. ' ' .. nowus .. ' ' .. rest, 'NX', 'PX', ttl, 'GET')
   if not v then
-    return sh_grant_one(lock, fence, wl, limit, nowus, rest)
+    return sh_grant_one(lock, fence, wl, limit, nowus, rest, sh_wake)
   end
 else
   v = redis.call('SET', lock, 's' .. string.sub(wl, 1, 1) .. '0 ' .. limit .. ' 0', 'NX', 'PX', ttl, 'GET')
@@ -40,6 +40,10 @@ local w = string.sub(wl, 1, 1)
 local lease = string.sub(wl, 2)
 local z, h = lock .. ':z', lock .. ':h'
 local mk -- the marker to write, when it changes
+-- 'g' for a reader's grant that lets readers refused elsewhere in
+-- (sh_grant_one says which): the place of a release's message (sh_wake), or
+-- a waiting writer's lapsed x cleared (below)
+local wake = sh_wake and limit == '1'
 if v == 'd' then
   local d = redis.call('PTTL', lock)
   return {2, d > 0 and d or 1}
@@ -101,6 +105,8 @@ else
     end
     if xs then
       x, xu = fx, fxu -- a writer waits: readers queue behind it
+    elseif fx == '1' then
+      wake = true -- its x lapsed: the readers it refused may come in now
     end
     local full
     if limit == '1' then
@@ -127,22 +133,20 @@ else
     return {2, math.max(redis.call('PTTL', lock), 1)}
   else
     -- a marker whose holders all expired: the name is free
+    wake = wake or fx == '1'
     redis.call('DEL', z, h)
     if lone then
       redis.call('SET', lock, 't' .. wl .. ' ' .. limit .. ' ' .. nowus .. ' ' .. rest, 'PX', ttl)
-      return sh_grant_one(lock, fence, wl, limit, nowus, rest)
+      return sh_grant_one(lock, fence, wl, limit, nowus, rest, wake)
     end
     redis.call('SET', lock, 's' .. w .. '0 ' .. limit .. ' 0', 'PX', ttl)
     renew_keys = true
   end
 end
 -- Granted: the token first (an error here leaves nothing granted).
-local tok, last = sh_fence_next(fence, nowus)
-if more > 0 then
-  redis.call('SET', fence, string.format('%d', tok + more), 'PX', 'FENCE_RETENTION_MS')
-end
-if (w == '1' and limit == '1') or (last and string.byte(last, -1) == 119) then
-  sh_publish(lock, 'g') -- a watcher (or a waiting reader) hears of the grant (sh_grant_one)
+local tok, last = sh_fence_next(fence, nowus, more)
+if (wake and limit == '1') or (last and string.byte(last, -1) == 119) then
+  sh_publish(lock, 'g') -- a watcher (or readers refused elsewhere) hears of the grant (sh_grant_one)
 end
 if mk then
   redis.call('SET', lock, mk, 'KEEPTTL')

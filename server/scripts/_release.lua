@@ -10,7 +10,9 @@
 -- Returns the token, as a string, when released; {0} nobody holds it;
 -- {2, owner, token, sb, pttl} another lease holds it.
 local call = redis.call -- (a local: two table lookups less per call below)
-local v = call('GET', lock)
+-- (right after a grant into its set in this call, the marker is known:
+-- release_handoff.lua's ho_grant, _shared.lua's sh_cl)
+local v = sh_cl == lock and sh_cv or call('GET', lock)
 if not v or v == 'd' then
   return {0}
 end

@@ -58,6 +58,26 @@ local sh_t, sh_ts
 -- left to the grant (a grant raises the counter anyway; the trim still
 -- moves it when it drops expired holders).
 local sh_left, sh_mark, sh_ho
+-- Set by release_handoff.lua for a reader's grant that follows a release
+-- whose message it held back (that release would have published): the grant
+-- publishes 'g' in its place, so that readers queued on other lockd
+-- processes, refused by the holder that left, come in (sh_grant_one).
+local sh_wake
+-- What this call knows of a holder set without asking again (Redis' clock
+-- stands still in a call, and every score written is past it): sh_tz, the
+-- set (its '<lock>:z') last trimmed at sh_now(), which holds no expired
+-- holder for the rest of the call (sh_trim); sh_cl, sh_cv, sh_cn, a lock,
+-- its value (the marker) and how many holders its set has right after
+-- release_handoff.lua's grant into it (ho_grant) or a release that left
+-- holders (sh_release, but not under sh_ho: a waiter's acquire follows
+-- there), for the next release of the same lock in that call
+-- (_release.lua and sh_release take them, once, in place of GET and ZCARD;
+-- release_many.lua's releases touch no other lock's keys, and
+-- release_handoff.lua drops them when the next lock is another). A busy
+-- semaphore's chain of hand-offs on one name, or readers of one name
+-- released together, cost one GET, ZCOUNT and ZCARD per call and name, not
+-- per release.
+local sh_tz, sh_cl, sh_cv, sh_cn
 local sh_publish, sh_bump, sh_now, sh_int, sh_nows, sh_trim, sh_expire, sh_extend, sh_one,
   sh_spill, sh_fence_next, sh_grant_one, sh_one_renew, sh_holder, sh_refuse, sh_renew, sh_release
 
@@ -66,7 +86,8 @@ local sh_publish, sh_bump, sh_now, sh_int, sh_nows, sh_trim, sh_expire, sh_exten
 -- first (tools/lua2c.sh): a clock kept from an earlier call would grant on a
 -- wrong expiry. Every per-call local of this file is reset here.
 local function sh_begin()
-  sh_t, sh_ts, sh_left, sh_mark, sh_ho = nil, nil, nil, nil, nil
+  sh_t, sh_ts, sh_left, sh_mark, sh_ho, sh_wake = nil, nil, nil, nil, nil, nil
+  sh_tz, sh_cl, sh_cv, sh_cn = nil, nil, nil, nil
 end
 
 -- Makes the helpers (idempotent).
@@ -132,12 +153,15 @@ local function sh_load()
   -- z: lock .. ':z' when the caller has it (sh_release).
   -- Usually none expired: ZCOUNT's integer says so (~4,000 instructions
   -- less than ZRANGEBYSCORE's empty array, a Lua table, measured on a
-  -- reader's release), and only then are they listed.
+  -- reader's release), and only then are they listed. A set trimmed at
+  -- sh_now() earlier in this call is not looked at again (sh_tz).
   function sh_trim(lock, now, n, z)
     z = z or lock .. ':z'
-    local max = now == sh_t and sh_nows() or now
     local ngone = 0
-    if redis.call('ZCOUNT', z, '-inf', max) > 0 then
+    if now == sh_t and sh_tz == z then
+      -- trimmed at this clock already: nothing in it expired since
+    elseif redis.call('ZCOUNT', z, '-inf', now == sh_t and sh_nows() or now) > 0 then
+      local max = now == sh_t and sh_nows() or now
       local gone = redis.call('ZRANGEBYSCORE', z, '-inf', max)
       ngone = #gone
       for i = 1, ngone, 1000 do
@@ -151,6 +175,9 @@ local function sh_load()
       if ngone > 0 then
         sh_bump(lock)
       end
+    end
+    if now == sh_t then
+      sh_tz = z
     end
     if n then
       return n - ngone
@@ -217,17 +244,21 @@ local function sh_load()
   end
 
   -- A grant's token into the set: now_us, or one past the fence counter when
-  -- it ran ahead of it (as sh_grant_one's). Returns the token and what the
-  -- counter held ('<n>w': a watcher marked it).
-  function sh_fence_next(fence, nowus)
+  -- it ran ahead of it (as sh_grant_one's). more: how many readers ride on
+  -- it (tokens token + 1 .. token + more, _acquire_shared.lua): the counter
+  -- is left at the last one, by the same SET ... GET unless it ran ahead.
+  -- Returns the token and what the counter held ('<n>w': a watcher marked
+  -- it).
+  function sh_fence_next(fence, nowus, more)
     local tok = nowus
-    local last = redis.call('SET', fence, nowus, 'PX', 'FENCE_RETENTION_MS', 'GET')
+    local last = redis.call('SET', fence, more > 0 and string.format('%d', nowus + more) or nowus, 'PX',
+      'FENCE_RETENTION_MS', 'GET')
     -- a plain counter read with one tonumber, a watched one ('<n>w') with a
     -- match too; nowus is lockd's digits (coerced: one strtod, not two)
     local lastn = last and (tonumber(last) or tonumber(string.match(last, '^(%d+)w$')))
     if lastn and lastn >= nowus + 0 then
       tok = string.format('%d', lastn + 1)
-      redis.call('SET', fence, tok, 'PX', 'FENCE_RETENTION_MS')
+      redis.call('SET', fence, more > 0 and string.format('%d', tok + more) or tok, 'PX', 'FENCE_RETENTION_MS')
     end
     return tok, last
   end
@@ -236,12 +267,17 @@ local function sh_load()
   -- 't<wl> <limit> <now> <rest>' with the token now): the token as
   -- _acquire.lua's (the fence counter's SET GET, the value rewritten when the
   -- counter ran ahead); a counter that cannot be used undoes the grant. A
-  -- waiting reader's grant (wl's w '1', limit 1) publishes 'g', as a watched
-  -- counter does (a 'g' wakes watchers and queued readers only: lockd's
-  -- waiters_kick_granted).
-  function sh_grant_one(lock, fence, wl, limit, now, rest)
+  -- reader's grant (limit 1) publishes 'g' when it lets readers refused
+  -- elsewhere in (wake: it clears a waiting writer's lapsed x, or it takes
+  -- the place of a release's message, sh_wake), as a watched counter does
+  -- (a 'g' wakes watchers and queued readers only: lockd's
+  -- waiters_kick_granted). Any other reader's grant frees nothing for
+  -- anyone: the readers refused by what held the name before it were told
+  -- by its release (w) or wait for its expiry (their retry timer), and a
+  -- waiting reader's own lockd queues nobody behind it without asking.
+  function sh_grant_one(lock, fence, wl, limit, now, rest, wake)
     local last = redis.pcall('SET', fence, now, 'PX', 'FENCE_RETENTION_MS', 'GET')
-    local n, g = 0, string.byte(wl) == 49 and limit == '1'
+    local n, g = 0, wake and limit == '1'
     if last then
       n = tonumber(last)
       if not n and type(last) == 'string' and string.byte(last, -1) == 119 then
@@ -358,14 +394,18 @@ local function sh_load()
     local now = sh_now()
     local z, h = lock .. ':z', lock .. ':h'
     local call = redis.call -- (a local: two table lookups less per call below)
+    local cn = sh_cl == lock and sh_cn -- the holders this call left in the set, when known (sh_cl)
+    sh_cl = nil
     -- the expired holders first (lease's own slot too, if it expired): then
     -- ZREM says whether lease held a live slot, with no ZSCORE (its double
     -- reply is formatted with %.17g and parsed again: ~6,500 instructions).
-    sh_trim(lock, now, 0, z)
+    if sh_trim(lock, now, 0, z) ~= 0 then
+      cn = nil -- (never when known: they were counted after a trim at this clock)
+    end
     if call('ZREM', z, lease) == 0 then
       return sh_renew(lock, lease, nil) -- not held: who is, as a renewal says
     end
-    local n = call('ZCARD', z)
+    local n = cn and cn - 1 or call('ZCARD', z)
     local tok = string.match(call('HGET', h, lease) or '', '^%d+') or '0'
     if n > 0 then
       call('HDEL', h, lease)
@@ -373,6 +413,9 @@ local function sh_load()
     local watched = false
     if not sh_ho then
       watched = sh_bump(lock)
+      if n > 0 then
+        sh_cl, sh_cv, sh_cn = lock, v, n -- (the marker stays while holders do)
+      end
     end
     sh_left, sh_mark = n, v
     -- the marker 's<w><x> <limit> <xu>': x and w read as bytes, xu only

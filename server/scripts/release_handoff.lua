@@ -22,7 +22,8 @@
 -- when the release raised one. One lock: that element alone.
 -- A release whose waiter takes the slot it freed frees nothing for anyone
 -- else: it publishes nothing (a watcher hears of the grant, as of any
--- grant: '<n>w' on the fence counter), and the index is moved by the grant
+-- grant: '<n>w' on the fence counter; a reader granted there publishes 'g'
+-- when the release would have published: sh_wake), and the index is moved by the grant
 -- (sh_ho; and by the release's trim when it drops expired holders). A
 -- semaphore's slot released from the set and handed on (holders left) is
 -- granted from what the release read (ho_grant): no second look at the
@@ -74,19 +75,23 @@ local function ho_grant(lock, fence, wl, rest, ttl, limit, nowus, v, n)
     return {0, hd[1], hd[2], hd[3], hd[4], hd[5]}
   end
   if fw == '0' then
-    redis.call('SET', lock, 's1' .. string.sub(v, 3), 'KEEPTTL')
+    v = 's1' .. string.sub(v, 3)
+    redis.call('SET', lock, v, 'KEEPTTL')
   end
-  local tok, last = sh_fence_next(fence, nowus)
+  local tok, last = sh_fence_next(fence, nowus, 0)
   if last and string.byte(last, -1) == 119 then
     sh_publish(lock, 'g') -- a watcher hears of the grant
   end
   local t = ttl + 0
-  redis.call('ZADD', lock .. ':z', sh_int(now + t), string.sub(wl, 2))
+  local z = lock .. ':z'
+  local added = redis.call('ZADD', z, sh_int(now + t), string.sub(wl, 2))
   redis.call('HSET', lock .. ':h', string.sub(wl, 2), tok .. ' ' .. rest)
   if (extended[lock] or 0) < t then
     sh_extend(lock, t) -- the keys live t more: no need to look again in this call
     extended[lock] = t
   end
+  -- the marker and holders now, for a release of lock next (_release.lua)
+  sh_cl, sh_cv, sh_cn = lock, v, n + added
   return tok
 end
 -- The message a release held back (publish) when its waiter did not take
@@ -102,6 +107,9 @@ sh_ho = true
 for i = 1, #KEYS do
   local a, lock = 7 * i - 5, KEYS[i]
   pub, sh_left, sh_mark = nil, nil, nil
+  if i > 1 and KEYS[i - 1] ~= lock then
+    sh_cl = nil -- (ho_grant's marker and count are for the release of its lock right after it)
+  end
   local ok, r = pcall(release, lock, ARGV[a + 5], '0')
   if not ok then
     out[i] = failed(r)
@@ -122,7 +130,11 @@ for i = 1, #KEYS do
       aok, g = pcall(ho_grant, lock, lock .. ':fence', ARGV[a], ARGV[a + 1], ARGV[a + 2], limit, ARGV[a + 4], sh_mark,
         sh_left)
     else
+      -- a reader granted where the release held its message back publishes
+      -- 'g' instead: readers refused elsewhere by the holder that left come in
+      sh_wake = pub ~= nil
       aok, g = pcall(acquire_shared, lock, lock .. ':fence', ARGV[a], ARGV[a + 1], ARGV[a + 2], limit, ARGV[a + 4], 0)
+      sh_wake = nil
     end
     if aok and type(g) == 'string' then
       granted[string.sub(ARGV[a], 2)] = true

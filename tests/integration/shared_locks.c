@@ -12,7 +12,10 @@
  * limit_mismatch; a wrong lease releases nothing, nor an expired reader's (409
  * while a reader holds, 404 when none does); a reader's release while
  * other readers hold publishes nothing, yet a watcher on another lockd hears
- * it and the last release wakes a writer there; 120 holders listed as the
+ * it and the last release wakes a writer there; after a waiting writer's
+ * reservation lapsed, a reader's release or grant on one lockd wakes a reader
+ * queued on the other; readers of one name released at once (grouped) are
+ * counted right; 120 holders listed as the
  * newest 100 in holder_list; 20 slots of one semaphore with every token
  * and owner kept, an expired one freeing its slot unswept; a Redis restart
  * under a
@@ -325,6 +328,117 @@ static void t_reader_release_after_writer_gave_up(void)
     CHECK(rq.done_ms - t1 < 1000 * th_time_scale());
     CHECK_EQ_INT(release(cl, &rb, name, rq.lease), 200);
     CHECK_EQ_INT(release(cl, &ra, name, rl[0]), 200);
+}
+
+/* A writer that gave up leaves its reservation (x) until it lapses; after
+ * that, the first reader granted (a try-once reader, on ra) clears it and
+ * publishes 'g', which wakes a reader queued on the other lockd at once (it
+ * was told the holder's 30 s). Only a grant that lets readers in publishes:
+ * a reader joining readers with no x to clear publishes nothing. */
+static void t_reader_grant_after_writer_gave_up(void)
+{
+    const char *name = "rg-gaveup";
+    char rl[40], r2[40], r3[40];
+    int64_t t0 = th_now_ms();
+    CHECK_EQ_INT(acquire(cl, &ra, name, "{\"mode\":\"shared\",\"ttl_ms\":2000}", rl, NULL), 200);
+    /* refused, the writer reserves the name until the reader's expiry + 1 s; it gives up */
+    CHECK_EQ_INT(acquire(cl, &ra, name, "{\"wait_ms\":200,\"ttl_ms\":30000}", NULL, NULL), 409);
+    struct blocked rq = {&rb, name, "{\"mode\":\"shared\",\"wait_ms\":10000,\"ttl_ms\":30000}",
+                         0, 0, "", 0};
+    pthread_t rt;
+    pthread_create(&rt, NULL, blocked_run, &rq);
+    struct queued_arg q = {&rb, name, 1};
+    CHECK(th_wait_for(has_waiters, &q, 1000 * th_time_scale()));
+    /* the reader stays past the reservation: the queued one is told 30 s */
+    struct th_resp r;
+    char hdr[120];
+    snprintf(hdr, sizeof(hdr), "Lock-Lease: %s", rl);
+    const char *hdrs[] = {hdr, NULL};
+    th_http(cl, "PUT", url(&ra, "/locks/", name), "{\"ttl_ms\":30000}", hdrs, &r);
+    CHECK_EQ_INT(r.status, 200);
+    th_resp_free(&r);
+    int64_t lapse = t0 + 3300 - th_now_ms();
+    if (lapse > 0)
+        th_sleep_ms(lapse);
+    CHECK_EQ_INT(rq.status, 0);
+    /* the reservation lapsed: a reader granted on ra lets the queued one in */
+    long long p0 = th_redis_calls(&rd, "publish");
+    int64_t t1 = th_now_ms();
+    CHECK_EQ_INT(acquire(cl, &ra, name, "{\"mode\":\"shared\",\"ttl_ms\":30000}", r2, NULL), 200);
+    pthread_join(rt, NULL);
+    CHECK_EQ_INT(rq.status, 200);
+    printf("# reader granted after the writer's reservation lapsed -> reader on the other "
+           "lockd: %lld ms\n",
+           (long long)(rq.done_ms - t1));
+    CHECK(rq.done_ms - t1 < 1000 * th_time_scale());
+    CHECK(th_redis_calls(&rd, "publish") > p0);
+    /* nothing to clear now: a reader joining publishes nothing */
+    long long p1 = th_redis_calls(&rd, "publish");
+    CHECK_EQ_INT(acquire(cl, &rb, name, "{\"mode\":\"shared\",\"ttl_ms\":30000}", r3, NULL), 200);
+    CHECK_EQ_INT(th_redis_calls(&rd, "publish"), p1);
+    CHECK_EQ_INT(release(cl, &rb, name, r3), 200);
+    CHECK_EQ_INT(release(cl, &rb, name, rq.lease), 200);
+    CHECK_EQ_INT(release(cl, &ra, name, r2), 200);
+    CHECK_EQ_INT(release(cl, &ra, name, rl), 200);
+}
+
+/* Readers of one name released at once (one lockd groups them into one
+ * release_many.lua call, whose releases after the first take the marker and
+ * the holder count from the one before: _shared.lua's sh_cl): the holders
+ * left are counted right, the last release drops the keys, and a writer is
+ * granted then, not before. */
+struct rel_arg {
+    const char *name;
+    const char *lease;
+    long status;
+};
+
+static void *rel_run(void *arg)
+{
+    struct rel_arg *a = arg;
+    struct th_client *c = th_client_new();
+    a->status = release(c, &ra, a->name, a->lease);
+    th_client_free(c);
+    return NULL;
+}
+
+static void release_together(const char *name, char (*leases)[40], int n)
+{
+    pthread_t t[8];
+    struct rel_arg a[8];
+    for (int i = 0; i < n; i++) {
+        a[i] = (struct rel_arg){name, leases[i], 0};
+        pthread_create(&t[i], NULL, rel_run, &a[i]);
+    }
+    for (int i = 0; i < n; i++) {
+        pthread_join(t[i], NULL);
+        CHECK_EQ_INT(a[i].status, 200);
+    }
+}
+
+static void t_readers_released_together(void)
+{
+    const char *name = "rel-many";
+    char leases[8][40], ex[160];
+    snprintf(ex, sizeof(ex), "EXISTS 'lockd:{%s}' 'lockd:{%s}:z' 'lockd:{%s}:h'", name, name,
+             name);
+    for (int round = 0; round < 5; round++) {
+        for (int i = 0; i < 8; i++)
+            CHECK_EQ_INT(acquire(cl, &ra, name, "{\"mode\":\"shared\",\"ttl_ms\":30000}",
+                                 leases[i], NULL),
+                         200);
+        long long f0 = th_redis_calls(&rd, "fcall");
+        release_together(name, leases, 6);
+        long long calls = th_redis_calls(&rd, "fcall") - f0;
+        CHECK_EQ_INT(inspect_int(&rb, name, "holders"), 2);
+        CHECK_EQ_INT(acquire(cl, &rb, name, "{\"ttl_ms\":30000}", NULL, NULL), 409);
+        release_together(name, leases + 6, 2);
+        CHECK_EQ_INT(atoi(th_redis_cli(&rd, ex)), 0);
+        char wl[40];
+        CHECK_EQ_INT(acquire(cl, &rb, name, "{\"ttl_ms\":30000}", wl, NULL), 200);
+        CHECK_EQ_INT(release(cl, &rb, name, wl), 200);
+        printf("# 6 readers released together: %lld script calls\n", calls);
+    }
 }
 
 /* A reader's release trims the expired readers before it looks for its own
@@ -1503,6 +1617,8 @@ int main(void)
     RUN(t_readers_writer_two_lockd);
     RUN(t_reader_releases_publish_two_lockd);
     RUN(t_reader_release_after_writer_gave_up);
+    RUN(t_reader_grant_after_writer_gave_up);
+    RUN(t_readers_released_together);
     RUN(t_expired_reader_trimmed);
     RUN(t_expired_reader_release);
     RUN(t_grouped_grant_memory);
