@@ -7,8 +7,9 @@
 # semaphore, shared-live, sem-live, handoff (exhaustive), mixed,
 # live-sessions, redlock, redlock-shared (bitstate: too big to search
 # exhaustively here),
-# wide, redlock-drift, redlock-shared-drift, redlock-w24 (bitstate),
-# handoff-l3 (exhaustive; these five make model-full only); `safety` alone runs the
+# wide, redlock-drift, redlock-shared-drift, redlock-shared-3,
+# redlock-w24 (bitstate), handoff-l3 (exhaustive; these six make
+# model-full only); `safety` alone runs the
 # `make model` set. README.md says what each covers. Runs go two at a time
 # (MODEL_JOBS, default 2: CI has 2 cores), longest first, each as
 # `check.sh one CONFIG` (a mutant: `check.sh mutant MUT_...`).
@@ -48,6 +49,7 @@ flags_of() {
     redlock-w24) echo "-DRL" ;;
     redlock-shared) echo "-DRL -DRLSH" ;;
     redlock-shared-drift) echo "-DRL -DRLSH -DRDRIFT=1" ;;
+    redlock-shared-3) echo "-DRL -DRLSH -DNC=3" ;;
     # shared.pml: shared locks (limit 1) and a semaphore (limit 2)
     rwlock)     echo "-DSH -DREMOTE" ;;
     semaphore)  echo "-DSH -DREMOTE -DLIMIT=2" ;;
@@ -63,7 +65,7 @@ flags_of() {
 bits_of() {
     case $1 in
     mixed|live-sessions|redlock|redlock-shared) echo 22 ;;
-    wide|redlock-drift|redlock-shared-drift) echo 23 ;;
+    wide|redlock-drift|redlock-shared-drift|redlock-shared-3) echo 23 ;;
     redlock-w24) echo 24 ;;
     *) echo "" ;;
     esac
@@ -95,7 +97,7 @@ run() {
 # the `make model` set, longest first (two run at a time); `make
 # model-full` adds the costly bitstate searches
 MODEL_SET="contention redlock redlock-shared leases live-sessions mixed sessions semaphore handoff rwlock liveness sem-live shared-live"
-FULL_SET="redlock-w24 wide redlock-drift redlock-shared-drift handoff-l3 $MODEL_SET"
+FULL_SET="redlock-w24 wide redlock-drift redlock-shared-3 redlock-shared-drift handoff-l3 $MODEL_SET"
 MUTANT_SET="MUT_RL_RENEW_MAX MUT_NO_LOCK_DELAY MUT_RL_NO_WRITEBACK MUT_RLSH_X_IGNORES_S MUT_RLSH_MINORITY MUT_RENEW_NO_OWNER MUT_RELEASE_NO_CAD MUT_NO_MAX_HOLD MUT_NO_RETRY MUT_SH_IGNORE_X MUT_SEM_NO_LIMIT MUT_SH_NO_WRITER_PREF MUT_SH_RELEASE_ANY MUT_RIDE_NO_AFTER MUT_RIDE_COUNTS_FREED"
 
 # several runs of this script, $jobs at a time; fails when any failed

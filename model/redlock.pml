@@ -647,6 +647,11 @@ end:
        :: ch_st[3] == S_SENT -> x = 3
        :: ch_st[4] == S_SENT -> x = 4
        :: ch_st[5] == S_SENT -> x = 5
+#if NC > 2
+       :: ch_st[6] == S_SENT -> x = 6
+       :: ch_st[7] == S_SENT -> x = 7
+       :: ch_st[8] == S_SENT -> x = 8
+#endif
        fi;
        cx = x / NR; nx = x % NR;
        serve(nx, x, cx);
@@ -854,5 +859,8 @@ init
     run clock();
     run client(0);
     run client(1)
+#if NC > 2
+    ; run client(2)   /* -DRLSH -DNC=3: a second reader (K1 acquires) */
+#endif
   }
 }
