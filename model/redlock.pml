@@ -99,7 +99,9 @@ byte k_now[NC];         /* the floor the acquire's nodes get */
 byte k_tok[NC];
 byte k_wbp[NC];         /* write-backs pending */
 byte k_wbok[NC];
+#ifdef RLSH
 byte k_seen[NC];        /* ghost: the largest token granted (answered) before this acquire was sent */
+#endif
 bit  s_done[NC*NR];     /* struct rl_sub */
 byte s_code[NC*NR];
 byte s_tok[NC*NR];
@@ -333,7 +335,9 @@ inline node_submit(c_ns, n_ns, op_ns, arg_ns) {
 inline rl_submit(c_rs, op_rs) {
   k_op[c_rs] = op_rs; k_ph[c_rs] = PH_OPEN; k_ans[c_rs] = 0; k_age[c_rs] = 0;
   k_now[c_rs] = wall; k_tok[c_rs] = 0; k_wbp[c_rs] = 0; k_wbok[c_rs] = 0;
+#ifdef RLSH
   k_seen[c_rs] = (op_rs == OP_ACQUIRE -> g_last_tok : 0);
+#endif
   n = 0;
   do
   :: n < NR ->
@@ -620,6 +624,9 @@ inline node_reply(c_r, n_r) {
   if /* call_unref's last reference: the call is gone (no state kept by a dead value) */
   :: k_ans[c_r] && idle(c_r) ->
      k_op[c_r] = 0; k_ph[c_r] = 0; k_age[c_r] = 0; k_now[c_r] = 0; k_tok[c_r] = 0; k_wbp[c_r] = 0; k_wbok[c_r] = 0;
+#ifdef RLSH
+     k_seen[c_r] = 0;
+#endif
      m = 0;
      do
      :: m < NR -> s_done[c_r*NR + m] = 0; s_code[c_r*NR + m] = 0; s_tok[c_r*NR + m] = 0; m++
