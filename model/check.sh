@@ -5,9 +5,11 @@
 #   model/check.sh mutants              each mutant must yield a counterexample
 # CONFIG is one of leases, sessions, contention, liveness, rwlock,
 # semaphore, shared-live, sem-live, handoff (exhaustive), mixed,
-# live-sessions, redlock (bitstate: too big to search exhaustively here),
-# wide, redlock-drift, redlock-w24 (bitstate), handoff-l3 (exhaustive;
-# these four make model-full only); `safety` alone runs the
+# live-sessions, redlock, redlock-shared (bitstate: too big to search
+# exhaustively here),
+# wide, redlock-drift, redlock-shared-drift, redlock-shared-3,
+# redlock-w24 (bitstate), handoff-l3 (exhaustive; these six make
+# model-full only); `safety` alone runs the
 # `make model` set. README.md says what each covers. Runs go two at a time
 # (MODEL_JOBS, default 2: CI has 2 cores), longest first, each as
 # `check.sh one CONFIG` (a mutant: `check.sh mutant MUT_...`).
@@ -45,6 +47,9 @@ flags_of() {
     redlock)    echo "-DRL" ;;
     redlock-drift) echo "-DRL -DRDRIFT=1" ;;
     redlock-w24) echo "-DRL" ;;
+    redlock-shared) echo "-DRL -DRLSH" ;;
+    redlock-shared-drift) echo "-DRL -DRLSH -DRDRIFT=1" ;;
+    redlock-shared-3) echo "-DRL -DRLSH -DNC=3" ;;
     # shared.pml: shared locks (limit 1) and a semaphore (limit 2)
     rwlock)     echo "-DSH -DREMOTE" ;;
     semaphore)  echo "-DSH -DREMOTE -DLIMIT=2" ;;
@@ -59,8 +64,8 @@ flags_of() {
 # bitstate table (pan -w) of a configuration, empty: exhaustive
 bits_of() {
     case $1 in
-    mixed|live-sessions|redlock) echo 22 ;;
-    wide|redlock-drift) echo 23 ;;
+    mixed|live-sessions|redlock|redlock-shared) echo 22 ;;
+    wide|redlock-drift|redlock-shared-drift|redlock-shared-3) echo 23 ;;
     redlock-w24) echo 24 ;;
     *) echo "" ;;
     esac
@@ -91,9 +96,9 @@ run() {
 
 # the `make model` set, longest first (two run at a time); `make
 # model-full` adds the costly bitstate searches
-MODEL_SET="contention redlock leases live-sessions mixed sessions semaphore handoff rwlock liveness sem-live shared-live"
-FULL_SET="redlock-w24 wide redlock-drift handoff-l3 $MODEL_SET"
-MUTANT_SET="MUT_RL_RENEW_MAX MUT_NO_LOCK_DELAY MUT_RL_NO_WRITEBACK MUT_RENEW_NO_OWNER MUT_RELEASE_NO_CAD MUT_NO_MAX_HOLD MUT_NO_RETRY MUT_SH_IGNORE_X MUT_SEM_NO_LIMIT MUT_SH_NO_WRITER_PREF MUT_SH_RELEASE_ANY MUT_RIDE_NO_AFTER MUT_RIDE_COUNTS_FREED"
+MODEL_SET="contention redlock redlock-shared leases live-sessions mixed sessions semaphore handoff rwlock liveness sem-live shared-live"
+FULL_SET="redlock-w24 wide redlock-drift redlock-shared-3 redlock-shared-drift handoff-l3 $MODEL_SET"
+MUTANT_SET="MUT_RL_RENEW_MAX MUT_NO_LOCK_DELAY MUT_RL_NO_WRITEBACK MUT_RLSH_X_IGNORES_S MUT_RLSH_MINORITY MUT_RENEW_NO_OWNER MUT_RELEASE_NO_CAD MUT_NO_MAX_HOLD MUT_NO_RETRY MUT_SH_IGNORE_X MUT_SEM_NO_LIMIT MUT_SH_NO_WRITER_PREF MUT_SH_RELEASE_ANY MUT_RIDE_NO_AFTER MUT_RIDE_COUNTS_FREED"
 
 # several runs of this script, $jobs at a time; fails when any failed
 par() {
@@ -149,6 +154,7 @@ mutant)
     MUT_NO_LOCK_DELAY) c=contention ;;
     MUT_NO_RETRY) c=liveness ;;
     MUT_RL_*) c=redlock ;;
+    MUT_RLSH_*) c=redlock-shared ;;
     MUT_SH_IGNORE_X|MUT_SH_RELEASE_ANY) c=rwlock ;;
     MUT_SEM_NO_LIMIT) c=semaphore ;;
     MUT_SH_NO_WRITER_PREF) c=shared-live ;;
@@ -161,6 +167,12 @@ mutant)
         # the exhaustive search's time (6.3e6 states): a trail found is a
         # real counterexample either way
         run "$m" "-DSAFETY -DNOFAIR -DBITSTATE" "-m400000 -w24 -k3" -D"$m" $(flags_of $c) ;;
+    MUT_RLSH_*)
+        # exhaustive in a smaller redlock-shared (no fault, no restart, one
+        # acquire per client, no renewal), where the depth-first search
+        # meets the trail within 1.3e6 states; in redlock-shared itself it
+        # fills the -w22 table first
+        run "$m" "$SAFE" "-m400000" -D"$m" $(flags_of $c) -DFAULTS=0 -DRESTARTS=0 -DK=1 -DRENEWS=0 ;;
     *) case $c in
     liveness) run "$m" "$LIVE" "-a -f -m400000" -D"$m" $(flags_of $c) ;;
     shared-live) run "$m" "$LIVE_SH" "-a -f -m400000" -D"$m" $(flags_of $c) ;;

@@ -52,6 +52,12 @@
  *                        expiry: a refused head waits for a kick only (liveness)
  *   MUT_RL_NO_WRITEBACK  redlock.pml: the token is the majority's largest
  *                        counter, written back nowhere (LOCKD_REDLOCK_NO_WRITEBACK)
+ *   MUT_RL_RENEW_MAX     redlock.pml: a renewal answers the largest token of the
+ *                        nodes that renewed (the bug the model found)
+ *   MUT_RLSH_X_IGNORES_S redlock.pml -DRLSH: a node grants an exclusive acquire
+ *                        beside shared holders (blind to readers)
+ *   MUT_RLSH_MINORITY    redlock.pml -DRLSH: a shared acquire counts as granted
+ *                        on one node (no majority)
  */
 
 /* lk_code */

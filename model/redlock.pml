@@ -13,6 +13,14 @@
  * lost. Requests and replies are delayed, reordered across nodes, lost.
  * README.md ("Redlock") says what stands for what; `model/check.sh safety
  * redlock` runs it.
+ * -DRLSH (`redlock-shared`): Redlock's shared mode (BK_CAP_SHARED, limit 1).
+ * Each node keeps the name's holders (_shared.lua's holder set, abstracted
+ * as shared.pml's: one entry per lease with its own expiry and token, and
+ * its mode): an exclusive acquire is granted on a node with no live holder,
+ * a shared one with no live exclusive holder. Client 0 asks either mode on
+ * each acquire, client 1 shared (-DRLSH_X1: either). backend_redlock.c
+ * counts, grants, writes back and undoes alike in both modes; (1) becomes:
+ * no exclusive lease beside any other lease lockd answered OK for.
  */
 #ifndef K
 #define K 2             /* acquires of client 0 (leases 1..K) */
@@ -36,16 +44,28 @@
 #endif
 #define RECOVERING 7    /* LK_BACKEND_RECOVERING: no vote */
 #define RTOK (NC*K*NR+2) /* tokens: each node acquire raises a counter by at most one */
+#define M_X 1           /* mode exclusive (bk_req.mode BK_EXCLUSIVE) */
+#define M_S 2           /* mode shared (BK_SHARED, limit 1) */
 
 /* channel ops beyond params.pml's */
 #define OP_RAISE 4      /* fence_raise.lua */
 #define OP_UNDO 5       /* undo.lua */
 
 /* ---- the nodes: one name; its lock key and fence counter on each */
+#ifdef RLSH
+/* the name's holders on node n, one entry per lease (n*NLEASE + lease):
+ * _shared.lua's set ('<lock>:z' expiry, '<lock>:h' token and mode) or the
+ * lone holder's value ('t', or an exclusive lock's), abstracted alike */
+byte h_ttl[NR*NLEASE];  /* node ticks to its expiry; 0 = not a holder */
+byte h_tok[NR*NLEASE];
+bit  h_x[NR*NLEASE];    /* an exclusive holder */
+byte l_mode[NLEASE];    /* the mode each lease's acquire asks (its request) */
+#else
 byte r_st[NR];          /* KFREE, KHELD */
 byte r_lease[NR];
 byte r_ttl[NR];         /* PTTL, in the node's ticks */
 byte r_tok[NR];         /* the token in the lock's value */
+#endif
 byte r_fence[NR];
 byte r_skew[NR];        /* node ticks - lockd ticks, 0..RDRIFT */
 bit  r_busy[NR];        /* restarted, lockd has not re-asserted yet (reassert.c busy) */
@@ -79,6 +99,9 @@ byte k_now[NC];         /* the floor the acquire's nodes get */
 byte k_tok[NC];
 byte k_wbp[NC];         /* write-backs pending */
 byte k_wbok[NC];
+#ifdef RLSH
+byte k_seen[NC];        /* ghost: the largest token granted (answered) before this acquire was sent */
+#endif
 bit  s_done[NC*NR];     /* struct rl_sub */
 byte s_code[NC*NR];
 byte s_tok[NC*NR];
@@ -101,14 +124,25 @@ byte cl_tok[NC];
  * (3) the resource accepts a write only with a token granted to the
  *     writer's lease, never below the newest it has seen. */
 byte g_live[NLEASE];
-byte g_last_tok;
+byte g_last_tok;        /* the largest token answered so far */
+#ifdef RLSH
+byte g_tok_ls[RTOK];    /* the leases each token was granted to, a bit each (concurrent readers may share one) */
+byte g_last_x;          /* the largest token answered to an exclusive grant so far */
+#else
 byte g_tok_lease[RTOK];
+#endif
 byte res_tok;
 
 inline prop_exclusive(ls) {
   l = 1;
   do
+#ifdef RLSH
+  /* (1) of shared mode: an exclusive lease beside no other live one, a
+   * shared one beside no exclusive one */
+  :: l < NLEASE -> assert(l == ls || g_live[l] == 0 || (l_mode[l] == M_S && l_mode[ls] == M_S)); l++
+#else
   :: l < NLEASE -> assert(l == ls || g_live[l] == 0); l++   /* (1) */
+#endif
   :: else -> break
   od
 }
@@ -116,13 +150,96 @@ inline prop_exclusive(ls) {
 inline client_write(c_cw) {
   if
   :: cl_tok[c_cw] >= res_tok ->
+#ifdef RLSH
+     assert(g_tok_ls[cl_tok[c_cw]] & (1 << cl_lease[c_cw]));  /* (3) */
+#else
      assert(g_tok_lease[cl_tok[c_cw]] == cl_lease[c_cw]);    /* (3) */
+#endif
      res_tok = cl_tok[c_cw]
   :: else -> skip /* rejected: stale */
   fi
 }
 
 /* ---- the scripts on node n, for channel i: each one atomic step */
+#ifdef RLSH
+/* the live holders of node n but lease ls: hx exclusive, hs shared */
+inline holders(n_h, ls_h) {
+  hx = 0; hs = 0; l = 1;
+  do
+  :: l < NLEASE ->
+     if
+     :: l != ls_h && h_ttl[n_h*NLEASE + l] > 0 -> if :: h_x[n_h*NLEASE + l] -> hx++ :: else -> hs++ fi
+     :: else -> skip
+     fi;
+     l++
+  :: else -> break
+  od;
+  l = 0
+}
+
+/* _acquire.lua (exclusive: SET NX, or sh_refuse over the holders) and
+ * _acquire_shared.lua (shared: refused by an exclusive holder only; the
+ * writer's x flag is set by waiting writers alone, and these clients try
+ * once): the token is max(now_us, counter + 1) in both (sh_fence_next,
+ * sh_grant_one) */
+inline acquire_node(n_a, i_a) {
+  holders(n_a, ch_lease[i_a]);
+  if
+#ifdef MUT_RLSH_X_IGNORES_S
+  :: hx > 0 -> ch_code[i_a] = LOCKED   /* an exclusive acquire blind to readers */
+#else
+  :: hx > 0 || (l_mode[ch_lease[i_a]] == M_X && hs > 0) -> ch_code[i_a] = LOCKED
+#endif
+  :: else ->
+     t = (ch_arg[i_a] > r_fence[n_a] -> ch_arg[i_a] : r_fence[n_a] + 1);
+     r_fence[n_a] = t; maxc = (t > maxc -> t : maxc);
+     gi = n_a*NLEASE + ch_lease[i_a];
+     h_ttl[gi] = TTL; h_tok[gi] = t; h_x[gi] = (l_mode[ch_lease[i_a]] == M_X);
+     ch_code[i_a] = OK; ch_tok[i_a] = t; gi = 0
+  fi;
+  hx = 0; hs = 0
+}
+
+/* renew.lua: renew.lua's own compare, sh_one_renew, sh_renew */
+inline renew_node(n_r, i_r) {
+  gi = n_r*NLEASE + ch_lease[i_r];
+  if
+  :: h_ttl[gi] > 0 -> h_ttl[gi] = TTL; ch_code[i_r] = OK; ch_tok[i_r] = h_tok[gi]
+  :: else ->
+     holders(n_r, ch_lease[i_r]);
+     ch_code[i_r] = (hx + hs > 0 -> HELD_BY_OTHER : NOT_HELD); hx = 0; hs = 0
+  fi;
+  gi = 0
+}
+
+/* _release.lua, sh_release and undo.lua: the lease's own hold only. (A
+ * reader's release or trim also bumps the counter, sh_bump: it only raises
+ * a counter, as the wall clock's floor does; not modelled.) */
+inline release_node(n_r, i_r) {
+  gi = n_r*NLEASE + ch_lease[i_r];
+  if
+  :: h_ttl[gi] > 0 ->
+     ch_code[i_r] = OK; ch_tok[i_r] = h_tok[gi];
+     h_ttl[gi] = 0; h_tok[gi] = 0; h_x[gi] = 0
+  :: else ->
+     holders(n_r, ch_lease[i_r]);
+     ch_code[i_r] = (hx + hs > 0 -> HELD_BY_OTHER : NOT_HELD); hx = 0; hs = 0
+  fi;
+  gi = 0
+}
+
+/* fence_raise.lua: the counter, then the lease's hold ('t' value, the set's
+ * hash entry, or the lock's value) takes the token */
+inline raise_node(n_f, i_f) {
+  if :: r_fence[n_f] < ch_arg[i_f] -> r_fence[n_f] = ch_arg[i_f] :: else -> skip fi;
+  gi = n_f*NLEASE + ch_lease[i_f];
+  if
+  :: h_ttl[gi] > 0 -> h_tok[gi] = ch_arg[i_f]; ch_code[i_f] = OK
+  :: else -> ch_code[i_f] = NOT_HELD
+  fi;
+  gi = 0
+}
+#else
 
 /* _acquire.lua: SET NX; the token is max(now_us, counter + 1) */
 inline acquire_node(n_a, i_a) {
@@ -165,6 +282,7 @@ inline raise_node(n_f, i_f) {
   :: else -> ch_code[i_f] = NOT_HELD
   fi
 }
+#endif
 
 inline exec_node(n_e, i_e) {
   if
@@ -217,6 +335,9 @@ inline node_submit(c_ns, n_ns, op_ns, arg_ns) {
 inline rl_submit(c_rs, op_rs) {
   k_op[c_rs] = op_rs; k_ph[c_rs] = PH_OPEN; k_ans[c_rs] = 0; k_age[c_rs] = 0;
   k_now[c_rs] = wall; k_tok[c_rs] = 0; k_wbp[c_rs] = 0; k_wbok[c_rs] = 0;
+#ifdef RLSH
+  k_seen[c_rs] = (op_rs == OP_ACQUIRE -> g_last_tok : 0);
+#endif
   n = 0;
   do
   :: n < NR ->
@@ -280,8 +401,31 @@ inline answer(c_an, code_an) {
   if
   :: k_op[c_an] == OP_ACQUIRE && code_an == OK ->
      prop_exclusive(cl_lease[c_an]);
+#ifdef RLSH
+     /* (2) of shared mode: every grant above every token answered before
+      * its acquire was sent; an exclusive grant above every token answered
+      * before it, a shared one above every exclusive one answered before
+      * it. (Concurrent readers: see README, "Redlock's shared mode".) */
+     assert(k_tok[c_an] > k_seen[c_an]);
+     if
+     :: l_mode[cl_lease[c_an]] == M_X ->
+        assert(k_tok[c_an] > g_last_tok); g_last_x = k_tok[c_an]
+     :: else -> assert(k_tok[c_an] > g_last_x)
+     fi;
+#ifdef RL_UNIQUE
+     /* every grant's token above every token granted before it, the
+      * claim of DESIGN.md's "Fencing tokens" as one Redis keeps it: no token
+      * granted twice. Fails: two concurrent readers may get the same token
+      * (README, "Redlock's shared mode") */
+     assert(g_tok_ls[k_tok[c_an]] == 0);
+#endif
+     if :: k_tok[c_an] > g_last_tok -> g_last_tok = k_tok[c_an] :: else -> skip fi;
+     g_tok_ls[k_tok[c_an]] = g_tok_ls[k_tok[c_an]] | (1 << cl_lease[c_an]);
+#else
      assert(k_tok[c_an] > g_last_tok);                     /* (2) */
-     g_last_tok = k_tok[c_an]; g_tok_lease[k_tok[c_an]] = cl_lease[c_an];
+     g_last_tok = k_tok[c_an];
+     g_tok_lease[k_tok[c_an]] = cl_lease[c_an];
+#endif
      g_live[cl_lease[c_an]] = TTL - k_age[c_an] - VD;
      cl_tok[c_an] = k_tok[c_an]; cl_st[c_an] = C_HOLD
   :: k_op[c_an] == OP_ACQUIRE && code_an != OK -> cl_st[c_an] = C_IDLE
@@ -383,8 +527,14 @@ inline acq_eval(c_e, n_e) {
   :: k_ph[c_e] == PH_OPEN ->
      tally(c_e);
      if
+#ifdef MUT_RLSH_MINORITY
+     /* a shared acquire counted granted on one node */
+     :: ok >= QUORUM || (l_mode[cl_lease[c_e]] == M_S && ok >= 1) -> acq_grant(c_e)
+     :: ok < QUORUM && !(l_mode[cl_lease[c_e]] == M_S && ok >= 1) && ok + pend < QUORUM -> undo_all(c_e); acq_fail_answer(c_e)
+#else
      :: ok >= QUORUM -> acq_grant(c_e)
      :: ok < QUORUM && ok + pend < QUORUM -> undo_all(c_e); acq_fail_answer(c_e)
+#endif
      :: else -> skip
      fi
   fi
@@ -474,6 +624,9 @@ inline node_reply(c_r, n_r) {
   if /* call_unref's last reference: the call is gone (no state kept by a dead value) */
   :: k_ans[c_r] && idle(c_r) ->
      k_op[c_r] = 0; k_ph[c_r] = 0; k_age[c_r] = 0; k_now[c_r] = 0; k_tok[c_r] = 0; k_wbp[c_r] = 0; k_wbok[c_r] = 0;
+#ifdef RLSH
+     k_seen[c_r] = 0;
+#endif
      m = 0;
      do
      :: m < NR -> s_done[c_r*NR + m] = 0; s_code[c_r*NR + m] = 0; s_tok[c_r*NR + m] = 0; m++
@@ -488,6 +641,9 @@ inline node_reply(c_r, n_r) {
 proctype nodes()
 {
   byte x, cx, nx, t, i, n, m, l, ok, pend, ans, nh, oth, rc, tk, op, gi, wb;
+#ifdef RLSH
+  byte hx, hs;
+#endif
 end:
   do
   :: atomic {
@@ -498,6 +654,11 @@ end:
        :: ch_st[3] == S_SENT -> x = 3
        :: ch_st[4] == S_SENT -> x = 4
        :: ch_st[5] == S_SENT -> x = 5
+#if NC > 2
+       :: ch_st[6] == S_SENT -> x = 6
+       :: ch_st[7] == S_SENT -> x = 7
+       :: ch_st[8] == S_SENT -> x = 8
+#endif
        fi;
        cx = x / NR; nx = x % NR;
        serve(nx, x, cx);
@@ -522,6 +683,17 @@ end:
   /* the application */
   :: atomic { cl_st[c] == C_IDLE && a < (c == 0 -> K : K1) && idle(c) ->
               cl_lease[c] = LEASE(c, a); a++; r = 0; cl_st[c] = C_WAITING; cl_tok[c] = 0;
+#ifdef RLSH
+              /* the mode it asks: client 0 either, client 1 shared */
+              if
+#ifndef RLSH_X1
+              :: c == 0 -> l_mode[cl_lease[c]] = M_X
+#else
+              :: l_mode[cl_lease[c]] = M_X
+#endif
+              :: l_mode[cl_lease[c]] = M_S
+              fi;
+#endif
               rl_submit(c, OP_ACQUIRE); ZAP }
   :: atomic { cl_st[c] == C_HOLD -> client_write(c) }
   :: atomic { cl_st[c] == C_HOLD && k_ans[c] && r < RENEWS && idle(c) -> r++; rl_submit(c, OP_RENEW); ZAP }
@@ -539,6 +711,9 @@ end:
 proctype restarter()
 {
   byte n, c, i, l;
+#ifdef RLSH
+  byte m, hx, hs;
+#endif
   bit lost;
 end:
   do
@@ -547,7 +722,17 @@ end:
        if :: n = 0 :: n = 1 :: n = 2 fi;
        if
        :: lost = 0 /* persisted: keys and counter survive */
+#ifdef RLSH
+       :: lost = 1; r_fence[n] = 0;
+          l = 1;
+          do
+          :: l < NLEASE -> h_ttl[n*NLEASE + l] = 0; h_tok[n*NLEASE + l] = 0; h_x[n*NLEASE + l] = 0; l++
+          :: else -> break
+          od;
+          l = 0
+#else
        :: lost = 1; r_st[n] = KFREE; r_lease[n] = 0; r_ttl[n] = 0; r_tok[n] = 0; r_fence[n] = 0
+#endif
        fi;
        c = 0;
        do
@@ -563,11 +748,32 @@ end:
           if
           :: gl_left[i] > 0 ->
              if :: r_fence[n] < gl_tok[i] -> r_fence[n] = gl_tok[i] :: else -> skip fi;
+#ifdef RLSH
+             /* an exclusive lease back on a name nobody holds; a shared
+              * one (put_shared) beside readers, never over a writer */
+             hx = 0; hs = 0; m = 1;
+             do
+             :: m < NLEASE ->
+                if
+                :: m != l && h_ttl[n*NLEASE + m] > 0 -> if :: h_x[n*NLEASE + m] -> hx++ :: else -> hs++ fi
+                :: else -> skip
+                fi;
+                m++
+             :: else -> break
+             od;
+             if
+             :: h_ttl[i] == 0 && hx == 0 && (l_mode[l] == M_S || hs == 0) ->
+                h_ttl[i] = gl_left[i]; h_tok[i] = gl_tok[i]; h_x[i] = (l_mode[l] == M_X); lost = 1
+             :: else -> skip
+             fi;
+             hx = 0; hs = 0; m = 0
+#else
              if
              :: r_st[n] == KFREE ->
                 r_st[n] = KHELD; r_lease[n] = l; r_tok[n] = gl_tok[i]; r_ttl[n] = gl_left[i]; lost = 1
              :: else -> skip
              fi
+#endif
           :: else -> skip
           fi;
           l++
@@ -580,6 +786,23 @@ end:
 }
 
 /* one tick of node n's clock: its keys expire (PX) */
+#ifdef RLSH
+/* each holder expires on its own (PX, or its score in '<lock>:z') */
+inline node_tick(n_t) {
+  m = 1;
+  do
+  :: m < NLEASE ->
+     if
+     :: h_ttl[n_t*NLEASE + m] > 1 -> h_ttl[n_t*NLEASE + m]--
+     :: h_ttl[n_t*NLEASE + m] == 1 -> h_ttl[n_t*NLEASE + m] = 0; h_tok[n_t*NLEASE + m] = 0; h_x[n_t*NLEASE + m] = 0
+     :: else -> skip
+     fi;
+     m++
+  :: else -> break
+  od;
+  m = 0
+}
+#else
 inline node_tick(n_t) {
   if
   :: r_ttl[n_t] > 1 -> r_ttl[n_t]--
@@ -587,6 +810,7 @@ inline node_tick(n_t) {
   :: else -> skip
   fi
 }
+#endif
 
 /* one tick of lockd's clock; each node ticks with it unless it is ahead */
 inline lockd_tick() {
@@ -620,6 +844,9 @@ inline lockd_tick() {
 proctype clock()
 {
   byte l, n;
+#ifdef RLSH
+  byte m;
+#endif
 end:
   do
   :: atomic { lockd_tick() }
@@ -639,5 +866,8 @@ init
     run clock();
     run client(0);
     run client(1)
+#if NC > 2
+    ; run client(2)   /* -DRLSH -DNC=3: a second reader (K1 acquires) */
+#endif
   }
 }
