@@ -282,32 +282,27 @@ static void t_reader_releases_publish_two_lockd(void)
     CHECK_EQ_INT(release(cl, &rb, name, w.lease), 200);
 }
 
-/* A writer that gave up leaves its reservation (x) until it lapses; after
- * that, a reader's release that leaves another reader holding wakes a
- * reader queued on the other lockd (while x stands such releases publish
- * nothing: t_reader_releases_publish_two_lockd). No reader is granted after
- * the lapse, so no grant's message wakes it instead. */
-static void t_reader_release_after_writer_gave_up(void)
+/* A writer refused by n readers of name on ra (ttl 2 s, then renewed to
+ * 30 s) gives up and leaves its reservation (x) until it lapses, the
+ * readers' expiry + 1 s; meanwhile a reader queues on rb (*rq, thread *rt),
+ * told the readers' 30 s. Returns once the reservation lapsed. */
+static void reader_queued_after_writer_gave_up(const char *name, int n, char leases[][40],
+                                               struct blocked *rq, pthread_t *rt)
 {
-    const char *name = "rp-gaveup";
-    char rl[2][40];
     int64_t t0 = th_now_ms();
-    for (int i = 0; i < 2; i++)
-        CHECK_EQ_INT(acquire(cl, &ra, name, "{\"mode\":\"shared\",\"ttl_ms\":2000}", rl[i], NULL),
-                     200);
-    /* refused, the writer reserves the name until the readers' expiry + 1 s; it gives up */
+    for (int i = 0; i < n; i++)
+        CHECK_EQ_INT(
+            acquire(cl, &ra, name, "{\"mode\":\"shared\",\"ttl_ms\":2000}", leases[i], NULL), 200);
     CHECK_EQ_INT(acquire(cl, &ra, name, "{\"wait_ms\":200,\"ttl_ms\":30000}", NULL, NULL), 409);
-    struct blocked rq = {&rb, name, "{\"mode\":\"shared\",\"wait_ms\":10000,\"ttl_ms\":30000}",
-                         0, 0, "", 0};
-    pthread_t rt;
-    pthread_create(&rt, NULL, blocked_run, &rq);
+    *rq = (struct blocked){
+        &rb, name, "{\"mode\":\"shared\",\"wait_ms\":10000,\"ttl_ms\":30000}", 0, 0, "", 0};
+    pthread_create(rt, NULL, blocked_run, rq);
     struct queued_arg q = {&rb, name, 1};
-    CHECK(th_wait_for(has_waiters, &q, 1000));
-    /* both readers stay past the reservation: the queued reader is told 30 s */
-    for (int i = 0; i < 2; i++) {
+    CHECK(th_wait_for(has_waiters, &q, 1000 * th_time_scale()));
+    for (int i = 0; i < n; i++) {
         struct th_resp r;
         char hdr[120];
-        snprintf(hdr, sizeof(hdr), "Lock-Lease: %s", rl[i]);
+        snprintf(hdr, sizeof(hdr), "Lock-Lease: %s", leases[i]);
         const char *hdrs[] = {hdr, NULL};
         th_http(cl, "PUT", url(&ra, "/locks/", name), "{\"ttl_ms\":30000}", hdrs, &r);
         CHECK_EQ_INT(r.status, 200);
@@ -316,7 +311,21 @@ static void t_reader_release_after_writer_gave_up(void)
     int64_t lapse = t0 + 3300 - th_now_ms();
     if (lapse > 0)
         th_sleep_ms(lapse);
-    CHECK_EQ_INT(rq.status, 0);
+    CHECK_EQ_INT(rq->status, 0);
+}
+
+/* After a waiting writer's reservation lapsed, a reader's release that
+ * leaves another reader holding wakes a reader queued on the other lockd
+ * (while x stands such releases publish nothing:
+ * t_reader_releases_publish_two_lockd). No reader is granted after the
+ * lapse, so no grant's message wakes it instead. */
+static void t_reader_release_after_writer_gave_up(void)
+{
+    const char *name = "rp-gaveup";
+    char rl[2][40];
+    struct blocked rq;
+    pthread_t rt;
+    reader_queued_after_writer_gave_up(name, 2, rl, &rq, &rt);
     /* the reservation lapsed: one reader leaves, the other still holds */
     int64_t t1 = th_now_ms();
     CHECK_EQ_INT(release(cl, &ra, name, rl[1]), 200);
@@ -330,37 +339,18 @@ static void t_reader_release_after_writer_gave_up(void)
     CHECK_EQ_INT(release(cl, &ra, name, rl[0]), 200);
 }
 
-/* A writer that gave up leaves its reservation (x) until it lapses; after
- * that, the first reader granted (a try-once reader, on ra) clears it and
- * publishes 'g', which wakes a reader queued on the other lockd at once (it
- * was told the holder's 30 s). Only a grant that lets readers in publishes:
- * a reader joining readers with no x to clear publishes nothing. */
+/* After a waiting writer's reservation lapsed, the first reader granted (a
+ * try-once reader, on ra) clears it and publishes 'g', which wakes a reader
+ * queued on the other lockd at once (it was told the holder's 30 s). Only a
+ * grant that lets readers in publishes: a reader joining readers with no x
+ * to clear publishes nothing. */
 static void t_reader_grant_after_writer_gave_up(void)
 {
     const char *name = "rg-gaveup";
-    char rl[40], r2[40], r3[40];
-    int64_t t0 = th_now_ms();
-    CHECK_EQ_INT(acquire(cl, &ra, name, "{\"mode\":\"shared\",\"ttl_ms\":2000}", rl, NULL), 200);
-    /* refused, the writer reserves the name until the reader's expiry + 1 s; it gives up */
-    CHECK_EQ_INT(acquire(cl, &ra, name, "{\"wait_ms\":200,\"ttl_ms\":30000}", NULL, NULL), 409);
-    struct blocked rq = {&rb, name, "{\"mode\":\"shared\",\"wait_ms\":10000,\"ttl_ms\":30000}",
-                         0, 0, "", 0};
+    char rl[1][40], r2[40], r3[40];
+    struct blocked rq;
     pthread_t rt;
-    pthread_create(&rt, NULL, blocked_run, &rq);
-    struct queued_arg q = {&rb, name, 1};
-    CHECK(th_wait_for(has_waiters, &q, 1000 * th_time_scale()));
-    /* the reader stays past the reservation: the queued one is told 30 s */
-    struct th_resp r;
-    char hdr[120];
-    snprintf(hdr, sizeof(hdr), "Lock-Lease: %s", rl);
-    const char *hdrs[] = {hdr, NULL};
-    th_http(cl, "PUT", url(&ra, "/locks/", name), "{\"ttl_ms\":30000}", hdrs, &r);
-    CHECK_EQ_INT(r.status, 200);
-    th_resp_free(&r);
-    int64_t lapse = t0 + 3300 - th_now_ms();
-    if (lapse > 0)
-        th_sleep_ms(lapse);
-    CHECK_EQ_INT(rq.status, 0);
+    reader_queued_after_writer_gave_up(name, 1, rl, &rq, &rt);
     /* the reservation lapsed: a reader granted on ra lets the queued one in */
     long long p0 = th_redis_calls(&rd, "publish");
     int64_t t1 = th_now_ms();
@@ -379,7 +369,7 @@ static void t_reader_grant_after_writer_gave_up(void)
     CHECK_EQ_INT(release(cl, &rb, name, r3), 200);
     CHECK_EQ_INT(release(cl, &rb, name, rq.lease), 200);
     CHECK_EQ_INT(release(cl, &ra, name, r2), 200);
-    CHECK_EQ_INT(release(cl, &ra, name, rl), 200);
+    CHECK_EQ_INT(release(cl, &ra, name, rl[0]), 200);
 }
 
 /* Readers of one name released at once (one lockd groups them into one
