@@ -31,7 +31,7 @@ local v
 if lone then
   v = redis.call('SET', lock, 't' .. wl .. ' ' .. limit .. ' ' .. nowus .. ' ' .. rest, 'NX', 'PX', ttl, 'GET')
   if not v then
-    return sh_grant_one(lock, fence, wl, limit, nowus, rest, sh_wake)
+    return sh_grant_one(lock, fence, wl, limit, nowus, rest, false)
   end
 else
   v = redis.call('SET', lock, 's' .. string.sub(wl, 1, 1) .. '0 ' .. limit .. ' 0', 'NX', 'PX', ttl, 'GET')
@@ -41,9 +41,8 @@ local lease = string.sub(wl, 2)
 local z, h = lock .. ':z', lock .. ':h'
 local mk -- the marker to write, when it changes
 -- 'g' for a reader's grant that lets readers refused elsewhere in
--- (sh_grant_one says which): the place of a release's message (sh_wake), or
--- a waiting writer's lapsed x cleared (below)
-local wake = sh_wake and limit == '1'
+-- (sh_grant_one says which): a waiting writer's lapsed x cleared (below)
+local wake = false
 if v == 'd' then
   local d = redis.call('PTTL', lock)
   return {2, d > 0 and d or 1}

@@ -58,11 +58,6 @@ local sh_t, sh_ts
 -- left to the grant (a grant raises the counter anyway; the trim still
 -- moves it when it drops expired holders).
 local sh_left, sh_mark, sh_ho
--- Set by release_handoff.lua for a reader's grant that follows a release
--- whose message it held back (that release would have published): the grant
--- publishes 'g' in its place, so that readers queued on other lockd
--- processes, refused by the holder that left, come in (sh_grant_one).
-local sh_wake
 -- What this call knows of a holder set without asking again (Redis' clock
 -- stands still in a call, and every score written is past it): sh_tz, the
 -- set (its '<lock>:z') last trimmed at sh_now(), which holds no expired
@@ -86,7 +81,7 @@ local sh_publish, sh_bump, sh_now, sh_int, sh_nows, sh_trim, sh_expire, sh_exten
 -- first (tools/lua2c.sh): a clock kept from an earlier call would grant on a
 -- wrong expiry. Every per-call local of this file is reset here.
 local function sh_begin()
-  sh_t, sh_ts, sh_left, sh_mark, sh_ho, sh_wake = nil, nil, nil, nil, nil, nil
+  sh_t, sh_ts, sh_left, sh_mark, sh_ho = nil, nil, nil, nil, nil
   sh_tz, sh_cl, sh_cv, sh_cn = nil, nil, nil, nil
 end
 
@@ -268,8 +263,8 @@ local function sh_load()
   -- _acquire.lua's (the fence counter's SET GET, the value rewritten when the
   -- counter ran ahead); a counter that cannot be used undoes the grant. A
   -- reader's grant (limit 1) publishes 'g' when it lets readers refused
-  -- elsewhere in (wake: it clears a waiting writer's lapsed x, or it takes
-  -- the place of a release's message, sh_wake), as a watched counter does
+  -- elsewhere in (wake: it clears a waiting writer's lapsed x), as a
+  -- watched counter does
   -- (a 'g' wakes watchers and queued readers only: lockd's
   -- waiters_kick_granted). Any other reader's grant frees nothing for
   -- anyone: the readers refused by what held the name before it were told

@@ -22,8 +22,7 @@
 -- when the release raised one. One lock: that element alone.
 -- A release whose waiter takes the slot it freed frees nothing for anyone
 -- else: it publishes nothing (a watcher hears of the grant, as of any
--- grant: '<n>w' on the fence counter; a reader granted there publishes 'g'
--- when the release would have published: sh_wake), and the index is moved by the grant
+-- grant: '<n>w' on the fence counter), and the index is moved by the grant
 -- (sh_ho; and by the release's trim when it drops expired holders). A
 -- semaphore's slot released from the set and handed on (holders left) is
 -- granted from what the release read (ho_grant): no second look at the
@@ -130,11 +129,10 @@ for i = 1, #KEYS do
       aok, g = pcall(ho_grant, lock, lock .. ':fence', ARGV[a], ARGV[a + 1], ARGV[a + 2], limit, ARGV[a + 4], sh_mark,
         sh_left)
     else
-      -- a reader granted where the release held its message back publishes
-      -- 'g' instead: readers refused elsewhere by the holder that left come in
-      sh_wake = pub ~= nil
+      -- (a semaphore's slot: lockd hands no name to a waiting reader,
+      -- waiters_ride; a reader granted here in place of a release's held-back
+      -- message would have to publish 'g' for the readers refused elsewhere)
       aok, g = pcall(acquire_shared, lock, lock .. ':fence', ARGV[a], ARGV[a + 1], ARGV[a + 2], limit, ARGV[a + 4], 0)
-      sh_wake = nil
     end
     if aok and type(g) == 'string' then
       granted[string.sub(ARGV[a], 2)] = true
