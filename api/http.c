@@ -1014,7 +1014,7 @@ static void req_done(struct req *r, bool delivered, int64_t now_us)
         }
         lk_log_kv(LK_INFO, "request", "req_id", r->req_id, "method", r->method, "status", status,
                   "ms", dur, kv[0], kv[1], kv[2], kv[3], kv[4], kv[5], kv[6], kv[7], kv[8], kv[9],
-                  kv[10], kv[11], kv[12], kv[13], kv[14], kv[15], NULL);
+                  kv[10], kv[11], kv[12], kv[13], kv[14], kv[15], (char *)NULL);
     }
     free(r->param_buf);
     free(r->grant_names);

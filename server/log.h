@@ -22,7 +22,7 @@ extern int lk_log_json;
 void lk_log_write(enum lk_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Structured: msg plus pairs of (key, string value), NULL-terminated. */
-void lk_log_kv(enum lk_level level, const char *msg, ...);
+void lk_log_kv(enum lk_level level, const char *msg, ...) __attribute__((sentinel));
 
 int lk_log_parse_level(const char *s);
 

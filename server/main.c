@@ -137,7 +137,7 @@ int main(int argc, char **argv)
     /* stderr only, in log_format: a container's log is one format. stdout
      * is for --help, --version and --check-config. */
     lk_log_kv(LK_INFO, "lockd listening", "listen", cfg.listen, "port", portstr, "backend",
-              cfg.backend, "version", LOCKD_VERSION, NULL);
+              cfg.backend, "version", LOCKD_VERSION, (char *)NULL);
 
     int64_t drain_deadline = 0;
     for (;;) {

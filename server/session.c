@@ -144,7 +144,7 @@ static void mark_lost(struct engine *e, struct sess_lock *sl, const char *why)
 {
     if (sl->s != NULL)
         add_lost(sl->s, sl->name);
-    lk_log_kv(LK_WARN, "lease lost", "name", sl->name, "reason", why, NULL);
+    lk_log_kv(LK_WARN, "lease lost", "name", sl->name, "reason", why, (char *)NULL);
     metrics_add(M_LEASES_LOST, 1);
     detach_lock(e, sl, false);
 }
