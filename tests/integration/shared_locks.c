@@ -1677,12 +1677,13 @@ static long long rt_riders(const char *name, int c, long long now_us, int ttl, i
     return tok + 3;
 }
 
-static void rt_above(const char *what, long long tok, long long riders_max)
+/* tok (of what) is above before, the greatest token granted before it. */
+static void rt_above(const char *what, long long tok, long long before)
 {
-    printf("# %s: %lld (riders' last %lld)\n", what, tok, riders_max);
-    if (tok <= riders_max)
-        th_fail(__FILE__, __LINE__, "%s: token %lld repeats or precedes a rider's (last %lld)",
-                what, tok, riders_max);
+    printf("# %s: %lld (above %lld?)\n", what, tok, before);
+    if (tok <= before)
+        th_fail(__FILE__, __LINE__, "%s: token %lld repeats or precedes one granted before (%lld)",
+                what, tok, before);
 }
 
 /* lockd:{name} is gone (its holders' leases ran out in Redis). */
@@ -1790,6 +1791,60 @@ static void t_riders_tokens_above_lagging_floor(void)
     CHECK_EQ_INT(release(cl, &ra, "rt-ahead-gone", lease), 200);
 }
 
+/* The same for a semaphore's slots handed on (release_handoff.lua's
+ * ho_grant, the fence counter's SET ... GET with the releasing lockd's
+ * floor): 4 slots of a semaphore of 4 granted through FCALL at a floor an
+ * hour ahead, 8 waiters queued on ra, whose floor is an hour behind; the 4
+ * slots released at once hand them to the first 4 waiters, whose releases
+ * hand them to the next 4. Every slot handed on is above every slot
+ * granted before it: tokens above the FCALL ones, increasing in queue
+ * order. */
+static void t_semaphore_handoff_above_lagging_floor(void)
+{
+    const char *name = "rt-sem";
+    rt_find_fn();
+    long long ahead = rt_wall_us() + 3600LL * 1000000, last = 0;
+    char held[CHAIN_LIMIT][40];
+    for (int i = 0; i < CHAIN_LIMIT; i++) {
+        rt_lease(held[i], 9, i);
+        long long tok = rt_fcall(name, held[i], 30000, CHAIN_LIMIT, ahead, 0, NULL, 0);
+        CHECK(tok > last);
+        last = tok;
+    }
+    printf("# %s: %d slots granted at floor %lld: last token %lld\n", name, CHAIN_LIMIT, ahead,
+           last);
+    struct blocked b[2 * CHAIN_LIMIT];
+    pthread_t th[2 * CHAIN_LIMIT];
+    for (int i = 0; i < 2 * CHAIN_LIMIT; i++) {
+        b[i] = (struct blocked){
+            &ra, name, "{\"limit\":4,\"wait_ms\":15000,\"ttl_ms\":30000}", 0, 0, "", 0};
+        pthread_create(&th[i], NULL, blocked_run, &b[i]);
+        struct queued_arg q = {&ra, name, i + 1};
+        CHECK(th_wait_for(has_waiters, &q, 5000 * th_time_scale()));
+    }
+    th_sleep_ms(200); /* the head's own refusal is over (not needed for the tokens) */
+    long long calls0 = metric(&ra, ACQ_CALLS);
+    release_at_once(&ra, name, held);
+    for (int i = 0; i < CHAIN_LIMIT; i++)
+        CHECK(th_wait_for(granted, &b[i], 5000 * th_time_scale()));
+    char got[CHAIN_LIMIT][40];
+    for (int i = 0; i < CHAIN_LIMIT; i++)
+        memcpy(got[i], b[i].lease, sizeof(got[i]));
+    release_at_once(&ra, name, got);
+    for (int i = 0; i < 2 * CHAIN_LIMIT; i++)
+        pthread_join(th[i], NULL);
+    printf("# 8 slots handed on with %lld backend acquire call(s) of ra\n",
+           metric(&ra, ACQ_CALLS) - calls0);
+    for (int i = 0; i < 2 * CHAIN_LIMIT; i++) {
+        CHECK_EQ_INT(b[i].status, 200);
+        rt_above(i < CHAIN_LIMIT ? "a slot handed on" : "a slot handed on again", b[i].token, last);
+        last = b[i].token; /* in queue order: above every slot before it */
+    }
+    for (int i = CHAIN_LIMIT; i < 2 * CHAIN_LIMIT; i++)
+        CHECK_EQ_INT(release(cl, &ra, name, b[i].lease), 200);
+    CHECK_EQ_INT(inspect_int(&ra, name, "holders"), 0);
+}
+
 static void t_holder_list_cap(void)
 {
     holder_list_capped(&mem, "cap-shared-mem", "{\"mode\":\"shared\",\"ttl_ms\":30000}");
@@ -1821,6 +1876,7 @@ int main(void)
     RUN(t_grouped_grant_memory);
     RUN(t_grouped_grant_redis);
     RUN(t_riders_tokens_above_lagging_floor);
+    RUN(t_semaphore_handoff_above_lagging_floor);
     RUN(t_semaphore_handoff_memory);
     RUN(t_semaphore_handoff_redis);
     RUN(t_semaphore_chain_memory);
