@@ -7,7 +7,8 @@
  * increasing in grant order; readers queued behind a writer granted by one
  * backend call on its release, and readers granted with one grant (riders)
  * keep tokens below every later grant's, even one whose floor (its lockd's
- * clock) lags theirs; each release of a semaphore's slot grants
+ * clock) lags theirs, as a semaphore's slots handed on stay above every
+ * earlier slot's; each release of a semaphore's slot grants
  * the next waiter with one backend call, in queue order, within 1 s of the
  * release when its retry timer is 30 s away (also from another lockd); a reader's slot frees at its
  * ttl; a session-bound reader is kept by the watchdog and a session's expiry frees all its slots;
