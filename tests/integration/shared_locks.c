@@ -5,7 +5,10 @@
  * for it (memory, Redis, and across two lockd on one Redis); a semaphore of
  * 3 under 24 concurrent clients never has more than 3 holders, with tokens
  * increasing in grant order; readers queued behind a writer granted by one
- * backend call on its release; each release of a semaphore's slot grants
+ * backend call on its release, and readers granted with one grant (riders)
+ * keep tokens below every later grant's, even one whose floor (its lockd's
+ * clock) lags theirs, as a semaphore's slots handed on stay above every
+ * earlier slot's; each release of a semaphore's slot grants
  * the next waiter with one backend call, in queue order, within 1 s of the
  * release when its retry timer is 30 s away (also from another lockd); a reader's slot frees at its
  * ttl; a session-bound reader is kept by the watchdog and a session's expiry frees all its slots;
@@ -28,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "tests/lib/harness.h"
 
@@ -1583,6 +1587,265 @@ static void t_handoff_extends_per_call(void)
     CHECK_EQ_INT(inspect_int(&ra, name, "holders"), 0);
 }
 
+/* ---------------------------------------------------------------- riders' tokens */
+
+/* Readers granted with one grant on Redis (acquire_shared.lua's riders,
+ * bk_req.more) hold tokens tok + 1 .. tok + more. Later grants stay above
+ * them only because the fence counter is left at tok + more (_shared.lua's
+ * sh_fence_next, both of its SETs): a grant whose floor (now_us, its
+ * lockd's wall clock) lies below that would repeat a rider's token
+ * otherwise. The riders' grant is made here through FCALL, its arguments
+ * as rb_acquire_shared puts them, with now_us an hour ahead of this
+ * machine's clock (a lockd whose clock runs ahead); every later grant (of
+ * ra, whose floor is an hour behind it, or an FCALL 1 ms behind it) must be
+ * above every rider's token. */
+
+static char rt_fn[64]; /* acquire_shared's Function on rd */
+
+/* The acquire_shared Function ra loaded on rd (rn_script_init: library and
+ * function 'lk_acquire_shared_<12 hex of its code's SHA-1>'). */
+static void rt_find_fn(void)
+{
+    static const char pre[] = "lk_acquire_shared_";
+    const char *out = th_redis_cli(&rd, "FUNCTION LIST LIBRARYNAME 'lk_acquire_shared_*'");
+    rt_fn[0] = '\0';
+    for (const char *p = strstr(out, pre); p != NULL && rt_fn[0] == '\0'; p = strstr(p + 1, pre))
+        if (strcspn(p, "\r\n") == sizeof(pre) - 1 + 12) /* not acquire_shared_many's */
+            snprintf(rt_fn, sizeof(rt_fn), "%.*s", (int)(sizeof(pre) - 1 + 12), p);
+    if (rt_fn[0] == '\0')
+        th_fail(__FILE__, __LINE__, "no acquire_shared Function on redis: %s", out);
+}
+
+static long long rt_wall_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* The i-th lease of case c (LK_LEASE_LEN hex digits). */
+static void rt_lease(char *buf, int c, int i)
+{
+    snprintf(buf, 40, "%020d%04x%08x", 0, (unsigned)c, (unsigned)i);
+}
+
+/* acquire_shared through FCALL as rb_acquire_shared calls it: KEYS lock,
+ * fence; ARGV '<w><lease>', '<sb> <ttl_ms> <mode> <owner>', ttl_ms, limit,
+ * now_us, then each rider's lease, sb, ttl_ms, owner. A reader (limit 1) or
+ * a semaphore's slot with lease, nmore readers riding on it (leases
+ * riders[i], ttl_ms rttl); its token, 0 when refused. */
+static long long rt_fcall(const char *name, const char *lease, int ttl, int limit,
+                          long long now_us, int nmore, char riders[][40], int rttl)
+{
+    char cmd[1024];
+    int off = snprintf(cmd, sizeof(cmd),
+                       "FCALL %s 2 'lockd:{%s}' 'lockd:{%s}:fence' '0%s' '0 %d %d rt' %d %d %lld",
+                       rt_fn, name, name, lease, ttl, limit > 1 ? 0 : 1, ttl, limit, now_us);
+    for (int i = 0; i < nmore; i++)
+        off += snprintf(cmd + off, sizeof(cmd) - (size_t)off, " %s 0 %d rt", riders[i], rttl);
+    const char *out = th_redis_cli(&rd, cmd);
+    long long tok = atoll(out);
+    if (tok < 1000000) {
+        printf("# FCALL acquire_shared on %s refused: %s", name, out);
+        return 0;
+    }
+    return tok;
+}
+
+/* The token the holder hash of name keeps for lease. */
+static long long rt_held_token(const char *name, const char *lease)
+{
+    char cmd[160];
+    snprintf(cmd, sizeof(cmd), "HGET 'lockd:{%s}:h' %s", name, lease);
+    return atoll(th_redis_cli(&rd, cmd));
+}
+
+/* A reader of name granted at floor now_us with 3 readers riding on it
+ * (ttl_ms ttl, the riders' rttl), on a name case c has to itself; checks
+ * the riders hold tok + 1 .. tok + 3 and returns the last (the greatest). */
+static long long rt_riders(const char *name, int c, long long now_us, int ttl, int rttl)
+{
+    char lead[40], riders[3][40];
+    rt_lease(lead, c, 0);
+    for (int k = 0; k < 3; k++)
+        rt_lease(riders[k], c, k + 1);
+    long long tok = rt_fcall(name, lead, ttl, 1, now_us, 3, riders, rttl);
+    CHECK(tok >= now_us);
+    CHECK_EQ_INT(rt_held_token(name, lead), tok);
+    for (int k = 0; k < 3; k++)
+        CHECK_EQ_INT(rt_held_token(name, riders[k]), tok + k + 1);
+    printf("# %s: riders' grant at floor %lld: tokens %lld .. %lld\n", name, now_us, tok, tok + 3);
+    return tok + 3;
+}
+
+/* tok (of what) is above before, the greatest token granted before it. */
+static void rt_above(const char *what, long long tok, long long before)
+{
+    printf("# %s: %lld (above %lld?)\n", what, tok, before);
+    if (tok <= before)
+        th_fail(__FILE__, __LINE__, "%s: token %lld repeats or precedes one granted before (%lld)",
+                what, tok, before);
+}
+
+/* lockd:{name} is gone (its holders' leases ran out in Redis). */
+static bool rt_gone(void *arg)
+{
+    char cmd[160];
+    snprintf(cmd, sizeof(cmd), "EXISTS 'lockd:{%s}' 'lockd:{%s}:z' 'lockd:{%s}:h'",
+             (const char *)arg, (const char *)arg, (const char *)arg);
+    return atoi(th_redis_cli(&rd, cmd)) == 0;
+}
+
+struct rt_exp {
+    const char *name;
+    char lease[40];
+};
+
+/* The slot of lease in name's set has expired by Redis' clock. */
+static bool rt_expired(void *arg)
+{
+    const struct rt_exp *e = arg;
+    char cmd[160];
+    snprintf(cmd, sizeof(cmd), "ZSCORE 'lockd:{%s}:z' %s", e->name, e->lease);
+    long long until = atoll(th_redis_cli(&rd, cmd));
+    const char *t = th_redis_cli(&rd, "TIME");
+    long long now = atoll(t) * 1000 + atoll(strchr(t, '\n') + 1) / 1000;
+    return now > until;
+}
+
+static void t_riders_tokens_above_lagging_floor(void)
+{
+    rt_find_fn();
+    long long ahead = rt_wall_us() + 3600LL * 1000000; /* the riders' lockd, an hour ahead */
+    long long tok, last;
+    char lease[40];
+
+    /* a reader joining them, of a lockd an hour behind */
+    last = rt_riders("rt-join", 1, ahead, 30000, 30000);
+    CHECK_EQ_INT(acquire(cl, &ra, "rt-join", "{\"mode\":\"shared\",\"ttl_ms\":30000}", lease, &tok),
+                 200);
+    rt_above("a reader joining them, floor an hour behind", tok, last);
+    CHECK_EQ_INT(release(cl, &ra, "rt-join", lease), 200);
+
+    /* a reader joining them, floor 1 ms behind theirs */
+    last = rt_riders("rt-join-1ms", 2, ahead, 30000, 30000);
+    rt_lease(lease, 2, 9);
+    tok = rt_fcall("rt-join-1ms", lease, 30000, 1, ahead - 1000, 0, NULL, 0);
+    rt_above("a reader joining them, floor 1 ms behind", tok, last);
+
+    /* the name free again (every lease ran out: nothing moved the counter
+     * since), taken alone: a reader, a writer, a semaphore's slot (each the
+     * counter's SET ... GET of a lone grant) */
+    static const struct {
+        const char *name, *body, *what;
+    } lone[] = {
+        {"rt-lone-reader", "{\"mode\":\"shared\",\"ttl_ms\":30000}", "a lone reader after them"},
+        {"rt-lone-writer", "{\"ttl_ms\":30000}", "a writer after them"},
+        {"rt-lone-slot", "{\"limit\":2,\"ttl_ms\":30000}", "a semaphore's slot after them"},
+    };
+    for (int i = 0; i < 3; i++) {
+        last = rt_riders(lone[i].name, 3 + i, ahead, 300, 300);
+        CHECK(th_wait_for(rt_gone, (void *)lone[i].name, 5000 * th_time_scale()));
+        CHECK_EQ_INT(acquire(cl, &ra, lone[i].name, lone[i].body, lease, &tok), 200);
+        rt_above(lone[i].what, tok, last);
+        CHECK_EQ_INT(release(cl, &ra, lone[i].name, lease), 200);
+    }
+
+    /* the riders' leases run out while the first reader holds; a writer
+     * waits on ra (its refusal trims them), and the first reader's release
+     * hands the name to it (release_handoff.lua) or its retry takes it */
+    last = rt_riders("rt-handoff", 6, ahead, 30000, 300);
+    struct rt_exp e = {"rt-handoff", ""};
+    rt_lease(e.lease, 6, 3);
+    CHECK(th_wait_for(rt_expired, &e, 5000 * th_time_scale()));
+    struct blocked w = {&ra, "rt-handoff", "{\"wait_ms\":15000,\"ttl_ms\":30000}", 0, 0, "", 0};
+    pthread_t th;
+    pthread_create(&th, NULL, blocked_run, &w);
+    struct queued_arg q = {&ra, "rt-handoff", 1};
+    CHECK(th_wait_for(has_waiters, &q, 5000 * th_time_scale()));
+    rt_lease(lease, 6, 0);
+    CHECK_EQ_INT(release(cl, &ra, "rt-handoff", lease), 200);
+    pthread_join(th, NULL);
+    CHECK_EQ_INT(w.status, 200);
+    rt_above("a writer handed the name after them", w.token, last);
+    CHECK_EQ_INT(release(cl, &ra, "rt-handoff", w.lease), 200);
+
+    /* the counter ran ahead of the riders' own floor (a lone reader granted
+     * at a floor 500 us above it): their tokens follow the counter, and it
+     * must again end at the last rider's (sh_fence_next's second SET) */
+    rt_lease(lease, 7, 9);
+    CHECK_EQ_INT(rt_fcall("rt-ahead", lease, 30000, 1, ahead + 500, 0, NULL, 0), ahead + 500);
+    last = rt_riders("rt-ahead", 7, ahead, 30000, 30000);
+    CHECK_EQ_INT(last, ahead + 504);
+    CHECK_EQ_INT(acquire(cl, &ra, "rt-ahead", "{\"mode\":\"shared\",\"ttl_ms\":30000}", lease, &tok),
+                 200);
+    rt_above("a reader joining riders granted above their floor", tok, last);
+    CHECK_EQ_INT(release(cl, &ra, "rt-ahead", lease), 200);
+    /* and, once they are all gone, a writer */
+    rt_lease(lease, 8, 9);
+    CHECK_EQ_INT(rt_fcall("rt-ahead-gone", lease, 300, 1, ahead + 500, 0, NULL, 0), ahead + 500);
+    last = rt_riders("rt-ahead-gone", 8, ahead, 300, 300);
+    CHECK_EQ_INT(last, ahead + 504);
+    CHECK(th_wait_for(rt_gone, (void *)"rt-ahead-gone", 5000 * th_time_scale()));
+    CHECK_EQ_INT(acquire(cl, &ra, "rt-ahead-gone", "{\"ttl_ms\":30000}", lease, &tok), 200);
+    rt_above("a writer after riders granted above their floor", tok, last);
+    CHECK_EQ_INT(release(cl, &ra, "rt-ahead-gone", lease), 200);
+}
+
+/* The same for a semaphore's slots handed on (release_handoff.lua's
+ * ho_grant, the fence counter's SET ... GET with the releasing lockd's
+ * floor): 4 slots of a semaphore of 4 granted through FCALL at a floor an
+ * hour ahead, 8 waiters queued on ra, whose floor is an hour behind; the 4
+ * slots released at once hand them to the first 4 waiters, whose releases
+ * hand them to the next 4. Every slot handed on is above every slot
+ * granted before it: tokens above the FCALL ones, increasing in queue
+ * order. */
+static void t_semaphore_handoff_above_lagging_floor(void)
+{
+    const char *name = "rt-sem";
+    rt_find_fn();
+    long long ahead = rt_wall_us() + 3600LL * 1000000, last = 0;
+    char held[CHAIN_LIMIT][40];
+    for (int i = 0; i < CHAIN_LIMIT; i++) {
+        rt_lease(held[i], 9, i);
+        long long tok = rt_fcall(name, held[i], 30000, CHAIN_LIMIT, ahead, 0, NULL, 0);
+        CHECK(tok > last);
+        last = tok;
+    }
+    printf("# %s: %d slots granted at floor %lld: last token %lld\n", name, CHAIN_LIMIT, ahead,
+           last);
+    struct blocked b[2 * CHAIN_LIMIT];
+    pthread_t th[2 * CHAIN_LIMIT];
+    for (int i = 0; i < 2 * CHAIN_LIMIT; i++) {
+        b[i] = (struct blocked){
+            &ra, name, "{\"limit\":4,\"wait_ms\":15000,\"ttl_ms\":30000}", 0, 0, "", 0};
+        pthread_create(&th[i], NULL, blocked_run, &b[i]);
+        struct queued_arg q = {&ra, name, i + 1};
+        CHECK(th_wait_for(has_waiters, &q, 5000 * th_time_scale()));
+    }
+    th_sleep_ms(200); /* the head's own refusal is over (not needed for the tokens) */
+    long long calls0 = metric(&ra, ACQ_CALLS);
+    release_at_once(&ra, name, held);
+    for (int i = 0; i < CHAIN_LIMIT; i++)
+        CHECK(th_wait_for(granted, &b[i], 5000 * th_time_scale()));
+    char got[CHAIN_LIMIT][40];
+    for (int i = 0; i < CHAIN_LIMIT; i++)
+        memcpy(got[i], b[i].lease, sizeof(got[i]));
+    release_at_once(&ra, name, got);
+    for (int i = 0; i < 2 * CHAIN_LIMIT; i++)
+        pthread_join(th[i], NULL);
+    printf("# 8 slots handed on with %lld backend acquire call(s) of ra\n",
+           metric(&ra, ACQ_CALLS) - calls0);
+    for (int i = 0; i < 2 * CHAIN_LIMIT; i++) {
+        CHECK_EQ_INT(b[i].status, 200);
+        rt_above(i < CHAIN_LIMIT ? "a slot handed on" : "a slot handed on again", b[i].token, last);
+        last = b[i].token; /* in queue order: above every slot before it */
+    }
+    for (int i = CHAIN_LIMIT; i < 2 * CHAIN_LIMIT; i++)
+        CHECK_EQ_INT(release(cl, &ra, name, b[i].lease), 200);
+    CHECK_EQ_INT(inspect_int(&ra, name, "holders"), 0);
+}
+
 static void t_holder_list_cap(void)
 {
     holder_list_capped(&mem, "cap-shared-mem", "{\"mode\":\"shared\",\"ttl_ms\":30000}");
@@ -1613,6 +1876,8 @@ int main(void)
     RUN(t_expired_reader_release);
     RUN(t_grouped_grant_memory);
     RUN(t_grouped_grant_redis);
+    RUN(t_riders_tokens_above_lagging_floor);
+    RUN(t_semaphore_handoff_above_lagging_floor);
     RUN(t_semaphore_handoff_memory);
     RUN(t_semaphore_handoff_redis);
     RUN(t_semaphore_chain_memory);
