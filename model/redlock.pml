@@ -20,7 +20,13 @@
  * a shared one with no live exclusive holder. Client 0 asks either mode on
  * each acquire, client 1 shared (-DRLSH_X1: either). backend_redlock.c
  * counts, grants, writes back and undoes alike in both modes; (1) becomes:
- * no exclusive lease beside any other lease lockd answered OK for.
+ * no exclusive lease beside any other lease lockd answered OK for. A
+ * shared acquire's vote on node n is n modulo NR (RL_VOTE_MOD: the
+ * smallest value at or above the floor and above the counter with that
+ * residue); an exclusive one's is plain, as on one Redis. -DRL_UNIQUE
+ * asserts no token is granted twice (in `redlock-shared`);
+ * -DMUT_RLSH_NO_RESIDUE drops the residue (its trail: two readers, one
+ * token).
  */
 #ifndef K
 #define K 2             /* acquires of client 0 (leases 1..K) */
@@ -43,7 +49,11 @@
 #define RESTARTS 1
 #endif
 #define RECOVERING 7    /* LK_BACKEND_RECOVERING: no vote */
+#ifdef RLSH
+#define RTOK (NC*K*NR*NR+2) /* tokens: each node acquire raises a counter by at most NR (its residue) */
+#else
 #define RTOK (NC*K*NR+2) /* tokens: each node acquire raises a counter by at most one */
+#endif
 #define M_X 1           /* mode exclusive (bk_req.mode BK_EXCLUSIVE) */
 #define M_S 2           /* mode shared (BK_SHARED, limit 1) */
 
@@ -126,7 +136,7 @@ byte cl_tok[NC];
 byte g_live[NLEASE];
 byte g_last_tok;        /* the largest token answered so far */
 #ifdef RLSH
-byte g_tok_ls[RTOK];    /* the leases each token was granted to, a bit each (concurrent readers may share one) */
+byte g_tok_ls[RTOK];    /* the leases each token was granted to, a bit each (one, -DRL_UNIQUE asserts) */
 byte g_last_x;          /* the largest token answered to an exclusive grant so far */
 #else
 byte g_tok_lease[RTOK];
@@ -180,7 +190,9 @@ inline holders(n_h, ls_h) {
 /* _acquire.lua (exclusive: SET NX, or sh_refuse over the holders) and
  * _acquire_shared.lua (shared: refused by an exclusive holder only; the
  * writer's x flag is set by waiting writers alone, and these clients try
- * once): the token is max(now_us, counter + 1) in both (sh_fence_next,
+ * once): the token is max(now_us, counter + 1) in both, a shared one then
+ * raised to node n's residue modulo NR (lockd aligns the floor,
+ * rb_acquire_shared; sh_step when the counter ran ahead: sh_fence_next,
  * sh_grant_one) */
 inline acquire_node(n_a, i_a) {
   holders(n_a, ch_lease[i_a]);
@@ -192,6 +204,12 @@ inline acquire_node(n_a, i_a) {
 #endif
   :: else ->
      t = (ch_arg[i_a] > r_fence[n_a] -> ch_arg[i_a] : r_fence[n_a] + 1);
+#ifndef MUT_RLSH_NO_RESIDUE
+     if
+     :: l_mode[ch_lease[i_a]] == M_S -> t = t + (n_a + NR - t % NR) % NR
+     :: else -> skip
+     fi;
+#endif
      r_fence[n_a] = t; maxc = (t > maxc -> t : maxc);
      gi = n_a*NLEASE + ch_lease[i_a];
      h_ttl[gi] = TTL; h_tok[gi] = t; h_x[gi] = (l_mode[ch_lease[i_a]] == M_X);
@@ -413,10 +431,10 @@ inline answer(c_an, code_an) {
      :: else -> assert(k_tok[c_an] > g_last_x)
      fi;
 #ifdef RL_UNIQUE
-     /* every grant's token above every token granted before it, the
-      * claim of DESIGN.md's "Fencing tokens" as one Redis keeps it: no token
-      * granted twice. Fails: two concurrent readers may get the same token
-      * (README, "Redlock's shared mode") */
+     /* no token granted twice, as one Redis keeps DESIGN.md's "Fencing
+      * tokens": two concurrent readers got the same one before shared
+      * votes took the node's residue (README, "Redlock's shared mode";
+      * -DMUT_RLSH_NO_RESIDUE) */
      assert(g_tok_ls[k_tok[c_an]] == 0);
 #endif
      if :: k_tok[c_an] > g_last_tok -> g_last_tok = k_tok[c_an] :: else -> skip fi;

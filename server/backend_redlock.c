@@ -23,6 +23,30 @@
 #include "server/util.h"
 
 #define RL_MAX_NODES 15   /* odd, within METRICS_MAX_NODES */
+/*
+ * A shared acquire's vote on node i is i modulo RL_VOTE_MOD (the smallest
+ * value above its fence counter and at or above the floor with that
+ * residue: redis_lock_set_vote, sh_step in _shared.lua), so that no two
+ * nodes ever vote the same token, and each node's votes strictly increase
+ * (each is above its counter, which it then holds). A grant's token is the
+ * largest vote of its majority: the vote of one node in one call, so two
+ * grants never get the same one. Without it two readers whose acquires
+ * overlap could (model/redlock.pml -DRL_UNIQUE found it: node 0 votes 1
+ * for A then 2 for B, node 1 votes 1 for B then 2 for A, before either
+ * write-back; both majorities' largest is 2). RL_VOTE_MOD must be at
+ * least RL_MAX_NODES, so that every node has a residue of its own; 16, a
+ * power of two. Exclusive acquires keep plain votes (counter + 1 or the
+ * floor), as on one Redis: two exclusive grants, or an exclusive and a
+ * shared one, never hold a majority at once, and the write-back puts the
+ * earlier one's token on a node of every later majority before it is
+ * answered, so the later one votes above it (model/redlock.pml checks
+ * both modes); so a lone writer's nodes, whose counters agree, still
+ * vote one token and need no write-back. A shared grant always has nodes
+ * below its token (other residues): its write-back raises them, one more
+ * round trip per reader.
+ */
+#define RL_VOTE_MOD 16
+_Static_assert(RL_VOTE_MOD >= RL_MAX_NODES, "every redlock node needs a residue of its own");
 #define RL_SPLIT_MIN_MS 5 /* a split vote: waiters retry after 5 .. 55 ms */
 #define RL_SPLIT_SPAN_MS 50
 
@@ -423,10 +447,11 @@ static void acq_grant(struct rl_call *c)
                                          wb_done, s);
             continue;
         }
-        lk_log(LK_WARN,
-               "redlock node %d lacks the fence counter of '%s' that others have (%lld < %lld): "
-               "raised; did it restart without its data?",
-               i, c->name, (long long)s->token, (long long)c->token);
+        if (c->req.mode != BK_SHARED || c->token - s->token >= RL_VOTE_MOD)
+            lk_log(LK_WARN,
+                   "redlock node %d lacks the fence counter of '%s' that others have (%lld < %lld): "
+                   "raised; did it restart without its data?",
+                   i, c->name, (long long)s->token, (long long)c->token);
         c->wb_pending++;
         c->refs++;
         (void)redis_lock_fence_raise(c->rl->node[i].state, c->lp, c->name, c->lease, c->token,
@@ -1302,8 +1327,10 @@ enum lk_code backend_redlock_new(const struct lk_config *cfg, struct backend *ou
     rc = redis_url_parse_list(urls, urlv, RL_MAX_NODES, &nurl, "backend redlock", err, errlen);
     for (size_t i = 0; i < nurl && rc == LK_OK; i++) {
         rc = redis_lock_open(&urlv[i], cfg, &rl->node[rl->n], err, errlen);
-        if (rc == LK_OK)
+        if (rc == LK_OK) {
+            redis_lock_set_vote(rl->node[rl->n].state, rl->n, RL_VOTE_MOD);
             rl->n++;
+        }
     }
     memset(urlv, 0, RL_MAX_NODES * sizeof(*urlv)); /* passwords */
     free(urlv);

@@ -59,6 +59,14 @@ struct reassert *redis_lock_reassert(void *state);
 enum lk_code redis_lock_acquire(void *state, struct lk_loop *lp, const struct bk_req *req,
                                 int64_t now_us, bk_done_fn done, void *arg);
 
+/* Makes the lock layer a Redlock node's (before any operation; main
+ * thread): a shared acquire's token is then residue modulo modulus (its
+ * floor and, when the fence counter ran ahead, sh_step in
+ * _shared.lua), so that no two nodes vote the same token. Redlock gives
+ * node i of its list residue i; modulus 1 (the default) keeps tokens as
+ * one Redis grants them. backend_redlock.c says why. */
+void redis_lock_set_vote(void *state, int residue, int modulus);
+
 /* Raises name's fence counter to at least token (never lowers it) and, when
  * lease still holds name here, gives its lock (a shared holder: its own
  * hold) that token (fence_raise.lua).

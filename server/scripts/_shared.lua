@@ -74,7 +74,7 @@ local sh_left, sh_mark, sh_ho
 -- per release.
 local sh_tz, sh_cl, sh_cv, sh_cn
 local sh_publish, sh_bump, sh_now, sh_int, sh_nows, sh_trim, sh_expire, sh_extend, sh_one,
-  sh_spill, sh_fence_next, sh_grant_one, sh_one_renew, sh_holder, sh_refuse, sh_renew, sh_release
+  sh_spill, sh_fence_next, sh_grant_one, sh_one_renew, sh_holder, sh_refuse, sh_renew, sh_release, sh_step
 
 -- Resets the per-call state above: a script is a Function library whose top
 -- level (this file) runs once, at FUNCTION LOAD, and its callback calls this
@@ -238,13 +238,28 @@ local function sh_load()
     return mk, live
   end
 
+  -- The token after a fence counter n that ran ahead of the floor now: n + 1
+  -- (step nil: one Redis, Sentinel, Cluster), or on a Redlock node (step:
+  -- lockd's vote modulus, 16; now: its floor, which lockd gave this node's
+  -- residue, backend_redlock.c) the first value above n with now's residue
+  -- modulo step, so that two nodes never vote the same token and no shared
+  -- grant takes another's. As a string.
+  function sh_step(n, now, step)
+    local t = n + 1
+    if step then
+      t = t + (now - t) % step -- (Lua's %: never negative for step > 0)
+    end
+    return string.format('%d', t)
+  end
+
   -- A grant's token into the set: now_us, or one past the fence counter when
   -- it ran ahead of it (as sh_grant_one's). more: how many readers ride on
   -- it (tokens token + 1 .. token + more, _acquire_shared.lua): the counter
   -- is left at the last one, by the same SET ... GET unless it ran ahead.
+  -- step: nil, or a Redlock node's vote modulus (sh_step).
   -- Returns the token and what the counter held ('<n>w': a watcher marked
   -- it).
-  function sh_fence_next(fence, nowus, more)
+  function sh_fence_next(fence, nowus, more, step)
     local tok = nowus
     local last = redis.call('SET', fence, more > 0 and string.format('%d', nowus + more) or nowus, 'PX',
       'FENCE_RETENTION_MS', 'GET')
@@ -252,7 +267,7 @@ local function sh_load()
     -- match too; nowus is lockd's digits (coerced: one strtod, not two)
     local lastn = last and (tonumber(last) or tonumber(string.match(last, '^(%d+)w$')))
     if lastn and lastn >= nowus + 0 then
-      tok = string.format('%d', lastn + 1)
+      tok = sh_step(lastn, nowus, step)
       redis.call('SET', fence, more > 0 and string.format('%d', tok + more) or tok, 'PX', 'FENCE_RETENTION_MS')
     end
     return tok, last
@@ -270,7 +285,8 @@ local function sh_load()
   -- anyone: the readers refused by what held the name before it were told
   -- by its release (w) or wait for its expiry (their retry timer), and a
   -- waiting reader's own lockd queues nobody behind it without asking.
-  function sh_grant_one(lock, fence, wl, limit, now, rest, wake)
+  -- step: as sh_fence_next's.
+  function sh_grant_one(lock, fence, wl, limit, now, rest, wake, step)
     local last = redis.pcall('SET', fence, now, 'PX', 'FENCE_RETENTION_MS', 'GET')
     local n, g = 0, wake and limit == '1'
     if last then
@@ -288,7 +304,7 @@ local function sh_load()
       sh_publish(lock, 'g')
     end
     if n >= now + 0 then -- (coerced, as _acquire.lua's)
-      local ts = string.format('%d', n + 1)
+      local ts = sh_step(n, now, step)
       redis.call('SET', fence, ts, 'PX', 'FENCE_RETENTION_MS')
       redis.call('SET', lock, 't' .. wl .. ' ' .. limit .. ' ' .. ts .. ' ' .. rest, 'XX', 'KEEPTTL')
       return ts

@@ -12,7 +12,9 @@
  * faults again with 5 nodes (two killed: served; three: never a grant).
  * Issue 22 on Redlock: readers and writers exclude each other across two
  * lockd, a reader's minority grant is undone and its token written back,
- * a semaphore is 400 saying why. Inspect and list read the majority
+ * a semaphore is 400 saying why; concurrent readers never share a token
+ * (each node votes its own residue modulo 16, model/redlock.pml's
+ * -DRL_UNIQUE trail replayed on the nodes). Inspect and list read the majority
  * view; a node that answers after backend_timeout_ms counts as its error.
  * Watching (issue 26): the majority view's index (also of readers), woken
  * by a release, a grant and an expiry through another lockd, also with a
@@ -1130,6 +1132,205 @@ static void t_shared_undo_and_writeback(void)
     stop_nodes();
 }
 
+/* ---- concurrent readers never share a token ---- */
+
+/* A token as redis-cli prints a reply (digits, maybe quoted); -1 for
+ * anything else (an error, a refusal's array). */
+static long long reply_token(const char *out)
+{
+    while (*out == '"' || *out == ' ')
+        out++;
+    if (*out < '0' || *out > '9')
+        return -1;
+    return atoll(out);
+}
+
+/* acquire_shared.lua's Function on node i (its name carries a digest of
+ * the code lockd loaded: lk_acquire_shared_<12 hex>), into fn. */
+static bool shared_fn(int i, char *fn, size_t cap)
+{
+    const char *out = th_redis_cli(&R[i], "FUNCTION LIST LIBRARYNAME 'lk_acquire_shared_*'");
+    for (const char *p = out; (p = strstr(p, "lk_acquire_shared_")) != NULL; p++) {
+        size_t n = strspn(p + 18, "0123456789abcdef");
+        if (n == 12 && (p[30] == '\n' || p[30] == '"' || p[30] == '\r')) {
+            snprintf(fn, cap, "%.30s", p);
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Node i's vote for a reader of 'vt' as lockd asks it (rb_acquire_shared
+ * on a Redlock node: the floor with the node's residue, then the vote
+ * modulus, 16). */
+static long long node_vote(int i, const char *fn, const char *lease, long long floor_us)
+{
+    char cmd[512];
+    long long now = floor_us + ((i - floor_us % 16) + 16) % 16;
+    snprintf(cmd, sizeof(cmd), "FCALL %s 2 'rl:{vt}' 'rl:{vt}:fence' '0%s' '0 20000 1 t' 20000 1 %lld 16",
+             fn, lease, now);
+    long long v = reply_token(th_redis_cli(&R[i], cmd));
+    if (v < 0)
+        th_fail(__FILE__, __LINE__, "node %d: %s", i, th_redis_cli(&R[i], cmd));
+    return v;
+}
+
+/* model/redlock.pml -DRL_UNIQUE's trail: two readers whose acquires
+ * overlap were granted the same token. Each node's counter past the floor
+ * (F, a multiple of 16): node 0 votes for A then B, node 1 for B then A,
+ * before either write-back; each grant's token is its majority's largest
+ * vote. Before shared votes took the node's residue modulo 16 (sh_step,
+ * rb_acquire_shared) both votes were F + 1 then F + 2 on each node: both
+ * tokens F + 2 (the check marked below). First through lockd: a reader's
+ * token is the largest vote of a majority, F + 16 (node 0) or F + 2 (nodes
+ * 1 and 2), no longer F + 1; a writer's is still F + 1. */
+static void t_shared_votes_distinct(void)
+{
+    const long long F = 8000000000000000LL; /* a multiple of 16, below 2^53 */
+    start_nodes(3);
+    struct th_lockd l;
+    lockd_on(&l);
+    struct th_client *c = th_client_new();
+    char url[128], hdr[96], cmd[128];
+    for (int i = 0; i < 3; i++) {
+        snprintf(cmd, sizeof(cmd), "SET 'rl:{vd}:fence' %lld", F);
+        th_redis_cli(&R[i], cmd);
+        snprintf(cmd, sizeof(cmd), "SET 'rl:{vx}:fence' %lld", F);
+        th_redis_cli(&R[i], cmd);
+    }
+    snprintf(url, sizeof(url), "%s/locks/vd", l.url);
+    struct th_resp r;
+    th_http(c, "POST", url, "{\"mode\":\"shared\",\"ttl_ms\":20000}", NULL, &r);
+    CHECK_EQ_INT(r.status, 200);
+    long long t = th_jint(&r, "fencing_token");
+    snprintf(hdr, sizeof(hdr), "Lock-Lease: %s", th_jstr(&r, "lease"));
+    th_resp_free(&r);
+    printf("# a reader over counters at F: token F + %lld\n", t - F);
+    CHECK(t == F + 16 || t == F + 2);
+    CHECK_EQ_INT(th_status(c, "DELETE", url, NULL, hdr, NULL), 200);
+    snprintf(url, sizeof(url), "%s/locks/vx", l.url);
+    CHECK_EQ_INT(acquire_token(c, url, hdr, sizeof(hdr)), F + 1); /* a writer: plain votes */
+    CHECK_EQ_INT(th_status(c, "DELETE", url, NULL, hdr, NULL), 200);
+
+    /* the trail, on nodes 0 and 1, with the Function lockd loaded */
+    char fn[64];
+    CHECK(shared_fn(0, fn, sizeof(fn)));
+    for (int i = 0; i < 2; i++) {
+        snprintf(cmd, sizeof(cmd), "SET 'rl:{vt}:fence' %lld", F);
+        th_redis_cli(&R[i], cmd);
+    }
+    long long floor_us = th_now_ms() * 1000; /* the wall clock, far below F */
+    long long a0 = node_vote(0, fn, "lease-a", floor_us);
+    long long b0 = node_vote(0, fn, "lease-b", floor_us);
+    long long b1 = node_vote(1, fn, "lease-b", floor_us);
+    long long a1 = node_vote(1, fn, "lease-a", floor_us);
+    long long ta = a0 > a1 ? a0 : a1, tb = b0 > b1 ? b0 : b1;
+    printf("# node 0 votes A F + %lld, B F + %lld; node 1 B F + %lld, A F + %lld: tokens F + %lld, "
+           "F + %lld\n",
+           a0 - F, b0 - F, b1 - F, a1 - F, ta - F, tb - F);
+    CHECK(ta != tb); /* <- F + 2 both before the residues */
+    CHECK(a0 % 16 == 0 && b0 % 16 == 0 && a1 % 16 == 1 && b1 % 16 == 1);
+    CHECK(b0 > a0 && a1 > b1 && a0 > F && b1 > F);
+    th_client_free(c);
+    th_lockd_kill(&l, SIGTERM);
+    stop_nodes();
+}
+
+#define DR_CLIENTS 16
+#define DR_ROUNDS 12
+
+static pthread_mutex_t dr_mu = PTHREAD_MUTEX_INITIALIZER;
+static long long dr_tokens[DR_CLIENTS * DR_ROUNDS];
+static int dr_n;
+static long long dr_max; /* the largest token answered so far */
+static atomic_int dr_late;
+
+/* Readers of one name through two lockd, the counters far past the floor
+ * (every vote is counter + 1 or its residue's next): each token above every
+ * token answered before its acquire was sent. */
+static void *dr_client(void *arg)
+{
+    long id = (long)arg;
+    struct th_client *c = th_client_new();
+    const struct th_lockd *l = id % 2 ? &L1 : &L2;
+    char url[128], hdr[96];
+    snprintf(url, sizeof(url), "%s/locks/dr", l->url);
+    for (int i = 0; i < DR_ROUNDS; i++) {
+        pthread_mutex_lock(&dr_mu);
+        long long seen = dr_max;
+        pthread_mutex_unlock(&dr_mu);
+        struct th_resp r;
+        th_http(c, "POST", url, "{\"mode\":\"shared\",\"ttl_ms\":10000,\"wait_ms\":15000}", NULL, &r);
+        if (r.status != 200) {
+            fprintf(stderr, "reader %ld: %ld %s\n", id, r.status, r.body);
+            atomic_fetch_add(&failures, 1);
+            th_resp_free(&r);
+            continue;
+        }
+        long long t = th_jint(&r, "fencing_token");
+        snprintf(hdr, sizeof(hdr), "Lock-Lease: %s", th_jstr(&r, "lease"));
+        th_resp_free(&r);
+        pthread_mutex_lock(&dr_mu);
+        if (t <= seen) {
+            fprintf(stderr, "reader %ld: token %lld, not above %lld answered before it asked\n", id,
+                    t, seen);
+            atomic_fetch_add(&dr_late, 1);
+        }
+        dr_tokens[dr_n++] = t;
+        if (t > dr_max)
+            dr_max = t;
+        pthread_mutex_unlock(&dr_mu);
+        th_sleep_ms(1);
+        if (th_status(c, "DELETE", url, NULL, hdr, NULL) != 200)
+            atomic_fetch_add(&failures, 1);
+    }
+    th_client_free(c);
+    return NULL;
+}
+
+static int cmp_ll(const void *a, const void *b)
+{
+    long long x = *(const long long *)a, y = *(const long long *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void t_shared_readers_distinct(void)
+{
+    start_nodes(3);
+    load_reset();
+    dr_n = 0;
+    dr_max = 0;
+    atomic_store(&dr_late, 0);
+    for (int i = 0; i < 3; i++)
+        th_redis_cli(&R[i], "SET 'rl:{dr}:fence' 8000000000000000");
+    lockd_on(&L1);
+    lockd_on(&L2);
+    pthread_t th[DR_CLIENTS];
+    int64_t t0 = th_now_ms();
+    for (long i = 0; i < DR_CLIENTS; i++)
+        CHECK(pthread_create(&th[i], NULL, dr_client, (void *)i) == 0);
+    for (int i = 0; i < DR_CLIENTS; i++)
+        pthread_join(th[i], NULL);
+    qsort(dr_tokens, (size_t)dr_n, sizeof(dr_tokens[0]), cmp_ll);
+    int dup = 0;
+    for (int i = 1; i < dr_n; i++)
+        if (dr_tokens[i] == dr_tokens[i - 1]) {
+            fprintf(stderr, "token %lld granted twice\n", dr_tokens[i]);
+            dup++;
+        }
+    printf("# %d readers' grants across 2 lockd in %lld ms: %d tokens granted twice, %d not above "
+           "an earlier answer, %d failures\n",
+           dr_n, (long long)(th_now_ms() - t0), dup, atomic_load(&dr_late),
+           atomic_load(&failures));
+    CHECK_EQ_INT(dr_n, DR_CLIENTS * DR_ROUNDS);
+    CHECK_EQ_INT(dup, 0);
+    CHECK_EQ_INT(atomic_load(&dr_late), 0);
+    CHECK_EQ_INT(atomic_load(&failures), 0);
+    th_lockd_kill(&L1, SIGTERM);
+    th_lockd_kill(&L2, SIGTERM);
+    stop_nodes();
+}
+
 /* ---- the majority view ---- */
 
 /* Names of a listing (every page), as "a,b,c," in order. */
@@ -1756,6 +1957,8 @@ int main(int argc, char **argv)
     RUN(t_renew_after_loss);
     RUN(t_shared_readers_writer);
     RUN(t_shared_undo_and_writeback);
+    RUN(t_shared_votes_distinct);
+    RUN(t_shared_readers_distinct);
     RUN(t_majority_view);
     RUN(t_watch);
     RUN(t_watch_shared);
