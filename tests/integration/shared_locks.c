@@ -1863,9 +1863,8 @@ static void t_semaphore_handoff_above_lagging_floor(void)
  * by a release or at its ttl. */
 static void t_rider_of_unanswered_release(void)
 {
-    const char *args[] = {"--backend",          "redis", "--redis",   redis_url,
-                          "--backend_timeout_ms", "1000",  "--threads", "1",
-                          NULL};
+    const char *args[] = {"--backend", "redis",     "--redis", redis_url, "--backend_timeout_ms",
+                          "1000",      "--threads", "1",       NULL};
     struct th_lockd l;
     th_lockd_start(&l, args, NULL);
     const char *name = "ride-503";
