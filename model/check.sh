@@ -4,12 +4,12 @@
 #   model/check.sh full                 safety on every configuration (make model-full)
 #   model/check.sh mutants              each mutant must yield a counterexample
 # CONFIG is one of leases, sessions, contention, liveness, rwlock,
-# semaphore, shared-live, sem-live, handoff (exhaustive), mixed,
+# semaphore, shared-live, sem-live, handoff, handoff-faults (exhaustive), mixed,
 # live-sessions, redlock, redlock-shared (bitstate: too big to search
 # exhaustively here),
 # wide, redlock-drift, redlock-shared-drift, redlock-shared-3,
-# redlock-w24 (bitstate), handoff-l3 (exhaustive; these six make
-# model-full only); `safety` alone runs the
+# redlock-w24 (bitstate), handoff-l3, handoff-faults-2 (exhaustive; these
+# seven make model-full only); `safety` alone runs the
 # `make model` set. README.md says what each covers. Runs go two at a time
 # (MODEL_JOBS, default 2: CI has 2 cores), longest first, each as
 # `check.sh one CONFIG` (a mutant: `check.sh mutant MUT_...`).
@@ -58,6 +58,10 @@ flags_of() {
     # handoff.pml: a semaphore's releases carrying riders (4 clients)
     handoff)    echo "-DHO -DNC=4 -DTRYONCE -DREMOTE" ;;
     handoff-l3) echo "-DHO -DNC=4 -DLIMIT=3 -DTRYONCE -DREMOTE" ;;
+    # with lost requests and replies (lockd's deadline, the connection
+    # dropped), holder expiry, crashes and the head's retry timer (3 clients)
+    handoff-faults) echo "-DHO -DHOF -DNC=3" ;;
+    handoff-faults-2) echo "-DHO -DHOF -DNC=3 -DFAULTS=2" ;;
     *) echo "check.sh: unknown configuration $1" >&2; exit 2 ;;
     esac
 }
@@ -99,6 +103,11 @@ run() {
 MODEL_SET="contention redlock redlock-shared leases live-sessions mixed sessions semaphore handoff rwlock liveness sem-live shared-live"
 FULL_SET="redlock-w24 wide redlock-drift redlock-shared-3 redlock-shared-drift handoff-l3 $MODEL_SET"
 MUTANT_SET="MUT_RL_RENEW_MAX MUT_NO_LOCK_DELAY MUT_RL_NO_WRITEBACK MUT_RLSH_X_IGNORES_S MUT_RLSH_MINORITY MUT_RLSH_NO_RESIDUE MUT_RENEW_NO_OWNER MUT_RELEASE_NO_CAD MUT_NO_MAX_HOLD MUT_NO_RETRY MUT_SH_IGNORE_X MUT_SEM_NO_LIMIT MUT_SH_NO_WRITER_PREF MUT_SH_RELEASE_ANY MUT_RIDE_NO_AFTER MUT_RIDE_COUNTS_FREED"
+# handoff.pml with faults (README.md, "Hand-off chain"): handoff-faults
+# (~25 s) first, beside contention; handoff-faults-2 (~60 s) in model-full
+MODEL_SET="handoff-faults $MODEL_SET"
+FULL_SET="handoff-faults-2 handoff-faults $FULL_SET"
+MUTANT_SET="$MUTANT_SET MUT_RIDE_DOWN_FORGETS MUT_SEM_NO_RETRY MUT_DOWN_NO_PROMOTE"
 
 # several runs of this script, $jobs at a time; fails when any failed
 par() {
@@ -158,6 +167,7 @@ mutant)
     MUT_SH_IGNORE_X|MUT_SH_RELEASE_ANY) c=rwlock ;;
     MUT_SEM_NO_LIMIT) c=semaphore ;;
     MUT_SH_NO_WRITER_PREF) c=shared-live ;;
+    MUT_RIDE_DOWN_FORGETS|MUT_SEM_NO_RETRY|MUT_DOWN_NO_PROMOTE) c=handoff-faults ;;
     MUT_RIDE_*) c=handoff ;;
     *) echo "check.sh: unknown mutant $m" >&2; exit 2 ;;
     esac

@@ -31,6 +31,26 @@
  *       slots are held and lockd has nothing left to do (idle_slot), and
  *       no waiter left waiting at the end (pan's invalid end state).
  *
+ * With -DHOF (configuration handoff-faults): lockd's deadline fires on a
+ * call in flight (FAULTS of them) and drops its connection with any other
+ * call pending on it (rn cmd_on_deadline, conn_drop): each is answered 503
+ * (attempt_done: the waiter leaves the queue, the next one is told;
+ * release_done: no kick, the rider goes back, ride_released false), its
+ * reply is never read, its request still runs at Redis or never does; a
+ * holder's slot expires at Redis at any time (the set's trim; untimed), a
+ * release of it answers 404 (its rider goes back too); a holder may crash
+ * (never release); a queued head's retry timer fires at any time once
+ * armed; on_poke(no attempt) may find holder_expiry_ms passed. Properties
+ * then: (1) counts a slot held at Redis or a lease answered OK that its
+ * client relies on (not released, crashed or expired); (2) FIFO among the
+ * waiters still queued (one answered 503 left), a waiter that Redis granted
+ * once counting as granted; (3) tokens strictly increase per grant; (5)
+ * idle_slot only while no fault and no expiry happened (a slot freed by an
+ * expiry, or by a release whose answer was lost, is found by the head's
+ * retry alone), and (5w) idle_retry: never a free slot, a queued waiter,
+ * lockd idle and the head with no retry armed; a waiter left waiting at
+ * the end is an invalid end state, as before.
+ *
  * Mutants (make model-mutants):
  *   MUT_RIDE_NO_AFTER      release_handoff.lua grants a rider whatever its
  *                          `after` holds: (2) fails
@@ -40,6 +60,12 @@
  *                          rider took it, a grant with no release counted
  *                          sets no `unknown`: (5) fails (a slot stays free
  *                          while a waiter waits)
+ *   MUT_RIDE_DOWN_FORGETS  (HOF) a release answered 503 or 404 leaves its
+ *                          rider attempting: (5w) fails
+ *   MUT_SEM_NO_RETRY       (HOF) a refused head arms no retry: after an
+ *                          expiry (no message) it waits for ever: (5w) fails
+ *   MUT_DOWN_NO_PROMOTE    (HOF) a head answered 503 leaves the queue without
+ *                          telling the next waiter: (5w) fails
  */
 #ifndef NC
 #define NC 3
@@ -93,13 +119,40 @@ bit  idle_free_slot;    /* (5) a slot free, a waiter queued, lockd idle */
 byte n, j, r, a, hd, bf, cd;
 bit more, rode, again;
 
+#ifdef HOF
+/* ---- faults and expiry (HOF): lockd's deadline (rn cmd_on_deadline)
+ * answers a call 503 and drops its connection, which answers every call
+ * pending on it 503 too (conn_drop): their replies are never read; their
+ * requests may still run at Redis (received before the close) or not */
+bit  a_orph[NC];        /* c's acquire was answered 503: its request may still run */
+bit  r_orph[NC];        /* c's release was answered 503: its request may still run */
+bit  rel_nh[NC];        /* c's release found c's slot gone (expired): not held */
+byte g_nf;              /* faults so far (deadlines that fired) */
+bit  g_exp;             /* a slot expired at Redis */
+bit  g_live[NC];        /* ghost: c was answered OK, has not released or
+                         * crashed, and its slot has not expired: it relies on it */
+byte g_tok;             /* Redis' fence counter: each grant takes the next token */
+byte g_tokmax;          /* ghost: the largest token granted */
+#endif
+
 /* a grant by Redis to c: (1) and (2) */
 inline granted_g(c) {
+#ifdef HOF
+  /* (3) tokens strictly increase per grant (the floor only raises them) */
+  assert(g_tok < 255); g_tok++;
+  assert(g_tok > g_tokmax); g_tokmax = g_tok;
+#endif
   g_hold[c] = 1; g_granted[c] = 1;
   n = 0; j = 0;
   do
   :: j < NC ->
+#ifdef HOF
+     /* (1) a slot held at Redis, or a lease answered OK that its client
+      * relies on (neither released nor expired) */
+     if :: g_hold[j] || g_live[j] -> n++ :: else fi;
+#else
      if :: g_hold[j] -> n++ :: else fi;
+#endif
      /* (2) nobody queued here before c is still waiting */
      assert(!(g_seq[j] > 0 && g_seq[j] < g_seq[c] && !g_granted[j]));
      j++
@@ -133,8 +186,12 @@ inline acquire_shared(c) {
  * its after holds the name (granted earlier in this call or in the set:
  * holds()), else not asked (0) */
 inline release_handoff(c) {
-  h[c] = 0; g_hold[c] = 0;
   r = rel_rider[c]; a = rel_after[c]; rel_g[c] = 0;
+#ifdef HOF
+  /* a lease that expired: 'not held' ({release's reply}), nobody asked */
+  if :: !h[c] -> rel_nh[c] = 1; r = NONE :: else -> rel_nh[c] = 0 fi;
+#endif
+  h[c] = 0; g_hold[c] = 0;
   if
   :: r != NONE ->
      if
@@ -238,14 +295,33 @@ inline attempt_done(c, code) {
      :: hd && qn > 0 -> q_hexp = 1; promote(more)
      :: else
      fi;
+#ifdef HOF
+     g_live[c] = h[c];                         /* (it may have expired: a reply slower than the lease) */
+#endif
      cl_st[c] = C_HOLD
+#ifdef HOF
+  :: code == BACKEND_DOWN + 1 ->               /* the deadline: 503, the waiter leaves */
+     hd = (q[0] == c);
+     unlink_waiter(c);
+#ifndef MUT_DOWN_NO_PROMOTE
+     if
+     :: hd && qn > 0 -> promote(1)
+     :: else
+     fi;
+#endif
+     g_seq[c] = 0;                             /* (2) no longer queued here */
+     cl_st[c] = C_DONE
+#endif
   :: else ->                                   /* LOCKED (no deadline here) */
      if :: !w_kick[c] -> q_freed = 0 :: else fi;
      q_unknown = 0;
      q_hexp = 1;
      if
      :: w_kick[c] -> w_kick[c] = 0; attempt(c)
-     :: else -> w_st[c] = W_QUEUED; w_retry[c] = 1
+     :: else -> w_st[c] = W_QUEUED;
+#ifndef MUT_SEM_NO_RETRY
+        w_retry[c] = 1
+#endif
      fi
   fi
 }
@@ -257,6 +333,12 @@ inline on_poke(now) {
      if
      :: now || !q_hexp -> w_st[q[0]] = W_ATTEMPTING; attempt(q[0])
      :: else -> w_retry[q[0]] = 1
+#ifdef HOF
+     /* holder_expiry_ms passed meanwhile (time is untimed here): an
+      * atomic step, not a d_step, so that both are searched */
+     :: !now && q_hexp -> w_st[q[0]] = W_ATTEMPTING; attempt(q[0])
+     :: !now && q_hexp -> w_retry[q[0]] = 1
+#endif
      fi
   :: else
   fi
@@ -290,12 +372,20 @@ inline engine_release(c) {
      rel_rider[c] = r; rel_after[c] = bf
   :: else -> rel_rider[c] = NONE; rel_after[c] = NONE
   fi;
+#ifdef HOF
+  g_live[c] = 0;
+#endif
   rel[c] = 1
 }
 
 /* release_done: waiters_kick_rider, then waiters_ride_done */
 inline release_done(c) {
   r = rel_rider[c];
+#ifdef HOF
+  if
+  :: rel_nh[c] -> rel_nh[c] = 0; ride_unknown(r)  /* 404: no kick, the rider back */
+  :: else ->
+#endif
   if
   :: qn > 0 ->
      q_hexp = 0;
@@ -322,12 +412,58 @@ inline release_done(c) {
      w_rrel[r] = 1; back[r] = 1
   :: r != NONE && rel_g[c] != 0 -> follow[r] = rel_g[c]
   :: else
-  fi;
+  fi
+#ifdef HOF
+  fi
+#endif
+  ;
   rel_done[c] = 0; rel_rider[c] = NONE; rel_after[c] = NONE; rel_g[c] = 0;
   cl_st[c] = C_DONE
 }
 
+#ifdef HOF
+/* release_done with a release that did not release (404) or whose outcome
+ * lockd does not know (503): no kick (waiters_kick_rider runs on LK_OK
+ * only); its rider, waiters_ride_done(released false, g NULL): nothing
+ * counted, ride_back posted with ride_released false */
+inline ride_unknown(rd) {
+#ifndef MUT_RIDE_DOWN_FORGETS
+  if :: rd != NONE -> w_rrel[rd] = 0; back[rd] = 1 :: else fi
+#else
+  skip
+#endif
+}
+
+/* the deadline on c's release, or the drop of its connection (rcmd_expire,
+ * cmd_answer_down, release_done with LK_BACKEND_DOWN): 503 to the client,
+ * which gives up (its slot, if still held, expires); the rider goes back
+ * (ride_unknown) */
+inline release_down(c) {
+  ride_unknown(rel_rider[c]);
+  rel_done[c] = 0; rel_nh[c] = 0;
+  if
+  :: rel[c] -> r_orph[c] = 1                   /* its request may still run (rel_rider kept) */
+  :: else -> rel_rider[c] = NONE; rel_after[c] = NONE; rel_g[c] = 0
+  fi;
+  cl_st[c] = C_DONE
+}
+
+/* j's call answered 503 (its deadline, or its connection dropped): its
+ * reply, if on its way, is lost; its request, if not run yet, may run */
+#define INFL(j) ((!a_orph[j] && (att[j] || att_rep[j] != 0)) || (!r_orph[j] && (rel[j] || rel_done[j])))
+inline drop_one(j) {
+  if
+  :: !a_orph[j] && (att[j] || att_rep[j] != 0) ->
+     att_rep[j] = 0; a_orph[j] = att[j]; attempt_done(j, BACKEND_DOWN + 1)
+  :: else -> release_down(j)
+  fi
+}
+/* another call pending on the connection dropped (same loop): any of them */
+#define DROP_ALSO(j) if :: INFL(j) -> drop_one(j) :: true fi
+#endif
+
 /* every event of lockd's loops and every script Redis runs, one d_step each */
+#ifndef HOF
 #define EVENTS(c) \
   :: d_step { att[c] -> acquire_shared(c) } \
   :: d_step { rel[c] -> release_handoff(c) } \
@@ -335,6 +471,35 @@ inline release_done(c) {
   :: d_step { follow[c] != 0 -> cd = follow[c]; follow[c] = 0; attempt_done(c, cd) } \
   :: d_step { back[c] -> back[c] = 0; ride_back(c) } \
   :: d_step { rel_done[c] -> release_done(c) }
+#else
+/* with faults: lockd's deadline fires on a call in flight (one fault:
+ * FAULTS), its connection is dropped with any other call pending on it:
+ * all answered 503, their replies lost, their requests still run at Redis
+ * or never (an orphan's reply is dropped); a holder's slot expires at
+ * Redis (the set's trim), at any time (untimed); the head's retry timer
+ * fires at any time once armed */
+#if NC > 3
+#define DROP_OTHERS DROP_ALSO(0); DROP_ALSO(1); DROP_ALSO(2); DROP_ALSO(3)
+#else
+#define DROP_OTHERS DROP_ALSO(0); DROP_ALSO(1); DROP_ALSO(2)
+#endif
+#define EVENTS(c) \
+  :: d_step { att[c] -> acquire_shared(c); \
+       if :: a_orph[c] -> att_rep[c] = 0; a_orph[c] = 0 :: else fi } \
+  :: d_step { rel[c] -> release_handoff(c); \
+       if :: r_orph[c] -> rel_done[c] = 0; rel_rider[c] = NONE; rel_after[c] = NONE; \
+                          rel_g[c] = 0; rel_nh[c] = 0; r_orph[c] = 0 \
+          :: else fi } \
+  :: d_step { att_rep[c] != 0 -> cd = att_rep[c]; att_rep[c] = 0; attempt_done(c, cd) } \
+  :: d_step { follow[c] != 0 -> cd = follow[c]; follow[c] = 0; attempt_done(c, cd) } \
+  :: d_step { back[c] -> back[c] = 0; ride_back(c) } \
+  :: d_step { rel_done[c] -> release_done(c) } \
+  :: atomic { g_nf < FAULTS && INFL(c) -> g_nf++; drop_one(c); DROP_OTHERS } \
+  :: d_step { att[c] && a_orph[c] -> att[c] = 0; a_orph[c] = 0 } \
+  :: d_step { rel[c] && r_orph[c] -> rel[c] = 0; \
+       rel_rider[c] = NONE; rel_after[c] = NONE; rel_g[c] = 0; r_orph[c] = 0 } \
+  :: d_step { h[c] -> h[c] = 0; g_hold[c] = 0; g_live[c] = 0; g_exp = 1 }
+#endif
 
 proctype events()
 {
@@ -349,7 +514,15 @@ end:
   :: d_step { poke_a -> poke_a = 0; on_poke(1) }
   :: d_step { remote_rel -> remote_rel = 0;    /* on_backend_release: waiters_kick */
        if :: qn > 0 -> q_hexp = 0; slot_freed(NONE) :: else fi }
+#ifndef HOF
   :: d_step { poke_n -> poke_n = 0; on_poke(0) }
+#else
+  :: atomic { poke_n -> poke_n = 0; on_poke(0) }
+#endif
+#ifdef HOF
+  :: d_step { qn > 0 && w_st[q[0]] == W_QUEUED && w_retry[q[0]] -> /* on_timer: the head's retry */
+       hd = q[0]; w_st[hd] = W_ATTEMPTING; attempt(hd) }
+#endif
   od
 }
 
@@ -357,24 +530,54 @@ end:
  * callback posted, no call in flight) while a waiter is queued here and
  * fewer than LIMIT slots are held. Only a holder's release would then move
  * it: the busy semaphore of main before the fix kept 1 of 8 slots in use so. */
+#ifndef HOF
 #define IDLE(c) (!att[c] && att_rep[c] == 0 && !rel[c] && !rel_done[c] && follow[c] == 0 && !back[c])
+#define IDLE_ALL (!poke_a && !poke_n && !remote_rel)
+#else
+#define IDLE(c) (!att[c] && att_rep[c] == 0 && !rel[c] && !rel_done[c] && follow[c] == 0 && !back[c])
+#define IDLE_ALL (!poke_a && !poke_n && !remote_rel)
+#endif
+#if NC > 3
+#define IDLE_N (IDLE(0) && IDLE(1) && IDLE(2) && IDLE(3))
+#define HELD (g_hold[0] + g_hold[1] + g_hold[2] + g_hold[3])
+#else
+#define IDLE_N (IDLE(0) && IDLE(1) && IDLE(2))
+#define HELD (g_hold[0] + g_hold[1] + g_hold[2])
+#endif
 proctype idle_slot()
 {
 end:
   atomic {
-    (qn > 0 && !poke_a && !poke_n && !remote_rel && IDLE(0) && IDLE(1) && IDLE(2)
-#if NC > 3
-     && IDLE(3)
+    (qn > 0 && IDLE_ALL && IDLE_N && HELD < LIMIT
+#ifdef HOF
+     /* only while no fault and no expiry happened: a slot freed by an
+      * expiry, or by a release whose answer lockd never read, is found by
+      * the head's retry timer alone (5w, idle_retry) */
+     && g_nf == 0 && !g_exp
 #endif
-     && g_hold[0] + g_hold[1] + g_hold[2]
-#if NC > 3
-        + g_hold[3]
-#endif
-        < LIMIT) ->
+    ) ->
     idle_free_slot = 1;
     assert(!idle_free_slot)
   }
 }
+
+#ifdef HOF
+/* (5w) with faults and expiry: a slot free while a waiter is queued and
+ * lockd has nothing left to do is found by the head's retry at its
+ * holder's expiry; a state where the head has no retry armed then (lockd
+ * would wait for a release that may never come) is a violation */
+bit idle_no_retry;
+proctype idle_retry()
+{
+end:
+  atomic {
+    (qn > 0 && IDLE_ALL && IDLE_N && HELD < LIMIT &&
+     !(w_st[q[0]] == W_QUEUED && w_retry[q[0]])) ->
+    idle_no_retry = 1;
+    assert(!idle_no_retry)
+  }
+}
+#endif
 
 /* a client: waits in the queue, holds, releases through lockd */
 proctype client(byte c)
@@ -390,6 +593,9 @@ proctype client(byte c)
           count_holders();
           if
           :: n < LIMIT -> h[c] = 1; g_seq[c] = g_next; g_next++; granted_g(c); cl_st[c] = C_HOLD
+#ifdef HOF
+             ; g_live[c] = 1
+#endif
           :: else -> cl_st[c] = C_DONE
           fi
        fi }
@@ -411,8 +617,20 @@ proctype client(byte c)
      goto done
 #endif
   fi;
+#ifndef HOF
   cl_st[c] == C_HOLD;                          /* (5): blocked here for ever is an invalid end state */
   d_step { engine_release(c) }
+#else
+  cl_st[c] == C_HOLD || cl_st[c] == C_DONE;    /* C_DONE: its acquire was answered 503 */
+  if
+  :: cl_st[c] == C_HOLD ->
+     if
+     :: d_step { engine_release(c) }
+     :: d_step { g_live[c] = 0; cl_st[c] = C_DONE } /* crashes: its slot expires */
+     fi
+  :: else
+  fi;
+#endif
   cl_st[c] == C_DONE;
 done:
   skip
@@ -428,6 +646,9 @@ init {
     j = 0;
     run events();
     run idle_slot();
+#ifdef HOF
+    run idle_retry();
+#endif
     run client(0);
     run client(1);
     run client(2)

@@ -58,6 +58,14 @@
  *                        beside shared holders (blind to readers)
  *   MUT_RLSH_MINORITY    redlock.pml -DRLSH: a shared acquire counts as granted
  *                        on one node (no majority)
+ *   MUT_RIDE_DOWN_FORGETS handoff.pml -DHOF: a release answered 503 or 404
+ *                        leaves its rider attempting (no waiters_ride_done)
+ *   MUT_SEM_NO_RETRY     handoff.pml -DHOF: a refused semaphore head arms no
+ *                        retry (waits for a kick only; an expiry sends none)
+ *   MUT_DOWN_NO_PROMOTE  handoff.pml -DHOF: a head answered 503 leaves the
+ *                        queue without telling the next waiter
+ * Switches of handoff.pml: HO (the root), HOF (lost requests and replies,
+ * holder expiry, crashes, the retry timer), TRYONCE, REMOTE, LIMIT.
  */
 
 /* lk_code */

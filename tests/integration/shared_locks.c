@@ -1846,6 +1846,77 @@ static void t_semaphore_handoff_above_lagging_floor(void)
     CHECK_EQ_INT(inspect_int(&ra, name, "holders"), 0);
 }
 
+/* A semaphore's waiter that rides on a release (waiters_ride) whose
+ * outcome lockd does not know, the path model/handoff.pml checks in
+ * configuration handoff-faults: a lockd with backend_timeout_ms 1000 and
+ * one loop; Redis paused (CLIENT PAUSE) for 1.3 s while x heads the queue
+ * (its attempt held back there), c waits behind it and a's release
+ * carries c (after x). x's deadline drops the connection (cmd_on_deadline,
+ * conn_drop): x and a's release are answered 503, their replies never
+ * read; c goes back (waiters_ride_done, released false) and, now the head
+ * that never asked, asks itself with its lease on a new connection. What
+ * Redis had received on the old one may still run (x's acquire: a slot
+ * nobody knows of, freed at x's ttl; a's release with c's grant, which c's
+ * own acquire then finds: its lease counts as one of the slots) or be lost
+ * with it (a still holds: its client's release again is answered 200).
+ * c is answered 200, and its slot is held at Redis; every other slot frees
+ * by a release or at its ttl. */
+static void t_rider_of_unanswered_release(void)
+{
+    const char *args[] = {"--backend", "redis",     "--redis", redis_url, "--backend_timeout_ms",
+                          "1000",      "--threads", "1",       NULL};
+    struct th_lockd l;
+    th_lockd_start(&l, args, NULL);
+    const char *name = "ride-503";
+    char a[40];
+    CHECK_EQ_INT(acquire(cl, &l, name, "{\"limit\":3,\"ttl_ms\":30000}", a, NULL), 200);
+    th_redis_cli(&rd, "CLIENT PAUSE 1300 ALL");
+    struct blocked x = {&l, name, "{\"limit\":3,\"wait_ms\":15000,\"ttl_ms\":2000}", 0, 0, "", 0};
+    struct blocked c = {&l, name, "{\"limit\":3,\"wait_ms\":15000,\"ttl_ms\":30000}", 0, 0, "", 0};
+    pthread_t tx, tc, ta;
+    pthread_create(&tx, NULL, blocked_run, &x);
+    th_sleep_ms(100); /* x heads the queue, its attempt held back by Redis */
+    pthread_create(&tc, NULL, blocked_run, &c);
+    th_sleep_ms(100); /* c queued behind it */
+    pthread_barrier_t go;
+    pthread_barrier_init(&go, NULL, 1);
+    struct releaser rel = {&l, name, a, &go, 0};
+    pthread_create(&ta, NULL, releaser_run, &rel); /* carries c, after x */
+    pthread_join(tx, NULL);
+    pthread_join(ta, NULL);
+    pthread_join(tc, NULL);
+    pthread_barrier_destroy(&go);
+    printf("# x %ld, a's release %ld, c %ld\n", x.status, rel.status, c.status);
+    CHECK_EQ_INT(x.status, 503);
+    CHECK_EQ_INT(rel.status, 503);
+    CHECK_EQ_INT(c.status, 200);
+    /* c's 200 is a slot held at Redis: its renewal finds it */
+    struct th_resp r;
+    char hdr[80];
+    snprintf(hdr, sizeof(hdr), "Lock-Lease: %s", c.lease);
+    const char *hdrs[] = {hdr, NULL};
+    th_http(cl, "PUT", url(&l, "/locks/", name), "{\"ttl_ms\":30000}", hdrs, &r);
+    CHECK_EQ_INT(r.status, 200);
+    th_resp_free(&r);
+    CHECK_EQ_INT(inspect_int(&l, name, "waiters"), 0);
+    CHECK_EQ_INT(release(cl, &l, name, c.lease), 200);
+    /* a's client asks again after its 503: its release ran (404) or was
+     * lost with the connection (200 now) */
+    long s = release(cl, &l, name, a);
+    CHECK(s == 200 || s == 404);
+    /* x's slot, if Redis granted it with no answer read, frees at its ttl */
+    int64_t t0 = th_now_ms();
+    while (inspect_int(&l, name, "holders") != 0 && th_now_ms() - t0 < 5000 * th_time_scale())
+        th_sleep_ms(50);
+    CHECK_EQ_INT(inspect_int(&l, name, "holders"), 0);
+    char h[3][40];
+    for (int i = 0; i < 3; i++)
+        CHECK_EQ_INT(acquire(cl, &l, name, "{\"limit\":3,\"ttl_ms\":30000}", h[i], NULL), 200);
+    for (int i = 0; i < 3; i++)
+        CHECK_EQ_INT(release(cl, &l, name, h[i]), 200);
+    th_lockd_kill(&l, SIGKILL);
+}
+
 static void t_holder_list_cap(void)
 {
     holder_list_capped(&mem, "cap-shared-mem", "{\"mode\":\"shared\",\"ttl_ms\":30000}");
@@ -1896,6 +1967,7 @@ int main(void)
     RUN(t_holder_list_cap);
     RUN(t_many_holders);
     RUN(t_handoff_extends_per_call);
+    RUN(t_rider_of_unanswered_release);
     /* Last: they restart rd (shared holds and semaphore slots are
      * re-asserted after the empty restart: grant_log.c, reassert.lua). */
     const char *rsargs[] = {
