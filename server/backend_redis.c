@@ -1164,10 +1164,10 @@ static void group_send_slot(struct rb *bk, struct rn_conn *c, int q, struct rn_c
      * The latest member's clock is a floor for every token of the group;
      * the fence keys are '<lock>:fence', built by the script. */
     int na = sh ? 4 : acq ? 3 : 1; /* per member after its keys */
-    int step = sh && bk->vote_mod > 0 ? 2 : 0; /* a Redlock node's: last (sh_step) */
+    /* a Redlock node's vote modulus and residue, last (sh_step) */
+    int step = sh && bk->vote_mod > 0 ? 2 : 0;
     int k;
-    struct rcmd *g =
-        group_new(bk, c, script, nm, n, 3 + n * (1 + na) + (acq ? 1 : 2) + step, &k);
+    struct rcmd *g = group_new(bk, c, script, nm, n, 3 + n * (1 + na) + (acq ? 1 : 2) + step, &k);
     struct rcmd **m = g->members;
     struct rn_cmd *gc = &g->nc;
     if (acq) {
