@@ -471,8 +471,8 @@ inline answer(c_an, code_an) {
      fi;
 #ifdef RL_UNIQUE
      /* no token granted twice, as one Redis keeps DESIGN.md's "Fencing
-      * tokens": two concurrent readers got the same one before shared
-      * votes took the node's residue (README, "Redlock's shared mode";
+      * tokens": two concurrent readers got the same one before a shared
+      * stepped vote took the node's residue (README, "Redlock's shared mode";
       * -DMUT_RLSH_NO_RESIDUE) */
      assert(g_tok_ls[k_tok[c_an]] == 0);
 #endif

@@ -1325,7 +1325,7 @@ static long long dr_max; /* the largest token answered so far */
 static atomic_int dr_late;
 
 /* Readers of one name through two lockd, the counters far past the floor
- * (every vote is counter + 1 or its residue's next): each token above every
+ * (every vote steps to its node's residue): each token above every
  * token answered before its acquire was sent. */
 static void *dr_client(void *arg)
 {
