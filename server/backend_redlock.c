@@ -32,7 +32,9 @@
  * and no write-back is needed (acq_grant). Why no two shared grants get one
  * token: a grant's token T is the largest OK vote when a majority had
  * voted OK (acq_grant: late votes only take T, late_raise), over that set
- * S, each vote at or above its floor; a node's votes strictly increase
+ * S, each vote at or above the call's floor (one on every node: fan_out
+ * queues the call on every node in one loop turn, so a group's floor, its
+ * latest member's, is the same on each); a node's votes strictly increase
  * (each is above its counter, which it then holds; fence_raise never
  * lowers it, and raising it to another residue leaves the next step to
  * i + 1). Grants A and B with T_A = T_B: from one node's votes, impossible;
