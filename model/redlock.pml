@@ -21,12 +21,15 @@
  * each acquire, client 1 shared (-DRLSH_X1: either). backend_redlock.c
  * counts, grants, writes back and undoes alike in both modes; (1) becomes:
  * no exclusive lease beside any other lease lockd answered OK for. A
- * shared acquire's vote on node n is n modulo NR (RL_VOTE_MOD: the
- * smallest value at or above the floor and above the counter with that
- * residue); an exclusive one's is plain, as on one Redis. -DRL_UNIQUE
- * asserts no token is granted twice (in `redlock-shared`);
- * -DMUT_RLSH_NO_RESIDUE drops the residue (its trail: two readers, one
- * token).
+ * shared acquire's floor is rounded up to a multiple of VM (RL_VOTE_MOD),
+ * the same on every node, and a node whose counter ran past it steps to
+ * the next value with residue n + 1 modulo VM (node n); an exclusive
+ * one's vote is plain, as on one Redis. -DRL_UNIQUE asserts no token is
+ * granted twice (in `redlock-shared`), and that a shared acquire no
+ * other call raced (no counter at its floor when sent, no other call's
+ * script on a node while it was open) gets agreeing votes: no write-back;
+ * -DMUT_RLSH_NO_RESIDUE steps without the residue (its trail: two
+ * readers, one token).
  */
 #ifndef K
 #define K 2             /* acquires of client 0 (leases 1..K) */
@@ -50,7 +53,8 @@
 #endif
 #define RECOVERING 7    /* LK_BACKEND_RECOVERING: no vote */
 #ifdef RLSH
-#define RTOK (NC*K*NR*NR+2) /* tokens: each node acquire raises a counter by at most NR (its residue) */
+#define VM (NR+1)       /* RL_VOTE_MOD: residue 0 the floor's, n + 1 node n's */
+#define RTOK (NC*K*NR*VM+2) /* tokens: each node acquire raises the largest counter by at most VM */
 #else
 #define RTOK (NC*K*NR+2) /* tokens: each node acquire raises a counter by at most one */
 #endif
@@ -111,6 +115,9 @@ byte k_wbp[NC];         /* write-backs pending */
 byte k_wbok[NC];
 #ifdef RLSH
 byte k_seen[NC];        /* ghost: the largest token granted (answered) before this acquire was sent */
+#ifdef RL_UNIQUE
+bit  k_race[NC];        /* ghost: a counter at its floor when sent, or another call's script ran while it was open */
+#endif
 #endif
 bit  s_done[NC*NR];     /* struct rl_sub */
 byte s_code[NC*NR];
@@ -172,6 +179,21 @@ inline client_write(c_cw) {
 
 /* ---- the scripts on node n, for channel i: each one atomic step */
 #ifdef RLSH
+/* -DRL_UNIQUE's ghost: client c_rc's script may move a counter (NC: the
+ * restarter's reassert); every other client's shared acquire still open
+ * was raced */
+#define RACED(c, c_rc) ((c_rc) != c && k_op[c] == OP_ACQUIRE && k_ph[c] == PH_OPEN && l_mode[cl_lease[c]] == M_S)
+inline race(c_rc) {
+#ifdef RL_UNIQUE
+  if :: RACED(0, c_rc) -> k_race[0] = 1 :: else -> skip fi;
+  if :: RACED(1, c_rc) -> k_race[1] = 1 :: else -> skip fi;
+#if NC > 2
+  if :: RACED(2, c_rc) -> k_race[2] = 1 :: else -> skip fi;
+#endif
+#endif
+  skip
+}
+
 /* the live holders of node n but lease ls: hx exclusive, hs shared */
 inline holders(n_h, ls_h) {
   hx = 0; hs = 0; l = 1;
@@ -190,10 +212,10 @@ inline holders(n_h, ls_h) {
 /* _acquire.lua (exclusive: SET NX, or sh_refuse over the holders) and
  * _acquire_shared.lua (shared: refused by an exclusive holder only; the
  * writer's x flag is set by waiting writers alone, and these clients try
- * once): the token is max(now_us, counter + 1) in both, a shared one then
- * raised to node n's residue modulo NR (lockd aligns the floor,
- * rb_acquire_shared; sh_step when the counter ran ahead: sh_fence_next,
- * sh_grant_one) */
+ * once): the token is max(now_us, counter + 1) in both (sh_fence_next,
+ * sh_grant_one); a shared one's floor is now_us rounded up to a multiple
+ * of VM (rb_acquire_shared) and its counter + 1 steps on to node n's
+ * residue n + 1 (sh_step) */
 inline acquire_node(n_a, i_a) {
   holders(n_a, ch_lease[i_a]);
   if
@@ -203,13 +225,22 @@ inline acquire_node(n_a, i_a) {
   :: hx > 0 || (l_mode[ch_lease[i_a]] == M_X && hs > 0) -> ch_code[i_a] = LOCKED
 #endif
   :: else ->
-     t = (ch_arg[i_a] > r_fence[n_a] -> ch_arg[i_a] : r_fence[n_a] + 1);
-#ifndef MUT_RLSH_NO_RESIDUE
      if
-     :: l_mode[ch_lease[i_a]] == M_S -> t = t + (n_a + NR - t % NR) % NR
-     :: else -> skip
-     fi;
+     :: l_mode[ch_lease[i_a]] == M_S ->
+        t = ch_arg[i_a] + (VM - ch_arg[i_a] % VM) % VM;
+        if
+        :: t <= r_fence[n_a] ->
+           t = r_fence[n_a] + 1;
+#ifndef MUT_RLSH_NO_RESIDUE
+           t = t + (n_a + 1 + VM - t % VM) % VM
+#else
+           skip
 #endif
+        :: else -> skip
+        fi
+     :: else -> t = (ch_arg[i_a] > r_fence[n_a] -> ch_arg[i_a] : r_fence[n_a] + 1)
+     fi;
+     race(i_a / NR);
      r_fence[n_a] = t; maxc = (t > maxc -> t : maxc);
      gi = n_a*NLEASE + ch_lease[i_a];
      h_ttl[gi] = TTL; h_tok[gi] = t; h_x[gi] = (l_mode[ch_lease[i_a]] == M_X);
@@ -249,6 +280,7 @@ inline release_node(n_r, i_r) {
 /* fence_raise.lua: the counter, then the lease's hold ('t' value, the set's
  * hash entry, or the lock's value) takes the token */
 inline raise_node(n_f, i_f) {
+  race(i_f / NR);
   if :: r_fence[n_f] < ch_arg[i_f] -> r_fence[n_f] = ch_arg[i_f] :: else -> skip fi;
   gi = n_f*NLEASE + ch_lease[i_f];
   if
@@ -355,6 +387,13 @@ inline rl_submit(c_rs, op_rs) {
   k_now[c_rs] = wall; k_tok[c_rs] = 0; k_wbp[c_rs] = 0; k_wbok[c_rs] = 0;
 #ifdef RLSH
   k_seen[c_rs] = (op_rs == OP_ACQUIRE -> g_last_tok : 0);
+#ifdef RL_UNIQUE
+  /* a counter already at the rounded floor: raced before it was sent */
+  k_race[c_rs] = (op_rs == OP_ACQUIRE && l_mode[cl_lease[c_rs]] == M_S &&
+                  (r_fence[0] >= k_now[c_rs] + (VM - k_now[c_rs] % VM) % VM ||
+                   r_fence[1] >= k_now[c_rs] + (VM - k_now[c_rs] % VM) % VM ||
+                   r_fence[2] >= k_now[c_rs] + (VM - k_now[c_rs] % VM) % VM));
+#endif
 #endif
   n = 0;
   do
@@ -432,8 +471,8 @@ inline answer(c_an, code_an) {
      fi;
 #ifdef RL_UNIQUE
      /* no token granted twice, as one Redis keeps DESIGN.md's "Fencing
-      * tokens": two concurrent readers got the same one before shared
-      * votes took the node's residue (README, "Redlock's shared mode";
+      * tokens": two concurrent readers got the same one before a shared
+      * stepped vote took the node's residue (README, "Redlock's shared mode";
       * -DMUT_RLSH_NO_RESIDUE) */
      assert(g_tok_ls[k_tok[c_an]] == 0);
 #endif
@@ -512,7 +551,12 @@ inline acq_grant(c_g) {
      :: else -> if :: s_code[i] == OK -> k_wbok[c_g]++ :: else -> skip fi
 #else
      :: s_done[i] && s_code[i] == OK && s_tok[i] == k_tok[c_g] -> k_wbok[c_g]++
-     :: else -> k_wbp[c_g]++; raise(c_g, n, 1)
+     :: else ->
+#if defined(RLSH) && defined(RL_UNIQUE)
+        /* an unraced reader's OK votes agree: no write-back to them */
+        assert(s_code[i] != OK || l_mode[cl_lease[c_g]] != M_S || k_race[c_g]);
+#endif
+        k_wbp[c_g]++; raise(c_g, n, 1)
 #endif
      fi;
      n++
@@ -644,6 +688,9 @@ inline node_reply(c_r, n_r) {
      k_op[c_r] = 0; k_ph[c_r] = 0; k_age[c_r] = 0; k_now[c_r] = 0; k_tok[c_r] = 0; k_wbp[c_r] = 0; k_wbok[c_r] = 0;
 #ifdef RLSH
      k_seen[c_r] = 0;
+#ifdef RL_UNIQUE
+     k_race[c_r] = 0;
+#endif
 #endif
      m = 0;
      do
@@ -759,6 +806,9 @@ end:
        od;
        r_busy[n] = 1 }
      atomic { /* reassert.lua over the grants table */
+#ifdef RLSH
+       race(NC);
+#endif
        l = 1;
        do
        :: l < NLEASE ->

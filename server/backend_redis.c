@@ -115,10 +115,11 @@ struct rb {
      * a new Redis process, and the grace (reassert.c). */
     struct reassert *ra;
     struct glog *log;
-    /* A Redlock node (redis_lock_set_vote): a shared acquire's token keeps
-     * vote_res modulo vote_mod (sh_step); vote_mod 0 elsewhere. */
+    /* A Redlock node (redis_lock_set_vote): a shared acquire's floor is a
+     * multiple of vote_mod, a counter past it steps to vote_res modulo
+     * vote_mod (sh_step); vote_mod 0 elsewhere. */
     int vote_mod, vote_res;
-    char vote_mod_str[8];
+    char vote_mod_str[8], vote_res_str[8];
 };
 
 struct rbatch {
@@ -1163,10 +1164,10 @@ static void group_send_slot(struct rb *bk, struct rn_conn *c, int q, struct rn_c
      * The latest member's clock is a floor for every token of the group;
      * the fence keys are '<lock>:fence', built by the script. */
     int na = sh ? 4 : acq ? 3 : 1; /* per member after its keys */
-    bool step = sh && bk->vote_mod > 0; /* a Redlock node's: last (sh_step) */
+    /* a Redlock node's vote modulus and residue, last (sh_step) */
+    int step = sh && bk->vote_mod > 0 ? 2 : 0;
     int k;
-    struct rcmd *g =
-        group_new(bk, c, script, nm, n, 3 + n * (1 + na) + (acq ? 1 : 2) + step, &k);
+    struct rcmd *g = group_new(bk, c, script, nm, n, 3 + n * (1 + na) + (acq ? 1 : 2) + step, &k);
     struct rcmd **m = g->members;
     struct rn_cmd *gc = &g->nc;
     if (acq) {
@@ -1189,6 +1190,8 @@ static void group_send_slot(struct rb *bk, struct rn_conn *c, int q, struct rn_c
     if (step) {
         gc->argv[k] = bk->vote_mod_str;
         gc->argvlen[k++] = strlen(bk->vote_mod_str);
+        gc->argv[k] = bk->vote_res_str;
+        gc->argvlen[k++] = strlen(bk->vote_res_str);
     }
     if (rn_send(gc) != 0)
         group_done(g, NULL);
@@ -1341,8 +1344,8 @@ static enum lk_code rb_acquire_shared(struct rb *bk, struct rn_conn *c, const st
         rargs_append(&b, a->owner, strlen(a->owner));
     rargs_put(&b, ttl, tl);
     rargs_int(&b, a->limit);
-    if (bk->vote_mod > 0) /* a Redlock node: the floor takes its residue (sh_step) */
-        now += ((bk->vote_res - now % bk->vote_mod) + bk->vote_mod) % bk->vote_mod;
+    if (bk->vote_mod > 0) /* a Redlock node: the floor up to a multiple (sh_step) */
+        now += (bk->vote_mod - now % bk->vote_mod) % bk->vote_mod;
     rargs_int(&b, now); /* fencing floor, see _acquire.lua */
     /* More readers with it, all or none (bk_req.more). An undo (a grant
      * answered too late, or short of its WAIT) gives back the first lease
@@ -1353,8 +1356,10 @@ static enum lk_code rb_acquire_shared(struct rb *bk, struct rn_conn *c, const st
         rargs_int(&b, a->more[i].ttl_ms);
         rargs_str(&b, a->more[i].owner ? a->more[i].owner : "");
     }
-    if (bk->vote_mod > 0) /* never with riders (acquire_shared.lua): Redlock sends none */
+    if (bk->vote_mod > 0) { /* never with riders (acquire_shared.lua): Redlock sends none */
         rargs_str(&b, bk->vote_mod_str);
+        rargs_str(&b, bk->vote_res_str);
+    }
     cmd->more = a->more;
     cmd->nmore = a->nmore;
     rn_cmd_take_args(&cmd->nc, &b);
@@ -1996,6 +2001,7 @@ void redis_lock_set_vote(void *state, int residue, int modulus)
     bk->vote_mod = modulus > 1 ? modulus : 0;
     bk->vote_res = residue;
     snprintf(bk->vote_mod_str, sizeof(bk->vote_mod_str), "%d", modulus);
+    snprintf(bk->vote_res_str, sizeof(bk->vote_res_str), "%d", residue);
 }
 
 enum lk_code redis_lock_submit_asking(void *state, struct lk_loop *lp, const struct bk_req *req,

@@ -24,29 +24,40 @@
 
 #define RL_MAX_NODES 15   /* odd, within METRICS_MAX_NODES */
 /*
- * A shared acquire's vote on node i is i modulo RL_VOTE_MOD (the smallest
- * value above its fence counter and at or above the floor with that
- * residue: redis_lock_set_vote, sh_step in _shared.lua), so that no two
- * nodes ever vote the same token, and each node's votes strictly increase
- * (each is above its counter, which it then holds). A grant's token is the
- * largest vote of its majority: the vote of one node in one call, so two
- * grants never get the same one. Without it two readers whose acquires
- * overlap could (model/redlock.pml -DRL_UNIQUE found it: node 0 votes 1
- * for A then 2 for B, node 1 votes 1 for B then 2 for A, before either
- * write-back; both majorities' largest is 2). RL_VOTE_MOD must be at
- * least RL_MAX_NODES, so that every node has a residue of its own; 16, a
- * power of two. Exclusive acquires keep plain votes (counter + 1 or the
- * floor), as on one Redis: two exclusive grants, or an exclusive and a
- * shared one, never hold a majority at once, and the write-back puts the
- * earlier one's token on a node of every later majority before it is
- * answered, so the later one votes above it (model/redlock.pml checks
- * both modes); so a lone writer's nodes, whose counters agree, still
- * vote one token and need no write-back. A shared grant always has nodes
- * below its token (other residues): its write-back raises them, one more
- * round trip per reader.
+ * A shared acquire's vote: its floor is lockd's now_us rounded up to a
+ * multiple of RL_VOTE_MOD (residue 0), the same on every node; only a node
+ * whose fence counter ran past the floor steps, to the smallest value above
+ * its counter with residue i + 1 (node i; redis_lock_set_vote, sh_step in
+ * _shared.lua). Uncontended, every node votes the floor: the votes agree
+ * and no write-back is needed (acq_grant). Why no two shared grants get one
+ * token: a grant's token T is the largest OK vote when a majority had
+ * voted OK (acq_grant: late votes only take T, late_raise), over that set
+ * S, each vote at or above the call's floor (one on every node: fan_out
+ * queues the call on every node in one loop turn, so a group's floor, its
+ * latest member's, is the same on each); a node's votes strictly increase
+ * (each is above its counter, which it then holds; fence_raise never
+ * lowers it, and raising it to another residue leaves the next step to
+ * i + 1). Grants A and B with T_A = T_B: from one node's votes, impossible;
+ * from two nodes' stepped votes, their residues differ; a stepped vote and
+ * a floor vote, residues i + 1 and 0 differ; both floor votes, then T =
+ * floor_A = floor_B and every vote in S_A and S_B is T (at or above the
+ * floor, at most the largest), so a node in S_A and S_B (two majorities
+ * meet) voted T twice: impossible. Without the residues two readers whose
+ * acquires overlap could (model/redlock.pml -DRL_UNIQUE found it: node 0
+ * votes F + 1 for A then F + 2 for B, node 1 F + 1 for B then F + 2 for
+ * A, before either write-back; both tokens F + 2). RL_VOTE_MOD must exceed
+ * RL_MAX_NODES, so that every node's residue differs from the others' and
+ * from the floor's; 16, a power of two. Exclusive acquires keep plain
+ * votes (counter + 1 or the floor), as on one Redis: two exclusive grants,
+ * or an exclusive and a shared one, never hold a majority at once, and the
+ * write-back puts the earlier one's token on a node of every later
+ * majority before it is answered, so the later one votes above it
+ * (model/redlock.pml checks both modes). A shared grant pays the
+ * write-back's round trip only when some node stepped (concurrent
+ * readers, or a counter past lockd's clock).
  */
 #define RL_VOTE_MOD 16
-_Static_assert(RL_VOTE_MOD >= RL_MAX_NODES, "every redlock node needs a residue of its own");
+_Static_assert(RL_VOTE_MOD > RL_MAX_NODES, "every redlock node needs a residue of its own, not 0");
 #define RL_SPLIT_MIN_MS 5 /* a split vote: waiters retry after 5 .. 55 ms */
 #define RL_SPLIT_SPAN_MS 50
 
@@ -1328,7 +1339,7 @@ enum lk_code backend_redlock_new(const struct lk_config *cfg, struct backend *ou
     for (size_t i = 0; i < nurl && rc == LK_OK; i++) {
         rc = redis_lock_open(&urlv[i], cfg, &rl->node[rl->n], err, errlen);
         if (rc == LK_OK) {
-            redis_lock_set_vote(rl->node[rl->n].state, rl->n, RL_VOTE_MOD);
+            redis_lock_set_vote(rl->node[rl->n].state, rl->n + 1, RL_VOTE_MOD);
             rl->n++;
         }
     }

@@ -60,11 +60,13 @@ enum lk_code redis_lock_acquire(void *state, struct lk_loop *lp, const struct bk
                                 int64_t now_us, bk_done_fn done, void *arg);
 
 /* Makes the lock layer a Redlock node's (before any operation; main
- * thread): a shared acquire's token is then residue modulo modulus (its
- * floor and, when the fence counter ran ahead, sh_step in
- * _shared.lua), so that no two nodes vote the same token. Redlock gives
- * node i of its list residue i; modulus 1 (the default) keeps tokens as
- * one Redis grants them. backend_redlock.c says why. */
+ * thread): a shared acquire's floor is then now_us rounded up to a
+ * multiple of modulus, and a fence counter that ran past it steps to the
+ * next value with residue (1 .. modulus - 1; sh_step in _shared.lua), so
+ * that no two shared grants get one token while uncontended nodes still
+ * vote alike. Redlock gives node i of its list residue i + 1; modulus 1
+ * (the default) keeps tokens as one Redis grants them. backend_redlock.c
+ * says why. */
 void redis_lock_set_vote(void *state, int residue, int modulus);
 
 /* Raises name's fence counter to at least token (never lowers it) and, when

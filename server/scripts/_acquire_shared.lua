@@ -10,8 +10,10 @@
 -- (acquire_shared.lua only, from ARGV[6] in fours: lease, sb, ttl_ms,
 -- owner); they are admitted with the first, all or none, the k-th with
 -- token + k (the returned token is the first's), and the fence counter ends
--- at the last one. step: nil, or on a Redlock node lockd's vote modulus
--- (sh_step: the token keeps nowus's residue; never with riders).
+-- at the last one. step, sres: nil, or on a Redlock node lockd's vote
+-- modulus and the node's residue (sh_step: a counter that ran ahead of
+-- nowus, a multiple of step there, steps to that residue; never with
+-- riders).
 -- Returns the token, as a string, when granted; {0, owner, token, sb, pttl,
 -- mode} a holder that blocks it; {2, pttl} a lock-delay runs; {3, limit}
 -- the holders use another limit. Tokens as _acquire.lua's: above the fence
@@ -32,7 +34,7 @@ local v
 if lone then
   v = redis.call('SET', lock, 't' .. wl .. ' ' .. limit .. ' ' .. nowus .. ' ' .. rest, 'NX', 'PX', ttl, 'GET')
   if not v then
-    return sh_grant_one(lock, fence, wl, limit, nowus, rest, false, step)
+    return sh_grant_one(lock, fence, wl, limit, nowus, rest, false, step, sres)
   end
 else
   v = redis.call('SET', lock, 's' .. string.sub(wl, 1, 1) .. '0 ' .. limit .. ' 0', 'NX', 'PX', ttl, 'GET')
@@ -137,14 +139,14 @@ else
     redis.call('DEL', z, h)
     if lone then
       redis.call('SET', lock, 't' .. wl .. ' ' .. limit .. ' ' .. nowus .. ' ' .. rest, 'PX', ttl)
-      return sh_grant_one(lock, fence, wl, limit, nowus, rest, wake, step)
+      return sh_grant_one(lock, fence, wl, limit, nowus, rest, wake, step, sres)
     end
     redis.call('SET', lock, 's' .. w .. '0 ' .. limit .. ' 0', 'PX', ttl)
     renew_keys = true
   end
 end
 -- Granted: the token first (an error here leaves nothing granted).
-local tok, last = sh_fence_next(fence, nowus, more, step)
+local tok, last = sh_fence_next(fence, nowus, more, step, sres)
 if (wake and limit == '1') or (last and string.byte(last, -1) == 119) then
   sh_publish(lock, 'g') -- a watcher (or readers refused elsewhere) hears of the grant (sh_grant_one)
 end

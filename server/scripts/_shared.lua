@@ -238,16 +238,15 @@ local function sh_load()
     return mk, live
   end
 
-  -- The token after a fence counter n that ran ahead of the floor now: n + 1
+  -- The token after a fence counter n that ran ahead of the floor: n + 1
   -- (step nil: one Redis, Sentinel, Cluster), or on a Redlock node (step:
-  -- lockd's vote modulus, 16; now: its floor, which lockd gave this node's
-  -- residue, backend_redlock.c) the first value above n with now's residue
-  -- modulo step, so that two nodes never vote the same token and no shared
-  -- grant takes another's. As a string.
-  function sh_step(n, now, step)
+  -- lockd's vote modulus, 16; res: this node's residue, 1 .. 15, never the
+  -- floor's 0: backend_redlock.c says why) the first value above n with
+  -- residue res modulo step. As a string.
+  function sh_step(n, step, res)
     local t = n + 1
     if step then
-      t = t + (now - t) % step -- (Lua's %: never negative for step > 0)
+      t = t + (res - t) % step -- (Lua's %: never negative for step > 0)
     end
     return string.format('%d', t)
   end
@@ -256,10 +255,10 @@ local function sh_load()
   -- it ran ahead of it (as sh_grant_one's). more: how many readers ride on
   -- it (tokens token + 1 .. token + more, _acquire_shared.lua): the counter
   -- is left at the last one, by the same SET ... GET unless it ran ahead.
-  -- step: nil, or a Redlock node's vote modulus (sh_step).
+  -- step, res: nil, or a Redlock node's vote modulus and residue (sh_step).
   -- Returns the token and what the counter held ('<n>w': a watcher marked
   -- it).
-  function sh_fence_next(fence, nowus, more, step)
+  function sh_fence_next(fence, nowus, more, step, res)
     local tok = nowus
     local last = redis.call('SET', fence, more > 0 and string.format('%d', nowus + more) or nowus, 'PX',
       'FENCE_RETENTION_MS', 'GET')
@@ -267,7 +266,7 @@ local function sh_load()
     -- match too; nowus is lockd's digits (coerced: one strtod, not two)
     local lastn = last and (tonumber(last) or tonumber(string.match(last, '^(%d+)w$')))
     if lastn and lastn >= nowus + 0 then
-      tok = sh_step(lastn, nowus, step)
+      tok = sh_step(lastn, step, res)
       redis.call('SET', fence, more > 0 and string.format('%d', tok + more) or tok, 'PX', 'FENCE_RETENTION_MS')
     end
     return tok, last
@@ -285,8 +284,8 @@ local function sh_load()
   -- anyone: the readers refused by what held the name before it were told
   -- by its release (w) or wait for its expiry (their retry timer), and a
   -- waiting reader's own lockd queues nobody behind it without asking.
-  -- step: as sh_fence_next's.
-  function sh_grant_one(lock, fence, wl, limit, now, rest, wake, step)
+  -- step, res: as sh_fence_next's.
+  function sh_grant_one(lock, fence, wl, limit, now, rest, wake, step, res)
     local last = redis.pcall('SET', fence, now, 'PX', 'FENCE_RETENTION_MS', 'GET')
     local n, g = 0, wake and limit == '1'
     if last then
@@ -304,7 +303,7 @@ local function sh_load()
       sh_publish(lock, 'g')
     end
     if n >= now + 0 then -- (coerced, as _acquire.lua's)
-      local ts = sh_step(n, now, step)
+      local ts = sh_step(n, step, res)
       redis.call('SET', fence, ts, 'PX', 'FENCE_RETENTION_MS')
       redis.call('SET', lock, 't' .. wl .. ' ' .. limit .. ' ' .. ts .. ' ' .. rest, 'XX', 'KEEPTTL')
       return ts

@@ -39,7 +39,7 @@ end
 local function acquire(lock, fence, wl, rest, ttl, now)
 --#include _acquire.lua
 end
-local function acquire_shared(lock, fence, wl, rest, ttl, limit, nowus, more, step)
+local function acquire_shared(lock, fence, wl, rest, ttl, limit, nowus, more, step, sres)
 --#include _acquire_shared.lua
 end
 --#include _failed.lua

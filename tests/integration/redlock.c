@@ -13,9 +13,10 @@
  * Issue 22 on Redlock: readers and writers exclude each other across two
  * lockd, a reader's minority grant is undone and its token written back,
  * a semaphore is 400 saying why; concurrent readers never share a token
- * (each node votes its own residue modulo 16, model/redlock.pml's
- * -DRL_UNIQUE trail replayed on the nodes). Inspect and list read the majority
- * view; a node that answers after backend_timeout_ms counts as its error.
+ * (a node whose counter ran past the floor steps to its own residue
+ * modulo 16, model/redlock.pml's -DRL_UNIQUE trail replayed on the nodes),
+ * and an uncontended reader needs no write-back. Inspect and list read the
+ * majority view; a node that answers after backend_timeout_ms counts as its error.
  * Watching (issue 26): the majority view's index (also of readers), woken
  * by a release, a grant and an expiry through another lockd, also with a
  * node down. A split vote (409 at once; a waiter retries after 5 .. 55 ms,
@@ -1161,14 +1162,15 @@ static bool shared_fn(int i, char *fn, size_t cap)
 }
 
 /* Node i's vote for a reader of 'vt' as lockd asks it (rb_acquire_shared
- * on a Redlock node: the floor with the node's residue, then the vote
- * modulus, 16). */
+ * on a Redlock node: the floor rounded up to a multiple of 16, then the
+ * vote modulus, 16, and the node's residue, i + 1). */
 static long long node_vote(int i, const char *fn, const char *lease, long long floor_us)
 {
     char cmd[512];
-    long long now = floor_us + ((i - floor_us % 16) + 16) % 16;
-    snprintf(cmd, sizeof(cmd), "FCALL %s 2 'rl:{vt}' 'rl:{vt}:fence' '0%s' '0 20000 1 t' 20000 1 %lld 16",
-             fn, lease, now);
+    long long now = floor_us + (16 - floor_us % 16) % 16;
+    snprintf(cmd, sizeof(cmd),
+             "FCALL %s 2 'rl:{vt}' 'rl:{vt}:fence' '0%s' '0 20000 1 t' 20000 1 %lld 16 %d", fn,
+             lease, now, i + 1);
     long long v = reply_token(th_redis_cli(&R[i], cmd));
     if (v < 0)
         th_fail(__FILE__, __LINE__, "node %d: %s", i, th_redis_cli(&R[i], cmd));
@@ -1179,11 +1181,14 @@ static long long node_vote(int i, const char *fn, const char *lease, long long f
  * overlap were granted the same token. Each node's counter past the floor
  * (F, a multiple of 16): node 0 votes for A then B, node 1 for B then A,
  * before either write-back; each grant's token is its majority's largest
- * vote. Before shared votes took the node's residue modulo 16 (sh_step,
+ * vote. Before a stepped vote took the node's residue (sh_step,
  * rb_acquire_shared) both votes were F + 1 then F + 2 on each node: both
- * tokens F + 2 (the check marked below). First through lockd: a reader's
- * token is the largest vote of a majority, F + 16 (node 0) or F + 2 (nodes
- * 1 and 2), no longer F + 1; a writer's is still F + 1. */
+ * tokens F + 2 (the check marked below; the scripts of 2963c26 fail it).
+ * Now node 0 steps to residue 1 (F + 1, F + 17), node 1 to residue 2
+ * (F + 2, F + 18), and a node whose counter is below the floor votes the
+ * floor itself, a multiple of 16. Then through lockd: a reader's token over
+ * counters at F is the largest vote of a majority, F + 2 or F + 3, no
+ * longer F + 1; a writer's is still F + 1. */
 static void t_shared_votes_distinct(void)
 {
     const long long F = 8000000000000000LL; /* a multiple of 16, below 2^53 */
@@ -1192,6 +1197,31 @@ static void t_shared_votes_distinct(void)
     lockd_on(&l);
     struct th_client *c = th_client_new();
     char url[128], hdr[96], cmd[128];
+
+    /* the trail, on nodes 0 and 1, with the Function lockd loaded */
+    char fn[64];
+    CHECK(shared_fn(0, fn, sizeof(fn)));
+    for (int i = 0; i < 2; i++) {
+        snprintf(cmd, sizeof(cmd), "SET 'rl:{vt}:fence' %lld", F);
+        th_redis_cli(&R[i], cmd);
+    }
+    long long floor_us = th_now_ms() * 1000 + 7; /* a clock far below F, not a multiple of 16 */
+    long long a0 = node_vote(0, fn, "lease-a", floor_us);
+    long long b0 = node_vote(0, fn, "lease-b", floor_us);
+    long long b1 = node_vote(1, fn, "lease-b", floor_us);
+    long long a1 = node_vote(1, fn, "lease-a", floor_us);
+    long long ta = a0 > a1 ? a0 : a1, tb = b0 > b1 ? b0 : b1;
+    printf("# node 0 votes A F + %lld, B F + %lld; node 1 B F + %lld, A F + %lld: tokens F + %lld, "
+           "F + %lld\n",
+           a0 - F, b0 - F, b1 - F, a1 - F, ta - F, tb - F);
+    CHECK(ta != tb); /* <- F + 2 both before the residues */
+    CHECK(a0 % 16 == 1 && b0 % 16 == 1 && a1 % 16 == 2 && b1 % 16 == 2);
+    CHECK(b0 > a0 && a1 > b1 && a0 > F && b1 > F);
+    long long f2 = node_vote(2, fn, "lease-a", floor_us); /* no counter: the floor */
+    printf("# node 2 (no counter) votes the floor rounded up: %lld over the clock\n",
+           f2 - floor_us);
+    CHECK(f2 % 16 == 0 && f2 >= floor_us && f2 < floor_us + 16);
+
     for (int i = 0; i < 3; i++) {
         snprintf(cmd, sizeof(cmd), "SET 'rl:{vd}:fence' %lld", F);
         th_redis_cli(&R[i], cmd);
@@ -1206,31 +1236,80 @@ static void t_shared_votes_distinct(void)
     snprintf(hdr, sizeof(hdr), "Lock-Lease: %s", th_jstr(&r, "lease"));
     th_resp_free(&r);
     printf("# a reader over counters at F: token F + %lld\n", t - F);
-    CHECK(t == F + 16 || t == F + 2);
+    CHECK(t == F + 2 || t == F + 3);
     CHECK_EQ_INT(th_status(c, "DELETE", url, NULL, hdr, NULL), 200);
     snprintf(url, sizeof(url), "%s/locks/vx", l.url);
     CHECK_EQ_INT(acquire_token(c, url, hdr, sizeof(hdr)), F + 1); /* a writer: plain votes */
     CHECK_EQ_INT(th_status(c, "DELETE", url, NULL, hdr, NULL), 200);
+    th_client_free(c);
+    th_lockd_kill(&l, SIGTERM);
+    stop_nodes();
+}
 
-    /* the trail, on nodes 0 and 1, with the Function lockd loaded */
-    char fn[64];
-    CHECK(shared_fn(0, fn, sizeof(fn)));
-    for (int i = 0; i < 2; i++) {
-        snprintf(cmd, sizeof(cmd), "SET 'rl:{vt}:fence' %lld", F);
-        th_redis_cli(&R[i], cmd);
+/* How many of node i's slow log entries (every command: slowlog-log-
+ * slower-than 0) name a Function of prefix ('lk_fence_raise_': a
+ * write-back). */
+static int slowlog_count(int i, const char *prefix)
+{
+    const char *out = th_redis_cli(&R[i], "SLOWLOG GET 4096");
+    int n = 0;
+    for (const char *p = out; (p = strstr(p, prefix)) != NULL; p += strlen(prefix))
+        n++;
+    return n;
+}
+
+#define UN_READERS 16
+
+/* An uncontended reader is one round trip: its floor is lockd's clock
+ * rounded up to a multiple of 16 on every node, so nodes that never saw
+ * the name vote alike and no write-back (fence_raise.lua) runs. Readers of
+ * fresh names one after another: not one fence_raise call on any node
+ * (the check marked below: 71044a0's floors took each node's residue, so
+ * every reader's grant wrote back to the nodes below the largest), every
+ * token a multiple of 16 and each node's counter at it. */
+static void t_shared_uncontended_one_round(void)
+{
+    start_nodes(3);
+    struct th_lockd l;
+    lockd_on(&l);
+    struct th_client *c = th_client_new();
+    for (int i = 0; i < 3; i++) {
+        th_redis_cli(&R[i], "CONFIG SET slowlog-log-slower-than 0");
+        th_redis_cli(&R[i], "CONFIG SET slowlog-max-len 4096");
+        th_redis_cli(&R[i], "SLOWLOG RESET");
     }
-    long long floor_us = th_now_ms() * 1000; /* the wall clock, far below F */
-    long long a0 = node_vote(0, fn, "lease-a", floor_us);
-    long long b0 = node_vote(0, fn, "lease-b", floor_us);
-    long long b1 = node_vote(1, fn, "lease-b", floor_us);
-    long long a1 = node_vote(1, fn, "lease-a", floor_us);
-    long long ta = a0 > a1 ? a0 : a1, tb = b0 > b1 ? b0 : b1;
-    printf("# node 0 votes A F + %lld, B F + %lld; node 1 B F + %lld, A F + %lld: tokens F + %lld, "
-           "F + %lld\n",
-           a0 - F, b0 - F, b1 - F, a1 - F, ta - F, tb - F);
-    CHECK(ta != tb); /* <- F + 2 both before the residues */
-    CHECK(a0 % 16 == 0 && b0 % 16 == 0 && a1 % 16 == 1 && b1 % 16 == 1);
-    CHECK(b0 > a0 && a1 > b1 && a0 > F && b1 > F);
+    long long tok[UN_READERS], fence[UN_READERS][3];
+    for (int k = 0; k < UN_READERS; k++) {
+        char url[128], hdr[96], cmd[64];
+        snprintf(url, sizeof(url), "%s/locks/un-%d", l.url, k);
+        struct th_resp r;
+        th_http(c, "POST", url, "{\"mode\":\"shared\",\"ttl_ms\":20000}", NULL, &r);
+        CHECK_EQ_INT(r.status, 200);
+        tok[k] = th_jint(&r, "fencing_token");
+        snprintf(hdr, sizeof(hdr), "Lock-Lease: %s", th_jstr(&r, "lease"));
+        th_resp_free(&r);
+        for (int i = 0; i < 3; i++) {
+            snprintf(cmd, sizeof(cmd), "GET 'rl:{un-%d}:fence'", k);
+            fence[k][i] = reply_token(th_redis_cli(&R[i], cmd));
+        }
+        CHECK_EQ_INT(th_status(c, "DELETE", url, NULL, hdr, NULL), 200);
+    }
+    int raises = 0, acquires = 0;
+    for (int i = 0; i < 3; i++) {
+        int nr = slowlog_count(i, "lk_fence_raise_"), na = slowlog_count(i, "lk_acquire_shared_");
+        printf("# node %d: %d reader acquires, %d write-backs\n", i, na, nr);
+        raises += nr;
+        acquires += na;
+    }
+    printf("# tokens mod 16: %lld %lld %lld ...; node counters at the first: %lld %lld %lld\n",
+           tok[0] % 16, tok[1] % 16, tok[2] % 16, fence[0][0], fence[0][1], fence[0][2]);
+    CHECK_EQ_INT(acquires, 3 * UN_READERS); /* the log sees each node's FCALL */
+    CHECK_EQ_INT(raises, 0);                /* <- at least one per reader in 71044a0 */
+    for (int k = 0; k < UN_READERS; k++) {
+        CHECK_EQ_INT(tok[k] % 16, 0);
+        for (int i = 0; i < 3; i++)
+            CHECK_EQ_INT(fence[k][i], tok[k]);
+    }
     th_client_free(c);
     th_lockd_kill(&l, SIGTERM);
     stop_nodes();
@@ -1246,7 +1325,7 @@ static long long dr_max; /* the largest token answered so far */
 static atomic_int dr_late;
 
 /* Readers of one name through two lockd, the counters far past the floor
- * (every vote is counter + 1 or its residue's next): each token above every
+ * (every vote steps to its node's residue): each token above every
  * token answered before its acquire was sent. */
 static void *dr_client(void *arg)
 {
@@ -1958,6 +2037,7 @@ int main(int argc, char **argv)
     RUN(t_shared_readers_writer);
     RUN(t_shared_undo_and_writeback);
     RUN(t_shared_votes_distinct);
+    RUN(t_shared_uncontended_one_round);
     RUN(t_shared_readers_distinct);
     RUN(t_majority_view);
     RUN(t_watch);
