@@ -142,8 +142,10 @@ struct rcmd {
     bool answered;
     bool delayed; /* release leaving a lock-delay: never grouped */
     bool granted; /* acquire: the script granted; the answer waits for WAIT */
-    bool floored; /* acquire with a fence floor: never grouped (its now_us is its own) */
-    bool shared;  /* acquire: acquire_shared.lua (shared or a semaphore) */
+    /* its now_us is its own, never grouped: an acquire with a fence floor,
+     * a Redlock node's shared acquire */
+    bool floored;
+    bool shared; /* acquire: acquire_shared.lua (shared or a semaphore) */
     bk_done_fn done;
     void *arg;
     struct rbatch *batch;
@@ -1164,10 +1166,8 @@ static void group_send_slot(struct rb *bk, struct rn_conn *c, int q, struct rn_c
      * The latest member's clock is a floor for every token of the group;
      * the fence keys are '<lock>:fence', built by the script. */
     int na = sh ? 4 : acq ? 3 : 1; /* per member after its keys */
-    /* a Redlock node's vote modulus and residue, last (sh_step) */
-    int step = sh && bk->vote_mod > 0 ? 2 : 0;
     int k;
-    struct rcmd *g = group_new(bk, c, script, nm, n, 3 + n * (1 + na) + (acq ? 1 : 2) + step, &k);
+    struct rcmd *g = group_new(bk, c, script, nm, n, 3 + n * (1 + na) + (acq ? 1 : 2), &k);
     struct rcmd **m = g->members;
     struct rn_cmd *gc = &g->nc;
     if (acq) {
@@ -1186,12 +1186,6 @@ static void group_send_slot(struct rb *bk, struct rn_conn *c, int q, struct rn_c
             gc->argv[k] = m[i]->nc.argv[j];
             gc->argvlen[k++] = m[i]->nc.argvlen[j];
         }
-    }
-    if (step) {
-        gc->argv[k] = bk->vote_mod_str;
-        gc->argvlen[k++] = strlen(bk->vote_mod_str);
-        gc->argv[k] = bk->vote_res_str;
-        gc->argvlen[k++] = strlen(bk->vote_res_str);
     }
     if (rn_send(gc) != 0)
         group_done(g, NULL);
@@ -1356,7 +1350,11 @@ static enum lk_code rb_acquire_shared(struct rb *bk, struct rn_conn *c, const st
         rargs_int(&b, a->more[i].ttl_ms);
         rargs_str(&b, a->more[i].owner ? a->more[i].owner : "");
     }
-    if (bk->vote_mod > 0) { /* never with riders (acquire_shared.lua): Redlock sends none */
+    /* A Redlock node's: never grouped (its floor is the call's own, the
+     * same on every node: backend_redlock.c says why) and never with riders
+     * (acquire_shared.lua; Redlock sends none). */
+    cmd->floored = bk->vote_mod > 0;
+    if (bk->vote_mod > 0) {
         rargs_str(&b, bk->vote_mod_str);
         rargs_str(&b, bk->vote_res_str);
     }

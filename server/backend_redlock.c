@@ -22,7 +22,7 @@
 #include "server/redis_url.h"
 #include "server/util.h"
 
-#define RL_MAX_NODES 15   /* odd, within METRICS_MAX_NODES */
+#define RL_MAX_NODES 15 /* odd, within METRICS_MAX_NODES */
 /*
  * A shared acquire's vote: its floor is lockd's now_us rounded up to a
  * multiple of RL_VOTE_MOD (residue 0), the same on every node; only a node
@@ -32,9 +32,11 @@
  * and no write-back is needed (acq_grant). Why no two shared grants get one
  * token: a grant's token T is the largest OK vote when a majority had
  * voted OK (acq_grant: late votes only take T, late_raise), over that set
- * S, each vote at or above the call's floor (one on every node: fan_out
- * queues the call on every node in one loop turn, so a group's floor, its
- * latest member's, is the same on each); a node's votes strictly increase
+ * S, each vote at or above the call's floor (one on every node: the call's
+ * now_us, and a Redlock node's shared acquire is never grouped, since a
+ * group's floor is its latest member's and a node's groups can differ from
+ * another's: one that holds commands while it reconnects, or a command
+ * queued while the nodes' queues are flushed); a node's votes strictly increase
  * (each is above its counter, which it then holds; fence_raise never
  * lowers it, and raising it to another residue leaves the next step to
  * i + 1). Grants A and B with T_A = T_B: from one node's votes, impossible;
@@ -459,10 +461,11 @@ static void acq_grant(struct rl_call *c)
             continue;
         }
         if (c->req.mode != BK_SHARED || c->token - s->token >= RL_VOTE_MOD)
-            lk_log(LK_WARN,
-                   "redlock node %d lacks the fence counter of '%s' that others have (%lld < %lld): "
-                   "raised; did it restart without its data?",
-                   i, c->name, (long long)s->token, (long long)c->token);
+            lk_log(
+                LK_WARN,
+                "redlock node %d lacks the fence counter of '%s' that others have (%lld < %lld): "
+                "raised; did it restart without its data?",
+                i, c->name, (long long)s->token, (long long)c->token);
         c->wb_pending++;
         c->refs++;
         (void)redis_lock_fence_raise(c->rl->node[i].state, c->lp, c->name, c->lease, c->token,
