@@ -54,17 +54,14 @@ static void *contender(void *arg)
     snprintf(url, sizeof(url), "%s/locks/contended", l->url);
     snprintf(body, sizeof(body), "{\"ttl_ms\":10000,\"wait_ms\":20000,\"owner\":\"c%ld\"}", id);
     for (int i = 0; i < ROUNDS; i++) {
-        struct th_resp r;
-        th_http(c, "POST", url, body, NULL, &r);
-        if (r.status != 200) {
-            fprintf(stderr, "client %ld: acquire %ld %s\n", id, r.status, r.body);
+        long long token = 0;
+        char err[256];
+        long st = th_grant(c, url, body, &token, hdr, sizeof(hdr), err, sizeof(err));
+        if (st != 200) {
+            fprintf(stderr, "client %ld: acquire %ld %s\n", id, st, err);
             atomic_fetch_add(&failures, 1);
-            th_resp_free(&r);
             continue;
         }
-        long long token = th_jint(&r, "fencing_token");
-        snprintf(hdr, sizeof(hdr), "Lock-Lease: %s", th_jstr(&r, "lease"));
-        th_resp_free(&r);
         /* the grant is only seen while held: order of entries = grant order */
         pthread_mutex_lock(&grant_mu);
         if (atomic_fetch_add(&holders, 1) != 0)

@@ -1337,18 +1337,15 @@ static void *dr_client(void *arg)
         pthread_mutex_lock(&dr_mu);
         long long seen = dr_max;
         pthread_mutex_unlock(&dr_mu);
-        struct th_resp r;
-        th_http(c, "POST", url, "{\"mode\":\"shared\",\"ttl_ms\":10000,\"wait_ms\":15000}", NULL,
-                &r);
-        if (r.status != 200) {
-            fprintf(stderr, "reader %ld: %ld %s\n", id, r.status, r.body);
+        long long t = 0;
+        char err[256];
+        long st = th_grant(c, url, "{\"mode\":\"shared\",\"ttl_ms\":10000,\"wait_ms\":15000}", &t,
+                           hdr, sizeof(hdr), err, sizeof(err));
+        if (st != 200) {
+            fprintf(stderr, "reader %ld: %ld %s\n", id, st, err);
             atomic_fetch_add(&failures, 1);
-            th_resp_free(&r);
             continue;
         }
-        long long t = th_jint(&r, "fencing_token");
-        snprintf(hdr, sizeof(hdr), "Lock-Lease: %s", th_jstr(&r, "lease"));
-        th_resp_free(&r);
         pthread_mutex_lock(&dr_mu);
         if (t <= seen) {
             fprintf(stderr, "reader %ld: token %lld, not above %lld answered before it asked\n", id,

@@ -762,6 +762,22 @@ long th_req(struct th_client *c, const char *method, const char *url, const char
     return th_status(c, method, url, body, lease ? hdr : NULL, keep);
 }
 
+long th_grant(struct th_client *c, const char *url, const char *body, long long *token, char *hdr,
+              size_t hdrcap, char *err, size_t errcap)
+{
+    struct th_resp r;
+    th_http(c, "POST", url, body, NULL, &r);
+    long st = r.status;
+    if (st == 200) {
+        *token = th_jint(&r, "fencing_token");
+        snprintf(hdr, hdrcap, "Lock-Lease: %s", th_jstr(&r, "lease"));
+    } else if (err != NULL) {
+        snprintf(err, errcap, "%s", r.body != NULL ? r.body : "");
+    }
+    th_resp_free(&r);
+    return st;
+}
+
 long long th_metric_sum(struct th_client *c, const struct th_lockd *l, const char *metric)
 {
     char url[160], series[160];

@@ -179,6 +179,11 @@ long th_status(struct th_client *c, const char *method, const char *url, const c
 /* th_status with a "Lock-Lease: lease" header when lease is not NULL. */
 long th_req(struct th_client *c, const char *method, const char *url, const char *body,
             const char *lease, struct th_resp *keep);
+/* An acquire: POSTs body to url; on 200 *token gets its fencing_token and
+ * hdr (hdrcap) its "Lock-Lease: <lease>" line, else err (errcap, or NULL)
+ * the response body. Returns the status. */
+long th_grant(struct th_client *c, const char *url, const char *body, long long *token, char *hdr,
+              size_t hdrcap, char *err, size_t errcap);
 /* The sum of every series of metric (e.g. "lockd_backend_restarts_total")
  * in l's /metrics, 0 when it has none; fails the test unless /metrics
  * answers 200. */
