@@ -3,7 +3,10 @@
 # side by side: three redis-server nodes on free loopback ports, each lockd
 # (--threads 1) in turn in front of them, loadgen pairs on fresh names for
 # 4 s each: 100 % shared and exclusive, 1 client (latency: one round trip
-# or two) and 32. Prints loadgen's RESULT lines. Not a test:
+# or two) and 32. Prints loadgen's RESULT lines, each with calls_per_pair:
+# the FCALLs a node served in that run (INFO commandstats, the nodes'
+# mean: acquires, releases, write-backs, grouped or not) per pair. Not a
+# test:
 #
 #   bench/redlock_readers.sh OLD_LOCKD NEW_LOCKD...
 set -u
@@ -19,7 +22,7 @@ cleanup() {
     rm -rf "$TMP"
 }
 trap cleanup EXIT
-URLS=""
+URLS="" PORTS=()
 for _ in 0 1 2; do
     port=$("$LG" --free_port)
     redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$TMP" \
@@ -27,7 +30,21 @@ for _ in 0 1 2; do
     PIDS+=($!)
     for ((t = 0; t < 100; t++)); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
     URLS+="${URLS:+,}redis://127.0.0.1:$port"
+    PORTS+=("$port")
 done
+fcalls() { # every node's FCALLs so far, summed
+    for p in "${PORTS[@]}"; do redis-cli -p "$p" info commandstats; done |
+        awk -F'[=,]' '/^cmdstat_fcall:/ { n += $2 } END { print n + 0 }'
+}
+run() { # lockd, label, loadgen's args
+    local lockd=$1 label=$2 before out ops
+    shift 2
+    before=$(fcalls)
+    out=$("$LG" --mode pairs --port "$lport" --secs 4 "$@" 2>&1 | grep RESULT)
+    ops=$(sed -n 's/.* ops=\([0-9]*\) .*/\1/p' <<<"$out")
+    echo "$lockd $label: $out calls_per_pair=$(awk -v d=$(($(fcalls) - before)) -v o="${ops:-0}" \
+        -v n=${#PORTS[@]} 'BEGIN { printf "%.2f", (o > 0 ? d / n / o : 0) }')"
+}
 for lockd in "$@"; do
     lport=$("$LG" --free_port)
     "$lockd" --listen "127.0.0.1:$lport" --redis "$URLS" --threads 1 --log_level warn \
@@ -35,8 +52,8 @@ for lockd in "$@"; do
     LPID=$!
     sleep 0.5
     for c in 1 32; do
-        echo "$lockd clients=$c shared: $("$LG" --mode pairs --port "$lport" --clients "$c" --secs 4 --shared_pct 100 2>&1 | grep RESULT)"
-        echo "$lockd clients=$c exclusive: $("$LG" --mode pairs --port "$lport" --clients "$c" --secs 4 2>&1 | grep RESULT)"
+        run "$lockd" "clients=$c shared" --clients "$c" --shared_pct 100
+        run "$lockd" "clients=$c exclusive" --clients "$c"
     done
     kill "$LPID"; wait "$LPID" 2>/dev/null; LPID=""
 done

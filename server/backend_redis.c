@@ -142,8 +142,9 @@ struct rcmd {
     bool answered;
     bool delayed; /* release leaving a lock-delay: never grouped */
     bool granted; /* acquire: the script granted; the answer waits for WAIT */
-    /* its now_us is its own, never grouped: an acquire with a fence floor,
-     * a Redlock node's shared acquire */
+    /* an exclusive acquire with a fence floor (bk_req.fence_floor): its
+     * now_us is its own, never grouped (a Redlock node's shared acquires
+     * are, each with its own floor: group_send_slot) */
     bool floored;
     bool shared; /* acquire: acquire_shared.lua (shared or a semaphore) */
     bk_done_fn done;
@@ -1056,10 +1057,13 @@ static void multi_undo(struct rcmd *cmd)
  * own command, deadline and answer; the group command holds a reference on
  * each and hands it its element of the reply. The node layer queues them and
  * sends a group of one as the plain script. An acquire followed by WAIT
- * (redis_wait_replicas) is never grouped, nor is a release that leaves a
- * lock-delay (the reaper's, rare): so release_many.lua takes a lease alone
- * per lock, and acquire_many.lua builds each fence key from its lock key,
- * one argument less per lock for Redis to parse (bench/RESULTS.md). */
+ * (redis_wait_replicas) is never grouped, nor an exclusive one with a fence
+ * floor (floored), nor a release that leaves a lock-delay (the reaper's,
+ * rare): so release_many.lua takes a lease alone per lock, and
+ * acquire_many.lua builds each fence key from its lock key, one argument
+ * less per lock for Redis to parse (bench/RESULTS.md). A Redlock node's
+ * readers go as one acquire_shared_many.lua call too, each with its own
+ * floor (group_send_slot). */
 
 static int group_queue(const struct rcmd *cmd)
 {
@@ -1153,24 +1157,37 @@ static void group_send_slot(struct rb *bk, struct rn_conn *c, int q, struct rn_c
         return;
     }
     bool acq = q != GQ_RELEASE, sh = q == GQ_SHARED;
+    bool votes = sh && bk->vote_mod > 0; /* a Redlock node's: each member's own floor */
     int script = sh ? SC_ACQUIRE_SHARED_MANY : acq ? SC_ACQUIRE_MANY : SC_RELEASE_MANY;
     /* Members' argv (rb_acquire, rb_acquire_shared, rb_release):
      *   acquire  FCALL fn 2 lock fence wl rest ttl now_us
-     *   shared   FCALL fn 2 lock fence wl rest ttl limit now_us
+     *   shared   FCALL fn 2 lock fence wl rest ttl limit now_us [mod res]
      *   release  FCALL fn 1 lock lease delay chanpub
      * The group's (acquire_many.lua, acquire_shared_many.lua,
      * release_many.lua):
      *   acquire  FCALL fn n lock... now_us (wl rest ttl)...
      *   shared   FCALL fn n lock... now_us (wl rest ttl limit)...
+     *   votes    FCALL fn n lock... v mod res (wl rest ttl limit now_us)...
      *   release  FCALL fn n lock... publisher prefix_len lease...
-     * The latest member's clock is a floor for every token of the group;
-     * the fence keys are '<lock>:fence', built by the script. */
-    int na = sh ? 4 : acq ? 3 : 1; /* per member after its keys */
+     * The latest member's clock is a floor for every token of the group,
+     * but on a Redlock node (votes: mod and res, redis_lock_set_vote) each
+     * reader's floor is its own call's, the same on every node
+     * (backend_redlock.c says why); the fence keys are '<lock>:fence',
+     * built by the script. */
+    int na = votes ? 5 : sh ? 4 : acq ? 3 : 1; /* per member after its keys */
+    int head = votes ? 3 : acq ? 1 : 2;
     int k;
-    struct rcmd *g = group_new(bk, c, script, nm, n, 3 + n * (1 + na) + (acq ? 1 : 2), &k);
+    struct rcmd *g = group_new(bk, c, script, nm, n, 3 + n * (1 + na) + head, &k);
     struct rcmd **m = g->members;
     struct rn_cmd *gc = &g->nc;
-    if (acq) {
+    if (votes) {
+        gc->argv[k] = "v";
+        gc->argvlen[k++] = 1;
+        gc->argv[k] = bk->vote_mod_str;
+        gc->argvlen[k++] = strlen(bk->vote_mod_str);
+        gc->argv[k] = bk->vote_res_str;
+        gc->argvlen[k++] = strlen(bk->vote_res_str);
+    } else if (acq) {
         int now = sh ? SH_ARG_NOW : ACQ_ARG_NOW;
         gc->argv[k] = m[n - 1]->nc.argv[now];
         gc->argvlen[k++] = m[n - 1]->nc.argvlen[now];
@@ -1310,7 +1327,8 @@ static enum lk_code rb_acquire(struct rb *bk, struct rn_conn *c, const struct bk
 
 /* A shared hold or a semaphore's slot: acquire_shared.lua, grouped as
  * exclusive acquires are (acquire_shared_many.lua) unless readers ride on
- * it (bk_req.more) or it waits for replicas; now_us as rb_acquire's. */
+ * it (bk_req.more) or it waits for replicas; now_us as rb_acquire's (on a
+ * Redlock node rounded up, and kept per member in a group). */
 static enum lk_code rb_acquire_shared(struct rb *bk, struct rn_conn *c, const struct bk_req *a,
                                       int64_t now, bk_done_fn done, void *arg)
 {
@@ -1350,10 +1368,10 @@ static enum lk_code rb_acquire_shared(struct rb *bk, struct rn_conn *c, const st
         rargs_int(&b, a->more[i].ttl_ms);
         rargs_str(&b, a->more[i].owner ? a->more[i].owner : "");
     }
-    /* A Redlock node's: never grouped (its floor is the call's own, the
-     * same on every node: backend_redlock.c says why) and never with riders
-     * (acquire_shared.lua; Redlock sends none). */
-    cmd->floored = bk->vote_mod > 0;
+    /* A Redlock node's: the vote modulus and residue, never with riders
+     * (acquire_shared.lua; Redlock sends none); grouped with its floor its
+     * own, the same on every node (group_send_slot; backend_redlock.c says
+     * why). */
     if (bk->vote_mod > 0) {
         rargs_str(&b, bk->vote_mod_str);
         rargs_str(&b, bk->vote_res_str);

@@ -33,30 +33,45 @@
  * token: a grant's token T is the largest OK vote when a majority had
  * voted OK (acq_grant: late votes only take T, late_raise), over that set
  * S, each vote at or above the call's floor (one on every node: the call's
- * now_us, and a Redlock node's shared acquire is never grouped, since a
- * group's floor is its latest member's and a node's groups can differ from
- * another's: one that holds commands while it reconnects, or a command
- * queued while the nodes' queues are flushed); a node's votes strictly increase
- * (each is above its counter, which it then holds; fence_raise never
- * lowers it, and raising it to another residue leaves the next step to
- * i + 1). Grants A and B with T_A = T_B: from one node's votes, impossible;
- * from two nodes' stepped votes, their residues differ; a stepped vote and
- * a floor vote, residues i + 1 and 0 differ; both floor votes, then T =
- * floor_A = floor_B and every vote in S_A and S_B is T (at or above the
- * floor, at most the largest), so a node in S_A and S_B (two majorities
- * meet) voted T twice: impossible. Without the residues two readers whose
- * acquires overlap could (model/redlock.pml -DRL_UNIQUE found it: node 0
- * votes F + 1 for A then F + 2 for B, node 1 F + 1 for B then F + 2 for
- * A, before either write-back; both tokens F + 2). RL_VOTE_MOD must exceed
+ * now_us rounded up); a node's votes strictly increase (each is above its
+ * counter, which it then holds; fence_raise never lowers it, and raising
+ * it to another residue leaves the next step to i + 1). Grants A and B
+ * with T_A = T_B: from one node's votes, impossible; from two nodes'
+ * stepped votes, their residues differ; a stepped vote and a floor vote,
+ * residues i + 1 and 0 differ; both floor votes, then T = floor_A =
+ * floor_B and every vote in S_A and S_B is T (at or above the floor, at
+ * most the largest), so a node in S_A and S_B (two majorities meet) voted
+ * T twice: impossible. Without the residues two readers whose acquires
+ * overlap could (model/redlock.pml -DRL_UNIQUE found it: node 0 votes F +
+ * 1 for A then F + 2 for B, node 1 F + 1 for B then F + 2 for A, before
+ * either write-back; both tokens F + 2). RL_VOTE_MOD must exceed
  * RL_MAX_NODES, so that every node's residue differs from the others' and
- * from the floor's; 16, a power of two. Exclusive acquires keep plain
- * votes (counter + 1 or the floor), as on one Redis: two exclusive grants,
- * or an exclusive and a shared one, never hold a majority at once, and the
- * write-back puts the earlier one's token on a node of every later
- * majority before it is answered, so the later one votes above it
- * (model/redlock.pml checks both modes). A shared grant pays the
- * write-back's round trip only when some node stepped (concurrent
- * readers, or a counter past lockd's clock).
+ * from the floor's; 16, a power of two.
+ *
+ * Grouped: a node's layer sends a loop turn's shared acquires as one
+ * acquire_shared_many.lua call, and one node's groups can differ from
+ * another's (one that holds commands while it reconnects, a command queued
+ * while the nodes' queues are flushed). One floor for a group (its latest
+ * member's, as on one Redis) would give a call different floors on
+ * different nodes; so each member keeps its call's own floor (and the
+ * node's modulus and residue: group_send_slot in backend_redis.c) and runs
+ * as its acquire_shared.lua call would, one after another in the script.
+ * Each call's vote is still at or above its own floor on every node, and a
+ * node's votes still strictly increase: the argument holds as it stands.
+ * model/redlock.pml runs each reader's acquire on each node as one atomic
+ * step with its own floor (acquire_node, ch_arg), the node taking any call
+ * sent, so a group is such steps back to back on one node, one of the
+ * orders it explores (the model hands lockd each reply in its step; a
+ * group's come after its last member ran, but lockd's handling of a reply
+ * and a member's script touch nothing of each other's).
+ *
+ * Exclusive acquires keep plain votes (counter + 1 or the floor), as on
+ * one Redis: two exclusive grants, or an exclusive and a shared one, never
+ * hold a majority at once, and the write-back puts the earlier one's token
+ * on a node of every later majority before it is answered, so the later
+ * one votes above it (model/redlock.pml checks both modes). A shared
+ * grant pays the write-back's round trip only when some node stepped
+ * (concurrent readers, or a counter past lockd's clock).
  */
 #define RL_VOTE_MOD 16
 _Static_assert(RL_VOTE_MOD > RL_MAX_NODES, "every redlock node needs a residue of its own, not 0");

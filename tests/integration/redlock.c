@@ -22,7 +22,8 @@
  * node down. A split vote (409 at once; a waiter retries after 5 .. 55 ms,
  * no spin, granted when a leftover goes or expires), a waiter woken by a
  * release through another lockd, the watchdog's one renew call per node
- * and cycle, a release reaching every node, acquires grouped per node.
+ * and cycle, a release reaching every node, acquires grouped per node
+ * (readers too, each with its own floor).
  */
 #include <pthread.h>
 #include <signal.h>
@@ -1145,15 +1146,19 @@ static long long reply_token(const char *out)
     return atoll(out);
 }
 
-/* acquire_shared.lua's Function on node i (its name carries a digest of
- * the code lockd loaded: lk_acquire_shared_<12 hex>), into fn. */
-static bool shared_fn(int i, char *fn, size_t cap)
+/* A script's Function on node i (its name carries a digest of the code
+ * lockd loaded: lk_<script>_<12 hex>; lib 'lk_acquire_shared_'), into fn. */
+static bool script_fn(int i, const char *lib, char *fn, size_t cap)
 {
-    const char *out = th_redis_cli(&R[i], "FUNCTION LIST LIBRARYNAME 'lk_acquire_shared_*'");
-    for (const char *p = out; (p = strstr(p, "lk_acquire_shared_")) != NULL; p++) {
-        size_t n = strspn(p + 18, "0123456789abcdef");
-        if (n == 12 && (p[30] == '\n' || p[30] == '"' || p[30] == '\r')) {
-            snprintf(fn, cap, "%.30s", p);
+    char cmd[96];
+    size_t len = strlen(lib);
+    snprintf(cmd, sizeof(cmd), "FUNCTION LIST LIBRARYNAME '%s*'", lib);
+    const char *out = th_redis_cli(&R[i], cmd);
+    for (const char *p = out; (p = strstr(p, lib)) != NULL; p++) {
+        size_t n = strspn(p + len, "0123456789abcdef");
+        char end = p[len + 12];
+        if (n == 12 && (end == '\n' || end == '"' || end == '\r')) {
+            snprintf(fn, cap, "%.*s", (int)len + 12, p);
             return true;
         }
     }
@@ -1199,7 +1204,7 @@ static void t_shared_votes_distinct(void)
 
     /* the trail, on nodes 0 and 1, with the Function lockd loaded */
     char fn[64];
-    CHECK(shared_fn(0, fn, sizeof(fn)));
+    CHECK(script_fn(0, "lk_acquire_shared_", fn, sizeof(fn)));
     for (int i = 0; i < 2; i++) {
         snprintf(cmd, sizeof(cmd), "SET 'rl:{vt}:fence' %lld", F);
         th_redis_cli(&R[i], cmd);
@@ -1310,6 +1315,83 @@ static void t_shared_uncontended_one_round(void)
             CHECK_EQ_INT(fence[k][i], tok[k]);
     }
     th_client_free(c);
+    th_lockd_kill(&l, SIGTERM);
+    stop_nodes();
+}
+
+/* The tokens of a reply, one a line (redis-cli's raw output of an array),
+ * into tok[0..max); returns how many. */
+static int reply_tokens(const char *out, long long *tok, int max)
+{
+    int n = 0;
+    while (n < max) {
+        while (*out == '\n' || *out == '\r' || *out == ' ' || *out == '"')
+            out++;
+        char *end;
+        long long v = strtoll(out, &end, 10);
+        if (end == out)
+            break;
+        tok[n++] = v;
+        out = end;
+    }
+    return n;
+}
+
+#define GF_MEMBERS 4
+
+/* A group of a Redlock node's readers (acquire_shared_many.lua as
+ * group_send_slot sends it: 'v', the modulus, the node's residue, then
+ * each member's five arguments, its own floor the fifth) runs each member
+ * as its own acquire_shared.lua call would. On node 0 (residue 1), one
+ * call: a fresh name at F1 votes F1; a name whose counter ran past F1 (to
+ * F1 + 40) the smallest value above it with residue 1, F1 + 49; a second
+ * reader of the first name at F1 steps from F1 to F1 + 1; a fresh name at
+ * F2 = F1 + 160 votes F2. The same four as acquire_shared.lua calls on
+ * node 1, given node 0's residue, vote the same. A group that gives every
+ * member one floor, the first's or the last's (as one Redis's groups do),
+ * fails the checks marked below. */
+static void t_shared_group_floors(void)
+{
+    const long long F1 = 8000000000000000LL, F2 = F1 + 160, C = F1 + 40;
+    const char *const name[GF_MEMBERS] = {"gf-a", "gf-c", "gf-a", "gf-b"};
+    const long long floor_us[GF_MEMBERS] = {F1, F1, F1, F2};
+    const long long want[GF_MEMBERS] = {F1, F1 + 49, F1 + 1, F2};
+    start_nodes(3);
+    struct th_lockd l;
+    lockd_on(&l);
+    char many[64], one[64], cmd[1024];
+    CHECK(script_fn(0, "lk_acquire_shared_many_", many, sizeof(many)));
+    CHECK(script_fn(1, "lk_acquire_shared_", one, sizeof(one)));
+    size_t off = (size_t)snprintf(cmd, sizeof(cmd), "FCALL %s %d", many, GF_MEMBERS);
+    for (int k = 0; k < GF_MEMBERS; k++)
+        off += (size_t)snprintf(cmd + off, sizeof(cmd) - off, " 'rl:{%s}'", name[k]);
+    off += (size_t)snprintf(cmd + off, sizeof(cmd) - off, " v 16 1");
+    for (int k = 0; k < GF_MEMBERS; k++)
+        off += (size_t)snprintf(cmd + off, sizeof(cmd) - off,
+                                " '0lease-%d' '0 20000 1 t' 20000 1 %lld", k, floor_us[k]);
+    char set[96];
+    for (int i = 0; i < 2; i++) {
+        snprintf(set, sizeof(set), "SET 'rl:{gf-c}:fence' %lld", C);
+        th_redis_cli(&R[i], set);
+    }
+    long long got[GF_MEMBERS] = {0}, alone[GF_MEMBERS] = {0};
+    int n = reply_tokens(th_redis_cli(&R[0], cmd), got, GF_MEMBERS);
+    for (int k = 0; k < GF_MEMBERS; k++) {
+        char call[512];
+        snprintf(call, sizeof(call),
+                 "FCALL %s 2 'rl:{%s}' 'rl:{%s}:fence' '0lease-%d' '0 20000 1 t' 20000 1 %lld 16 1",
+                 one, name[k], name[k], k, floor_us[k]);
+        alone[k] = reply_token(th_redis_cli(&R[1], call));
+    }
+    printf("# one group on node 0, over F1: %lld, %lld, %lld, F2 + %lld; the same calls one by "
+           "one on node 1: %lld, %lld, %lld, F2 + %lld\n",
+           got[0] - F1, got[1] - F1, got[2] - F1, got[3] - F2, alone[0] - F1, alone[1] - F1,
+           alone[2] - F1, alone[3] - F2);
+    CHECK_EQ_INT(n, GF_MEMBERS);
+    for (int k = 0; k < GF_MEMBERS; k++) {
+        CHECK_EQ_INT(got[k], want[k]); /* <- F1 or F2 for all, plus steps, with one floor */
+        CHECK_EQ_INT(alone[k], want[k]);
+    }
     th_lockd_kill(&l, SIGTERM);
     stop_nodes();
 }
@@ -1848,18 +1930,22 @@ static void t_release_every_node(void)
 
 #define GROUP_BURST 64
 
-/* GROUP_BURST requests of body to names prefix-0.. sent at once on as many
- * connections to l; returns how many were answered 200. */
-static int burst(const struct th_lockd *l, const char *prefix, const char *body)
+/* GROUP_BURST requests of body sent at once on as many connections to l,
+ * to names prefix-0.. or (one) all to prefix itself; returns how many were
+ * answered 200, their tokens in tokens[] (unless NULL). */
+static int burst(const struct th_lockd *l, const char *prefix, const char *body, bool one,
+                 long long *tokens)
 {
     static int fds[GROUP_BURST];
     static char reqs[GROUP_BURST][320];
     for (int k = 0; k < GROUP_BURST; k++) {
         fds[k] = th_connect(l->port);
+        char name[32];
+        snprintf(name, sizeof(name), one ? "%s" : "%s-%d", prefix, k);
         snprintf(reqs[k], sizeof(reqs[k]),
-                 "POST /locks/%s-%d HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 "POST /locks/%s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                  "Content-Length: %zu\r\n\r\n%s",
-                 prefix, k, strlen(body), body);
+                 name, strlen(body), body);
     }
     th_sleep_ms(200); /* every connection accepted */
     for (int k = 0; k < GROUP_BURST; k++) {
@@ -1870,12 +1956,21 @@ static int burst(const struct th_lockd *l, const char *prefix, const char *body)
     int granted = 0;
     for (int k = 0; k < GROUP_BURST; k++) {
         granted += th_raw_response(fds[k], answer, sizeof(answer)) == 200;
+        const char *t = strstr(answer, "\"fencing_token\":");
+        if (tokens != NULL)
+            tokens[k] = t != NULL ? atoll(t + 16) : -1;
         close(fds[k]);
     }
-    char name[32];
+    char name[32], cmd[64];
     snprintf(name, sizeof(name), "%s-%d", prefix, GROUP_BURST - 1);
-    for (int i = 0; i < 3; i++) /* late votes in */
-        CHECK(node_has_becomes(i, name, true, 3000));
+    snprintf(cmd, sizeof(cmd), "ZCARD 'rl:{%s}:z'", prefix);
+    int64_t end = th_now_ms() + 3000 * th_time_scale();
+    for (int i = 0; i < 3; i++) { /* late votes in: the last name, or every reader of one */
+        if (!one)
+            CHECK(node_has_becomes(i, name, true, 3000));
+        while (one && atoi(th_redis_cli(&R[i], cmd)) < GROUP_BURST && th_now_ms() < end)
+            th_sleep_ms(10);
+    }
     th_sleep_ms(100);
     return granted;
 }
@@ -1886,11 +1981,11 @@ static int burst(const struct th_lockd *l, const char *prefix, const char *body)
  * each node as fewer script calls than acquires (those one loop turn makes
  * share an acquire_many.lua call). Fails when Redlock's acquires are sent
  * one call each (group_queue giving no queue: 64 calls a node or more;
- * checked). Readers' acquires are never grouped on a Redlock node (their
- * floor must be the call's own on every node: backend_redlock.c): 64
- * readers at once are 64 acquire_shared calls a node, no
- * acquire_shared_many (fails with the readers grouped, as before
- * this test's second half).
+ * checked). Readers are grouped too (acquire_shared_many.lua, each with
+ * its own floor: t_shared_group_floors): 64 readers of one name at once
+ * are fewer than 64 reader calls a node, some of them grouped (the checks
+ * marked below: 64 acquire_shared calls, none grouped, before), and 64
+ * distinct tokens.
  */
 static void t_grouped_under_load(void)
 {
@@ -1900,7 +1995,7 @@ static void t_grouped_under_load(void)
     long long before[3], calls[3];
     for (int i = 0; i < 3; i++)
         before[i] = node_scripts(i);
-    CHECK_EQ_INT(burst(&l, "gr", "{\"ttl_ms\":10000}"), GROUP_BURST);
+    CHECK_EQ_INT(burst(&l, "gr", "{\"ttl_ms\":10000}", false, NULL), GROUP_BURST);
     for (int i = 0; i < 3; i++)
         calls[i] = node_scripts(i) - before[i];
     printf("# %d acquires at once: script calls per node %lld, %lld, %lld\n", GROUP_BURST, calls[0],
@@ -1913,15 +2008,23 @@ static void t_grouped_under_load(void)
         th_redis_cli(&R[i], "CONFIG SET slowlog-max-len 4096");
         th_redis_cli(&R[i], "SLOWLOG RESET");
     }
-    CHECK_EQ_INT(burst(&l, "gs", "{\"ttl_ms\":10000,\"mode\":\"shared\"}"), GROUP_BURST);
+    long long tok[GROUP_BURST];
+    CHECK_EQ_INT(burst(&l, "gs", "{\"ttl_ms\":10000,\"mode\":\"shared\"}", true, tok), GROUP_BURST);
     for (int i = 0; i < 3; i++) {
         int many = slowlog_count(i, "lk_acquire_shared_many_");
         int all = slowlog_count(i, "lk_acquire_shared_"); /* _many_ too */
-        printf("# %d readers at once, node %d: %d acquire_shared calls, %d grouped\n", GROUP_BURST,
-               i, all - many, many);
-        CHECK_EQ_INT(many, 0);
-        CHECK_EQ_INT(all, GROUP_BURST);
+        printf("# %d readers of one name at once, node %d: %d acquire_shared calls, %d grouped\n",
+               GROUP_BURST, i, all - many, many);
+        CHECK(many > 0);          /* <- 0 when never grouped */
+        CHECK(all < GROUP_BURST); /* <- 64 */
     }
+    qsort(tok, GROUP_BURST, sizeof(tok[0]), cmp_ll);
+    int dup = 0;
+    for (int k = 1; k < GROUP_BURST; k++)
+        dup += tok[k] == tok[k - 1];
+    printf("# their tokens: %lld .. %lld, %d granted twice\n", tok[0], tok[GROUP_BURST - 1], dup);
+    CHECK(tok[0] > 0);
+    CHECK_EQ_INT(dup, 0);
     th_lockd_kill(&l, SIGTERM);
     stop_nodes();
 }
@@ -2059,6 +2162,7 @@ int main(int argc, char **argv)
     RUN(t_shared_undo_and_writeback);
     RUN(t_shared_votes_distinct);
     RUN(t_shared_uncontended_one_round);
+    RUN(t_shared_group_floors);
     RUN(t_shared_readers_distinct);
     RUN(t_majority_view);
     RUN(t_watch);
