@@ -70,6 +70,36 @@ void ops_readyz(struct req *r)
     (void)c;
 }
 
+static long long node_up(const struct eng_node *nd)
+{
+    return nd->up ? 1 : 0;
+}
+
+static long long node_errors(const struct eng_node *nd)
+{
+    return (long long)nd->errors;
+}
+
+static long long node_restarts(const struct eng_node *nd)
+{
+    return (long long)nd->restarts;
+}
+
+/* The per-node families of /metrics, one row each: a HELP and TYPE line,
+ * then name{node="addr"} value for every node. */
+static const struct node_family {
+    const char *name;
+    const char *type;
+    const char *help;
+    long long (*value)(const struct eng_node *nd);
+} node_families[] = {
+    {"lockd_backend_up", "gauge", "Whether the backend node answers.", node_up},
+    {"lockd_backend_errors_total", "counter", "Backend calls that failed, by node.", node_errors},
+    {"lockd_backend_restarts_total", "counter",
+     "Times a node turned out to be a new Redis process (a restart or a failover), by node.",
+     node_restarts},
+};
+
 void ops_metrics(struct req *r)
 {
     struct engine *e = http_engine(r);
@@ -77,32 +107,16 @@ void ops_metrics(struct req *r)
     size_t n = engine_nodes(e, nodes, 16);
     char extra[4096];
     size_t off = 0;
-    off += (size_t)snprintf(extra + off, sizeof(extra) - off,
-                            "# HELP lockd_backend_up Whether the backend node answers.\n"
-                            "# TYPE lockd_backend_up gauge\n");
-    for (size_t i = 0; i < n && off < sizeof(extra); i++)
-        off +=
-            (size_t)snprintf(extra + off, sizeof(extra) - off, "lockd_backend_up{node=\"%s\"} %d\n",
-                             nodes[i].addr, nodes[i].up ? 1 : 0);
-    if (off < sizeof(extra))
-        off += (size_t)snprintf(
-            extra + off, sizeof(extra) - off,
-            "# HELP lockd_backend_errors_total Backend calls that failed, by node.\n"
-            "# TYPE lockd_backend_errors_total counter\n");
-    for (size_t i = 0; i < n && off < sizeof(extra); i++)
-        off += (size_t)snprintf(extra + off, sizeof(extra) - off,
-                                "lockd_backend_errors_total{node=\"%s\"} %lld\n", nodes[i].addr,
-                                (long long)nodes[i].errors);
-    if (off < sizeof(extra))
-        off += (size_t)snprintf(
-            extra + off, sizeof(extra) - off,
-            "# HELP lockd_backend_restarts_total Times a node turned out to be a new Redis process "
-            "(a restart or a failover), by node.\n"
-            "# TYPE lockd_backend_restarts_total counter\n");
-    for (size_t i = 0; i < n && off < sizeof(extra); i++)
-        off += (size_t)snprintf(extra + off, sizeof(extra) - off,
-                                "lockd_backend_restarts_total{node=\"%s\"} %lld\n", nodes[i].addr,
-                                (long long)nodes[i].restarts);
+    for (size_t f = 0; f < sizeof(node_families) / sizeof(node_families[0]); f++) {
+        const struct node_family *nf = &node_families[f];
+        if (off < sizeof(extra))
+            off += (size_t)snprintf(extra + off, sizeof(extra) - off,
+                                    "# HELP %s %s\n# TYPE %s %s\n", nf->name, nf->help, nf->name,
+                                    nf->type);
+        for (size_t i = 0; i < n && off < sizeof(extra); i++)
+            off += (size_t)snprintf(extra + off, sizeof(extra) - off, "%s{node=\"%s\"} %lld\n",
+                                    nf->name, nodes[i].addr, nf->value(&nodes[i]));
+    }
     if (off < sizeof(extra))
         off += (size_t)snprintf(extra + off, sizeof(extra) - off,
                                 "# HELP lockd_build_info Build information.\n"

@@ -1363,21 +1363,115 @@ static void run_env_free(char **env)
     free(env);
 }
 
-/* DELETE the lock then the session; failures are reported, not fatal. */
+/* "lockctl VERB on HOST pid PID", or --owner when given, into owner[cap]. */
+static void owner_default(const struct lc_opts *o, const char *verb, char *owner, size_t cap)
+{
+    if (o->owner != NULL) {
+        snprintf(owner, cap, "%s", o->owner);
+    } else {
+        char host[64] = "";
+        gethostname(host, sizeof(host) - 1);
+        snprintf(owner, cap, "lockctl %s on %s pid %d", verb, host, (int)getpid());
+    }
+}
+
+/* POSTs a new session for owner (ttl sttl_ms when >= 0); *sent_ms gets the
+ * monotonic send time. As client_call: on LC_OK the caller releases *r. */
+static enum lc_result session_create(struct lc_ctx *x, const char *owner, long long sttl_ms,
+                                     bool quiet, struct lc_resp *r, long long *sent_ms)
+{
+    json_t *body = json_pack("{s:s}", "owner", owner);
+    if (sttl_ms >= 0)
+        json_object_set_new(body, "ttl_ms", json_integer(sttl_ms));
+    *sent_ms = mono_ms();
+    enum lc_result res =
+        client_call(&x->client, x->h, "POST", "/sessions", NULL, body, LOCKCTL_TIMEOUT_MS, quiet, r);
+    json_decref(body);
+    return res;
+}
+
+/* The escaped path "/sessions/ID" of the session r created (new, the caller
+ * frees it) and in *ttl_ms its ttl: lockd's, else sttl_ms when > 0, else 10 s. */
+static char *session_path_new(struct lc_ctx *x, const struct lc_resp *r, long long sttl_ms,
+                              long long *ttl_ms)
+{
+    char *esess = path_escape(x->h, resp_str(r, "session"));
+    char *path;
+    if (asprintf(&path, "/sessions/%s", esess) < 0)
+        abort();
+    curl_free(esess);
+    *ttl_ms = json_integer_value(json_object_get(r->body, "ttl_ms"));
+    if (*ttl_ms <= 0)
+        *ttl_ms = sttl_ms > 0 ? sttl_ms : 10000;
+    return path;
+}
+
+/* Readies hb (zeroed) for hb_main over the session at session_path
+ * (borrowed while hb lives), last answered at session_ok_ms: its mutex and
+ * its condition on the monotonic clock, which the caller destroys. */
+static void hb_init(struct lc_hb *hb, const struct lc_client *client, const char *session_path,
+                    const char *name, long long session_ttl_ms, long long session_ok_ms,
+                    enum lc_on_lost on_lost)
+{
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&hb->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_mutex_init(&hb->mu, NULL);
+    hb->on_lost = on_lost;
+    hb->client = client;
+    hb->session = session_path;
+    hb->name = name;
+    hb->session_ttl_ms = session_ttl_ms;
+    hb->session_ok_ms = session_ok_ms;
+}
+
+/* Tells the heartbeat thread tid to stop and waits for it. */
+static void hb_stop(struct lc_hb *hb, pthread_t tid)
+{
+    pthread_mutex_lock(&hb->mu);
+    hb->stop = true;
+    pthread_cond_signal(&hb->cv);
+    pthread_mutex_unlock(&hb->mu);
+    pthread_join(tid, NULL);
+}
+
+/* The lock at lock_path (borrowed) was granted to an acquire sent at
+ * sent_ms: the heartbeat thread keeps the lease from now on. A grant that
+ * came too late to be used is marked lost at once. Caller holds hb->mu. */
+static void hb_grant(struct lc_hb *hb, json_int_t token, const char *lock_path,
+                     long long lease_ttl_ms, long long sent_ms)
+{
+    hb->acquired = true;
+    hb->token = token;
+    hb->lock_path = lock_path;
+    hb->lease_ttl_ms = lease_ttl_ms;
+    /* lockd granted it after we sent the acquire: it lasts a ttl from then at least */
+    hb->lease_until_ms = sent_ms + lease_ttl_ms;
+    pthread_cond_signal(&hb->cv); /* the heartbeat interval and deadline change */
+    const char *why;
+    if (!hb->lost && mono_ms() >= hb_deadline_ms(hb, &why))
+        hb_mark_lost(hb, why);
+}
+
+/* DELETE the lock (when lease is set) then the session, each within
+ * timeout_ms; failures are not fatal, and a lock found no longer held is
+ * reported unless quiet (it was known lost, or elect resigns). */
 static void run_cleanup(struct lc_ctx *x, const char *lock_path, const char *lease,
-                        const char *session_path, bool lost)
+                        const char *session_path, long timeout_ms, bool quiet)
 {
     struct lc_resp r;
     if (lock_path != NULL && lease != NULL &&
-        client_call(&x->client, x->h, "DELETE", lock_path, lease, NULL, LOCKCTL_TIMEOUT_MS, true,
-                    &r) == LC_OK) {
-        if (r.status != 200 && !lost)
+        client_call(&x->client, x->h, "DELETE", lock_path, lease, NULL, timeout_ms, true, &r) ==
+            LC_OK) {
+        if (r.status != 200 && !quiet)
             lc_err("release: lock was no longer held (%ld %s)", r.status,
                    resp_str(&r, "error") != NULL ? resp_str(&r, "error") : "");
         resp_release(&r);
     }
     if (session_path != NULL && client_call(&x->client, x->h, "DELETE", session_path, NULL, NULL,
-                                            LOCKCTL_TIMEOUT_MS, true, &r) == LC_OK)
+                                            timeout_ms, true, &r) == LC_OK)
         resp_release(&r);
 }
 
@@ -1413,13 +1507,7 @@ static int cmd_run(struct lc_ctx *x)
         return rc;
     const char *name = o->pos[0];
     char owner[129];
-    if (o->owner != NULL) {
-        snprintf(owner, sizeof(owner), "%s", o->owner);
-    } else {
-        char host[64] = "";
-        gethostname(host, sizeof(host) - 1);
-        snprintf(owner, sizeof(owner), "lockctl run on %s pid %d", host, (int)getpid());
-    }
+    owner_default(o, "run", owner, sizeof(owner));
 
     char *session_path = NULL, *lock_path = NULL, *lease = NULL, *ename = NULL;
     char **env = NULL;
@@ -1440,14 +1528,8 @@ static int cmd_run(struct lc_ctx *x)
 
     /* 1. session */
     struct lc_resp r;
-    body = json_pack("{s:s}", "owner", owner);
-    if (sttl_ms >= 0)
-        json_object_set_new(body, "ttl_ms", json_integer(sttl_ms));
-    long long session_sent_ms = mono_ms();
-    enum lc_result res = client_call(&x->client, x->h, "POST", "/sessions", NULL, body,
-                                     LOCKCTL_TIMEOUT_MS, false, &r);
-    json_decref(body);
-    body = NULL;
+    long long session_sent_ms;
+    enum lc_result res = session_create(x, owner, sttl_ms, false, &r, &session_sent_ms);
     if (res != LC_OK) {
         rc = EX_UNAVAILABLE;
         goto out;
@@ -1457,28 +1539,12 @@ static int cmd_run(struct lc_ctx *x)
         resp_release(&r);
         goto out;
     }
-    char *esess = path_escape(x->h, resp_str(&r, "session"));
     const char *session_id = resp_str(&r, "session");
-    json_int_t got_ttl = json_integer_value(json_object_get(r.body, "ttl_ms"));
-    if (asprintf(&session_path, "/sessions/%s", esess) < 0)
-        abort();
-    curl_free(esess);
-    if (got_ttl <= 0)
-        got_ttl = sttl_ms > 0 ? sttl_ms : 10000;
+    long long got_ttl;
+    session_path = session_path_new(x, &r, sttl_ms, &got_ttl);
 
     /* 2. heartbeat thread, running from now on (a long wait must not expire the session) */
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&hb.cv, &ca);
-    pthread_condattr_destroy(&ca);
-    pthread_mutex_init(&hb.mu, NULL);
-    hb.on_lost = on_lost;
-    hb.client = &x->client;
-    hb.session = session_path;
-    hb.name = name;
-    hb.session_ttl_ms = got_ttl;
-    hb.session_ok_ms = session_sent_ms;
+    hb_init(&hb, &x->client, session_path, name, got_ttl, session_sent_ms, on_lost);
     pthread_t tid;
     if (pthread_create(&tid, NULL, hb_main, &hb) != 0) {
         lc_err("cannot start the heartbeat thread");
@@ -1533,16 +1599,7 @@ static int cmd_run(struct lc_ctx *x)
     /* 4. COMMAND. Signals for lockctl go on to COMMAND while it runs. */
     fflush(NULL);
     pthread_mutex_lock(&hb.mu);
-    hb.acquired = true;
-    hb.token = token;
-    hb.lock_path = lock_path;
-    hb.lease_ttl_ms = lease_ttl;
-    /* lockd granted it after we sent the acquire: it lasts a ttl from then at least */
-    hb.lease_until_ms = acquire_sent_ms + lease_ttl;
-    pthread_cond_signal(&hb.cv); /* the heartbeat interval and deadline change */
-    const char *why;
-    if (!hb.lost && mono_ms() >= hb_deadline_ms(&hb, &why))
-        hb_mark_lost(&hb, why); /* the grant came too late to be used */
+    hb_grant(&hb, token, lock_path, lease_ttl, acquire_sent_ms);
     if (hb.lost) {
         pthread_mutex_unlock(&hb.mu);
         rc = LOCKCTL_EX_FAILED;
@@ -1604,14 +1661,9 @@ static int cmd_run(struct lc_ctx *x)
         rc = LOCKCTL_EX_FAILED;
 
 out:
-    if (hb_started) {
-        pthread_mutex_lock(&hb.mu);
-        hb.stop = true;
-        pthread_cond_signal(&hb.cv);
-        pthread_mutex_unlock(&hb.mu);
-        pthread_join(tid, NULL);
-    }
-    run_cleanup(x, lock_path, lease, session_path, hb.lost);
+    if (hb_started)
+        hb_stop(&hb, tid);
+    run_cleanup(x, lock_path, lease, session_path, LOCKCTL_TIMEOUT_MS, hb.lost);
     sigaction(SIGTERM, &stop_old_term, NULL);
     sigaction(SIGINT, &stop_old_int, NULL);
     if (hb_started || session_path != NULL) {
@@ -1652,20 +1704,6 @@ static void sleep_ms(long long ms)
 {
     struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
     nanosleep(&ts, NULL); /* a signal cuts it short: the caller checks elect_stop_sig */
-}
-
-/* Release (when leading) and end the session, quietly and briefly. */
-static void elect_resign(struct lc_ctx *x, const char *lock_path, const char *lease,
-                         const char *session_path)
-{
-    struct lc_resp r;
-    if (lock_path != NULL && lease != NULL &&
-        client_call(&x->client, x->h, "DELETE", lock_path, lease, NULL, ELECT_CLEANUP_TIMEOUT_MS,
-                    true, &r) == LC_OK)
-        resp_release(&r);
-    if (session_path != NULL && client_call(&x->client, x->h, "DELETE", session_path, NULL, NULL,
-                                            ELECT_CLEANUP_TIMEOUT_MS, true, &r) == LC_OK)
-        resp_release(&r);
 }
 
 /* Waits for COMMAND (not reaping) while watching for a stop signal and a
@@ -1730,14 +1768,9 @@ static enum elect_turn elect_campaign(struct lc_ctx *x, const char *owner, long 
     memset(&hb, 0, sizeof(hb));
 
     /* 1. session */
-    json_t *body = json_pack("{s:s}", "owner", owner);
-    if (sttl_ms >= 0)
-        json_object_set_new(body, "ttl_ms", json_integer(sttl_ms));
-    long long session_sent_ms = mono_ms();
-    enum lc_result res = client_call(&x->client, x->h, "POST", "/sessions", NULL, body,
-                                     LOCKCTL_TIMEOUT_MS, true, &r);
-    json_decref(body);
-    body = NULL;
+    json_t *body = NULL;
+    long long session_sent_ms;
+    enum lc_result res = session_create(x, owner, sttl_ms, true, &r, &session_sent_ms);
     if (res != LC_OK) {
         sleep_ms(ELECT_RETRY_MS);
         return ELECT_AGAIN;
@@ -1755,28 +1788,12 @@ static enum elect_turn elect_campaign(struct lc_ctx *x, const char *owner, long 
     session_id = strdup(resp_str(&r, "session"));
     if (session_id == NULL)
         abort();
-    char *esess = path_escape(x->h, session_id);
-    if (asprintf(&session_path, "/sessions/%s", esess) < 0)
-        abort();
-    curl_free(esess);
-    json_int_t got_ttl = json_integer_value(json_object_get(r.body, "ttl_ms"));
-    if (got_ttl <= 0)
-        got_ttl = sttl_ms > 0 ? sttl_ms : 10000;
+    long long got_ttl;
+    session_path = session_path_new(x, &r, sttl_ms, &got_ttl);
     resp_release(&r);
 
     /* 2. heartbeat thread (the session lives through the campaign) */
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&hb.cv, &ca);
-    pthread_condattr_destroy(&ca);
-    pthread_mutex_init(&hb.mu, NULL);
-    hb.on_lost = ON_LOST_TERM;
-    hb.client = &x->client;
-    hb.session = session_path;
-    hb.name = name;
-    hb.session_ttl_ms = got_ttl;
-    hb.session_ok_ms = session_sent_ms;
+    hb_init(&hb, &x->client, session_path, name, got_ttl, session_sent_ms, ON_LOST_TERM);
     hb.max_interval_ms = ELECT_CHECK_MS;
     if (pthread_create(&tid, NULL, hb_main, &hb) != 0) {
         lc_err("cannot start the heartbeat thread");
@@ -1844,15 +1861,7 @@ static enum elect_turn elect_campaign(struct lc_ctx *x, const char *owner, long 
     /* 4. lead: COMMAND until it ends, leadership is lost, or a stop signal */
     fflush(NULL);
     pthread_mutex_lock(&hb.mu);
-    hb.acquired = true;
-    hb.token = token;
-    hb.lock_path = lock_path;
-    hb.lease_ttl_ms = lease_ttl;
-    hb.lease_until_ms = acquire_sent_ms + lease_ttl;
-    pthread_cond_signal(&hb.cv);
-    const char *why;
-    if (!hb.lost && mono_ms() >= hb_deadline_ms(&hb, &why))
-        hb_mark_lost(&hb, why);
+    hb_grant(&hb, token, lock_path, lease_ttl, acquire_sent_ms);
     if (hb.lost || elect_stop_sig != 0) {
         pthread_mutex_unlock(&hb.mu);
         if (elect_stop_sig != 0) {
@@ -1906,14 +1915,10 @@ static enum elect_turn elect_campaign(struct lc_ctx *x, const char *owner, long 
     }
 
 out:
-    if (hb_started) {
-        pthread_mutex_lock(&hb.mu);
-        hb.stop = true;
-        pthread_cond_signal(&hb.cv);
-        pthread_mutex_unlock(&hb.mu);
-        pthread_join(tid, NULL);
-    }
-    elect_resign(x, lock_path, lease, session_path);
+    if (hb_started)
+        hb_stop(&hb, tid);
+    /* resign: release (when leading) and end the session, quietly and briefly */
+    run_cleanup(x, lock_path, lease, session_path, ELECT_CLEANUP_TIMEOUT_MS, true);
     pthread_cond_destroy(&hb.cv);
     pthread_mutex_destroy(&hb.mu);
     if (env != NULL)
@@ -1943,13 +1948,7 @@ static int cmd_elect(struct lc_ctx *x)
          (rc = duration_parse("--kill-after", o->kill_after, &kill_after_ms)) != 0))
         return rc;
     char owner[129];
-    if (o->owner != NULL) {
-        snprintf(owner, sizeof(owner), "%s", o->owner);
-    } else {
-        char host[64] = "";
-        gethostname(host, sizeof(host) - 1);
-        snprintf(owner, sizeof(owner), "lockctl elect on %s pid %d", host, (int)getpid());
-    }
+    owner_default(o, "elect", owner, sizeof(owner));
     struct sigaction sa, old_term, old_int;
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = elect_on_signal; /* no SA_RESTART: sleeps end early */

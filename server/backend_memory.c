@@ -135,6 +135,18 @@ static bool trim(struct mem_lock *l, int64_t now)
     return k != before;
 }
 
+/* A new entry for name (len bytes), in no table, with no holder and room
+ * for one; lock_free frees it. */
+static struct mem_lock *lock_new(const char *name, size_t len)
+{
+    struct mem_lock *l = lk_malloc(sizeof(*l) + len + 1);
+    memset(l, 0, sizeof(*l));
+    memcpy(l->name, name, len + 1);
+    l->h = &l->one;
+    l->cap = 1;
+    return l;
+}
+
 static void lock_free(struct mem_lock *l)
 {
     for (uint32_t i = 0; i < l->n; i++)
@@ -283,6 +295,22 @@ static void holder_set(struct mem *m, struct mem_holder *mh, const struct bk_req
     mh->mode = (unsigned char)req->mode;
 }
 
+/* A new last holder slot of l (unset: the caller fills it), the array
+ * doubled when full. Holders may move: no pointer into l->h survives this. */
+static struct mem_holder *holder_add(struct mem_lock *l)
+{
+    if (l->n == l->cap) {
+        uint32_t cap = l->cap * 2;
+        struct mem_holder *nh = lk_malloc(cap * sizeof(*nh));
+        memcpy(nh, l->h, l->n * sizeof(*nh));
+        if (l->h != &l->one)
+            free(l->h);
+        l->h = nh;
+        l->cap = cap;
+    }
+    return &l->h[l->n++];
+}
+
 /* The shared holders granted with req's own (bk_req.more), just granted
  * on name: admitted with it, so all of them are; their tokens follow its
  * token. Holders may move (the array grows): no pointer into them is kept
@@ -302,16 +330,7 @@ static void grant_more(struct mem *m, const struct bk_req *req, int64_t now)
                              .limit = 1,
                              .ttl_ms = it->ttl_ms,
                              .session_bound = it->session_bound};
-        if (l->n == l->cap) {
-            uint32_t cap = l->cap * 2;
-            struct mem_holder *nh = lk_malloc(cap * sizeof(*nh));
-            memcpy(nh, l->h, l->n * sizeof(*nh));
-            if (l->h != &l->one)
-                free(l->h);
-            l->h = nh;
-            l->cap = cap;
-        }
-        struct mem_holder *mh = &l->h[l->n++];
+        struct mem_holder *mh = holder_add(l);
         holder_set(m, mh, &one, now);
         it->fencing_token = mh->token;
     }
@@ -382,25 +401,12 @@ static struct mem_holder *take(struct mem *m, const char *name, const struct bk_
         move(&m->kept, &m->locks, l); /* a free entry kept for its index: live again */
     struct mem_holder *mh = NULL;
     if (l == NULL) {
-        l = lk_malloc(sizeof(*l) + len + 1);
-        memset(l, 0, sizeof(*l));
-        memcpy(l->name, name, len + 1);
+        l = lock_new(name, len);
         HASH_ADD_BYHASHVALUE(hh, m->locks, name[0], len, hv, l);
-        l->h = &l->one;
-        l->cap = 1;
         l->limit = req->limit;
-        mh = &l->h[l->n++];
+        mh = holder_add(l);
     } else if (admits(l, req, now, h, r)) {
-        if (l->n == l->cap) {
-            uint32_t cap = l->cap * 2;
-            struct mem_holder *nh = lk_malloc(cap * sizeof(*nh));
-            memcpy(nh, l->h, l->n * sizeof(*nh));
-            if (l->h != &l->one)
-                free(l->h);
-            l->h = nh;
-            l->cap = cap;
-        }
-        mh = &l->h[l->n++];
+        mh = holder_add(l);
     }
     if (mh != NULL) {
         holder_set(m, mh, req, now);
@@ -578,11 +584,7 @@ static void mem_inspect(struct mem *m, const struct bk_req *req, bk_done_fn done
         l->observed = true;
     } else if (m->keep_free_ms > 0) { /* read at 0: a change from here must show */
         size_t len = strlen(req->name);
-        struct mem_lock *k = lk_malloc(sizeof(*k) + len + 1);
-        memset(k, 0, sizeof(*k));
-        memcpy(k->name, req->name, len + 1);
-        k->h = &k->one;
-        k->cap = 1;
+        struct mem_lock *k = lock_new(req->name, len);
         k->observed = true;
         k->keep_until_ms = now + m->keep_free_ms;
         HASH_ADD_KEYPTR(hh, m->kept, k->name, len, k);

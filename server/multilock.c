@@ -188,6 +188,23 @@ static void note_refusal(struct mlock *m, const struct bk_res *br, size_t blocke
     engine_holder_of(br, &m->holder);
 }
 
+/* The backend request to acquire for m, in one call (BK_ACQUIRE_MULTI) or
+ * name by name (BK_ACQUIRE): the caller sets the names. */
+static struct bk_req ml_req(const struct mlock *m, enum bk_op op)
+{
+    struct bk_req req = {
+        .op = op,
+        .lease = m->lease,
+        .owner = m->owner,
+        .mode = BK_EXCLUSIVE,
+        .limit = 1,
+        .ttl_ms = m->ttl_ms,
+        .session_bound = m->has_session,
+        .wait = m->w != NULL,
+    };
+    return req;
+}
+
 /* ---- the ordered path: one name at a time, in sorted order ---- */
 
 static void ordered_step(struct mlock *m);
@@ -240,18 +257,17 @@ static void step_done(void *arg, const struct bk_res *br)
 
 static void ordered_step(struct mlock *m)
 {
-    struct bk_req req = {
-        .op = BK_ACQUIRE,
-        .name = m->names[m->order[m->next]],
-        .lease = m->lease,
-        .owner = m->owner,
-        .mode = BK_EXCLUSIVE,
-        .limit = 1,
-        .ttl_ms = m->ttl_ms,
-        .session_bound = m->has_session,
-        .wait = m->w != NULL,
-    };
+    struct bk_req req = ml_req(m, BK_ACQUIRE);
+    req.name = m->names[m->order[m->next]];
     (void)engine_bk_submit(m->e, m->lp, &m->call, &req, step_done, m);
+}
+
+/* Tries the set one name at a time from its first (for good, once chosen). */
+static void ordered_start(struct mlock *m)
+{
+    m->ordered = true;
+    m->next = m->taken = 0;
+    ordered_step(m);
 }
 
 /* ---- one call ---- */
@@ -260,9 +276,7 @@ static void multi_done(void *arg, const struct bk_res *br)
 {
     struct mlock *m = arg;
     if (br->code == LK_UNSUPPORTED) { /* not this set (names of many slots): one by one */
-        m->ordered = true;
-        m->next = m->taken = 0;
-        ordered_step(m);
+        ordered_start(m);
         return;
     }
     if (br->code == LK_OK && br->tokens != NULL) {
@@ -299,23 +313,12 @@ static void ml_try(struct mlock *m)
     m->validity_ms = 0;
     memset(m->tokens, 0, m->n * sizeof(*m->tokens));
     if (m->ordered || !(e->bk.ops->caps & BK_CAP_MULTI)) {
-        m->ordered = true;
-        m->next = m->taken = 0;
-        ordered_step(m);
+        ordered_start(m);
         return;
     }
-    struct bk_req req = {
-        .op = BK_ACQUIRE_MULTI,
-        .names = m->names,
-        .nnames = m->n,
-        .lease = m->lease,
-        .owner = m->owner,
-        .mode = BK_EXCLUSIVE,
-        .limit = 1,
-        .ttl_ms = m->ttl_ms,
-        .session_bound = m->has_session,
-        .wait = m->w != NULL,
-    };
+    struct bk_req req = ml_req(m, BK_ACQUIRE_MULTI);
+    req.names = m->names;
+    req.nnames = m->n;
     (void)engine_bk_submit(e, m->lp, &m->call, &req, multi_done, m);
 }
 

@@ -281,30 +281,10 @@ static bool parse_slots(const redisReply *r, const char *via, struct rc_map *m)
     return true;
 }
 
+/* Every node takes the first seed's credentials (a cluster has one set). */
 static redisContext *node_connect(const struct rc *rc, const char *host, int port)
 {
-    struct timeval tv = {(time_t)(rc->timeout_ms / 1000),
-                         (suseconds_t)(rc->timeout_ms % 1000) * 1000};
-    redisContext *c = redisConnectWithTimeout(host, port, tv);
-    if (c == NULL || c->err) {
-        if (c != NULL)
-            redisFree(c);
-        return NULL;
-    }
-    (void)redisSetTimeout(c, tv);
-    const struct redis_url *u = &rc->seeds[0];
-    if (u->password[0] != '\0') {
-        redisReply *r = u->user[0] != '\0' ? redisCommand(c, "AUTH %s %s", u->user, u->password)
-                                           : redisCommand(c, "AUTH %s", u->password);
-        bool ok = r != NULL && r->type != REDIS_REPLY_ERROR;
-        if (r != NULL)
-            freeReplyObject(r);
-        if (!ok) {
-            redisFree(c);
-            return NULL;
-        }
-    }
-    return c;
+    return rn_connect_blocking(&rc->seeds[0], host, port, rc->timeout_ms, NULL);
 }
 
 /* Asks c, reached at host via, for the map: 1 (m filled), 0 (it answered,

@@ -393,6 +393,34 @@ int64_t rn_node_timeout_ms(const struct rn_node *n)
     return n->timeout_ms;
 }
 
+redisContext *rn_connect_blocking(const struct redis_url *auth, const char *host, int port,
+                                  int64_t timeout_ms, const char *role)
+{
+    struct timeval tv = {(time_t)(timeout_ms / 1000), (suseconds_t)(timeout_ms % 1000) * 1000};
+    redisContext *c = redisConnectWithTimeout(host, port, tv);
+    if (c == NULL || c->err) {
+        if (c != NULL)
+            redisFree(c);
+        return NULL;
+    }
+    (void)redisSetTimeout(c, tv);
+    if (auth->password[0] != '\0') {
+        redisReply *r = auth->user[0] != '\0'
+                            ? redisCommand(c, "AUTH %s %s", auth->user, auth->password)
+                            : redisCommand(c, "AUTH %s", auth->password);
+        bool ok = r != NULL && r->type != REDIS_REPLY_ERROR;
+        if (r != NULL)
+            freeReplyObject(r);
+        if (!ok) {
+            if (role != NULL)
+                lk_log(LK_WARN, "cannot authenticate to %s '%s:%d'", role, host, port);
+            redisFree(c);
+            return NULL;
+        }
+    }
+    return c;
+}
+
 /* An unreachable Redis is not a configuration error: lockd starts, /readyz
  * says 503 with the reason, and the loops' connections keep retrying. */
 enum lk_code rn_node_probe(struct rn_node *n, const struct rn_script *scripts, size_t nscripts,

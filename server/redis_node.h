@@ -121,6 +121,14 @@ void rn_node_set_addr(struct rn_node *n, const char *host, int port);
 enum lk_code rn_node_probe(struct rn_node *n, const struct rn_script *scripts, size_t nscripts,
                            char *err, size_t errlen) LK_WUR;
 
+/* A blocking connection to host:port (not a node's: a cluster's seed or a
+ * sentinel), timeout_ms for the connect and each command, AUTH with auth's
+ * user and password when it has one. NULL when it cannot connect or AUTH
+ * fails; role non-NULL ("sentinel") logs that failure as a warning naming
+ * it. The caller owns the context (redisFree). Any thread but a loop's. */
+redisContext *rn_connect_blocking(const struct redis_url *auth, const char *host, int port,
+                                  int64_t timeout_ms, const char *role);
+
 /* Whether every connection to the node is up and it takes writes; reason
  * gets why not ("" when up). Any thread. */
 bool rn_node_status(struct rn_node *n, char *reason, size_t cap);

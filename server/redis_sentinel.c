@@ -58,29 +58,11 @@ struct rs {
 
 /* ---------------------------------------------------------------- sentinels */
 
-static redisContext *sen_connect(const struct redis_url *u, int64_t timeout_ms)
+/* A blocking connection to sentinels[i]; an AUTH refusal is logged. */
+static redisContext *sen_connect(const struct rs *s, size_t i)
 {
-    struct timeval tv = {(time_t)(timeout_ms / 1000), (suseconds_t)(timeout_ms % 1000) * 1000};
-    redisContext *c = redisConnectWithTimeout(u->host, u->port, tv);
-    if (c == NULL || c->err) {
-        if (c != NULL)
-            redisFree(c);
-        return NULL;
-    }
-    (void)redisSetTimeout(c, tv);
-    if (u->password[0] != '\0') {
-        redisReply *r = u->user[0] != '\0' ? redisCommand(c, "AUTH %s %s", u->user, u->password)
-                                           : redisCommand(c, "AUTH %s", u->password);
-        bool ok = r != NULL && r->type != REDIS_REPLY_ERROR;
-        if (r != NULL)
-            freeReplyObject(r);
-        if (!ok) {
-            lk_log(LK_WARN, "cannot authenticate to sentinel '%s:%d'", u->host, u->port);
-            redisFree(c);
-            return NULL;
-        }
-    }
-    return c;
+    const struct redis_url *u = &s->sentinels[i];
+    return rn_connect_blocking(u, u->host, u->port, s->timeout_ms, "sentinel");
 }
 
 /* Asks one sentinel over c: 1 and host/port when it names the primary, 0
@@ -113,7 +95,7 @@ static int discover(struct rs *s, char *host, size_t cap, int *port)
         if (s->query == NULL || i != s->query_i) {
             if (s->query != NULL)
                 redisFree(s->query);
-            s->query = sen_connect(&s->sentinels[i], s->timeout_ms);
+            s->query = sen_connect(s, i);
             s->query_i = i;
             if (s->query == NULL)
                 continue;
@@ -154,7 +136,7 @@ static void sub_open(struct rs *s)
 {
     for (size_t k = 0; k < s->n && s->sub == NULL; k++) {
         size_t i = (s->sub_i + k) % s->n;
-        redisContext *c = sen_connect(&s->sentinels[i], s->timeout_ms);
+        redisContext *c = sen_connect(s, i);
         if (c == NULL)
             continue;
         redisReply *r = redisCommand(c, "SUBSCRIBE +switch-master");

@@ -955,25 +955,27 @@ void waiters_fail(struct engine *e, const char *session)
     pthread_mutex_unlock(&e->wmu);
 }
 
+/* Frees every waiter on *list, which ends empty. */
+static void list_free(struct eng_waiter **list)
+{
+    struct eng_waiter *w, *wt;
+    DL_FOREACH_SAFE (*list, w, wt) {
+        DL_DELETE(*list, w);
+        free(w);
+    }
+}
+
 void waiters_free_all(struct engine *e)
 {
     struct wlist *wl, *wlt;
     HASH_ITER (hh, e->watches, wl, wlt) {
-        struct eng_waiter *w, *wt;
-        DL_FOREACH_SAFE (wl->list, w, wt) {
-            DL_DELETE(wl->list, w);
-            free(w);
-        }
+        list_free(&wl->list);
         HASH_DEL(e->watches, wl);
         free(wl);
     }
     struct wqueue *q, *qt;
     HASH_ITER (hh, e->queues, q, qt) {
-        struct eng_waiter *w, *wt;
-        DL_FOREACH_SAFE (q->list, w, wt) {
-            DL_DELETE(q->list, w);
-            free(w);
-        }
+        list_free(&q->list);
         HASH_DEL(e->queues, q);
         free(q);
     }

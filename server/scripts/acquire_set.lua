@@ -32,27 +32,20 @@ local function undo(i, r)
   table.insert(r, 1, i)
   return r
 end
--- Every name first: a held one refuses the set before anything is taken.
--- acquire() writes nothing on a held name but the waiter's mark; a shared
--- name whose holders all expired is taken there (then kept in out).
-for i = 1, n do
-  local lock = KEYS[2 * i - 1]
-  if redis.call('EXISTS', lock) == 1 then
-    local r = acquire(lock, KEYS[2 * i], wl, rest, ttl, now)
-    if type(r) ~= 'table' then
-      out[i] = r
-    else
-      return undo(i, r)
-    end
-  end
-end
-for i = 1, n do
-  if not out[i] then
-    local r = acquire(KEYS[2 * i - 1], KEYS[2 * i], wl, rest, ttl, now)
-    if type(r) ~= 'table' then
-      out[i] = r
-    else
-      return undo(i, r)
+-- Pass 1, every held name first: a held one refuses the set before
+-- anything is taken. acquire() writes nothing on a held name but the
+-- waiter's mark; a shared name whose holders all expired is taken there
+-- (then kept in out). Pass 2, the names not taken yet.
+for pass = 1, 2 do
+  for i = 1, n do
+    local lock = KEYS[2 * i - 1]
+    if pass == 1 and redis.call('EXISTS', lock) == 1 or pass == 2 and not out[i] then
+      local r = acquire(lock, KEYS[2 * i], wl, rest, ttl, now)
+      if type(r) ~= 'table' then
+        out[i] = r
+      else
+        return undo(i, r)
+      end
     end
   end
 end

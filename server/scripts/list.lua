@@ -96,9 +96,15 @@ for _ = 1, 8 do
         out[#out + 1] = 2 * fence_n(k) + 1
         taken = taken + 1
       end
-    elseif type(v) == 'string' and string.byte(v) == 116 then
-      -- a lone shared holder (_shared.lua's 't' value)
-      local lim, tok, sb, mode, owner = string.match(v, '^t.%S* (%d+) (%d+) (%d) %d+ (%d) (.*)$')
+    elseif type(v) == 'string' then
+      local lim, tok, sb, mode, owner, _
+      if string.byte(v) == 116 then
+        -- a lone shared holder (_shared.lua's 't' value)
+        lim, tok, sb, mode, owner = string.match(v, '^t.%S* (%d+) (%d+) (%d) %d+ (%d) (.*)$')
+      else
+        _, tok, sb, _, owner = string.match(v, '^.(%S*) (%d+) (%d) (%d+) (.*)$')
+        lim, mode = 1, '0'
+      end
       if tok then
         out[#out + 1] = n
         out[#out + 1] = owner
@@ -107,20 +113,6 @@ for _ = 1, 8 do
         out[#out + 1] = redis.call('PTTL', k)
         out[#out + 1] = mode
         out[#out + 1] = tonumber(lim)
-        out[#out + 1] = 1
-        out[#out + 1] = 2 * fence_n(k)
-        taken = taken + 1
-      end
-    elseif type(v) == 'string' then
-      local _, tok, sb, _, owner = string.match(v, '^.(%S*) (%d+) (%d) (%d+) (.*)$')
-      if tok then
-        out[#out + 1] = n
-        out[#out + 1] = owner
-        out[#out + 1] = tonumber(tok)
-        out[#out + 1] = sb
-        out[#out + 1] = redis.call('PTTL', k)
-        out[#out + 1] = '0'
-        out[#out + 1] = 1
         out[#out + 1] = 1
         out[#out + 1] = 2 * fence_n(k)
         taken = taken + 1
