@@ -433,15 +433,22 @@ static void op_done(struct worker *w)
     atomic_fetch_add_explicit(&g_ops, 1, memory_order_relaxed);
 }
 
+/* c is done for this run (its budget spent, a waiter answered early, a
+ * watcher's wait over): parked, no longer active, closed. */
+static void conn_park(struct worker *w, struct conn *c)
+{
+    c->step = S_PARKED;
+    w->active--;
+    conn_close(w, c);
+}
+
 /* Chooses and sends the request that starts the next cycle, or parks/finishes. */
 static void start_cycle(struct worker *w, struct conn *c)
 {
     char path[400];
     char body[512];
     if (!op_budget_left()) {
-        c->step = S_PARKED;
-        w->active--;
-        conn_close(w, c);
+        conn_park(w, c);
         return;
     }
     c->t_pair_ns = now_ns();
@@ -583,6 +590,32 @@ static void record_release_done(struct worker *w, struct conn *c, uint64_t t)
         handoff_finish(w, h);
 }
 
+/* A release (lockd's DELETE, etcd's unlock) answered at t, lat after it
+ * was sent: its latency and the acquire-release pair's, the hand-off's end
+ * when contended; one operation done, the next cycle. */
+static void release_done(struct worker *w, struct conn *c, uint64_t t, uint64_t lat, bool contended)
+{
+    hist_add(&w->rel, lat);
+    hist_add(&w->pair, t - c->t_pair_ns);
+    if (contended)
+        record_release_done(w, c, t);
+    op_done(w);
+    start_cycle(w, c);
+}
+
+/* An etcd step (what: "lease grant", "lock") answered r without what the
+ * next step needs: an error (said for the first few), and a new cycle
+ * with a new lease. */
+static void etcd_retry(struct worker *w, struct conn *c, const char *what, const struct response *r)
+{
+    w->errors++;
+    if (w->errors < 5)
+        fprintf(stderr, "loadgen: %s answered %d: %.*s\n", what, r->status,
+                (int)(r->body_len > 200 ? 200 : r->body_len), r->body ? r->body : "");
+    c->etcd_lease[0] = '\0';
+    start_cycle(w, c);
+}
+
 /* Handles one complete response on c. */
 static void on_response(struct worker *w, struct conn *c, const struct response *r)
 {
@@ -610,9 +643,7 @@ static void on_response(struct worker *w, struct conn *c, const struct response 
                 w->timeouts++;
             else
                 w->errors++;
-            c->step = S_PARKED;
-            w->active--;
-            conn_close(w, c);
+            conn_park(w, c);
             return;
         }
         if (r->status == 409) {
@@ -670,9 +701,7 @@ static void on_response(struct worker *w, struct conn *c, const struct response 
         if (r->status != 200 || r->index[0] == '\0') {
             fprintf(stderr, "loadgen: inspect answered %d without Lock-Index\n", r->status);
             w->errors++;
-            c->step = S_PARKED;
-            w->active--;
-            conn_close(w, c);
+            conn_park(w, c);
             atomic_store(&g_stop, true);
             return;
         }
@@ -699,18 +728,14 @@ static void on_response(struct worker *w, struct conn *c, const struct response 
             hist_add(&w->watch, t - g_rel_sent_ns);
             op_done(w);
         }
-        c->step = S_PARKED;
-        w->active--;
-        conn_close(w, c);
+        conn_park(w, c);
         return;
     case S_RELEASE:
         if (opt.mode == M_WATCHERS) {
             if (r->status != 200)
                 w->errors++;
             hist_add(&w->rel, lat);
-            c->step = S_PARKED;
-            w->active--;
-            conn_close(w, c);
+            conn_park(w, c);
             return;
         }
         if (r->status != 200) {
@@ -718,22 +743,12 @@ static void on_response(struct worker *w, struct conn *c, const struct response 
             if (w->errors < 5)
                 fprintf(stderr, "loadgen: release answered %d\n", r->status);
         }
-        hist_add(&w->rel, lat);
-        hist_add(&w->pair, t - c->t_pair_ns);
-        if (contended)
-            record_release_done(w, c, t);
-        op_done(w);
-        start_cycle(w, c);
+        release_done(w, c, t, lat, contended);
         return;
     case S_GRANT:
         if (r->status != 200 ||
             !json_str(r->body, r->body_len, "ID", c->etcd_lease, sizeof c->etcd_lease)) {
-            w->errors++;
-            if (w->errors < 5)
-                fprintf(stderr, "loadgen: lease grant answered %d: %.*s\n", r->status,
-                        (int)(r->body_len > 200 ? 200 : r->body_len), r->body ? r->body : "");
-            c->etcd_lease[0] = '\0';
-            start_cycle(w, c);
+            etcd_retry(w, c, "lease grant", r);
             return;
         }
         {
@@ -748,12 +763,7 @@ static void on_response(struct worker *w, struct conn *c, const struct response 
     case S_LOCK:
         if (r->status != 200 ||
             !json_str(r->body, r->body_len, "key", c->etcd_key, sizeof c->etcd_key)) {
-            w->errors++;
-            if (w->errors < 5)
-                fprintf(stderr, "loadgen: lock answered %d: %.*s\n", r->status,
-                        (int)(r->body_len > 200 ? 200 : r->body_len), r->body ? r->body : "");
-            c->etcd_lease[0] = '\0';
-            start_cycle(w, c);
+            etcd_retry(w, c, "lock", r);
             return;
         }
         hist_add(&w->acq, lat);
@@ -769,12 +779,7 @@ static void on_response(struct worker *w, struct conn *c, const struct response 
     case S_UNLOCK:
         if (r->status != 200)
             w->errors++;
-        hist_add(&w->rel, lat);
-        hist_add(&w->pair, t - c->t_pair_ns);
-        if (contended)
-            record_release_done(w, c, t);
-        op_done(w);
-        start_cycle(w, c);
+        release_done(w, c, t, lat, contended);
         return;
     case S_CONNECTING:
     case S_PARKED: w->errors++; return;

@@ -28,18 +28,6 @@ static struct th_redis rd, rl[3];
 static struct th_lockd mem, ra, rb, rlk; /* memory; two lockd on one Redis; Redlock */
 static struct th_client *cl;
 
-/* lockd's URL + path, in one of 4 buffers of the calling thread (the
- * stress's clients call it at once: shared buffers let one thread's URL
- * be overwritten while curl read it, "URL using bad/illegal format") */
-static const char *url(const struct th_lockd *l, const char *path)
-{
-    static __thread char buf[4][512];
-    static __thread int slot;
-    char *b = buf[slot++ % 4];
-    snprintf(b, 512, "%s%s", l->url, path);
-    return b;
-}
-
 /* {"names":[prefix0, prefix1, ...]} plus extra fields (",..." or ""). */
 static char *names_body(const char *prefix, int n, const char *extra)
 {
@@ -56,7 +44,7 @@ static long one_acquire(const struct th_lockd *l, const char *name, const char *
     struct th_resp r;
     char path[300];
     snprintf(path, sizeof(path), "/locks/%s", name);
-    th_http(cl, "POST", url(l, path), body, NULL, &r);
+    th_http(cl, "POST", th_url(l, path, ""), body, NULL, &r);
     long s = r.status;
     if (s == 200 && lease != NULL)
         snprintf(lease, 40, "%s", th_jstr(&r, "lease"));
@@ -71,7 +59,7 @@ static long one_release(const struct th_lockd *l, const char *name, const char *
     snprintf(path, sizeof(path), "/locks/%s", name);
     snprintf(hdr, sizeof(hdr), "Lock-Lease: %s", lease);
     const char *hdrs[] = {hdr, NULL};
-    th_http(cl, "DELETE", url(l, path), NULL, hdrs, &r);
+    th_http(cl, "DELETE", th_url(l, path, ""), NULL, hdrs, &r);
     long s = r.status;
     th_resp_free(&r);
     return s;
@@ -82,7 +70,7 @@ static bool held(const struct th_lockd *l, const char *name)
     struct th_resp r;
     char path[300];
     snprintf(path, sizeof(path), "/locks/%s", name);
-    th_http(cl, "GET", url(l, path), NULL, NULL, &r);
+    th_http(cl, "GET", th_url(l, path, ""), NULL, NULL, &r);
     CHECK_EQ_INT(r.status, 200);
     bool h = json_is_true(json_object_get(r.json, "held"));
     th_resp_free(&r);
@@ -95,7 +83,7 @@ static size_t held_count(const struct th_lockd *l, const char *prefix)
     struct th_resp r;
     char path[300];
     snprintf(path, sizeof(path), "/locks?prefix=%s&limit=1000", prefix);
-    th_http(cl, "GET", url(l, path), NULL, NULL, &r);
+    th_http(cl, "GET", th_url(l, path, ""), NULL, NULL, &r);
     CHECK_EQ_INT(r.status, 200);
     size_t n = json_array_size(json_object_get(r.json, "locks"));
     th_resp_free(&r);
@@ -119,7 +107,7 @@ static void *waiter_run(void *arg)
     struct waiter_arg *w = arg;
     struct th_client *c = th_client_new();
     struct th_resp r;
-    th_http(c, "POST", url(w->l, "/locks"), w->body, NULL, &r);
+    th_http(c, "POST", th_url(w->l, "/locks", ""), w->body, NULL, &r);
     w->done_ms = th_now_ms();
     w->status = r.status;
     if (r.status == 200) {
@@ -144,7 +132,7 @@ static void all_or_none(const struct th_lockd *l, const struct th_lockd *l2, con
     CHECK_EQ_INT(one_acquire(l2, hname, "{\"ttl_ms\":30000}", hlease), 200);
 
     struct th_resp r;
-    th_http(cl, "POST", url(l, "/locks"), names_body(prefix, 10, ""), NULL, &r);
+    th_http(cl, "POST", th_url(l, "/locks", ""), names_body(prefix, 10, ""), NULL, &r);
     CHECK_EQ_INT(r.status, 409);
     CHECK_STR(th_jerr(&r), "locked");
     CHECK_STR(th_jstr(&r, "name"), hname);
@@ -180,7 +168,7 @@ static void all_or_none(const struct th_lockd *l, const struct th_lockd *l2, con
     char hdr[80];
     snprintf(hdr, sizeof(hdr), "Lock-Lease: %s", w.lease);
     const char *hdrs[] = {hdr, NULL};
-    th_http(cl, "DELETE", url(l, "/locks"), names_body(prefix, 10, ""), hdrs, &r);
+    th_http(cl, "DELETE", th_url(l, "/locks", ""), names_body(prefix, 10, ""), hdrs, &r);
     CHECK_EQ_INT(r.status, 200);
     CHECK_EQ_INT(json_array_size(json_object_get(r.json, "locks")), 10);
     CHECK_EQ_INT(json_array_size(json_object_get(r.json, "lost")), 0);
@@ -208,7 +196,8 @@ static void t_one_script_call(void)
 {
     long long before = th_redis_calls(&rd, "fcall") + th_redis_calls(&rd, "function|load");
     struct th_resp r;
-    th_http(cl, "POST", url(&ra, "/locks"), names_body("one-", 20, ",\"ttl_ms\":5000"), NULL, &r);
+    th_http(cl, "POST", th_url(&ra, "/locks", ""), names_body("one-", 20, ",\"ttl_ms\":5000"), NULL,
+            &r);
     CHECK_EQ_INT(r.status, 200);
     th_resp_free(&r);
     long long after = th_redis_calls(&rd, "fcall") + th_redis_calls(&rd, "function|load");
@@ -256,7 +245,7 @@ static void *st_run(void *arg)
         snprintf(body + n, sizeof(body) - n, "],\"wait_ms\":%lld,\"ttl_ms\":10000}",
                  8000 * th_time_scale());
         struct th_resp r;
-        th_http(c, "POST", url(a->l, "/locks"), body, NULL, &r);
+        th_http(c, "POST", th_url(a->l, "/locks", ""), body, NULL, &r);
         if (r.status == 409) {
             if (atomic_fetch_add(&st_timeouts, 1) < 3)
                 printf("# timed out: %s\n", r.body);
@@ -285,7 +274,7 @@ static void *st_run(void *arg)
                 atomic_fetch_add(&st_overlaps, 1);
         }
         const char *hdrs[] = {hdr, NULL};
-        th_http(c, "DELETE", url(a->l, "/locks"), names, hdrs, &r);
+        th_http(c, "DELETE", th_url(a->l, "/locks", ""), names, hdrs, &r);
         if (r.status != 200 || json_array_size(json_object_get(r.json, "lost")) != 0)
             atomic_fetch_add(&st_lost, 1);
         th_resp_free(&r);
@@ -355,7 +344,7 @@ static long set_call(const struct th_lockd *l, const char *method, const char *b
     char hdr[80];
     snprintf(hdr, sizeof(hdr), "Lock-Lease: %s", lease);
     const char *hdrs[] = {hdr, NULL};
-    th_http(cl, method, url(l, "/locks"), body, hdrs, r);
+    th_http(cl, method, th_url(l, "/locks", ""), body, hdrs, r);
     return r->status;
 }
 
@@ -376,7 +365,7 @@ static void renew_release(const struct th_lockd *l)
 {
     struct th_resp r;
     const char *set = "{\"names\":[\"rr-a\",\"rr-b\",\"rr-c\"]}";
-    th_http(cl, "POST", url(l, "/locks"),
+    th_http(cl, "POST", th_url(l, "/locks", ""),
             "{\"names\":[\"rr-a\",\"rr-b\",\"rr-c\"],\"ttl_ms\":5000}", NULL, &r);
     CHECK_EQ_INT(r.status, 200);
     char lease[40];
@@ -391,7 +380,7 @@ static void renew_release(const struct th_lockd *l)
     char hdr[80];
     snprintf(hdr, sizeof(hdr), "Lock-Lease: %s", lease);
     const char *hdrs[] = {hdr, NULL};
-    th_http(cl, "PUT", url(l, "/locks/rr-a"), "{\"ttl_ms\":6000}", hdrs, &r);
+    th_http(cl, "PUT", th_url(l, "/locks/rr-a", ""), "{\"ttl_ms\":6000}", hdrs, &r);
     CHECK_EQ_INT(r.status, 200);
     th_resp_free(&r);
     CHECK_EQ_INT(one_release(l, "rr-b", lease), 200);
@@ -441,30 +430,30 @@ static void t_renew_release_redis(void)
 static void session_set(const struct th_lockd *l)
 {
     struct th_resp r;
-    th_http(cl, "POST", url(l, "/sessions"), "{\"ttl_ms\":3000}", NULL, &r);
+    th_http(cl, "POST", th_url(l, "/sessions", ""), "{\"ttl_ms\":3000}", NULL, &r);
     CHECK_EQ_INT(r.status, 201);
     char sid[80], body[256], path[128];
     snprintf(sid, sizeof(sid), "%s", th_jstr(&r, "session"));
     th_resp_free(&r);
     snprintf(body, sizeof(body),
              "{\"names\":[\"ss-a\",\"ss-b\",\"ss-c\"],\"ttl_ms\":300,\"session\":\"%s\"}", sid);
-    th_http(cl, "POST", url(l, "/locks"), body, NULL, &r);
+    th_http(cl, "POST", th_url(l, "/locks", ""), body, NULL, &r);
     CHECK_EQ_INT(r.status, 200);
     CHECK_STR(th_jstr(&r, "session"), sid);
     th_resp_free(&r);
     snprintf(path, sizeof(path), "/sessions/%s", sid);
     for (int i = 0; i < 4; i++) { /* 1.2 s: four times the members' ttl */
         th_sleep_ms(300);
-        th_http(cl, "PUT", url(l, path), NULL, NULL, &r);
+        th_http(cl, "PUT", th_url(l, path, ""), NULL, NULL, &r);
         CHECK_EQ_INT(r.status, 200);
         th_resp_free(&r);
     }
     CHECK(held(l, "ss-a") && held(l, "ss-b") && held(l, "ss-c"));
-    th_http(cl, "GET", url(l, path), NULL, NULL, &r);
+    th_http(cl, "GET", th_url(l, path, ""), NULL, NULL, &r);
     CHECK_EQ_INT(json_array_size(json_object_get(r.json, "locks")), 3);
     CHECK_EQ_INT(json_array_size(json_object_get(r.json, "lost")), 0);
     th_resp_free(&r);
-    th_http(cl, "DELETE", url(l, path), NULL, NULL, &r);
+    th_http(cl, "DELETE", th_url(l, path, ""), NULL, NULL, &r);
     CHECK_EQ_INT(r.status, 200);
     CHECK_EQ_INT(json_array_size(json_object_get(r.json, "released")), 3);
     th_resp_free(&r);
@@ -488,7 +477,7 @@ static int64_t waiters_of(const struct th_lockd *l, const char *name)
     struct th_resp r;
     char path[300];
     snprintf(path, sizeof(path), "/locks/%s", name);
-    th_http(cl, "GET", url(l, path), NULL, NULL, &r);
+    th_http(cl, "GET", th_url(l, path, ""), NULL, NULL, &r);
     int64_t n = th_jint(&r, "waiters");
     th_resp_free(&r);
     return n;
@@ -577,8 +566,8 @@ static void t_max_waiters(void)
     CHECK_EQ_INT(waiters_of(&small, "mw-x"), 1);
     struct th_resp r;
     int64_t t0 = th_now_ms();
-    th_http(cl, "POST", url(&small, "/locks"), "{\"names\":[\"mw-y\",\"mw-x\"],\"wait_ms\":10000}",
-            NULL, &r);
+    th_http(cl, "POST", th_url(&small, "/locks", ""),
+            "{\"names\":[\"mw-y\",\"mw-x\"],\"wait_ms\":10000}", NULL, &r);
     CHECK_EQ_INT(r.status, 409);
     CHECK_STR(th_jstr(&r, "name"), "mw-x");
     th_resp_free(&r);
@@ -716,7 +705,7 @@ static void bad(const struct th_lockd *l, const char *method, const char *body, 
 {
     struct th_resp r;
     const char *hdrs[] = {"Lock-Lease: 0123456789abcdef0123456789abcdef", NULL};
-    th_http(cl, method, url(l, "/locks"), body, strcmp(method, "POST") ? hdrs : NULL, &r);
+    th_http(cl, method, th_url(l, "/locks", ""), body, strcmp(method, "POST") ? hdrs : NULL, &r);
     if (r.status != 400 || th_jerr(&r) == NULL || strcmp(th_jerr(&r), err) != 0)
         printf("# %s %s -> %ld %s\n", method, body, r.status, r.body);
     CHECK_EQ_INT(r.status, 400);
@@ -747,18 +736,12 @@ static void t_bad_input(void)
     }
     /* 64 names is the most, and fine */
     struct th_resp r;
-    th_http(cl, "POST", url(&mem, "/locks"), names_body("max-", 64, ",\"ttl_ms\":2000"), NULL, &r);
+    th_http(cl, "POST", th_url(&mem, "/locks", ""), names_body("max-", 64, ",\"ttl_ms\":2000"),
+            NULL, &r);
     CHECK_EQ_INT(r.status, 200);
     th_resp_free(&r);
     CHECK_EQ_INT(held_count(&mem, "max-"), 64);
 }
-
-#define RUN(fn)                                                                                    \
-    do {                                                                                           \
-        const char *only_ = getenv("TH_ONLY");                                                     \
-        if (only_ == NULL || strstr(#fn, only_) != NULL)                                           \
-            TH_RUN(fn);                                                                            \
-    } while (0)
 
 int main(void)
 {
@@ -779,26 +762,26 @@ int main(void)
     th_lockd_start(&rlk, largs, NULL);
     cl = th_client_new();
 
-    RUN(t_all_or_none_memory);
-    RUN(t_all_or_none_redis_two_lockd);
-    RUN(t_all_or_none_redlock);
-    RUN(t_one_script_call);
-    RUN(t_renew_release_memory);
-    RUN(t_renew_release_redis);
-    RUN(t_session_memory);
-    RUN(t_session_redis);
-    RUN(t_bad_input);
-    RUN(t_promoted_memory);
-    RUN(t_promoted_redis);
-    RUN(t_promoted_redlock);
-    RUN(t_max_waiters);
-    RUN(t_hang_up_memory);
-    RUN(t_hang_up_redis);
-    RUN(t_hang_up_race_memory);
-    RUN(t_hang_up_race_redis);
-    RUN(t_stress_memory);
-    RUN(t_stress_redis_two_lockd);
-    RUN(t_stress_redlock);
+    TH_RUN(t_all_or_none_memory);
+    TH_RUN(t_all_or_none_redis_two_lockd);
+    TH_RUN(t_all_or_none_redlock);
+    TH_RUN(t_one_script_call);
+    TH_RUN(t_renew_release_memory);
+    TH_RUN(t_renew_release_redis);
+    TH_RUN(t_session_memory);
+    TH_RUN(t_session_redis);
+    TH_RUN(t_bad_input);
+    TH_RUN(t_promoted_memory);
+    TH_RUN(t_promoted_redis);
+    TH_RUN(t_promoted_redlock);
+    TH_RUN(t_max_waiters);
+    TH_RUN(t_hang_up_memory);
+    TH_RUN(t_hang_up_redis);
+    TH_RUN(t_hang_up_race_memory);
+    TH_RUN(t_hang_up_race_redis);
+    TH_RUN(t_stress_memory);
+    TH_RUN(t_stress_redis_two_lockd);
+    TH_RUN(t_stress_redlock);
 
     th_client_free(cl);
     th_lockd_kill(&mem, SIGKILL);

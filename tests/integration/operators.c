@@ -23,17 +23,6 @@ static struct th_lockd mem, ra, rb, noadm; /* memory; two lockd on one Redis; no
 static struct th_client *cl;
 static char client_hdr[64], admin_hdr[64];
 
-#define RUN TH_RUN
-
-static const char *url(const struct th_lockd *l, const char *path, const char *name)
-{
-    static __thread char buf[4][512]; /* per thread: clients call it at once */
-    static __thread int slot;
-    char *b = buf[slot++ % 4];
-    snprintf(b, 512, "%s%s%s", l->url, path, name);
-    return b;
-}
-
 /* A request with the client token; status out, body kept in *out. */
 static long call(const char *method, const char *u, const char *body, const char *auth,
                  struct th_resp *out)
@@ -46,7 +35,7 @@ static long call(const char *method, const char *u, const char *body, const char
 static long long metric(const struct th_lockd *l, const char *name)
 {
     struct th_resp r;
-    call("GET", url(l, "/metrics", ""), NULL, client_hdr, &r);
+    call("GET", th_url(l, "/metrics", ""), NULL, client_hdr, &r);
     long long v = -1;
     char line[128];
     snprintf(line, sizeof(line), "\n%s ", name); /* the sample, not its # HELP */
@@ -83,13 +72,13 @@ static void force_on(const struct th_lockd *holder, const struct th_lockd *op, c
 {
     struct th_resp r;
     /* a session-bound holder whose lease the watchdog renews every 200 ms */
-    CHECK_EQ_INT(call("POST", url(holder, "/sessions", ""), "{\"ttl_ms\":5000}", client_hdr, &r),
+    CHECK_EQ_INT(call("POST", th_url(holder, "/sessions", ""), "{\"ttl_ms\":5000}", client_hdr, &r),
                  201);
     char sess[40], lease[40], body[160];
     snprintf(sess, sizeof(sess), "%s", th_jstr(&r, "session"));
     th_resp_free(&r);
     snprintf(body, sizeof(body), "{\"ttl_ms\":600,\"session\":\"%s\"}", sess);
-    CHECK_EQ_INT(call("POST", url(holder, "/locks/", name), body, client_hdr, &r), 200);
+    CHECK_EQ_INT(call("POST", th_url(holder, "/locks/", name), body, client_hdr, &r), 200);
     snprintf(lease, sizeof(lease), "%s", th_jstr(&r, "lease"));
     long long token = th_jint(&r, "fencing_token");
     th_resp_free(&r);
@@ -97,20 +86,20 @@ static void force_on(const struct th_lockd *holder, const struct th_lockd *op, c
     long long before = metric(op, "lockd_forced_releases_total");
     char path[300];
     snprintf(path, sizeof(path), "%s?force=true", name);
-    CHECK_EQ_INT(call("DELETE", url(op, "/locks/", path), NULL, NULL, &r), 401);
+    CHECK_EQ_INT(call("DELETE", th_url(op, "/locks/", path), NULL, NULL, &r), 401);
     CHECK_STR(th_jerr(&r), "unauthorized");
     th_resp_free(&r);
-    CHECK_EQ_INT(call("DELETE", url(op, "/locks/", path), NULL, client_hdr, &r), 403);
+    CHECK_EQ_INT(call("DELETE", th_url(op, "/locks/", path), NULL, client_hdr, &r), 403);
     CHECK_STR(th_jerr(&r), "forbidden");
     th_resp_free(&r);
     snprintf(path, sizeof(path), "%s?force=maybe", name);
-    CHECK_EQ_INT(call("DELETE", url(op, "/locks/", path), NULL, admin_hdr, &r), 400);
+    CHECK_EQ_INT(call("DELETE", th_url(op, "/locks/", path), NULL, admin_hdr, &r), 400);
     th_resp_free(&r);
     CHECK_EQ_INT(metric(op, "lockd_forced_releases_total"), before);
 
     long long i0 = index_of(holder, name);
     snprintf(path, sizeof(path), "%s?force=true", name);
-    CHECK_EQ_INT(call("DELETE", url(op, "/locks/", path), NULL, admin_hdr, &r), 200);
+    CHECK_EQ_INT(call("DELETE", th_url(op, "/locks/", path), NULL, admin_hdr, &r), 200);
     CHECK(json_is_true(json_object_get(r.json, "released")));
     CHECK(json_is_true(json_object_get(r.json, "forced")));
     CHECK_EQ_INT(th_jint(&r, "fencing_token"), token);
@@ -125,13 +114,14 @@ static void force_on(const struct th_lockd *holder, const struct th_lockd *op, c
     CHECK(log_has(op, "\"level\":\"warn\"", what, want));
     CHECK(index_of(holder, name) > i0); /* a forced release moves the index */
     CHECK_EQ_INT(metric(op, "lockd_forced_releases_total"), before + 1);
-    CHECK_EQ_INT(call("DELETE", url(op, "/locks/", path), NULL, admin_hdr, &r), 404);
+    CHECK_EQ_INT(call("DELETE", th_url(op, "/locks/", path), NULL, admin_hdr, &r), 404);
     CHECK_STR(th_jerr(&r), "not_held");
     th_resp_free(&r);
     CHECK_EQ_INT(metric(op, "lockd_forced_releases_total"), before + 1);
 
     /* no lock-delay: free at once */
-    CHECK_EQ_INT(call("POST", url(op, "/locks/", name), "{\"ttl_ms\":5000}", client_hdr, &r), 200);
+    CHECK_EQ_INT(call("POST", th_url(op, "/locks/", name), "{\"ttl_ms\":5000}", client_hdr, &r),
+                 200);
     char other[40];
     snprintf(other, sizeof(other), "%s", th_jstr(&r, "lease"));
     th_resp_free(&r);
@@ -139,7 +129,7 @@ static void force_on(const struct th_lockd *holder, const struct th_lockd *op, c
     /* the former holder's session reports it lost at its next renewal */
     bool lost = false;
     for (int i = 0; i < 100 && !lost; i++) {
-        CHECK_EQ_INT(call("GET", url(holder, "/sessions/", sess), NULL, client_hdr, &r), 200);
+        CHECK_EQ_INT(call("GET", th_url(holder, "/sessions/", sess), NULL, client_hdr, &r), 200);
         json_t *l = json_object_get(r.json, "lost");
         for (size_t k = 0; k < json_array_size(l); k++)
             lost |= strcmp(json_string_value(json_array_get(l, k)), name) == 0;
@@ -152,14 +142,14 @@ static void force_on(const struct th_lockd *holder, const struct th_lockd *op, c
     char lh[80];
     snprintf(lh, sizeof(lh), "Lock-Lease: %s", lease);
     const char *hdrs[] = {client_hdr, lh, NULL};
-    th_http(cl, "PUT", url(holder, "/locks/", name), NULL, hdrs, &r);
+    th_http(cl, "PUT", th_url(holder, "/locks/", name), NULL, hdrs, &r);
     CHECK_EQ_INT(r.status, 409);
     th_resp_free(&r);
     snprintf(lh, sizeof(lh), "Lock-Lease: %s", other);
-    th_http(cl, "DELETE", url(op, "/locks/", name), NULL, hdrs, &r);
+    th_http(cl, "DELETE", th_url(op, "/locks/", name), NULL, hdrs, &r);
     CHECK_EQ_INT(r.status, 200);
     th_resp_free(&r);
-    CHECK_EQ_INT(call("DELETE", url(holder, "/sessions/", sess), NULL, client_hdr, &r), 200);
+    CHECK_EQ_INT(call("DELETE", th_url(holder, "/sessions/", sess), NULL, client_hdr, &r), 200);
     th_resp_free(&r);
 }
 
@@ -181,18 +171,18 @@ static void t_force_shared(void)
         struct th_resp r;
         long long top = 0;
         for (int i = 0; i < 3; i++) {
-            CHECK_EQ_INT(call("POST", url(ls[k], "/locks/", "force-sem"),
+            CHECK_EQ_INT(call("POST", th_url(ls[k], "/locks/", "force-sem"),
                               "{\"ttl_ms\":5000,\"limit\":3}", client_hdr, &r),
                          200);
             top = th_jint(&r, "fencing_token");
             th_resp_free(&r);
         }
-        CHECK_EQ_INT(call("DELETE", url(ls[k], "/locks/", "force-sem?force=true"), NULL,
-                          admin_hdr, &r),
-                     200);
+        CHECK_EQ_INT(
+            call("DELETE", th_url(ls[k], "/locks/", "force-sem?force=true"), NULL, admin_hdr, &r),
+            200);
         CHECK_EQ_INT(th_jint(&r, "fencing_token"), top);
         th_resp_free(&r);
-        CHECK_EQ_INT(call("GET", url(ls[k], "/locks/", "force-sem"), NULL, client_hdr, &r), 200);
+        CHECK_EQ_INT(call("GET", th_url(ls[k], "/locks/", "force-sem"), NULL, client_hdr, &r), 200);
         CHECK(json_is_false(json_object_get(r.json, "held")));
         th_resp_free(&r);
     }
@@ -202,9 +192,10 @@ static void t_force_shared(void)
 static void t_force_no_admin_file(void)
 {
     struct th_resp r;
-    CHECK_EQ_INT(call("POST", url(&noadm, "/locks/", "f"), NULL, NULL, &r), 200);
+    CHECK_EQ_INT(call("POST", th_url(&noadm, "/locks/", "f"), NULL, NULL, &r), 200);
     th_resp_free(&r);
-    CHECK_EQ_INT(call("DELETE", url(&noadm, "/locks/", "f?force=true"), NULL, admin_hdr, &r), 403);
+    CHECK_EQ_INT(call("DELETE", th_url(&noadm, "/locks/", "f?force=true"), NULL, admin_hdr, &r),
+                 403);
     CHECK_STR(th_jerr(&r), "forbidden");
     th_resp_free(&r);
 }
@@ -214,7 +205,7 @@ static void t_force_no_admin_file(void)
 static long long index_of(const struct th_lockd *l, const char *name)
 {
     struct th_resp r;
-    CHECK_EQ_INT(call("GET", url(l, "/locks/", name), NULL, client_hdr, &r), 200);
+    CHECK_EQ_INT(call("GET", th_url(l, "/locks/", name), NULL, client_hdr, &r), 200);
     long long v = th_jint(&r, "index");
     const char *h = th_header(&r, "Lock-Index");
     CHECK(h != NULL && atoll(h) == v);
@@ -240,7 +231,7 @@ static void *watch_thread(void *arg)
     snprintf(path, sizeof(path), "%s?index=%lld&wait_ms=%lld", w->name, w->index, w->wait_ms);
     const char *hdrs[] = {client_hdr, NULL};
     struct th_resp r;
-    th_http(c, "GET", url(w->l, "/locks/", path), NULL, hdrs, &r);
+    th_http(c, "GET", th_url(w->l, "/locks/", path), NULL, hdrs, &r);
     w->answered_ms = th_now_ms();
     w->status = r.status;
     w->got_index = th_jint(&r, "index");
@@ -256,8 +247,8 @@ static void watch_on(const struct th_lockd *releaser, const struct th_lockd *wat
                      const char *name)
 {
     struct th_resp r;
-    CHECK_EQ_INT(call("POST", url(releaser, "/locks/", name), "{\"ttl_ms\":30000}", client_hdr, &r),
-                 200);
+    CHECK_EQ_INT(
+        call("POST", th_url(releaser, "/locks/", name), "{\"ttl_ms\":30000}", client_hdr, &r), 200);
     char lh[80];
     snprintf(lh, sizeof(lh), "Lock-Lease: %s", th_jstr(&r, "lease"));
     th_resp_free(&r);
@@ -266,14 +257,14 @@ static void watch_on(const struct th_lockd *releaser, const struct th_lockd *wat
     /* a listing entry carries it too */
     char lp[300];
     snprintf(lp, sizeof(lp), "?prefix=%s", name);
-    CHECK_EQ_INT(call("GET", url(watcher, "/locks", lp), NULL, client_hdr, &r), 200);
+    CHECK_EQ_INT(call("GET", th_url(watcher, "/locks", lp), NULL, client_hdr, &r), 200);
     json_t *ls = json_object_get(r.json, "locks");
     CHECK_EQ_INT(json_array_size(ls), 1);
     CHECK_EQ_INT(json_integer_value(json_object_get(json_array_get(ls, 0), "index")), i0);
     th_resp_free(&r);
     /* a renewal changes nothing */
     const char *hdrs[] = {client_hdr, lh, NULL};
-    th_http(cl, "PUT", url(releaser, "/locks/", name), NULL, hdrs, &r);
+    th_http(cl, "PUT", th_url(releaser, "/locks/", name), NULL, hdrs, &r);
     CHECK_EQ_INT(r.status, 200);
     th_resp_free(&r);
     CHECK_EQ_INT(index_of(watcher, name), i0);
@@ -283,7 +274,7 @@ static void watch_on(const struct th_lockd *releaser, const struct th_lockd *wat
     pthread_create(&t, NULL, watch_thread, &w);
     th_sleep_ms(200); /* parked */
     int64_t t0 = th_now_ms();
-    th_http(cl, "DELETE", url(releaser, "/locks/", name), NULL, hdrs, &r);
+    th_http(cl, "DELETE", th_url(releaser, "/locks/", name), NULL, hdrs, &r);
     CHECK_EQ_INT(r.status, 200);
     th_resp_free(&r);
     pthread_join(t, NULL);
@@ -294,8 +285,8 @@ static void watch_on(const struct th_lockd *releaser, const struct th_lockd *wat
     CHECK(w.answered_ms - t0 < 100 * th_time_scale());
 
     /* an expiry, with no request at all */
-    CHECK_EQ_INT(call("POST", url(releaser, "/locks/", name), "{\"ttl_ms\":400}", client_hdr, &r),
-                 200);
+    CHECK_EQ_INT(
+        call("POST", th_url(releaser, "/locks/", name), "{\"ttl_ms\":400}", client_hdr, &r), 200);
     th_resp_free(&r);
     int64_t granted = th_now_ms();
     struct watch_req x = {watcher, name, index_of(watcher, name), 5000, 0, 0, false, 0};
@@ -325,15 +316,15 @@ static void watch_on(const struct th_lockd *releaser, const struct th_lockd *wat
     pthread_create(&t, NULL, watch_thread, &g);
     th_sleep_ms(200);
     t0 = th_now_ms();
-    CHECK_EQ_INT(call("POST", url(releaser, "/locks/", name), "{\"ttl_ms\":30000}", client_hdr, &r),
-                 200);
+    CHECK_EQ_INT(
+        call("POST", th_url(releaser, "/locks/", name), "{\"ttl_ms\":30000}", client_hdr, &r), 200);
     snprintf(lh, sizeof(lh), "Lock-Lease: %s", th_jstr(&r, "lease"));
     th_resp_free(&r);
     pthread_join(t, NULL);
     CHECK(g.held);
     CHECK(g.got_index > x.got_index);
     CHECK(g.answered_ms - t0 < 100 * th_time_scale());
-    th_http(cl, "DELETE", url(releaser, "/locks/", name), NULL, hdrs, &r);
+    th_http(cl, "DELETE", th_url(releaser, "/locks/", name), NULL, hdrs, &r);
     th_resp_free(&r);
 }
 
@@ -354,7 +345,7 @@ static void t_watch_bad_input(void)
                          "w?index=1&wait_ms=300001", "w?index=9007199254740992&wait_ms=1",
                          "w?indx=1", NULL};
     for (int i = 0; bad[i] != NULL; i++) {
-        call("GET", url(&mem, "/locks/", bad[i]), NULL, client_hdr, &r);
+        call("GET", th_url(&mem, "/locks/", bad[i]), NULL, client_hdr, &r);
         CHECK_EQ_INT(r.status, 400);
         th_resp_free(&r);
     }
@@ -383,9 +374,9 @@ static void t_watch_thousand(void)
 {
     enum { N = 1000 };
     struct th_resp r;
-    CHECK_EQ_INT(call("POST", url(&ra, "/locks/", "watch-many"), "{\"ttl_ms\":60000}", client_hdr,
-                      &r),
-                 200);
+    CHECK_EQ_INT(
+        call("POST", th_url(&ra, "/locks/", "watch-many"), "{\"ttl_ms\":60000}", client_hdr, &r),
+        200);
     char lh[80];
     snprintf(lh, sizeof(lh), "Lock-Lease: %s", th_jstr(&r, "lease"));
     th_resp_free(&r);
@@ -408,7 +399,7 @@ static void t_watch_thousand(void)
     CHECK(used * 1000 / hz <= 50); /* 1 % of one core at most */
     const char *hdrs[] = {client_hdr, lh, NULL};
     int64_t t0 = th_now_ms();
-    th_http(cl, "DELETE", url(&ra, "/locks/", "watch-many"), NULL, hdrs, &r);
+    th_http(cl, "DELETE", th_url(&ra, "/locks/", "watch-many"), NULL, hdrs, &r);
     CHECK_EQ_INT(r.status, 200);
     th_resp_free(&r);
     static char body[4096];
@@ -450,14 +441,14 @@ int main(void)
     th_lockd_start(&noadm, nargs, NULL);
     cl = th_client_new();
 
-    RUN(t_force_memory);
-    RUN(t_force_two_lockd);
-    RUN(t_force_shared);
-    RUN(t_force_no_admin_file);
-    RUN(t_watch_memory);
-    RUN(t_watch_two_lockd);
-    RUN(t_watch_bad_input);
-    RUN(t_watch_thousand);
+    TH_RUN(t_force_memory);
+    TH_RUN(t_force_two_lockd);
+    TH_RUN(t_force_shared);
+    TH_RUN(t_force_no_admin_file);
+    TH_RUN(t_watch_memory);
+    TH_RUN(t_watch_two_lockd);
+    TH_RUN(t_watch_bad_input);
+    TH_RUN(t_watch_thousand);
 
     th_client_free(cl);
     th_lockd_kill(&mem, SIGKILL);

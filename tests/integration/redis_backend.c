@@ -113,6 +113,14 @@ static void fx_close(struct fx *f)
     config_free(&f->cfg);
 }
 
+/* fx_open on r with no credentials and no WAIT: how most cases start. */
+static void fx_open_on(struct fx *f, const struct th_redis *r)
+{
+    char url[128];
+    url_of(r, NULL, url, sizeof(url));
+    fx_open(f, url, NULL);
+}
+
 /* ---- synchronous wrappers that also check the completion contract ---- */
 
 /* A bk_res kept past its callback: the first holder copied (the backend's
@@ -271,10 +279,8 @@ static struct th_redis R; /* the shared server of the plain cases */
 
 static void t_grant_and_conflict(void)
 {
-    char url[128];
     struct fx f;
-    url_of(&R, NULL, url, sizeof(url));
-    fx_open(&f, url, NULL);
+    fx_open_on(&f, &R);
     struct reply a = acquire(&f, "gc", LEASE_A, 5000, "alice");
     CHECK_EQ_INT(a.code, LK_OK);
     CHECK(a.fencing_token > 0);
@@ -313,10 +319,8 @@ static void t_grant_and_conflict(void)
 
 static void t_owner_checks(void)
 {
-    char url[128];
     struct fx f;
-    url_of(&R, NULL, url, sizeof(url));
-    fx_open(&f, url, NULL);
+    fx_open_on(&f, &R);
     struct reply a = acquire(&f, "oc", LEASE_A, 3000, "alice");
     CHECK_EQ_INT(a.code, LK_OK);
     struct reply r = renew(&f, "oc", LEASE_B, 9000);
@@ -365,10 +369,8 @@ static void t_owner_checks(void)
 
 static void t_one_command_per_op(void)
 {
-    char url[128];
     struct fx f;
-    url_of(&R, NULL, url, sizeof(url));
-    fx_open(&f, url, NULL);
+    fx_open_on(&f, &R);
     CHECK(wait_node(&f, true, 2000));
     run_for(&f, 50); /* let the connection's hello settle */
     long long t0 = redis_total(&R), e0 = th_redis_calls(&R, "fcall");
@@ -431,10 +433,9 @@ static long long lock_keys(const char *pattern)
 
 static void t_groups(void)
 {
-    char url[128], name[32];
+    char name[32];
     struct fx f;
-    url_of(&R, NULL, url, sizeof(url));
-    fx_open(&f, url, NULL);
+    fx_open_on(&f, &R);
     CHECK(wait_node(&f, true, 2000));
     run_for(&f, 50);
     static struct gop ops[GROUP_N + 1];
@@ -609,10 +610,8 @@ static void on_sdone(void *arg, const struct bk_res *r)
  * held exclusive; then their releases as two release_many.lua calls. */
 static void t_shared_groups(void)
 {
-    char url[128];
     struct fx f;
-    url_of(&R, NULL, url, sizeof(url));
-    fx_open(&f, url, NULL);
+    fx_open_on(&f, &R);
     CHECK(wait_node(&f, true, 2000));
     run_for(&f, 50);
     CHECK_EQ_INT(acquire(&f, "sg-x", LEASE_A, 5000, "writer").code, LK_OK);
@@ -826,11 +825,9 @@ static struct hres handoff(struct fx *f, const char *name, const char *lease, in
  * did not release, or leaves a lock-delay, asks nothing for the waiter. */
 static void t_release_handoff(void)
 {
-    char url[128];
     struct fx f;
     long long ev;
-    url_of(&R, NULL, url, sizeof(url));
-    fx_open(&f, url, NULL);
+    fx_open_on(&f, &R);
     CHECK(wait_node(&f, true, 2000));
     /* exclusive to exclusive */
     struct sres a = sreq(&f, &(struct bk_req){.op = BK_ACQUIRE, .name = "ho-x", .lease = LEASE_A,
@@ -943,10 +940,8 @@ static bool all_done(struct fx *f, struct hres *x, int n)
  * call too. */
 static void t_handoff_group(void)
 {
-    char url[128];
     struct fx f;
-    url_of(&R, NULL, url, sizeof(url));
-    fx_open(&f, url, NULL);
+    fx_open_on(&f, &R);
     CHECK(wait_node(&f, true, 2000));
     const char *hl[4] = {LEASE_A, LEASE_B, LEASE_C, W5};
     int64_t top = 0;
@@ -1026,10 +1021,8 @@ static void t_handoff_group(void)
  * made ':z' and ':h' again with none). */
 static void t_handoff_trims_to_empty(void)
 {
-    char url[128];
     struct fx f;
-    url_of(&R, NULL, url, sizeof(url));
-    fx_open(&f, url, NULL);
+    fx_open_on(&f, &R);
     CHECK(wait_node(&f, true, 2000));
     CHECK_EQ_INT(sacq(&f, "hte", LEASE_A, 60000, 2, false).code, LK_OK);
     CHECK_EQ_INT(sacq(&f, "hte", LEASE_B, 200, 2, false).code, LK_OK);
@@ -1063,10 +1056,8 @@ static void t_handoff_trims_to_empty(void)
  * spills it there; every operation meets both forms. */
 static void t_lone_holder(void)
 {
-    char url[128];
     struct fx f;
-    url_of(&R, NULL, url, sizeof(url));
-    fx_open(&f, url, NULL);
+    fx_open_on(&f, &R);
     CHECK(wait_node(&f, true, 2000));
     /* a lone reader: the commands of an exclusive pair, no set */
     long long z0 = th_redis_calls(&R, "zadd"), h0 = th_redis_calls(&R, "hset");
@@ -1185,10 +1176,8 @@ static void t_lone_holder(void)
 
 static void t_noscript_fallback(void)
 {
-    char url[128];
     struct fx f;
-    url_of(&R, NULL, url, sizeof(url));
-    fx_open(&f, url, NULL);
+    fx_open_on(&f, &R);
     /* connected first: its startup check (reassert.lua, issue 25) is done */
     CHECK_EQ_INT(inspect(&f, "ns").code, LK_OK);
     /* Redis lost lockd's functions (FUNCTION FLUSH; a restart without
@@ -1224,10 +1213,8 @@ static void t_noscript_fallback(void)
 
 static void t_lock_delay(void)
 {
-    char url[128];
     struct fx f;
-    url_of(&R, NULL, url, sizeof(url));
-    fx_open(&f, url, NULL);
+    fx_open_on(&f, &R);
     CHECK_EQ_INT(acquire(&f, "ld", LEASE_A, 5000, "").code, LK_OK);
     CHECK_EQ_INT(release(&f, "ld", LEASE_A, 500).code, LK_OK);
     struct reply b = acquire(&f, "ld", LEASE_B, 5000, "");
@@ -1247,10 +1234,8 @@ static void t_lock_delay(void)
 
 static void t_fencing_across_data_loss(void)
 {
-    char url[128];
     struct fx f;
-    url_of(&R, NULL, url, sizeof(url));
-    fx_open(&f, url, NULL);
+    fx_open_on(&f, &R);
     int64_t last = 0;
     for (int round = 0; round < 3; round++) {
         for (int i = 0; i < 5; i++) {
@@ -1328,11 +1313,9 @@ static void on_many(void *arg, const struct bk_res *r)
 static void t_renew_many(void)
 {
     enum { N = 10000 };
-    char url[128];
     struct fx f;
-    url_of(&R, NULL, url, sizeof(url));
     next_timeout = "3000"; /* 10,000 renewals on a loaded test machine */
-    fx_open(&f, url, NULL);
+    fx_open_on(&f, &R);
     next_timeout = "500";
     CHECK(wait_node(&f, true, 2000));
     static char names[N][24];
@@ -1417,10 +1400,8 @@ static void on_list(void *arg, const struct bk_res *r)
 
 static void t_list(void)
 {
-    char url[128];
     struct fx f;
-    url_of(&R, NULL, url, sizeof(url));
-    fx_open(&f, url, NULL);
+    fx_open_on(&f, &R);
     char name[32];
     for (int i = 0; i < 25; i++) {
         snprintf(name, sizeof(name), "ls-%d", i);
@@ -1490,10 +1471,8 @@ static bool unsubscribed(void *arg)
  * hears releases of name through its hook, from now on. */
 static void open_watching(struct fx *f, struct fx *g, const char *name)
 {
-    char url[128];
-    url_of(&R, NULL, url, sizeof(url));
-    fx_open(f, url, NULL);
-    fx_open(g, url, NULL);
+    fx_open_on(f, &R);
+    fx_open_on(g, &R);
     f->be.ops->set_release_hook(f->be.state, on_release_hook, NULL);
     f->be.ops->watch(f->be.state, name, true);
     CHECK(th_wait_for(subscribed, (void *)name, 3000));
@@ -1598,14 +1577,27 @@ static void t_group_release_paths(void)
 
 /* ---- faults ---- */
 
+/* Tries to acquire name (LEASE_A, 5 s) every 20 ms of the loop until it is
+ * granted or timeout_ms passed, as Redis comes back; returns the last
+ * answer's code. */
+static enum lk_code acquire_again(struct fx *f, const char *name, int64_t timeout_ms)
+{
+    int64_t t0 = th_now_ms();
+    enum lk_code code = LK_BACKEND_DOWN;
+    while (code != LK_OK && th_now_ms() - t0 < timeout_ms) {
+        code = acquire(f, name, LEASE_A, 5000, "").code;
+        if (code != LK_OK)
+            run_for(f, 20);
+    }
+    return code;
+}
+
 static void t_redis_killed_and_restarted(void)
 {
     struct th_redis r;
     th_redis_start(&r, 0, NULL);
-    char url[128];
     struct fx f;
-    url_of(&r, NULL, url, sizeof(url));
-    fx_open(&f, url, NULL);
+    fx_open_on(&f, &r);
     CHECK_EQ_INT(acquire(&f, "kill", LEASE_A, 60000, "").code, LK_OK);
     th_redis_stop(&r);
     int64_t t0 = th_now_ms();
@@ -1623,13 +1615,7 @@ static void t_redis_killed_and_restarted(void)
     CHECK(n.reason[0] != '\0');
     th_redis_start(&r, r.port, NULL); /* same port, empty data */
     int64_t t1 = th_now_ms();
-    enum lk_code code = LK_BACKEND_DOWN;
-    while (code != LK_OK && th_now_ms() - t1 < 5000) {
-        code = acquire(&f, "kill3", LEASE_A, 5000, "").code;
-        if (code != LK_OK)
-            run_for(&f, 20);
-    }
-    CHECK_EQ_INT(code, LK_OK);
+    CHECK_EQ_INT(acquire_again(&f, "kill3", 5000), LK_OK);
     printf("# acquire works again %lld ms after restart\n", (long long)(th_now_ms() - t1));
     CHECK(wait_node(&f, true, 2000));
     fx_close(&f);
@@ -1640,10 +1626,8 @@ static void t_redis_hung(void)
 {
     struct th_redis r;
     th_redis_start(&r, 0, NULL);
-    char url[128];
     struct fx f;
-    url_of(&r, NULL, url, sizeof(url));
-    fx_open(&f, url, NULL);
+    fx_open_on(&f, &r);
     CHECK_EQ_INT(acquire(&f, "hung", LEASE_A, 5000, "").code, LK_OK);
     kill(r.pid, SIGSTOP); /* accepts nothing, answers nothing */
     struct res x;
@@ -1658,14 +1642,7 @@ static void t_redis_hung(void)
     run_for(&f, 300); /* the late NULL reply must not call back twice */
     CHECK_EQ_INT(x.calls, 1);
     kill(r.pid, SIGCONT);
-    int64_t t1 = th_now_ms();
-    enum lk_code code = LK_BACKEND_DOWN;
-    while (code != LK_OK && th_now_ms() - t1 < 5000) {
-        code = acquire(&f, "hung3", LEASE_A, 5000, "").code;
-        if (code != LK_OK)
-            run_for(&f, 20);
-    }
-    CHECK_EQ_INT(code, LK_OK);
+    CHECK_EQ_INT(acquire_again(&f, "hung3", 5000), LK_OK);
     fx_close(&f);
     th_redis_stop(&r);
 }
@@ -1678,10 +1655,8 @@ static void t_request_waits_for_reconnect(void)
 {
     struct th_redis r;
     th_redis_start(&r, 0, NULL);
-    char url[128];
     struct fx f;
-    url_of(&r, NULL, url, sizeof(url));
-    fx_open(&f, url, NULL);
+    fx_open_on(&f, &r);
     CHECK(wait_node(&f, true, 2000));
     for (int trial = 0; trial < 8; trial++) {
         kill(r.pid, SIGSTOP);
@@ -1713,10 +1688,8 @@ static void t_request_waits_for_reconnect(void)
  * granted together it does (caps). */
 static void t_unsupported(void)
 {
-    char url[128];
     struct fx f;
-    url_of(&R, NULL, url, sizeof(url));
-    fx_open(&f, url, NULL);
+    fx_open_on(&f, &R);
     CHECK_EQ_INT(f.be.ops->caps, BK_CAP_SHARED | BK_CAP_LIMIT | BK_CAP_FLOOR | BK_CAP_FORCE |
                                      BK_CAP_INDEX | BK_CAP_GROUP | BK_CAP_MULTI | BK_CAP_HANDOFF);
     long long e0 = th_redis_calls(&R, "fcall");
@@ -1750,10 +1723,8 @@ static void t_unreachable_at_startup(void)
     th_redis_start(&r, 0, NULL);
     int port = r.port;
     th_redis_stop(&r);
-    char url[128];
     struct fx f;
-    url_of(&r, NULL, url, sizeof(url));
-    fx_open(&f, url, NULL); /* starts anyway: not ready until Redis answers */
+    fx_open_on(&f, &r); /* starts anyway: not ready until Redis answers */
     CHECK(!node_up(&f));
     CHECK_EQ_INT(acquire(&f, "late", LEASE_A, 5000, "").code, LK_BACKEND_DOWN);
     th_redis_start(&r, port, NULL);
@@ -1930,44 +1901,37 @@ static void t_wait_replicas(void)
     th_redis_stop(&prim);
 }
 
-/* `redis_backend NAME` runs only the cases whose name contains NAME. */
-static const char *only;
-#define RUN(fn)                                                                                    \
-    do {                                                                                           \
-        if (only == NULL || strstr(#fn, only) != NULL)                                             \
-            TH_RUN(fn);                                                                            \
-    } while (0)
-
 int main(int argc, char **argv)
 {
-    only = argc > 1 ? argv[1] : NULL;
+    /* `redis_backend NAME` runs only the cases whose name contains NAME. */
+    th_only(argc > 1 ? argv[1] : NULL);
     signal(SIGPIPE, SIG_IGN);
     th_redis_start(&R, 0, NULL);
-    RUN(t_bad_urls);
-    RUN(t_grant_and_conflict);
-    RUN(t_owner_checks);
-    RUN(t_one_command_per_op);
-    RUN(t_groups);
-    RUN(t_shared_groups);
-    RUN(t_lone_holder);
-    RUN(t_release_handoff);
-    RUN(t_handoff_group);
-    RUN(t_handoff_trims_to_empty);
-    RUN(t_noscript_fallback);
-    RUN(t_lock_delay);
-    RUN(t_fencing_across_data_loss);
-    RUN(t_list);
-    RUN(t_renew_many);
-    RUN(t_pubsub);
-    RUN(t_group_release_paths);
-    RUN(t_select_db);
-    RUN(t_auth);
-    RUN(t_unreachable_at_startup);
-    RUN(t_redis_killed_and_restarted);
-    RUN(t_redis_hung);
-    RUN(t_request_waits_for_reconnect);
-    RUN(t_unsupported);
-    RUN(t_wait_replicas);
+    TH_RUN(t_bad_urls);
+    TH_RUN(t_grant_and_conflict);
+    TH_RUN(t_owner_checks);
+    TH_RUN(t_one_command_per_op);
+    TH_RUN(t_groups);
+    TH_RUN(t_shared_groups);
+    TH_RUN(t_lone_holder);
+    TH_RUN(t_release_handoff);
+    TH_RUN(t_handoff_group);
+    TH_RUN(t_handoff_trims_to_empty);
+    TH_RUN(t_noscript_fallback);
+    TH_RUN(t_lock_delay);
+    TH_RUN(t_fencing_across_data_loss);
+    TH_RUN(t_list);
+    TH_RUN(t_renew_many);
+    TH_RUN(t_pubsub);
+    TH_RUN(t_group_release_paths);
+    TH_RUN(t_select_db);
+    TH_RUN(t_auth);
+    TH_RUN(t_unreachable_at_startup);
+    TH_RUN(t_redis_killed_and_restarted);
+    TH_RUN(t_redis_hung);
+    TH_RUN(t_request_waits_for_reconnect);
+    TH_RUN(t_unsupported);
+    TH_RUN(t_wait_replicas);
     th_redis_stop(&R);
     return th_done();
 }

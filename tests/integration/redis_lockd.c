@@ -1164,40 +1164,33 @@ static void t_one_command_per_operation(void)
     th_redis_stop(&rf);
 }
 
-/* `redis_lockd NAME` runs only the cases whose name contains NAME (and
- * the two lockd of the first cases only when those run). */
-static const char *only;
-#define RUN(fn)                                                                                    \
-    do {                                                                                           \
-        if (only == NULL || strstr(#fn, only) != NULL)                                             \
-            TH_RUN(fn);                                                                            \
-    } while (0)
-
 int main(int argc, char **argv)
 {
-    only = argc > 1 ? argv[1] : NULL;
+    /* `redis_lockd NAME` runs only the cases whose name contains NAME (and
+     * the two lockd of the first cases only when those run). */
+    th_only(argc > 1 ? argv[1] : NULL);
     th_redis_start(&R, 0, NULL);
     snprintf(redis_url, sizeof(redis_url), "redis://127.0.0.1:%d", R.port);
-    RUN(t_two_lockd_32_clients);
-    RUN(t_two_lockd_many_names);
-    RUN(t_expiry_across_lockd);
-    RUN(t_redis_killed_mid_load);
+    TH_RUN(t_two_lockd_32_clients);
+    TH_RUN(t_two_lockd_many_names);
+    TH_RUN(t_expiry_across_lockd);
+    TH_RUN(t_redis_killed_mid_load);
     th_lockd_kill(&L1, SIGTERM); /* no-ops when those cases did not run */
     th_lockd_kill(&L2, SIGTERM);
-    RUN(t_hangup_while_at_redis);
-    RUN(t_waiter_hangup_while_at_redis);
-    RUN(t_rider_hangup_while_at_redis);
-    RUN(t_reset_while_at_redis);
-    RUN(t_held_outlasts_idle_timeout);
-    RUN(t_stop_while_at_redis);
-    RUN(t_pipelined_at_redis);
-    RUN(t_redis_gone_mid_batch);
-    RUN(t_request_after_pause);
-    RUN(t_auth_at_startup);
-    RUN(t_unreachable_at_startup);
-    RUN(t_auth_changed_at_runtime);
-    RUN(t_replica_not_ready);
-    RUN(t_one_command_per_operation);
+    TH_RUN(t_hangup_while_at_redis);
+    TH_RUN(t_waiter_hangup_while_at_redis);
+    TH_RUN(t_rider_hangup_while_at_redis);
+    TH_RUN(t_reset_while_at_redis);
+    TH_RUN(t_held_outlasts_idle_timeout);
+    TH_RUN(t_stop_while_at_redis);
+    TH_RUN(t_pipelined_at_redis);
+    TH_RUN(t_redis_gone_mid_batch);
+    TH_RUN(t_request_after_pause);
+    TH_RUN(t_auth_at_startup);
+    TH_RUN(t_unreachable_at_startup);
+    TH_RUN(t_auth_changed_at_runtime);
+    TH_RUN(t_replica_not_ready);
+    TH_RUN(t_one_command_per_operation);
     th_redis_stop(&R);
     return th_done();
 }

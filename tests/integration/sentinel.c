@@ -121,7 +121,10 @@ static int agreed_port(int old)
 
 static struct th_lockd L, L2;
 
-static void lockd_on_grace(struct th_lockd *l, const char *wait_replicas, const char *grace_ms)
+/* lockd on the sentinels' MASTER (--threads 2, backend_timeout_ms 500)
+ * with redis_wait_replicas wait_replicas; unless grace_ms is NULL, with
+ * restart_grace_ms grace_ms and a text log (the cases that read it). */
+static void lockd_on(struct th_lockd *l, const char *wait_replicas, const char *grace_ms)
 {
     const char *args[] = {"--backend",
                           "sentinel",
@@ -140,24 +143,8 @@ static void lockd_on_grace(struct th_lockd *l, const char *wait_replicas, const 
                           "--log_format",
                           "text",
                           NULL};
-    th_lockd_start(l, args, NULL);
-}
-
-static void lockd_on(struct th_lockd *l, const char *wait_replicas)
-{
-    const char *args[] = {"--backend",
-                          "sentinel",
-                          "--redis",
-                          urls,
-                          "--redis_master_name",
-                          MASTER,
-                          "--threads",
-                          "2",
-                          "--backend_timeout_ms",
-                          "500",
-                          "--redis_wait_replicas",
-                          wait_replicas,
-                          NULL};
+    if (grace_ms == NULL)
+        args[12] = NULL; /* lockd's defaults from "--restart_grace_ms" on */
     th_lockd_start(l, args, NULL);
 }
 
@@ -169,17 +156,24 @@ static long post(struct th_client *c, const struct th_lockd *l, const char *name
     return th_req(c, "POST", url, body, NULL, keep);
 }
 
-/* The first grant of a case: WAIT may find a replica still catching up
- * with the sentinels' own start (503 then), within 3 s. */
-static void first_grant(struct th_client *c, const char *name, const char *body, struct th_resp *r)
+/* The first grant of a case, through L: WAIT may find a replica still
+ * catching up with the sentinels' own start (503 then), within 3 s.
+ * Returns its fencing token; lease (40 bytes, or NULL) gets its lease. */
+static long long first_grant(struct th_client *c, const char *name, const char *body, char *lease)
 {
+    struct th_resp r;
     int64_t end = th_now_ms() + 3000;
     long st;
-    while ((st = post(c, &L, name, body, r)) == 503 && th_now_ms() < end) {
-        th_resp_free(r);
+    while ((st = post(c, &L, name, body, &r)) == 503 && th_now_ms() < end) {
+        th_resp_free(&r);
         th_sleep_ms(20);
     }
     CHECK_EQ_INT(st, 200);
+    if (lease != NULL)
+        snprintf(lease, 40, "%s", th_jstr(&r, "lease"));
+    long long token = th_jint(&r, "fencing_token");
+    th_resp_free(&r);
+    return token;
 }
 
 /* name is refused through l (409 locked), its holder's token still token. */
@@ -249,6 +243,58 @@ static void *loader(void *arg)
     return NULL;
 }
 
+/* Starts the CLIENTS load clients into th and lets them run 500 ms; returns
+ * the grants they had by then, failing the test at the caller's line when
+ * there are none. */
+#define LOAD_START(th) load_start((th), __LINE__)
+static int load_start(pthread_t *th, int line)
+{
+    for (long i = 0; i < CLIENTS; i++)
+        if (pthread_create(&th[i], NULL, loader, (void *)i) != 0)
+            th_fail(__FILE__, line, "cannot start load client %ld", i);
+    th_sleep_ms(500);
+    int before = atomic_load(&ex.grants);
+    if (before <= 0)
+        th_fail(__FILE__, line, "no grant in the load's first 500 ms");
+    return before;
+}
+
+/* The primary was SIGKILLed at killed: waits until the sentinels name
+ * another port than old (15 s at most, else fails the test at the
+ * caller's line); returns when. */
+#define SWITCH_WAIT(old, killed) switch_wait((old), (killed), __LINE__)
+static int64_t switch_wait(int old, int64_t killed, int line)
+{
+    while (named_port() == old) {
+        if (th_now_ms() >= killed + 15000)
+            th_fail(__FILE__, line, "the sentinels still name port %d 15 s after the kill", old);
+        th_sleep_ms(20);
+    }
+    return th_now_ms();
+}
+
+/* Stops the load clients in th and prints what they saw (before: grants
+ * before the kill; at_switch: the count when the sentinels switched);
+ * fails the test at the caller's line unless some were granted after the
+ * switch, no two held a name at once, no token went back and no answer
+ * was odd. */
+#define LOAD_STOP(th, before, at_switch) load_stop((th), (before), (at_switch), __LINE__)
+static void load_stop(pthread_t *th, int before, int at_switch, int line)
+{
+    atomic_store(&stop_load, true);
+    for (int i = 0; i < CLIENTS; i++)
+        pthread_join(th[i], NULL);
+    int after = atomic_load(&ex.grants) - at_switch;
+    int overlaps = atomic_load(&ex.overlaps), regressions = atomic_load(&ex.regressions);
+    printf("# %d grants before the kill, %d after the switch, %d overlaps, %d regressions\n",
+           before, after, overlaps, regressions);
+    if (after <= 0 || overlaps != 0 || regressions != 0 || atomic_load(&odd) != 0)
+        th_fail(__FILE__, line,
+                "load: %d grants after the switch, %d overlaps, %d regressions, "
+                "%d odd answers",
+                after, overlaps, regressions, atomic_load(&odd));
+}
+
 /* Primary + ONE replica, redis_wait_replicas 1: after the failover the
  * promoted replica has none, so grants wait (503) until the old primary
  * comes back as its replica. The promoted replica had every grant (WAIT 1),
@@ -258,29 +304,18 @@ static void *loader(void *arg)
 static void t_primary_killed_mid_load(void)
 {
     start_all(1);
-    lockd_on_grace(&L, "1", "10000");
+    lockd_on(&L, "1", "10000");
     struct th_client *c = th_client_new();
-    /* held across the failover by a client that is gone */
     struct th_resp r;
-    first_grant(c, "kept", "{\"ttl_ms\":30000,\"owner\":\"before\"}", &r);
-    long long kept_token = th_jint(&r, "fencing_token");
-    th_resp_free(&r);
+    /* held across the failover by a client that is gone */
+    long long kept_token = first_grant(c, "kept", "{\"ttl_ms\":30000,\"owner\":\"before\"}", NULL);
 
     pthread_t th[CLIENTS];
-    for (long i = 0; i < CLIENTS; i++)
-        CHECK(pthread_create(&th[i], NULL, loader, (void *)i) == 0);
-    th_sleep_ms(500);
-    int before = atomic_load(&ex.grants);
-    CHECK(before > 0);
+    int before = LOAD_START(th);
     int old = data[0].port;
     th_redis_stop(&data[0]); /* SIGKILL mid-load */
     int64_t killed = th_now_ms();
-    int64_t end = killed + 15000;
-    while (named_port() == old) {
-        CHECK(th_now_ms() < end);
-        th_sleep_ms(20);
-    }
-    int64_t switched = th_now_ms();
+    int64_t switched = SWITCH_WAIT(old, killed);
     int now_port = named_port();
     /* lockd follows the new primary within 2 s of the switch: /readyz
      * names it (grants wait for a replica: WAIT 1, and the only replica
@@ -322,16 +357,7 @@ static void t_primary_killed_mid_load(void)
            "that, granted 20 times %lld ms after a replica rejoined\n",
            (long long)(switched - killed), (long long)(followed - switched),
            (long long)(th_now_ms() - rejoined));
-    atomic_store(&stop_load, true);
-    for (int i = 0; i < CLIENTS; i++)
-        pthread_join(th[i], NULL);
-    printf("# %d grants before the kill, %d after the switch, %d overlaps, %d regressions\n",
-           before, atomic_load(&ex.grants) - at_switch, atomic_load(&ex.overlaps),
-           atomic_load(&ex.regressions));
-    CHECK(atomic_load(&ex.grants) > at_switch);
-    CHECK_EQ_INT(atomic_load(&ex.overlaps), 0);
-    CHECK_EQ_INT(atomic_load(&ex.regressions), 0);
-    CHECK_EQ_INT(atomic_load(&odd), 0);
+    LOAD_STOP(th, before, at_switch);
     /* no grace: the replica had every grant. A waiter whose wait_ms ran out
      * in the instant lockd re-asserted (it holds grants while it finds out
      * whether anything was lost) is rightly told backend_recovering; a 10 s
@@ -384,15 +410,12 @@ static void t_primary_killed_mid_load(void)
 static void t_failover_reasserts(void)
 {
     start_all(1);
-    lockd_on_grace(&L, "0", "1000");
-    lockd_on_grace(&L2, "0", "1000");
+    lockd_on(&L, "0", "1000");
+    lockd_on(&L2, "0", "1000");
     struct th_client *c = th_client_new();
     struct th_resp r;
-    first_grant(c, "kept", "{\"ttl_ms\":30000}", &r);
-    long long kept_token = th_jint(&r, "fencing_token");
     char kept_lease[40];
-    snprintf(kept_lease, sizeof(kept_lease), "%s", th_jstr(&r, "lease"));
-    th_resp_free(&r);
+    long long kept_token = first_grant(c, "kept", "{\"ttl_ms\":30000}", kept_lease);
     long long restarts = th_restarts(c, &L), restarts2 = th_restarts(c, &L2);
     char surl[160], sbody[160], sid[80];
     snprintf(surl, sizeof(surl), "%s/sessions", L2.url);
@@ -404,11 +427,7 @@ static void t_failover_reasserts(void)
 
     atomic_store(&stop_load, false); /* tokens must still beat the last test's */
     pthread_t th[CLIENTS];
-    for (long i = 0; i < CLIENTS; i++)
-        CHECK(pthread_create(&th[i], NULL, loader, (void *)i) == 0);
-    th_sleep_ms(500);
-    int before = atomic_load(&ex.grants);
-    CHECK(before > 0);
+    int before = LOAD_START(th);
 
     /* the replica stops reading; 32 MB go into the replication stream
      * (a script's effects are replicated: SET junk <32 MB>), then the
@@ -430,12 +449,7 @@ static void t_failover_reasserts(void)
     th_redis_stop(&data[0]); /* SIGKILL: its output buffer goes with it */
     int64_t killed = th_now_ms();
     kill(data[1].pid, SIGCONT);
-    int64_t end = killed + 15000;
-    while (named_port() == old) {
-        CHECK(th_now_ms() < end);
-        th_sleep_ms(20);
-    }
-    int64_t switched = th_now_ms();
+    int64_t switched = SWITCH_WAIT(old, killed);
     /* grants again within 2 s of the switch plus the grace */
     int64_t bound = (2000 + 1000) * th_time_scale();
     while (atomic_load(&last_grant_ms) < switched) {
@@ -448,16 +462,7 @@ static void t_failover_reasserts(void)
            (long long)(switched - killed), (long long)(atomic_load(&last_grant_ms) - switched));
     int at_switch = atomic_load(&ex.grants);
     th_sleep_ms(500);
-    atomic_store(&stop_load, true);
-    for (int i = 0; i < CLIENTS; i++)
-        pthread_join(th[i], NULL);
-    printf("# %d grants before the kill, %d after the switch, %d overlaps, %d regressions\n",
-           before, atomic_load(&ex.grants) - at_switch, atomic_load(&ex.overlaps),
-           atomic_load(&ex.regressions));
-    CHECK(atomic_load(&ex.grants) > at_switch);
-    CHECK_EQ_INT(atomic_load(&ex.overlaps), 0);
-    CHECK_EQ_INT(atomic_load(&ex.regressions), 0);
-    CHECK_EQ_INT(atomic_load(&odd), 0);
+    LOAD_STOP(th, before, at_switch);
     CHECK_EQ_INT(th_restarts(c, &L), restarts + 1);
     CHECK_EQ_INT(th_restarts(c, &L2), restarts2 + 1);
     long back = th_log_reasserted(&L), back2 = th_log_reasserted(&L2);
@@ -501,12 +506,10 @@ static void t_failover_reasserts(void)
 static void t_demoted_by_hand(void)
 {
     start_all(1);
-    lockd_on(&L, "1"); /* "d" reaches the replica before it is promoted */
+    lockd_on(&L, "1", NULL); /* "d" reaches the replica before it is promoted */
     struct th_client *c = th_client_new();
     struct th_resp r;
-    first_grant(c, "d", "{\"ttl_ms\":60000}", &r);
-    long long t0 = th_jint(&r, "fencing_token");
-    th_resp_free(&r);
+    long long t0 = first_grant(c, "d", "{\"ttl_ms\":60000}", NULL);
     char q[64];
     th_redis_cli(&data[1], "REPLICAOF NO ONE");
     snprintf(q, sizeof(q), "REPLICAOF 127.0.0.1 %d", data[1].port);
@@ -601,9 +604,7 @@ static void t_data_credentials_sessions(void)
     th_lockd_start(&L, args, NULL);
     th_lockd_start(&L2, args, NULL);
     struct th_client *c = th_client_new();
-    struct th_resp r;
-    first_grant(c, "cred", "{\"ttl_ms\":5000}", &r);
-    th_resp_free(&r);
+    first_grant(c, "cred", "{\"ttl_ms\":5000}", NULL);
     CHECK_EQ_INT(post(c, &L2, "cred", "{\"ttl_ms\":5000}", NULL), 409);
     /* the same lockd without the data nodes' password: nothing granted */
     const char *noauth[] = {"--backend",
@@ -660,12 +661,9 @@ static void *restart_loading(void *arg)
 static void t_loading_primary(void)
 {
     start_all(0);
-    lockd_on_grace(&L, "0", "300");
+    lockd_on(&L, "0", "300");
     struct th_client *c = th_client_new();
-    struct th_resp r;
-    first_grant(c, "kept", "{\"ttl_ms\":60000}", &r);
-    long long kept_token = th_jint(&r, "fencing_token");
-    th_resp_free(&r);
+    long long kept_token = first_grant(c, "kept", "{\"ttl_ms\":60000}", NULL);
     th_redis_cli(&data[0], "EVAL \"for i=1,2000 do redis.call('SET','fill:'..i,'x') end\" 0");
     CHECK(strstr(th_redis_cli(&data[0], "SAVE"), "OK") != NULL);
     th_redis_stop(&data[0]);
@@ -738,21 +736,13 @@ static void t_startup_errors(void)
     stop_all();
 }
 
-/* TH_ONLY=part runs only the cases whose name contains it. */
-#define RUN(fn)                                                                                    \
-    do {                                                                                           \
-        const char *only_ = getenv("TH_ONLY");                                                     \
-        if (only_ == NULL || strstr(#fn, only_) != NULL)                                           \
-            TH_RUN(fn);                                                                            \
-    } while (0)
-
 int main(void)
 {
-    RUN(t_primary_killed_mid_load);
-    RUN(t_failover_reasserts);
-    RUN(t_demoted_by_hand);
-    RUN(t_data_credentials_sessions);
-    RUN(t_loading_primary);
-    RUN(t_startup_errors);
+    TH_RUN(t_primary_killed_mid_load);
+    TH_RUN(t_failover_reasserts);
+    TH_RUN(t_demoted_by_hand);
+    TH_RUN(t_data_credentials_sessions);
+    TH_RUN(t_loading_primary);
+    TH_RUN(t_startup_errors);
     return th_done();
 }

@@ -40,22 +40,13 @@ static char redis_url[64];
 static struct th_lockd mem, ra, rb; /* memory; two lockd on one Redis */
 static struct th_client *cl;
 
-static const char *url(const struct th_lockd *l, const char *path, const char *name)
-{
-    static __thread char buf[4][512]; /* per thread: clients call it at once */
-    static __thread int slot;
-    char *b = buf[slot++ % 4];
-    snprintf(b, 512, "%s%s%s", l->url, path, name);
-    return b;
-}
-
 /* POST /locks/name with body on client c; status, lease (may be NULL) and
  * token out. */
 static long acquire(struct th_client *c, const struct th_lockd *l, const char *name,
                     const char *body, char *lease, long long *token)
 {
     struct th_resp r;
-    th_http(c, "POST", url(l, "/locks/", name), body, NULL, &r);
+    th_http(c, "POST", th_url(l, "/locks/", name), body, NULL, &r);
     long s = r.status;
     if (s == 200 && lease != NULL)
         snprintf(lease, 40, "%s", th_jstr(&r, "lease"));
@@ -68,20 +59,13 @@ static long acquire(struct th_client *c, const struct th_lockd *l, const char *n
 static long release(struct th_client *c, const struct th_lockd *l, const char *name,
                     const char *lease)
 {
-    struct th_resp r;
-    char hdr[80];
-    snprintf(hdr, sizeof(hdr), "Lock-Lease: %s", lease);
-    const char *hdrs[] = {hdr, NULL};
-    th_http(c, "DELETE", url(l, "/locks/", name), NULL, hdrs, &r);
-    long s = r.status;
-    th_resp_free(&r);
-    return s;
+    return th_req(c, "DELETE", th_url(l, "/locks/", name), NULL, lease, NULL);
 }
 
 static long long inspect_int(const struct th_lockd *l, const char *name, const char *key)
 {
     struct th_resp r;
-    th_http(cl, "GET", url(l, "/locks/", name), NULL, NULL, &r);
+    th_http(cl, "GET", th_url(l, "/locks/", name), NULL, NULL, &r);
     long long v = r.status == 200 ? th_jint(&r, key) : -1;
     th_resp_free(&r);
     return v;
@@ -143,7 +127,7 @@ static void readers_then_writer(const struct th_lockd *r1, const struct th_lockd
     /* a try-once writer is refused by the readers: 409 locked, and the
      * holder it names is a reader (its mode says so) */
     struct th_resp tr;
-    th_http(cl, "POST", url(wl, "/locks/", name), "{\"ttl_ms\":30000}", NULL, &tr);
+    th_http(cl, "POST", th_url(wl, "/locks/", name), "{\"ttl_ms\":30000}", NULL, &tr);
     CHECK_EQ_INT(tr.status, 409);
     CHECK_STR(th_jerr(&tr), "locked");
     CHECK_STR(json_string_value(json_object_get(json_object_get(tr.json, "holder"), "mode")),
@@ -224,7 +208,7 @@ static void *watch_run(void *arg)
     char path[200];
     snprintf(path, sizeof(path), "%s?index=%lld&wait_ms=5000", w->name, w->index);
     struct th_resp r;
-    th_http(c, "GET", url(w->l, "/locks/", path), NULL, NULL, &r);
+    th_http(c, "GET", th_url(w->l, "/locks/", path), NULL, NULL, &r);
     w->done_ms = th_now_ms();
     w->status = r.status;
     w->got = r.status == 200 ? th_jint(&r, "index") : -1;
@@ -308,7 +292,7 @@ static void reader_queued_after_writer_gave_up(const char *name, int n, char lea
         char hdr[120];
         snprintf(hdr, sizeof(hdr), "Lock-Lease: %s", leases[i]);
         const char *hdrs[] = {hdr, NULL};
-        th_http(cl, "PUT", url(&ra, "/locks/", name), "{\"ttl_ms\":30000}", hdrs, &r);
+        th_http(cl, "PUT", th_url(&ra, "/locks/", name), "{\"ttl_ms\":30000}", hdrs, &r);
         CHECK_EQ_INT(r.status, 200);
         th_resp_free(&r);
     }
@@ -482,7 +466,7 @@ static void t_expired_reader_release(void)
 static long long metric(const struct th_lockd *l, const char *series)
 {
     struct th_resp r;
-    th_http(cl, "GET", url(l, "/metrics", ""), NULL, NULL, &r);
+    th_http(cl, "GET", th_url(l, "/metrics", ""), NULL, NULL, &r);
     long long v = -1;
     char key[256];
     snprintf(key, sizeof(key), "\n%s ", series);
@@ -1145,7 +1129,7 @@ static bool rs_ready(void *arg)
 {
     const struct th_lockd *l = arg;
     struct th_resp r;
-    th_http(cl, "GET", url(l, "/readyz", ""), NULL, NULL, &r);
+    th_http(cl, "GET", th_url(l, "/readyz", ""), NULL, NULL, &r);
     long s = r.status;
     th_resp_free(&r);
     return s == 200;
@@ -1262,7 +1246,7 @@ static void t_clock_per_call(void)
     char hdr[80];
     snprintf(hdr, sizeof(hdr), "Lock-Lease: %s", lease);
     const char *hdrs[] = {hdr, NULL};
-    th_http(cl, "PUT", url(&ra, "/locks/", "clk"), "{\"ttl_ms\":300}", hdrs, &r);
+    th_http(cl, "PUT", th_url(&ra, "/locks/", "clk"), "{\"ttl_ms\":300}", hdrs, &r);
     CHECK(r.status != 200); /* the expired reader is not renewed */
     th_resp_free(&r);
     CHECK_EQ_INT(acquire(cl, &ra, "clk-s", "{\"limit\":2,\"ttl_ms\":5000}", slot, NULL), 200);
@@ -1274,7 +1258,7 @@ static void t_clock_per_call(void)
 static char *session_new(const struct th_lockd *l, const char *body)
 {
     struct th_resp r;
-    th_http(cl, "POST", url(l, "/sessions", ""), body, NULL, &r);
+    th_http(cl, "POST", th_url(l, "/sessions", ""), body, NULL, &r);
     CHECK_EQ_INT(r.status, 201);
     char *id = strdup(th_jstr(&r, "session"));
     th_resp_free(&r);
@@ -1296,7 +1280,7 @@ static void session_readers(const struct th_lockd *l, const char *name)
     snprintf(body, sizeof(body),
              "{\"mode\":\"shared\",\"ttl_ms\":300,\"session\":\"%s\",\"reentrant\":true}", sid);
     struct th_resp r;
-    th_http(cl, "POST", url(l, "/locks/", name), body, NULL, &r);
+    th_http(cl, "POST", th_url(l, "/locks/", name), body, NULL, &r);
     CHECK_EQ_INT(r.status, 200);
     snprintf(lease3, sizeof(lease3), "%s", th_jstr(&r, "lease"));
     CHECK(th_jint(&r, "count") == 2);
@@ -1309,7 +1293,7 @@ static void session_readers(const struct th_lockd *l, const char *name)
      * a watchdog pass ran later than a 300 ms lease lasts) */
     for (int i = 0; i < 5; i++) {
         th_sleep_ms(300);
-        th_http(cl, "PUT", url(l, "/sessions/", sid), NULL, NULL, &r);
+        th_http(cl, "PUT", th_url(l, "/sessions/", sid), NULL, NULL, &r);
         CHECK_EQ_INT(r.status, 200);
         th_resp_free(&r);
     }
@@ -1335,12 +1319,12 @@ static void errors_on(const struct th_lockd *l, const char *name)
     char a[40], b[40];
     CHECK_EQ_INT(acquire(cl, l, name, "{\"limit\":2}", a, NULL), 200);
     struct th_resp r;
-    th_http(cl, "POST", url(l, "/locks/", name), "{\"limit\":5}", NULL, &r);
+    th_http(cl, "POST", th_url(l, "/locks/", name), "{\"limit\":5}", NULL, &r);
     CHECK_EQ_INT(r.status, 409);
     CHECK_STR(th_jerr(&r), "limit_mismatch");
     CHECK_EQ_INT(th_jint(&r, "limit"), 2);
     th_resp_free(&r);
-    th_http(cl, "POST", url(l, "/locks/", name), "{\"mode\":\"shared\"}", NULL, &r);
+    th_http(cl, "POST", th_url(l, "/locks/", name), "{\"mode\":\"shared\"}", NULL, &r);
     CHECK_EQ_INT(r.status, 409);
     CHECK_STR(th_jerr(&r), "limit_mismatch");
     th_resp_free(&r);
@@ -1354,7 +1338,7 @@ static void errors_on(const struct th_lockd *l, const char *name)
     CHECK_EQ_INT(inspect_int(l, name, "holders"), 1);
     CHECK_EQ_INT(release(cl, l, name, b), 200);
     CHECK_EQ_INT(release(cl, l, name, b), 404);
-    th_http(cl, "POST", url(l, "/locks/", name), "{\"mode\":\"shared\",\"limit\":3}", NULL, &r);
+    th_http(cl, "POST", th_url(l, "/locks/", name), "{\"mode\":\"shared\",\"limit\":3}", NULL, &r);
     CHECK_EQ_INT(r.status, 400);
     th_resp_free(&r);
 }
@@ -1369,19 +1353,12 @@ static void t_errors(void)
 static void t_metrics(void)
 {
     struct th_resp r;
-    th_http(cl, "GET", url(&mem, "/metrics", ""), NULL, NULL, &r);
+    th_http(cl, "GET", th_url(&mem, "/metrics", ""), NULL, NULL, &r);
     CHECK(strstr(r.body, "lockd_grants_total{mode=\"shared\"}") != NULL);
     CHECK(strstr(r.body, "lockd_grants_total{mode=\"semaphore\"}") != NULL);
     CHECK(strstr(r.body, "lockd_grants_total{mode=\"shared\"} 0\n") == NULL);
     th_resp_free(&r);
 }
-
-#define RUN(fn)                                                                                    \
-    do {                                                                                           \
-        const char *only_ = getenv("TH_ONLY");                                                     \
-        if (only_ == NULL || strstr(#fn, only_) != NULL)                                           \
-            TH_RUN(fn);                                                                            \
-    } while (0)
 
 /* ---------------------------------------------------------------- many holders */
 
@@ -1408,7 +1385,7 @@ static void inl_owner(int i, char *buf, size_t cap)
 static void check_holders(const struct th_lockd *l, const char *name, int n, const long long *toks)
 {
     struct th_resp r;
-    th_http(cl, "GET", url(l, "/locks/", name), NULL, NULL, &r);
+    th_http(cl, "GET", th_url(l, "/locks/", name), NULL, NULL, &r);
     CHECK_EQ_INT(r.status, 200);
     CHECK_EQ_INT(th_jint(&r, "holders"), n);
     json_t *list = json_object_get(r.json, "holder_list");
@@ -1451,7 +1428,8 @@ static void t_many_holders(void)
     check_holders(&ra, "inl-sem", 20, toks);
     check_holders(&rb, "inl-sem", 20, toks);
     struct th_resp r;
-    th_http(cl, "POST", url(&ra, "/locks/", "inl-sem"), "{\"limit\":20,\"ttl_ms\":1000}", NULL, &r);
+    th_http(cl, "POST", th_url(&ra, "/locks/", "inl-sem"), "{\"limit\":20,\"ttl_ms\":1000}", NULL,
+            &r);
     CHECK_EQ_INT(r.status, 409);
     json_t *h = json_object_get(r.json, "holder");
     CHECK_EQ_INT(json_integer_value(json_object_get(h, "fencing_token")), toks[0]);
@@ -1477,11 +1455,11 @@ static void t_many_holders(void)
     char hdr[80];
     snprintf(hdr, sizeof(hdr), "Lock-Lease: %s", leases[2]);
     const char *hdrs[] = {hdr, NULL};
-    th_http(cl, "PUT", url(&rb, "/locks/", "inl-exp"), "{\"ttl_ms\":40000}", hdrs, &r);
+    th_http(cl, "PUT", th_url(&rb, "/locks/", "inl-exp"), "{\"ttl_ms\":40000}", hdrs, &r);
     CHECK_EQ_INT(r.status, 200);
     CHECK_EQ_INT(th_jint(&r, "fencing_token"), toks[2]);
     th_resp_free(&r);
-    th_http(cl, "GET", url(&ra, "/locks/", "inl-exp"), NULL, NULL, &r);
+    th_http(cl, "GET", th_url(&ra, "/locks/", "inl-exp"), NULL, NULL, &r);
     CHECK_EQ_INT(th_jint(&r, "holders"), 3);
     th_resp_free(&r);
     for (int i = 2; i < 5; i++)
@@ -1505,7 +1483,7 @@ static void holder_list_capped(const struct th_lockd *l, const char *name, const
         last = t;
     }
     struct th_resp r;
-    th_http(cl, "GET", url(l, "/locks/", name), NULL, NULL, &r);
+    th_http(cl, "GET", th_url(l, "/locks/", name), NULL, NULL, &r);
     CHECK_EQ_INT(r.status, 200);
     CHECK_EQ_INT(th_jint(&r, "holders"), 120);
     json_t *list = json_object_get(r.json, "holder_list");
@@ -1895,7 +1873,7 @@ static void t_rider_of_unanswered_release(void)
     char hdr[80];
     snprintf(hdr, sizeof(hdr), "Lock-Lease: %s", c.lease);
     const char *hdrs[] = {hdr, NULL};
-    th_http(cl, "PUT", url(&l, "/locks/", name), "{\"ttl_ms\":30000}", hdrs, &r);
+    th_http(cl, "PUT", th_url(&l, "/locks/", name), "{\"ttl_ms\":30000}", hdrs, &r);
     CHECK_EQ_INT(r.status, 200);
     th_resp_free(&r);
     CHECK_EQ_INT(inspect_int(&l, name, "waiters"), 0);
@@ -1936,38 +1914,38 @@ int main(void)
     th_lockd_start(&rb, rargs, NULL);
     cl = th_client_new();
 
-    RUN(t_readers_writer_memory);
-    RUN(t_readers_writer_redis);
-    RUN(t_readers_writer_two_lockd);
-    RUN(t_reader_releases_publish_two_lockd);
-    RUN(t_reader_release_after_writer_gave_up);
-    RUN(t_reader_grant_after_writer_gave_up);
-    RUN(t_readers_released_together);
-    RUN(t_expired_reader_trimmed);
-    RUN(t_expired_reader_release);
-    RUN(t_grouped_grant_memory);
-    RUN(t_grouped_grant_redis);
-    RUN(t_riders_tokens_above_lagging_floor);
-    RUN(t_semaphore_handoff_above_lagging_floor);
-    RUN(t_semaphore_handoff_memory);
-    RUN(t_semaphore_handoff_redis);
-    RUN(t_semaphore_chain_memory);
-    RUN(t_semaphore_chain_redis);
-    RUN(t_semaphore_busy_memory);
-    RUN(t_semaphore_busy_redis);
-    RUN(t_semaphore_freed_slot_memory);
-    RUN(t_semaphore_freed_slot_two_lockd);
-    RUN(t_semaphore_memory);
-    RUN(t_semaphore_two_lockd);
-    RUN(t_reader_expiry);
-    RUN(t_clock_per_call);
-    RUN(t_session_readers);
-    RUN(t_errors);
-    RUN(t_metrics);
-    RUN(t_holder_list_cap);
-    RUN(t_many_holders);
-    RUN(t_handoff_extends_per_call);
-    RUN(t_rider_of_unanswered_release);
+    TH_RUN(t_readers_writer_memory);
+    TH_RUN(t_readers_writer_redis);
+    TH_RUN(t_readers_writer_two_lockd);
+    TH_RUN(t_reader_releases_publish_two_lockd);
+    TH_RUN(t_reader_release_after_writer_gave_up);
+    TH_RUN(t_reader_grant_after_writer_gave_up);
+    TH_RUN(t_readers_released_together);
+    TH_RUN(t_expired_reader_trimmed);
+    TH_RUN(t_expired_reader_release);
+    TH_RUN(t_grouped_grant_memory);
+    TH_RUN(t_grouped_grant_redis);
+    TH_RUN(t_riders_tokens_above_lagging_floor);
+    TH_RUN(t_semaphore_handoff_above_lagging_floor);
+    TH_RUN(t_semaphore_handoff_memory);
+    TH_RUN(t_semaphore_handoff_redis);
+    TH_RUN(t_semaphore_chain_memory);
+    TH_RUN(t_semaphore_chain_redis);
+    TH_RUN(t_semaphore_busy_memory);
+    TH_RUN(t_semaphore_busy_redis);
+    TH_RUN(t_semaphore_freed_slot_memory);
+    TH_RUN(t_semaphore_freed_slot_two_lockd);
+    TH_RUN(t_semaphore_memory);
+    TH_RUN(t_semaphore_two_lockd);
+    TH_RUN(t_reader_expiry);
+    TH_RUN(t_clock_per_call);
+    TH_RUN(t_session_readers);
+    TH_RUN(t_errors);
+    TH_RUN(t_metrics);
+    TH_RUN(t_holder_list_cap);
+    TH_RUN(t_many_holders);
+    TH_RUN(t_handoff_extends_per_call);
+    TH_RUN(t_rider_of_unanswered_release);
     /* Last: they restart rd (shared holds and semaphore slots are
      * re-asserted after the empty restart: grant_log.c, reassert.lua). */
     const char *rsargs[] = {
@@ -1975,9 +1953,9 @@ int main(void)
         "--restart_grace_ms", "300",   NULL};
     th_lockd_start(&rs1, rsargs, NULL);
     th_lockd_start(&rs2, rsargs, NULL);
-    RUN(t_semaphore_across_redis_restart);
-    RUN(t_grouped_readers_across_redis_restart);
-    RUN(t_lone_holders_across_redis_restart);
+    TH_RUN(t_semaphore_across_redis_restart);
+    TH_RUN(t_grouped_readers_across_redis_restart);
+    TH_RUN(t_lone_holders_across_redis_restart);
     th_lockd_kill(&rs1, SIGKILL);
     th_lockd_kill(&rs2, SIGKILL);
 

@@ -31,21 +31,11 @@ static struct th_client *cl;
 
 /* ---------------------------------------------------------------- helpers */
 
-/* "<lockd url><path><name>" in a static slot (4 in rotation). */
-static const char *url(const struct th_lockd *l, const char *path, const char *name)
-{
-    static __thread char buf[4][512]; /* per thread: clients call it at once */
-    static __thread int slot;
-    char *b = buf[slot++ % 4];
-    snprintf(b, 512, "%s%s%s", l->url, path, name);
-    return b;
-}
-
 /* Acquires name on l (must succeed); copies the lease out, returns the token. */
 static long long grab(const struct th_lockd *l, const char *name, const char *body, char *lease)
 {
     struct th_resp r;
-    th_http(cl, "POST", url(l, "/locks/", name), body, NULL, &r);
+    th_http(cl, "POST", th_url(l, "/locks/", name), body, NULL, &r);
     if (r.status != 200)
         th_fail(__FILE__, __LINE__, "acquire %s: %ld %s", name, r.status, r.body);
     snprintf(lease, 40, "%s", th_jstr(&r, "lease"));
@@ -56,14 +46,7 @@ static long long grab(const struct th_lockd *l, const char *name, const char *bo
 
 static long release_status(const struct th_lockd *l, const char *name, const char *lease)
 {
-    struct th_resp r;
-    char hdr[80];
-    snprintf(hdr, sizeof(hdr), "Lock-Lease: %s", lease);
-    const char *hdrs[] = {hdr, NULL};
-    th_http(cl, "DELETE", url(l, "/locks/", name), NULL, hdrs, &r);
-    long s = r.status;
-    th_resp_free(&r);
-    return s;
+    return th_req(cl, "DELETE", th_url(l, "/locks/", name), NULL, lease, NULL);
 }
 
 static void release(const struct th_lockd *l, const char *name, const char *lease)
@@ -76,7 +59,7 @@ static void release(const struct th_lockd *l, const char *name, const char *leas
 static long long queued(const struct th_lockd *l, const char *name)
 {
     struct th_resp r;
-    th_http(cl, "GET", url(l, "/locks/", name), NULL, NULL, &r);
+    th_http(cl, "GET", th_url(l, "/locks/", name), NULL, NULL, &r);
     long long n = r.status == 200 ? th_jint(&r, "waiters") : -1;
     th_resp_free(&r);
     return n;
@@ -107,7 +90,7 @@ static void wait_queued(const struct th_lockd *l, const char *name, long long n,
 static double metric(const struct th_lockd *l, const char *name)
 {
     struct th_resp r;
-    th_http(cl, "GET", url(l, "/metrics", ""), NULL, NULL, &r);
+    th_http(cl, "GET", th_url(l, "/metrics", ""), NULL, NULL, &r);
     double v = -1;
     size_t nl = strlen(name);
     for (const char *p = r.body; p != NULL && *p;
@@ -736,7 +719,7 @@ static void test_10000_waiters(void)
     CHECK_EQ_INT((long long)metric(&lm, "lockd_waiters"), 0);
     CHECK_EQ_INT(lockd_threads(&lm), threads0);
     struct th_resp r;
-    th_http(cl, "GET", url(&lm, "/healthz", ""), NULL, NULL, &r);
+    th_http(cl, "GET", th_url(&lm, "/healthz", ""), NULL, NULL, &r);
     CHECK_EQ_INT(r.status, 200);
     th_resp_free(&r);
     release(&lm, "tenk", rw_str(&p.w[fifth], "lease"));
@@ -751,7 +734,7 @@ static void session_new(const struct th_lockd *l, int ttl_ms, char *id)
     struct th_resp r;
     char body[64];
     snprintf(body, sizeof(body), "{\"ttl_ms\":%d}", ttl_ms);
-    th_http(cl, "POST", url(l, "/sessions", ""), body, NULL, &r);
+    th_http(cl, "POST", th_url(l, "/sessions", ""), body, NULL, &r);
     CHECK_EQ_INT(r.status, 201);
     snprintf(id, 65, "%s", th_jstr(&r, "session"));
     th_resp_free(&r);
@@ -854,7 +837,7 @@ static void test_max_waiters(void)
 
     struct th_resp r;
     int64_t t0 = th_now_ms();
-    th_http(cl, "POST", url(&lm, "/locks/", "mw"), "{\"wait_ms\":5000}", NULL, &r);
+    th_http(cl, "POST", th_url(&lm, "/locks/", "mw"), "{\"wait_ms\":5000}", NULL, &r);
     CHECK_EQ_INT(r.status, 409);
     CHECK_STR(th_jerr(&r), "locked");
     CHECK(th_now_ms() - t0 < 2000); /* not parked for its 5 s */
@@ -866,7 +849,7 @@ static void test_max_waiters(void)
     th_resp_free(&r);
 
     /* A free name is granted at once although the waiter table is full. */
-    th_http(cl, "POST", url(&lm, "/locks/", "mw-free"), "{\"wait_ms\":5000}", NULL, &r);
+    th_http(cl, "POST", th_url(&lm, "/locks/", "mw-free"), "{\"wait_ms\":5000}", NULL, &r);
     CHECK_EQ_INT(r.status, 200);
     snprintf(lease2, sizeof(lease2), "%s", th_jstr(&r, "lease"));
     th_resp_free(&r);
@@ -972,14 +955,6 @@ static void test_attempts_per_handoff(void)
     CHECK(attempts_per_handoff(2) <= 2.5);
 }
 
-/* TH_ONLY=substring runs only the matching cases (while debugging). */
-#define RUN(fn)                                                                                    \
-    do {                                                                                           \
-        const char *only_ = getenv("TH_ONLY");                                                     \
-        if (only_ == NULL || strstr(#fn, only_) != NULL)                                           \
-            TH_RUN(fn);                                                                            \
-    } while (0)
-
 int main(void)
 {
     struct rlimit rl;
@@ -999,20 +974,20 @@ int main(void)
     start_lockd(&lb, true, args);
     cl = th_client_new();
 
-    RUN(test_cross_lockd_handoff);
-    RUN(test_handoff_behind_own_waiter);
-    RUN(test_no_polling_storm);
-    RUN(test_subscription_churn);
-    RUN(test_resubscribe_race);
-    RUN(test_lost_message);
-    RUN(test_session_and_timeout_redis);
-    RUN(test_session_and_timeout_memory);
-    RUN(test_attempts_per_handoff);
-    RUN(test_2000_waiters);
-    RUN(test_10000_waiters);
-    RUN(test_max_waiters);
-    RUN(test_drain);
-    RUN(test_drain_stop_now);
+    TH_RUN(test_cross_lockd_handoff);
+    TH_RUN(test_handoff_behind_own_waiter);
+    TH_RUN(test_no_polling_storm);
+    TH_RUN(test_subscription_churn);
+    TH_RUN(test_resubscribe_race);
+    TH_RUN(test_lost_message);
+    TH_RUN(test_session_and_timeout_redis);
+    TH_RUN(test_session_and_timeout_memory);
+    TH_RUN(test_attempts_per_handoff);
+    TH_RUN(test_2000_waiters);
+    TH_RUN(test_10000_waiters);
+    TH_RUN(test_max_waiters);
+    TH_RUN(test_drain);
+    TH_RUN(test_drain_stop_now);
 
     th_client_free(cl);
     th_lockd_kill(&la, SIGKILL);

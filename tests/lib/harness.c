@@ -87,6 +87,19 @@ void th_case_end(const char *name)
     current = NULL;
 }
 
+static const char *only_part;
+
+void th_only(const char *part)
+{
+    only_part = part;
+}
+
+bool th_selected(const char *name)
+{
+    const char *part = only_part != NULL ? only_part : getenv("TH_ONLY");
+    return part == NULL || strstr(name, part) != NULL;
+}
+
 int th_done(void)
 {
     fprintf(stdout, "%d passed, 0 failed\n", passed);
@@ -560,6 +573,15 @@ void th_lockd_kill(struct th_lockd *l, int sig)
 }
 
 /* ---- HTTP ---- */
+
+const char *th_url(const struct th_lockd *l, const char *path, const char *name)
+{
+    static __thread char buf[4][512];
+    static __thread int slot;
+    char *b = buf[slot++ % 4];
+    snprintf(b, 512, "%s%s%s", l->url, path, name);
+    return b;
+}
 
 struct th_client {
     CURL *curl;

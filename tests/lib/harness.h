@@ -39,15 +39,24 @@
 void th_fail(const char *file, int line, const char *fmt, ...)
     __attribute__((noreturn, format(printf, 3, 4)));
 
-/* Runs a named test case, printing "ok NAME" / counting. */
+/* Runs a named test case, printing "ok NAME" / counting, when th_selected
+ * says so; a case left out prints nothing. */
 #define TH_RUN(fn)                                                                                 \
     do {                                                                                           \
-        th_case_begin(#fn);                                                                        \
-        fn();                                                                                      \
-        th_case_end(#fn);                                                                          \
+        if (th_selected(#fn)) {                                                                    \
+            th_case_begin(#fn);                                                                    \
+            fn();                                                                                  \
+            th_case_end(#fn);                                                                      \
+        }                                                                                          \
     } while (0)
 void th_case_begin(const char *name);
 void th_case_end(const char *name);
+/* Runs only the cases whose name contains part (while debugging); NULL
+ * leaves the choice to $TH_ONLY, and with neither every case runs. A suite
+ * that takes the part as argv[1] calls it before its first TH_RUN. */
+void th_only(const char *part);
+/* Whether TH_RUN runs the case called name (see th_only). */
+bool th_selected(const char *name);
 /* Prints "N passed, 0 failed" and returns 0 (a failure already exited). */
 int th_done(void);
 
@@ -128,6 +137,10 @@ void th_lockd_kill(struct th_lockd *l, int sig); /* signal + wait for exit */
 int th_lockd_signal_wait(struct th_lockd *l, int sig, int64_t timeout_ms);
 
 /* ---- HTTP (libcurl) ---- */
+/* "<l's url><path><name>" in one of 4 buffers of the calling thread, used
+ * in turn (load clients build URLs at once; a shared buffer let one
+ * thread's URL be overwritten while curl read it). */
+const char *th_url(const struct th_lockd *l, const char *path, const char *name);
 struct th_resp {
     long status;
     char *body; /* NUL-terminated, malloc'd */
