@@ -410,6 +410,8 @@ static void grant_res(struct rcmd *cmd, int64_t token, struct bk_res *out)
  * fence): '<w><lease>', '<sb> <ttl_ms> <mode> <owner>', ttl_ms, limit,
  * now_us (acquire_shared.lua), then bk_req.more's. */
 enum { SH_ARG_WL = 5, SH_ARG_REST = 6, SH_ARG_LIMIT = 8, SH_ARG_NOW = 9 };
+/* group_send_slot copies a Redlock reader's wl rest ttl limit now_us as one run */
+_Static_assert(SH_ARG_NOW == SH_ARG_WL + 4, "a shared acquire's per-member arguments are contiguous");
 
 /* Where rb_release_handoff puts its per-lock arguments (after FCALL fn 1
  * lock publisher): the acquire's at the places above, then now_us, the

@@ -102,6 +102,13 @@ bool th_selected(const char *name)
 
 int th_done(void)
 {
+    const char *part = only_part != NULL ? only_part : getenv("TH_ONLY");
+    if (passed == 0 && part != NULL) {
+        /* a selection that names no case (a typo) must not pass */
+        fprintf(stdout, "no case matches '%s'\n0 passed, 1 failed\n", part);
+        fflush(stdout);
+        return 1;
+    }
     fprintf(stdout, "%d passed, 0 failed\n", passed);
     fflush(stdout);
     return 0;

@@ -57,7 +57,8 @@ void th_case_end(const char *name);
 void th_only(const char *part);
 /* Whether TH_RUN runs the case called name (see th_only). */
 bool th_selected(const char *name);
-/* Prints "N passed, 0 failed" and returns 0 (a failure already exited). */
+/* Prints "N passed, 0 failed" and returns 0 (a failure already exited);
+ * returns 1 when a selection (th_only, $TH_ONLY) ran no case. */
 int th_done(void);
 
 /* ---- time ---- */
