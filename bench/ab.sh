@@ -16,6 +16,8 @@
 #                   pairs, exactly as lockd is driven
 #   AB_ROUNDS=6 AB_SECS=5 AB_CLIENTS=64 AB_BACKEND=memory|redis
 #   AB_PIN=1   lockd on CPU 1 and the load generator on CPU 0 (2+ cores)
+#   AB_LOADGEN_ARGS="--names 1 --limit 8 --name ab-sem --wait_ms 10000"
+#              another load for the lockd runs (loadgen's pairs options)
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 ROUNDS=${AB_ROUNDS:-6}
@@ -24,6 +26,7 @@ CLIENTS=${AB_CLIENTS:-64}
 BACKEND=${AB_BACKEND:-memory}
 PIN=${AB_PIN:-1}
 NGINX_MODE=${AB_NGINX:-post}
+read -r -a LG_EXTRA <<<"${AB_LOADGEN_ARGS:-}"
 [[ $ROUNDS =~ ^[1-9][0-9]*$ && $SECS =~ ^[1-9][0-9]*$ && $CLIENTS =~ ^[1-9][0-9]*$ ]] ||
     { echo "AB_ROUNDS, AB_SECS and AB_CLIENTS must be positive integers" >&2; exit 64; }
 [[ $BACKEND == memory || $BACKEND == redis ]] || { echo "AB_BACKEND: memory or redis" >&2; exit 64; }
@@ -100,7 +103,7 @@ run() {
     for ((i = 0; i < 100; i++)); do [[ -s $TMP/port ]] && break; sleep 0.05; done
     port=$(cat "$TMP/port" 2>/dev/null)
     [[ -n $port ]] || { echo "0 n/a n/a"; kill "$pid"; wait "$pid" 2>/dev/null; return; }
-    local mode=(--mode pairs) per=1 p99=pair_p99_us
+    local mode=(--mode pairs "${LG_EXTRA[@]}") per=1 p99=pair_p99_us
     if [[ $bin == nginx && $NGINX_MODE == post ]]; then
         mode=(--mode http --method POST --path /locks/x --body '{"ttl_ms":30000}')
         per=2 p99=req_p99_us # a pair is two requests; p99 is per request
