@@ -542,10 +542,13 @@ void config_print(const struct lk_config *cfg, FILE *out)
         case CFG_LIST:
         case CFG_ENUM: {
             const char *v = *(char *const *)(const void *)base;
-            if (k->flags & CFG_SECRET) {
+            if ((k->flags & CFG_SECRET) && k->type == CFG_LIST) {
                 char masked[2048];
                 mask_urls(v, masked, sizeof(masked));
                 fprintf(out, "%s %s\n", k->name, masked[0] ? masked : "\"\"");
+            } else if (k->flags & CFG_SECRET) {
+                /* A bare secret (a password): nothing of it is shown. */
+                fprintf(out, "%s %s\n", k->name, v[0] ? "****" : "\"\"");
             } else {
                 fprintf(out, "%s %s\n", k->name, v[0] ? v : "\"\"");
             }
