@@ -351,7 +351,7 @@ void locks_release(struct req *r)
         return;
     }
     if (force < 0) {
-        api_error_set(&e, LK_INVALID, "force must be true or false");
+        api_error_set(&e, LK_INVALID, "query 'force' must be true or false");
         goto bad;
     }
     if (!json_in_name(r->param, &e) || !check_query(r, qfields, &ql, &qconf, &e))
