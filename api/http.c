@@ -688,6 +688,7 @@ static void route_request(struct req *r)
     enum lk_code why = LK_NO_ROUTE;
     const char *param = NULL, *label;
     r->route = router_match(r->method, r->url, &param, &why, allow, sizeof(allow), &label);
+    r->label = label; /* a 405 or OPTIONS counts under its path's route too */
     /* The token first: without it, a 404 or 405 would already tell a
      * stranger which routes and methods exist. */
     bool guarded = r->route != NULL ? r->route->guarded : !router_path_open(r->url);
@@ -945,8 +946,7 @@ static void req_done(struct req *r, bool delivered, int64_t now_us)
         }
     }
     int64_t us = now_us - r->start_us;
-    const char *label = r->route ? r->route->label : "other";
-    metrics_http(label, r->method, r->status, us);
+    metrics_http(r->label ? r->label : "other", r->method, r->status, us);
     if (wk->srv->cfg->access_log && lk_log_level <= LK_INFO) {
         char status[8], dur[24], token[24];
         snprintf(status, sizeof(status), "%d", r->status);
