@@ -1110,6 +1110,9 @@ static int start_daemon(struct http_worker *wk, char *err, size_t errlen)
     wk->conn_limit = limit;
     struct MHD_OptionItem opts[16];
     int n = 0;
+    /* The logger first: libmicrohttpd warns (through its default logger) of
+     * one that comes later. */
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_log, NULL};
     opts[n++] = (struct MHD_OptionItem){MHD_OPTION_LISTEN_SOCKET, wk->lfd, NULL};
     opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT, (intptr_t)limit, NULL};
     wk->mhd_timeout_s = (unsigned)((cfg->connection_timeout_ms + 999) / 1000);
@@ -1126,7 +1129,6 @@ static int start_daemon(struct http_worker *wk, char *err, size_t errlen)
     opts[n++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, wk};
     opts[n++] = (struct MHD_OptionItem){MHD_OPTION_UNESCAPE_CALLBACK, (intptr_t)unescape, NULL};
     opts[n++] = (struct MHD_OptionItem){MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)uri_seen, NULL};
-    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_log, NULL};
     if (wk->srv->tls_cert != NULL) {
         flags |= MHD_USE_TLS;
         opts[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, wk->srv->tls_cert};
