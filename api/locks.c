@@ -271,6 +271,10 @@ static void release_cb(void *arg, const struct eng_result *res)
 static void force_cb(void *arg, const struct eng_result *res)
 {
     struct req *r = arg;
+    if (res->code == LK_NOT_HELD) { /* the operator sent no lease to have lost */
+        errors_respond_msg(r, LK_NOT_HELD, "nobody holds this lock now", NULL);
+        return;
+    }
     if (res->code != LK_OK) {
         errors_respond_code(r, res->code, NULL);
         return;

@@ -116,6 +116,8 @@ static void force_on(const struct th_lockd *holder, const struct th_lockd *op, c
     CHECK_EQ_INT(metric(op, "lockd_forced_releases_total"), before + 1);
     CHECK_EQ_INT(call("DELETE", th_url(op, "/locks/", path), NULL, admin_hdr, &r), 404);
     CHECK_STR(th_jerr(&r), "not_held");
+    /* the operator sent no lease: the message does not speak of one */
+    CHECK(th_jstr(&r, "message") != NULL && strstr(th_jstr(&r, "message"), "lease") == NULL);
     th_resp_free(&r);
     CHECK_EQ_INT(metric(op, "lockd_forced_releases_total"), before + 1);
 
