@@ -315,18 +315,20 @@ static int force_of(struct req *r)
 
 static void locks_force(struct req *r)
 {
-    static const char *const qfields[] = {"force", NULL};
+    static const char *const qfields[] = {"force", "lease", NULL};
     struct api_error e;
     json_t *body = NULL;
-    const char *bl = NULL;
-    if (!json_in_name(r->param, &e) || !check_query(r, qfields, NULL, NULL, &e))
+    const char *bl = NULL, *ql = NULL;
+    bool qconf = false;
+    if (!json_in_name(r->param, &e) || !check_query(r, qfields, &ql, &qconf, &e))
         goto bad;
     /* An empty body or {} (a lease is not needed and not allowed). */
     body = parse_lease_body(r->body, r->body_len, false, &bl, &e);
     if (body == NULL)
         goto bad;
     json_decref(body);
-    if (bl != NULL) {
+    /* Not allowed however it comes: header, query or body alike. */
+    if (bl != NULL || ql != NULL || qconf || http_header(r, "Lock-Lease") != NULL) {
         api_error_set(&e, LK_INVALID, "a forced release takes no lease");
         goto bad;
     }
