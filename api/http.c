@@ -688,6 +688,7 @@ static void route_request(struct req *r)
     enum lk_code why = LK_NO_ROUTE;
     const char *param = NULL, *label;
     r->route = router_match(r->method, r->url, &param, &why, allow, sizeof(allow), &label);
+    r->label = label; /* a 405 or OPTIONS counts under its path's route too */
     /* The token first: without it, a 404 or 405 would already tell a
      * stranger which routes and methods exist. */
     bool guarded = r->route != NULL ? r->route->guarded : !router_path_open(r->url);
@@ -945,8 +946,7 @@ static void req_done(struct req *r, bool delivered, int64_t now_us)
         }
     }
     int64_t us = now_us - r->start_us;
-    const char *label = r->route ? r->route->label : "other";
-    metrics_http(label, r->method, r->status, us);
+    metrics_http(r->label ? r->label : "other", r->method, r->status, us);
     if (wk->srv->cfg->access_log && lk_log_level <= LK_INFO) {
         char status[8], dur[24], token[24];
         snprintf(status, sizeof(status), "%d", r->status);
@@ -1110,6 +1110,9 @@ static int start_daemon(struct http_worker *wk, char *err, size_t errlen)
     wk->conn_limit = limit;
     struct MHD_OptionItem opts[16];
     int n = 0;
+    /* The logger first: libmicrohttpd warns (through its default logger) of
+     * one that comes later. */
+    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_log, NULL};
     opts[n++] = (struct MHD_OptionItem){MHD_OPTION_LISTEN_SOCKET, wk->lfd, NULL};
     opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT, (intptr_t)limit, NULL};
     wk->mhd_timeout_s = (unsigned)((cfg->connection_timeout_ms + 999) / 1000);
@@ -1126,7 +1129,6 @@ static int start_daemon(struct http_worker *wk, char *err, size_t errlen)
     opts[n++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, wk};
     opts[n++] = (struct MHD_OptionItem){MHD_OPTION_UNESCAPE_CALLBACK, (intptr_t)unescape, NULL};
     opts[n++] = (struct MHD_OptionItem){MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)uri_seen, NULL};
-    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_log, NULL};
     if (wk->srv->tls_cert != NULL) {
         flags |= MHD_USE_TLS;
         opts[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, wk->srv->tls_cert};

@@ -70,6 +70,7 @@ struct req {
     char *grant_names;
     int64_t token;     /* fencing token the answer carried, for the access log; 0 = none */
     const char *error; /* an error answer's "error" (errors.c's table, static), for the log */
+    const char *label; /* the path's metrics route label (router.c's, static); NULL = "other" */
 
     /* Buffers from here on are not zeroed when the request starts (that was
      * a 1.5 KiB memset per request); each is written before it is read. */

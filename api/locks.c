@@ -271,6 +271,10 @@ static void release_cb(void *arg, const struct eng_result *res)
 static void force_cb(void *arg, const struct eng_result *res)
 {
     struct req *r = arg;
+    if (res->code == LK_NOT_HELD) { /* the operator sent no lease to have lost */
+        errors_respond_msg(r, LK_NOT_HELD, "nobody holds this lock now", NULL);
+        return;
+    }
     if (res->code != LK_OK) {
         errors_respond_code(r, res->code, NULL);
         return;
@@ -311,18 +315,20 @@ static int force_of(struct req *r)
 
 static void locks_force(struct req *r)
 {
-    static const char *const qfields[] = {"force", NULL};
+    static const char *const qfields[] = {"force", "lease", NULL};
     struct api_error e;
     json_t *body = NULL;
-    const char *bl = NULL;
-    if (!json_in_name(r->param, &e) || !check_query(r, qfields, NULL, NULL, &e))
+    const char *bl = NULL, *ql = NULL;
+    bool qconf = false;
+    if (!json_in_name(r->param, &e) || !check_query(r, qfields, &ql, &qconf, &e))
         goto bad;
     /* An empty body or {} (a lease is not needed and not allowed). */
     body = parse_lease_body(r->body, r->body_len, false, &bl, &e);
     if (body == NULL)
         goto bad;
     json_decref(body);
-    if (bl != NULL) {
+    /* Not allowed however it comes: header, query or body alike. */
+    if (bl != NULL || ql != NULL || qconf || http_header(r, "Lock-Lease") != NULL) {
         api_error_set(&e, LK_INVALID, "a forced release takes no lease");
         goto bad;
     }
@@ -351,7 +357,7 @@ void locks_release(struct req *r)
         return;
     }
     if (force < 0) {
-        api_error_set(&e, LK_INVALID, "force must be true or false");
+        api_error_set(&e, LK_INVALID, "query 'force' must be true or false");
         goto bad;
     }
     if (!json_in_name(r->param, &e) || !check_query(r, qfields, &ql, &qconf, &e))

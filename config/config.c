@@ -542,10 +542,13 @@ void config_print(const struct lk_config *cfg, FILE *out)
         case CFG_LIST:
         case CFG_ENUM: {
             const char *v = *(char *const *)(const void *)base;
-            if (k->flags & CFG_SECRET) {
+            if ((k->flags & CFG_SECRET) && k->type == CFG_LIST) {
                 char masked[2048];
                 mask_urls(v, masked, sizeof(masked));
                 fprintf(out, "%s %s\n", k->name, masked[0] ? masked : "\"\"");
+            } else if (k->flags & CFG_SECRET) {
+                /* A bare secret (a password): nothing of it is shown. */
+                fprintf(out, "%s %s\n", k->name, v[0] ? "****" : "\"\"");
             } else {
                 fprintf(out, "%s %s\n", k->name, v[0] ? v : "\"\"");
             }
@@ -571,13 +574,16 @@ void config_help(FILE *out)
             "sessions, blocking waits. Every key can be set as a flag (--key value), as an\n"
             "environment variable (LOCKD_KEY) or in the config file (key value lines, #\n"
             "comments); flags win over the environment, which wins over the file.\n"
+            "A flag is --key value or --key=value, with dashes or underscores (--max-ttl-ms);\n"
+            "a true/false key given as a flag without a value means true.\n"
             "Durations accept 500ms, 30s, 5m, 2h or plain milliseconds.\n"
             "\n"
-            "  --config FILE      read keys from FILE (also LOCKD_CONFIG)\n"
+            "  --config FILE      read keys from FILE (also --config=FILE, LOCKD_CONFIG)\n"
             "  --check-config     check what startup checks (values, backend URLs, token files,\n"
             "                     TLS certificate and key; no listener, no backend reached),\n"
             "                     print the effective configuration (secrets masked) and exit\n"
-            "  --help, --version\n"
+            "  -h, --help         print this and exit\n"
+            "  -V, --version      print the version and exit\n"
             "\nkeys (default in brackets):\n");
     for (size_t i = 0; i < cfg_nkeys; i++) {
         const struct cfg_key *k = &cfg_keys[i];

@@ -57,7 +57,8 @@ const struct cfg_key cfg_keys[] = {
     {"max_wait_ms", CFG_MS, OFF(max_wait_ms), "300000", 0, DAY_MS, NULL, 0,
      "longest wait_ms of a blocking acquire"},
     {"max_waiters", CFG_INT, OFF(max_waiters), "100000", 0, 10000000, NULL, 0,
-     "most blocked acquires queued at once; past it wait_ms acquires are tried once"},
+     "most blocked acquires queued at once; past it wait_ms acquires are tried once; "
+     "0 = no bound of its own (max_connections still bounds them)"},
     {"port_file", CFG_STRING, OFF(port_file), "", 0, 0, NULL, 0,
      "write the bound TCP port to this file once listening (useful with port 0)"},
     {"redis", CFG_LIST, OFF(redis), "", 0, 0, NULL, CFG_SECRET,

@@ -559,6 +559,20 @@ static void test_metrics(void)
     CHECK(other >= 301);
     CHECK(series(&x, "lockd_http_requests_total{route=\"/locks/{name}\",method=\"DELETE\","
                      "code=\"404\"}") >= 1);
+    /* A 405 and an OPTIONS on a known path count under that path's route,
+     * not "other" (which is for paths no route serves). */
+    CHECK(series(&x, "lockd_http_requests_total{route=\"/locks/{name}\",method=\"other\","
+                     "code=\"405\"}") >= 300);
+    double opt0 = series(&x, "lockd_http_requests_total{route=\"/healthz\",method=\"OPTIONS\","
+                             "code=\"204\"}");
+    expo_free(&x);
+    th_http(cl, "OPTIONS", fx_url(&fx, "/healthz"), NULL, NULL, &r);
+    CHECK_EQ_INT(r.status, 204);
+    th_resp_free(&r);
+    scrape(&x);
+    CHECK_EQ_INT(series(&x, "lockd_http_requests_total{route=\"/healthz\",method=\"OPTIONS\","
+                            "code=\"204\"}"),
+                 (isnan(opt0) ? 0 : opt0) + 1);
     expo_free(&x);
 }
 
@@ -750,6 +764,9 @@ static void test_logs(void)
     char six[8];
     snprintf(six, sizeof(six), "%.6s", leases[0]);
     CHECK(strstr(text, six) != NULL);
+    /* libmicrohttpd finds lockd's logger where it wants it (first). */
+    if (strstr(text, "is not the first option") != NULL)
+        th_fail(__FILE__, __LINE__, "libmicrohttpd warned of the logger's place");
     free(text);
     const char *ids[] = {"trace-abc.123", g1};
     struct logscan ls;

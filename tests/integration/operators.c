@@ -95,6 +95,22 @@ static void force_on(const struct th_lockd *holder, const struct th_lockd *op, c
     snprintf(path, sizeof(path), "%s?force=maybe", name);
     CHECK_EQ_INT(call("DELETE", th_url(op, "/locks/", path), NULL, admin_hdr, &r), 400);
     th_resp_free(&r);
+    /* A force takes no lease, however it is sent: each is refused alike and
+     * the holder keeps the lock. */
+    char lq[360], lhdr[80], lb[80];
+    snprintf(lq, sizeof(lq), "%s?force=true&lease=%s", name, lease);
+    snprintf(lhdr, sizeof(lhdr), "Lock-Lease: %s", lease);
+    snprintf(lb, sizeof(lb), "{\"lease\":\"%s\"}", lease);
+    snprintf(path, sizeof(path), "%s?force=true", name);
+    const char *with_hdr[] = {admin_hdr, lhdr, NULL};
+    for (int k = 0; k < 3; k++) {
+        th_http(cl, "DELETE", th_url(op, "/locks/", k == 0 ? lq : path), k == 2 ? lb : NULL,
+                k == 1 ? with_hdr : (const char *[]){admin_hdr, NULL}, &r);
+        CHECK_EQ_INT(r.status, 400);
+        CHECK_STR(th_jerr(&r), "invalid_field");
+        CHECK_STR(th_jstr(&r, "message"), "a forced release takes no lease");
+        th_resp_free(&r);
+    }
     CHECK_EQ_INT(metric(op, "lockd_forced_releases_total"), before);
 
     long long i0 = index_of(holder, name);
@@ -116,6 +132,8 @@ static void force_on(const struct th_lockd *holder, const struct th_lockd *op, c
     CHECK_EQ_INT(metric(op, "lockd_forced_releases_total"), before + 1);
     CHECK_EQ_INT(call("DELETE", th_url(op, "/locks/", path), NULL, admin_hdr, &r), 404);
     CHECK_STR(th_jerr(&r), "not_held");
+    /* the operator sent no lease: the message does not speak of one */
+    CHECK(th_jstr(&r, "message") != NULL && strstr(th_jstr(&r, "message"), "lease") == NULL);
     th_resp_free(&r);
     CHECK_EQ_INT(metric(op, "lockd_forced_releases_total"), before + 1);
 

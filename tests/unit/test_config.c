@@ -143,6 +143,8 @@ static void test_mask(void **state)
     config_defaults(&c);
     assert_int_equal(
         config_set(&c, "redis", "redis://user:s3cret@127.0.0.1:6379/2", "t", err, sizeof(err)), 0);
+    /* A secret that is not a URL (the sentinel data nodes' password) is masked whole. */
+    assert_int_equal(config_set(&c, "redis_master_password", "hunter2", "t", err, sizeof(err)), 0);
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
@@ -150,6 +152,8 @@ static void test_mask(void **state)
     fclose(f);
     assert_null(strstr(buf, "s3cret"));
     assert_non_null(strstr(buf, "redis redis://user:****@127.0.0.1:6379/2"));
+    assert_null(strstr(buf, "hunter2"));
+    assert_non_null(strstr(buf, "redis_master_password ****\n"));
     free(buf);
     config_free(&c);
 }
