@@ -36,9 +36,12 @@ struct mem_holder {
  * free again and out of any lock-delay, an entry whose index was read (an
  * inspect or a watch: `observed`) moves from the live table to the kept one
  * and stays until keep_until_ms, so its reader sees the index move on; any
- * other is freed at once (nobody can tell its index from 0). Reading a name
- * with no entry leaves a kept one with index 0, so a grant and release
- * between a watcher's answer and its next ask still change what it reads.
+ * other is freed at once. A name with no entry reads free_index, which a
+ * freed entry raises to its own index: so no name's index ever moves back
+ * (DESIGN.md, Watching), and freeing one changes only what names with no
+ * entry read. Reading a name with no entry leaves a kept one with that
+ * index, so a grant and release between a watcher's answer and its next
+ * ask still change what it reads.
  * Holders are kept in grant order, so in token order: the newest is the
  * last. Each holder's slot frees at its own expiry (trim), with no sweep
  * needed for correctness. */
@@ -66,6 +69,7 @@ struct mem {
     struct mem_lock *kept;
     int64_t last_token;
     int64_t last_index; /* the index last given to any name */
+    int64_t free_index; /* what a name with no entry reads: the highest a freed one had */
     char sweep_at[LK_NAME_MAX + 1]; /* where the janitor's sweep resumes */
     char cursor_key[33];            /* random per process: signs list cursors */
     int64_t keep_free_ms;           /* KEEP_FREE_MS (tests shorten it) */
@@ -75,8 +79,8 @@ struct mem {
 #define INSPECT_MAX 100 /* holders an inspect lists (DESIGN.md §2) */
 /* A free name whose index was read keeps its entry (and index) this long
  * after its last change, so that a watcher of it sees the same index; after
- * that it answers 0 (lower: a watcher holding an older index is answered at
- * once, once). */
+ * that it reads free_index (no lower: a watcher holding the older index is
+ * answered at once, once, if other names were freed since). */
 #define KEEP_FREE_MS 60000
 
 static char mem_no_owner[1] = "";
@@ -156,6 +160,15 @@ static void lock_free(struct mem_lock *l)
     free(l);
 }
 
+/* l's entry goes (not at shutdown): names with no entry read at least its
+ * index from now on (free_index). */
+static void lock_forget(struct mem *m, struct mem_lock *l)
+{
+    if (l->index > m->free_index)
+        m->free_index = l->index;
+    lock_free(l);
+}
+
 static bool alive(const struct mem_lock *l)
 {
     return l->n > 0;
@@ -183,7 +196,7 @@ static struct mem_lock *prune(struct mem *m, struct mem_lock *l, int64_t now)
         move(&m->locks, &m->kept, l);
     } else {
         HASH_DEL(m->locks, l);
-        lock_free(l);
+        lock_forget(m, l);
     }
     return NULL;
 }
@@ -205,7 +218,7 @@ static struct mem_lock *find_kept(struct mem *m, const char *name, size_t len, u
     HASH_FIND_BYHASHVALUE(hh, m->kept, name, len, hv, l);
     if (l != NULL && l->keep_until_ms <= now) {
         HASH_DEL(m->kept, l);
-        lock_free(l);
+        lock_forget(m, l);
         return NULL;
     }
     return l;
@@ -248,7 +261,7 @@ static void mem_sweep(void *bk)
      * stays (one behind it is freed on its next lookup, or here later). */
     for (int i = 0; (l = m->kept) != NULL && l->keep_until_ms <= now && i < SWEEP_STEP; i++) {
         HASH_DEL(m->kept, l);
-        lock_free(l);
+        lock_forget(m, l);
     }
     pthread_mutex_unlock(&m->mu);
 }
@@ -585,6 +598,7 @@ static void mem_inspect(struct mem *m, const struct bk_req *req, bk_done_fn done
     } else if (m->keep_free_ms > 0) { /* read at 0: a change from here must show */
         size_t len = strlen(req->name);
         struct mem_lock *k = lock_new(req->name, len);
+        k->index = m->free_index;
         k->observed = true;
         k->keep_until_ms = now + m->keep_free_ms;
         HASH_ADD_KEYPTR(hh, m->kept, k->name, len, k);
@@ -601,7 +615,7 @@ static void mem_inspect(struct mem *m, const struct bk_req *req, bk_done_fn done
     } else if (l != NULL && l->delay_until_ms > now) {
         r.delay_ms = l->delay_until_ms - now;
     }
-    r.index = l != NULL ? l->index : 0;
+    r.index = l != NULL ? l->index : m->free_index;
     pthread_mutex_unlock(&m->mu);
     done(arg, &r);
     free(hs);
