@@ -205,6 +205,11 @@ struct bk_res {
      * name the backend no longer remembers may answer a lower one (0).
      * Redlock: the majority's view (backend_redlock.c, majority_index). */
     int64_t index;
+    /* INSPECT: > 0, a holder that some node still lists expires in this
+     * many ms, view or not (Redlock: the index may not move before every
+     * node let an expired reader go, majority_index); a watcher asks again
+     * then. 0: the view's holders' expiries say when. */
+    int64_t recheck_ms;
     /* LIST */
     const struct bk_entry *entries;
     size_t nentries;

@@ -773,7 +773,11 @@ static enum lk_code view_eval(const struct rl_view *v, int n, int q, struct bk_r
  *    majority broken by fewer nodes): the index follows within the
  *    release's fan-out, and a watcher woken by the first node's message is
  *    woken again by the next ones. When the counters differ (a node missed
- *    grants while it was down), C may stay until the next change;
+ *    grants while it was down, or readers' votes stepped to each node's
+ *    residue, sh_step), C may stay until every node let the reader go: a
+ *    release reaches them all in its fan-out; an expiry reaches each when a
+ *    script next counts there, which a watcher's inspect at
+ *    soonest_expiry does (t_watch_counters_differ);
  *  - renewals and reentrant holds touch no counter and no token.
  * An acquire that reached only a minority (a split vote, undone) may move C
  * too: a watcher then wakes, sees the same holders and asks again. While a
@@ -811,6 +815,28 @@ static int64_t majority_index(const struct rl_view *v, int n, int q, const struc
     return 2 * cs[q - 1] + shared;
 }
 
+/* The soonest expiry (ms) of a holder any node lists, in the view or not,
+ * else 0. A reader's expiry reaches the nodes at different times (each
+ * drops it at its own vote's TIME + ttl, when a script next counts there);
+ * when their counters differ, C (majority_index) may not move until the
+ * last one did, after the view already lost the reader: a watcher asks
+ * again at this time too, not only at the view's holders' expiries, so it
+ * is not left waiting for its deadline. */
+static int64_t soonest_expiry(const struct rl_view *v, int n)
+{
+    int64_t soonest = 0;
+    for (int i = 0; i < n; i++) {
+        if (!v[i].done || v[i].code != LK_OK)
+            continue;
+        for (size_t j = 0; j < v[i].nholders; j++) {
+            int64_t e = v[i].holders[j].expires_in_ms;
+            if (e > 0 && (soonest == 0 || e < soonest))
+                soonest = e;
+        }
+    }
+    return soonest;
+}
+
 /* Inspect answers with the majority view (view_eval) and its index
  * (majority_index). */
 static void inspect_eval(struct rl_call *c)
@@ -833,6 +859,7 @@ static void inspect_eval(struct rl_call *c)
     } else {
         bool known;
         r.index = majority_index(v, c->rl->n, c->rl->quorum, &r, &known);
+        r.recheck_ms = soonest_expiry(v, c->rl->n);
         if (known) /* else the counters answered so far disagree: wait for the rest */
             call_answer(c, &r);
     }

@@ -1066,6 +1066,11 @@ static void watch_check_done(void *arg, const struct bk_res *br)
         if (expiry_at == 0 || at < expiry_at)
             expiry_at = at;
     }
+    if (br->code == LK_OK && br->recheck_ms > 0) { /* a holder only some node lists */
+        int64_t at = now + br->recheck_ms + 1;
+        if (expiry_at == 0 || at < expiry_at)
+            expiry_at = at;
+    }
     struct eng_waiter *answer = NULL, *w, *tmp;
     bool again = false;
     pthread_mutex_lock(&e->wmu);

@@ -959,6 +959,56 @@ static void t_watch_shared(void)
     stop_nodes();
 }
 
+/* A reader's expiry when the nodes' counters differ (readers' votes step
+ * to each node's residue, sh_step) and one node drops it later than the
+ * others (its vote came later): two nodes letting it go move the view but
+ * not C, the quorum-th largest counter (f+1, f+2, f+3 -> f+2, f+2, f+4).
+ * The watcher must ask again when the third node's copy expires (bk_res
+ * recheck_ms), and be answered then with a greater index, not at its
+ * deadline: before, it waited out its 6 s. */
+static void t_watch_counters_differ(void)
+{
+    start_nodes(3);
+    struct th_lockd a;
+    lockd_on(&a);
+    struct th_client *c = th_client_new();
+    char url[256], h1[96], h2[96];
+    snprintf(url, sizeof(url), "%s/locks/rc", a.url);
+    rl_reader(c, url, "rc", 60000, 1, h1, sizeof(h1));
+    rl_reader(c, url, "rc", 1500, 2, h2, sizeof(h2));
+    long long f = atoll(th_redis_cli(&R[0], "GET rl:{rc}:fence"));
+    CHECK(f > 0);
+    char cmd[256];
+    for (int i = 0; i < 3; i++) {
+        snprintf(cmd, sizeof(cmd), "SET rl:{rc}:fence %lld PX 86400000", f + 1 + i);
+        CHECK_STR(th_redis_cli(&R[i], cmd), "OK\n");
+    }
+    /* node 1's copy of the short reader lives 1.5 s longer */
+    const char *lease2 = h2 + strlen("Lock-Lease: ");
+    snprintf(cmd, sizeof(cmd), "ZSCORE rl:{rc}:z %s", lease2);
+    long long score = atoll(th_redis_cli(&R[1], cmd));
+    CHECK(score > 0);
+    snprintf(cmd, sizeof(cmd), "ZADD rl:{rc}:z XX %lld %s", score + 1500, lease2);
+    CHECK_STR(th_redis_cli(&R[1], cmd), "0\n");
+    long long i0 = rl_index(c, &a, "rc");
+    struct rl_watch w;
+    pthread_t t;
+    int64_t t0 = th_now_ms();
+    rl_watch_start(&w, &t, &a, "rc", i0, 6000);
+    pthread_join(t, NULL);
+    printf("    watcher answered %lld ms after it asked (index %lld -> %lld)\n",
+           (long long)(w.answered_ms - t0), i0, w.index);
+    CHECK_EQ_INT(w.status, 200);
+    CHECK(w.held);
+    CHECK(w.index > i0);
+    /* the short reader's end on nodes 0 and 2 (<= 1.5 s), on node 1 1.5 s
+     * later: answered then, well before the 6 s deadline */
+    CHECK(w.answered_ms - t0 < 4500 * th_time_scale());
+    th_client_free(c);
+    th_lockd_kill(&a, SIGTERM);
+    stop_nodes();
+}
+
 /* ---- readers and writers (issue 22 on Redlock) ---- */
 
 #define RW_CLIENTS 16
@@ -2191,6 +2241,7 @@ int main(int argc, char **argv)
     RUN(t_majority_view);
     RUN(t_watch);
     RUN(t_watch_shared);
+    RUN(t_watch_counters_differ);
     RUN(t_renew_token_is_the_grants);
     RUN(t_ops_and_refusals);
     RUN(t_split_vote);
