@@ -777,7 +777,10 @@ static enum lk_code view_eval(const struct rl_view *v, int n, int q, struct bk_r
  *    residue, sh_step), C may stay until every node let the reader go: a
  *    release reaches them all in its fan-out; an expiry reaches each when a
  *    script next counts there, which a watcher's inspect at
- *    soonest_expiry does (t_watch_counters_differ);
+ *    soonest_expiry does (t_watch_counters_differ). A node that never
+ *    listed the reader (it missed the grant) counts nothing when it goes:
+ *    then C may stay until the next change (not fixed: the counters would
+ *    have to be kept level);
  *  - renewals and reentrant holds touch no counter and no token.
  * An acquire that reached only a minority (a split vote, undone) may move C
  * too: a watcher then wakes, sees the same holders and asks again. While a
