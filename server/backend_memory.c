@@ -862,6 +862,12 @@ enum lk_code backend_memory_new(const struct lk_config *cfg, struct backend *out
     pthread_mutex_init(&m->mu, NULL);
     lk_random_hex(m->cursor_key, 16);
     m->keep_free_ms = KEEP_FREE_MS;
+    /* A name nobody held in this process reads the clock it started at, in
+     * µs as every index is: above what an earlier lockd answered for it, so
+     * an index never moves back across a restart either (and every index
+     * given from here, bump, is above it). */
+    m->free_index = lk_wall_us();
+    m->last_index = m->free_index;
     out->ops = &mem_ops;
     out->state = m;
     return LK_OK;
