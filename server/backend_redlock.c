@@ -778,7 +778,8 @@ static enum lk_code view_eval(const struct rl_view *v, int n, int q, struct bk_r
  *    and for good when it never listed the reader (it missed the grant: it
  *    counts nothing when the reader goes; t_watch_missed_reader). So the
  *    counters are kept level: when a majority hold the name with two
- *    readers or more, inspect waits for every node's answer (each comes
+ *    readers or more, a watcher's inspect (bk_req.wait; a plain inspect
+ *    and a listing do not level) waits for every node's answer (each comes
  *    within backend_timeout_ms), and when their counters differ it
  *    inspects each lagging node again with the largest, M, as its
  *    counter's floor (inspect.lua raises it, then reads) and answers from
@@ -810,8 +811,8 @@ static enum lk_code view_eval(const struct rl_view *v, int n, int q, struct bk_r
  * lagging nodes (acquire, renew and release never do). Two lockd that
  * level at once each raise to the largest they read, never lowering: the
  * counters end level, not leapfrogging. Levelling moves C itself (to M):
- * an index read before it (a listing's, which does not level) differs
- * once with the same holders.
+ * an index read before it (a plain inspect's or a listing's, which do
+ * not level) differs once with the same holders.
  * So may an acquire that reached only a minority (a split vote, undone):
  * a watcher then wakes, sees the same holders and asks again. While a
  * node is down, C comes from the others and may read lower (once: the
@@ -934,14 +935,16 @@ static void inspect_eval(struct rl_call *c)
         call_answer_code(c, rc);
     } else {
         /* known: else the counters answered so far disagree, and the rest
-         * are awaited; with two readers every node's counter is (to level
-         * them: each node answers within backend_timeout_ms) */
+         * are awaited; for a watcher, with two readers, every node's counter
+         * is (to level them: each node answers within backend_timeout_ms; a
+         * plain inspect does not wait for the slowest node) */
         bool known;
         r.index = majority_index(v, c->rl->n, c->rl->quorum, &r, &known);
         r.recheck_ms = soonest_expiry(v, c->rl->n);
-        known = known && (r.nholders < 2 || c->pending == 0);
+        bool level = c->req.wait && r.nholders >= 2; /* a watcher's inspect only */
+        known = known && (!level || c->pending == 0);
         /* levelling: answered from the lagging nodes' second reads */
-        if (known && (c->phase == PH_LEVEL || !level_counters(c, v, &r)))
+        if (known && (!level || c->phase == PH_LEVEL || !level_counters(c, v, &r)))
             call_answer(c, &r);
     }
     free(hs);

@@ -695,6 +695,21 @@ static long long rl_index(struct th_client *c, const struct th_lockd *l, const c
     return v;
 }
 
+/* name's index as a watch reads it on lockd l (a watch of index 1, answered
+ * at once): a watch's inspect levels the nodes' counters when readers hold
+ * (level_counters in backend_redlock.c), a plain one does not. */
+static long long rl_watch_index(struct th_client *c, const struct th_lockd *l, const char *name)
+{
+    char url[256];
+    snprintf(url, sizeof(url), "%s/locks/%s?index=1&wait_ms=2000", l->url, name);
+    struct th_resp r;
+    th_http(c, "GET", url, NULL, NULL, &r);
+    CHECK_EQ_INT(r.status, 200);
+    long long v = th_jint(&r, "index");
+    th_resp_free(&r);
+    return v;
+}
+
 /* A watcher on lockd b of name with index, started now; joined by the caller. */
 static void rl_watch_start(struct rl_watch *w, pthread_t *t, const struct th_lockd *b,
                            const char *name, long long index, long long wait_ms)
@@ -964,7 +979,7 @@ static void t_watch_shared(void)
  * left), with a greater index, within bound_ms (stretched by
  * th_time_scale) of t0; prints what and the time. */
 static void rl_watch_moved(struct rl_watch *w, pthread_t t, int64_t t0, long long i0,
-                           int64_t bound_ms, const char *what)
+                           int64_t min_ms, int64_t bound_ms, const char *what)
 {
     pthread_join(t, NULL);
     printf("    %s: %lld ms (index %lld -> %lld)\n", what, (long long)(w->answered_ms - t0), i0,
@@ -972,6 +987,7 @@ static void rl_watch_moved(struct rl_watch *w, pthread_t t, int64_t t0, long lon
     CHECK_EQ_INT(w->status, 200);
     CHECK(w->held);
     CHECK(w->index > i0);
+    CHECK(w->answered_ms - t0 >= min_ms); /* not before what it must hear of */
     CHECK(w->answered_ms - t0 < bound_ms * th_time_scale());
 }
 
@@ -1012,7 +1028,7 @@ static void t_watch_counters_differ(void)
                  lease2);
         CHECK_STR(th_redis_cli(&R[i], cmd), "0\n");
     }
-    long long i0 = rl_index(c, &a, "rc");
+    long long i0 = rl_watch_index(c, &a, "rc");
     long long f = i0 / 2;
     struct rl_watch w;
     pthread_t t;
@@ -1025,7 +1041,7 @@ static void t_watch_counters_differ(void)
     }
     /* the short reader's end on nodes 0 and 2 (<= 1.5 s), on node 1 1.5 s
      * later: answered then, well before the 6 s deadline */
-    rl_watch_moved(&w, t, t0, i0, 4500, "watcher answered after it asked");
+    rl_watch_moved(&w, t, t0, i0, 1000, 4500, "watcher answered after it asked");
     th_client_free(c);
     th_lockd_kill(&a, SIGTERM);
     stop_nodes();
@@ -1039,9 +1055,9 @@ static void t_watch_counters_differ(void)
  * grant log, reassert.lua). The counters (x, x - 1, x + 6) make node 0's
  * the quorum-th largest: the release counts one on nodes 1 and 2 only, so
  * C stayed x and the watcher on the other lockd waited out its 6 s
- * deadline with the old index. Inspect now keeps the counters level while
- * readers hold (backend_redlock.c level_counters): answered at once with
- * a greater index, the same on both lockd before it. */
+ * deadline with the old index. A watch's inspect now keeps the counters
+ * level while readers hold (backend_redlock.c level_counters): answered
+ * right after the release with a greater index. */
 static void t_watch_missed_reader(void)
 {
     start_nodes(3);
@@ -1068,7 +1084,7 @@ static void t_watch_missed_reader(void)
         snprintf(cmd, sizeof(cmd), "SET rl:{rm}:fence %lld PX 86400000", v);
         CHECK_STR(th_redis_cli(&R[i], cmd), "OK\n");
     }
-    long long i0 = rl_index(c, &b, "rm");
+    long long i0 = rl_watch_index(c, &b, "rm"); /* levelled: x + 6 on every node */
     CHECK(i0 % 2 == 0 && i0 >= 2 * x);
     CHECK_EQ_INT(rl_index(c, &a, "rm"), i0);
     struct rl_watch w;
@@ -1077,7 +1093,7 @@ static void t_watch_missed_reader(void)
     th_sleep_ms(200);
     int64_t t0 = th_now_ms();
     CHECK_EQ_INT(th_status(c, "DELETE", url, NULL, h1, NULL), 200);
-    rl_watch_moved(&w, t, t0, i0, 1000, "release of the reader node 0 missed -> watcher");
+    rl_watch_moved(&w, t, t0, i0, 0, 1000, "release of the reader node 0 missed -> watcher");
     th_client_free(c);
     th_lockd_kill(&a, SIGTERM);
     th_lockd_kill(&b, SIGTERM);
