@@ -124,7 +124,9 @@ struct bk_req {
     int64_t ttl_ms;   /* ACQUIRE; RENEW: 0 = the ttl the lease was last given */
     int64_t delay_ms; /* RELEASE: lock-delay (Chubby) after it, 0 = none */
     /* ACQUIRE: the token granted must exceed it (Redlock's write-back of the
-     * majority's highest counter); 0 = no floor. */
+     * majority's highest counter); 0 = no floor. INSPECT (the Redis lock
+     * layer's): the name's fence counter is first raised to at least it
+     * (Redlock keeps its nodes' counters level, backend_redlock.c). */
     int64_t fence_floor;
     bool session_bound; /* ACQUIRE: shown to inspectors */
     /* ACQUIRE: a waiter asks; it (or lockd's queue) must hear of the release.

@@ -1566,6 +1566,8 @@ static enum lk_code rb_inspect(struct rb *bk, struct rn_conn *c, const struct bk
     argb_key(&b, bk, req->name, "");
     argb_key(&b, bk, req->name, ":fence");
     rargs_str(&b, req->wait ? "1" : "0"); /* a watcher: the next change publishes */
+    if (req->fence_floor > 0)
+        rargs_int(&b, req->fence_floor); /* Redlock's levelling: the counter first */
     rn_cmd_take_args(&cmd->nc, &b);
     return cmd_submit(cmd, -1);
 }

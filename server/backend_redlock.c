@@ -124,6 +124,7 @@ enum rl_phase {
     PH_OPEN,  /* votes coming in */
     PH_GRANT, /* an acquire won a majority: the write-back runs */
     PH_FAIL,  /* no grant: every node that may have granted is undone */
+    PH_LEVEL, /* an inspect reads the lagging nodes again, raised (level_counters) */
 };
 
 /* One operation fanned out to every node. refs: the submitter, each node's
@@ -766,24 +767,54 @@ static enum lk_code view_eval(const struct rl_view *v, int n, int q, struct bk_r
  *    left a majority counting T or more: C >= T, 2C+1 > 2T;
  *  - the end of the last reader: 2C, then 2C+1 (C never goes down);
  *  - the end of one reader while others hold (release, expiry, force): each
- *    node that lets a reader go counts one more (sh_bump, _shared.lua), so
- *    when the nodes counted alike (every grant reached every node, the
- *    usual case) C moves once a majority of them let it go, which is when
- *    the release is answered. The view can lose it a little earlier (its
- *    majority broken by fewer nodes): the index follows within the
- *    release's fan-out, and a watcher woken by the first node's message is
- *    woken again by the next ones. When the counters differ (a node missed
- *    grants while it was down, or readers' votes stepped to each node's
- *    residue, sh_step), C may stay until every node let the reader go: a
- *    release reaches them all in its fan-out; an expiry reaches each when a
- *    script next counts there, which a watcher's inspect at
- *    soonest_expiry does (t_watch_counters_differ). A node that never
- *    listed the reader (it missed the grant) counts nothing when it goes:
- *    then C may stay until the next change (not fixed: the counters would
- *    have to be kept level);
+ *    node that lets a reader go counts one more (sh_bump, _shared.lua), and
+ *    a majority list the reader, so C moves once they let it go (when the
+ *    release is answered) provided each of them counted C or more before.
+ *    The view can lose it a little earlier (its majority broken by fewer
+ *    nodes): the index follows within the release's fan-out, and a watcher
+ *    woken by the first node's message is woken again by the next ones. A
+ *    node that counted less (it missed grants while it was down, or
+ *    readers' votes stepped to each node's residue, sh_step) holds C back,
+ *    and for good when it never listed the reader (it missed the grant: it
+ *    counts nothing when the reader goes; t_watch_missed_reader). So the
+ *    counters are kept level: when a majority hold the name with two
+ *    readers or more, a watcher's inspect (bk_req.wait; a plain inspect
+ *    and a listing do not level) waits for every node's answer (each comes
+ *    within backend_timeout_ms), and when their counters differ it
+ *    inspects each lagging node again with the largest, M, as its
+ *    counter's floor (inspect.lua raises it, then reads) and answers from
+ *    those reads (level_counters). Every node that lists one of the view's
+ *    readers answered (holder_votes counts no other), so each then counts
+ *    M or more and the reader's end takes a majority past M. The second
+ *    read, not the raise alone: a release that reaches a lagging node
+ *    between its two reads shows in the second (the reader gone, the
+ *    counter M or more, one instant), so the view answered never lists a
+ *    reader whose end the index already counts (a raise alone would fold
+ *    that release's count into M while the answer still listed the
+ *    reader: its watcher would then hold the index the release led to).
+ *    Counters no levelling reached (a node that failed to answer, events
+ *    after the reads) can still hold C back until they let the reader go:
+ *    a release reaches every node in its fan-out, and each new inspect
+ *    levels again; an expiry reaches each node when a script next counts
+ *    there, which a watcher's inspect at soonest_expiry does
+ *    (t_watch_counters_differ);
  *  - renewals and reentrant holds touch no counter and no token.
- * An acquire that reached only a minority (a split vote, undone) may move C
- * too: a watcher then wakes, sees the same holders and asks again. While a
+ * Why level, and only with two readers: reading the counters another way
+ * cannot do it (the largest stays when the node that missed the reader
+ * holds it; a sum moves whenever a node is down), and raising a counter is
+ * always safe (later tokens only grow; the shared votes' argument above
+ * takes any raise). A grant moves C without it, the last reader's end
+ * turns 2C into 2C+1 and a writer's index is its token: so a free name, a
+ * writer or a lone reader costs nothing more (nor waits for the slowest
+ * node), and only an inspect that
+ * finds two readers and the counters apart pays a round trip, to the
+ * lagging nodes (acquire, renew and release never do). Two lockd that
+ * level at once each raise to the largest they read, never lowering: the
+ * counters end level, not leapfrogging. Levelling moves C itself (to M):
+ * an index read before it (a plain inspect's or a listing's, which do
+ * not level) differs once with the same holders.
+ * So may an acquire that reached only a minority (a split vote, undone):
+ * a watcher then wakes, sees the same holders and asks again. While a
  * node is down, C comes from the others and may read lower (once: the
  * watcher is answered at once and asks again).
  */
@@ -840,8 +871,51 @@ static int64_t soonest_expiry(const struct rl_view *v, int n)
     return soonest;
 }
 
+static void sub_done(void *arg, const struct bk_res *r);
+
+/* Keeps the counters level (majority_index says why): when the view r, from
+ * every node's answer (v), has two readers or more and their counters
+ * differ, each lagging node is inspected again with the largest as its
+ * counter's floor (inspect.lua raises it, then reads), and the call is
+ * answered from those reads (inspect_eval; PH_LEVEL: once). True then;
+ * false: nothing to level, the caller answers. */
+static bool level_counters(struct rl_call *c, const struct rl_view *v, const struct bk_res *r)
+{
+    int n = c->rl->n;
+    int64_t top = -1, low = -1;
+    for (int i = 0; i < n; i++)
+        if (v[i].done && v[i].code == LK_OK) {
+            int64_t k = v[i].index / 2;
+            top = k > top ? k : top;
+            low = low < 0 || k < low ? k : low;
+        }
+    if (r->nholders < 2 || low == top)
+        return false;
+    c->phase = PH_LEVEL;
+    c->req.fence_floor = top;
+    bool lag[RL_MAX_NODES];
+    for (int i = 0; i < n; i++) { /* all pending before any is sent: none answers alone */
+        struct rl_sub *s = &c->sub[i];
+        lag[i] = v[i].done && v[i].code == LK_OK && v[i].index / 2 < top;
+        if (!lag[i])
+            continue;
+        free(s->view.holders);
+        memset(&s->view, 0, sizeof(s->view));
+        s->done = false;
+        s->has_holder = false;
+        c->pending++;
+        c->refs++;
+    }
+    for (int i = 0; i < n; i++) {
+        const struct backend *b = &c->rl->node[i];
+        if (lag[i])
+            (void)b->ops->submit(b->state, c->lp, &c->req, sub_done, &c->sub[i]);
+    }
+    return true;
+}
+
 /* Inspect answers with the majority view (view_eval) and its index
- * (majority_index). */
+ * (majority_index), after levelling the counters when they differ. */
 static void inspect_eval(struct rl_call *c)
 {
     if (c->answered)
@@ -860,10 +934,17 @@ static void inspect_eval(struct rl_call *c)
     if (rc != LK_OK) {
         call_answer_code(c, rc);
     } else {
+        /* known: else the counters answered so far disagree, and the rest
+         * are awaited; for a watcher, with two readers, every node's counter
+         * is (to level them: each node answers within backend_timeout_ms; a
+         * plain inspect does not wait for the slowest node) */
         bool known;
         r.index = majority_index(v, c->rl->n, c->rl->quorum, &r, &known);
         r.recheck_ms = soonest_expiry(v, c->rl->n);
-        if (known) /* else the counters answered so far disagree: wait for the rest */
+        bool level = c->req.wait && r.nholders >= 2; /* a watcher's inspect only */
+        known = known && (!level || c->pending == 0);
+        /* levelling: answered from the lagging nodes' second reads */
+        if (known && (!level || c->phase == PH_LEVEL || !level_counters(c, v, &r)))
             call_answer(c, &r);
     }
     free(hs);
@@ -981,8 +1062,6 @@ static void list_answer(struct rl_call *c)
     call_answer(c, &r);
     free(keep);
 }
-
-static void sub_done(void *arg, const struct bk_res *r);
 
 struct rl_probe {
     struct rl_call *c;

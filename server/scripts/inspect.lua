@@ -3,18 +3,28 @@
 -- KEYS: lock (its value is described in _acquire.lua and _shared.lua), its
 -- fence counter. ARGV: '1' when a watcher asks: then the next change
 -- publishes (the lock's w flag for a release, the counter's mark for a
--- grant), else '0'.
+-- grant), else '0'; then, optionally, a floor: the counter is first raised
+-- to it, never lowered (Redlock keeps its nodes' counters level,
+-- backend_redlock.c level_counters: the index and holders answered are
+-- read after the raise).
 -- Returns {index, holders} where holders is {0} free; {1, owner, token, sb,
 -- pttl} held; {2, pttl} lock-delay only; {4, limit, count, (owner, token,
 -- sb, pttl, mode)...} shared holders or a semaphore's, newest token first,
 -- at most 100 of them.
 --#include _shared.lua
 --#call
-local lock, fence, mark = KEYS[1], KEYS[2], ARGV[1] == '1'
+local lock, fence, mark, floor = KEYS[1], KEYS[2], ARGV[1] == '1', ARGV[2]
 
--- The counter's number (a watcher's mark, '<n>w', aside); marks it if asked.
+-- The counter's number (a watcher's mark, '<n>w', aside); marks it if asked,
+-- raises it to the floor if given.
 local function fence_n()
   local f = redis.call('GET', fence)
+  local n = tonumber(string.match(f or '0', '^%d*')) or 0
+  if floor and n < tonumber(floor) then
+    local w = (mark or (f and string.byte(f, -1) == 119)) and 'w' or ''
+    redis.call('SET', fence, floor .. w, 'PX', 'FENCE_RETENTION_MS')
+    return tonumber(floor)
+  end
   if mark and not (f and string.byte(f, -1) == 119) then
     if f then
       redis.call('SET', fence, f .. 'w', 'KEEPTTL')
@@ -22,7 +32,7 @@ local function fence_n()
       redis.call('SET', fence, '0w', 'PX', 'FENCE_RETENTION_MS')
     end
   end
-  return tonumber(string.match(f or '0', '^%d*')) or 0
+  return n
 end
 
 local v = redis.call('GET', lock)
