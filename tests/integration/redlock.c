@@ -681,10 +681,15 @@ static void *rl_watch_thread(void *arg)
     return NULL;
 }
 
-static long long rl_index(struct th_client *c, const struct th_lockd *l, const char *name)
+/* name's index on lockd l, as a plain inspect reads it (query "") or as a
+ * watch does (a watch of index 1, answered at once): a watch's inspect
+ * levels the nodes' counters when readers hold (level_counters in
+ * backend_redlock.c), a plain one does not. */
+static long long rl_index_q(struct th_client *c, const struct th_lockd *l, const char *name,
+                            const char *query)
 {
     char url[256];
-    snprintf(url, sizeof(url), "%s/locks/%s", l->url, name);
+    snprintf(url, sizeof(url), "%s/locks/%s%s", l->url, name, query);
     struct th_resp r;
     th_http(c, "GET", url, NULL, NULL, &r);
     CHECK_EQ_INT(r.status, 200);
@@ -695,19 +700,14 @@ static long long rl_index(struct th_client *c, const struct th_lockd *l, const c
     return v;
 }
 
-/* name's index as a watch reads it on lockd l (a watch of index 1, answered
- * at once): a watch's inspect levels the nodes' counters when readers hold
- * (level_counters in backend_redlock.c), a plain one does not. */
+static long long rl_index(struct th_client *c, const struct th_lockd *l, const char *name)
+{
+    return rl_index_q(c, l, name, "");
+}
+
 static long long rl_watch_index(struct th_client *c, const struct th_lockd *l, const char *name)
 {
-    char url[256];
-    snprintf(url, sizeof(url), "%s/locks/%s?index=1&wait_ms=2000", l->url, name);
-    struct th_resp r;
-    th_http(c, "GET", url, NULL, NULL, &r);
-    CHECK_EQ_INT(r.status, 200);
-    long long v = th_jint(&r, "index");
-    th_resp_free(&r);
-    return v;
+    return rl_index_q(c, l, name, "?index=1&wait_ms=2000");
 }
 
 /* A watcher on lockd b of name with index, started now; joined by the caller. */
