@@ -113,7 +113,7 @@ MODEL_SET="$MODEL_SET handoff-faults"
 FULL_SET="handoff-faults-2 handoff-faults $FULL_SET"
 MUTANT_SET="$MUTANT_SET MUT_RIDE_DOWN_FORGETS MUT_SEM_NO_RETRY MUT_DOWN_NO_PROMOTE"
 # handoff.pml with renewals and a second release after a 503 (README.md,
-# "Renewals and a second release"): handoff-renew (~32 s alone, 1.3 GB)
+# "Renewals and a second release"): handoff-renew (~60 s alone, 2.1 GB)
 # second, beside contention
 MODEL_SET="contention handoff-renew ${MODEL_SET#contention }"
 FULL_SET="handoff-renew $FULL_SET"

@@ -58,7 +58,8 @@
  * client the validity it had); client RERELEASER (0; NC: any client, as
  * in handoff-renew), answered 503 on its release, releases again (release slot c + NC, with a rider of its own:
  * engine_release), racing its first release's request, which may still
- * run at Redis. Properties added: (1h) never more than LIMIT slots at
+ * run at Redis; the renewer may also release while its renewal is in
+ * flight (a session's watchdog renews on its own). Properties added: (1h) never more than LIMIT slots at
  * Redis at any moment (relied); (4h) a client relies on its lease (a grant
  * or renewal answered OK, until its release, crash or the slot's expiry
  * after the renewal ran) only while Redis holds its slot (relied), and a
@@ -307,8 +308,11 @@ inline renew_lua(c) {
 inline renew_done(c) {
   cd = rn_rep[c]; rn_rep[c] = 0;
   if
-  :: cd == OK + 1 -> g_live[c] = g_rok[c]; cl_st[c] = C_HOLD
-  :: else -> g_live[c] = 0; cl_st[c] = C_DONE
+  :: cl_st[c] != C_RENEWING                   /* it released meanwhile: nothing to rely on */
+  :: else -> if
+     :: cd == OK + 1 -> g_live[c] = g_rok[c]; cl_st[c] = C_HOLD
+     :: else -> g_live[c] = 0; cl_st[c] = C_DONE
+     fi
   fi;
   g_rok[c] = 0
 }
@@ -581,7 +585,8 @@ inline drop_one(j) {
 #ifdef HOR
   :: !rn_orph[j] && (rn[j] || rn_rep[j] != 0) ->
      /* a renewal answered 503: the client keeps the validity it had */
-     rn_rep[j] = 0; rn_orph[j] = rn[j]; g_rok[j] = 0; cl_st[j] = C_HOLD
+     rn_rep[j] = 0; rn_orph[j] = rn[j]; g_rok[j] = 0;
+     if :: cl_st[j] == C_RENEWING -> cl_st[j] = C_HOLD :: else fi
 #endif
   :: else -> release_down(j)
   fi
@@ -814,6 +819,10 @@ proctype client(byte c)
      :: RENEW_OF(c) && !c_rn[c] -> d_step { c_rn[c] = 1; rn[c] = 1; cl_st[c] = C_RENEWING }
      fi
   :: cl_st[c] == C_REREL -> d_step { engine_release(c + NC) }
+  /* its release while its renewal is in flight (a session's watchdog
+   * renews on its own): Redis may run the renewal after the release and
+   * its hand-off */
+  :: cl_st[c] == C_RENEWING -> d_step { engine_release(c) }
   od;
 #else
   cl_st[c] == C_HOLD || cl_st[c] == C_DONE;    /* C_DONE: its acquire was answered 503 */
