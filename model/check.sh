@@ -4,7 +4,8 @@
 #   model/check.sh full                 safety on every configuration (make model-full)
 #   model/check.sh mutants              each mutant must yield a counterexample
 # CONFIG is one of leases, sessions, contention, liveness, rwlock,
-# semaphore, shared-live, sem-live, handoff, handoff-faults (exhaustive), mixed,
+# semaphore, shared-live, sem-live, handoff, handoff-faults, handoff-renew
+# (exhaustive), mixed,
 # live-sessions, redlock, redlock-shared (bitstate: too big to search
 # exhaustively here),
 # wide, redlock-drift, redlock-shared-drift, redlock-shared-3,
@@ -62,6 +63,9 @@ flags_of() {
     # dropped), holder expiry, crashes and the head's retry timer (3 clients)
     handoff-faults) echo "-DHO -DHOF -DNC=3" ;;
     handoff-faults-2) echo "-DHO -DHOF -DNC=3 -DFAULTS=2" ;;
+    # with faults, a holder that renews (client 1, once) and a second
+    # release after a release answered 503 (any client)
+    handoff-renew) echo "-DHO -DHOF -DHOR -DNC=3 -DRERELEASER=3" ;;
     *) echo "check.sh: unknown configuration $1" >&2; exit 2 ;;
     esac
 }
@@ -104,10 +108,16 @@ MODEL_SET="contention redlock redlock-shared leases live-sessions mixed sessions
 FULL_SET="redlock-w24 wide redlock-drift redlock-shared-3 redlock-shared-drift handoff-l3 $MODEL_SET"
 MUTANT_SET="MUT_RL_RENEW_MAX MUT_NO_LOCK_DELAY MUT_RL_NO_WRITEBACK MUT_RLSH_X_IGNORES_S MUT_RLSH_MINORITY MUT_RLSH_NO_RESIDUE MUT_RENEW_NO_OWNER MUT_RELEASE_NO_CAD MUT_NO_MAX_HOLD MUT_NO_RETRY MUT_SH_IGNORE_X MUT_SEM_NO_LIMIT MUT_SH_NO_WRITER_PREF MUT_SH_RELEASE_ANY MUT_RIDE_NO_AFTER MUT_RIDE_COUNTS_FREED"
 # handoff.pml with faults (README.md, "Hand-off chain"): handoff-faults
-# (~25 s) first, beside contention; handoff-faults-2 (~60 s) in model-full
-MODEL_SET="handoff-faults $MODEL_SET"
+# (~2 s); handoff-faults-2 (~4 s) in model-full
+MODEL_SET="$MODEL_SET handoff-faults"
 FULL_SET="handoff-faults-2 handoff-faults $FULL_SET"
 MUTANT_SET="$MUTANT_SET MUT_RIDE_DOWN_FORGETS MUT_SEM_NO_RETRY MUT_DOWN_NO_PROMOTE"
+# handoff.pml with renewals and a second release after a 503 (README.md,
+# "Renewals and a second release"): handoff-renew (~60 s alone, 2.1 GB)
+# second, beside contention
+MODEL_SET="contention handoff-renew ${MODEL_SET#contention }"
+FULL_SET="handoff-renew $FULL_SET"
+MUTANT_SET="$MUTANT_SET MUT_HO_RERELEASE_FREES MUT_HO_RENEW_READDS"
 
 # several runs of this script, $jobs at a time; fails when any failed
 par() {
@@ -168,6 +178,7 @@ mutant)
     MUT_SEM_NO_LIMIT) c=semaphore ;;
     MUT_SH_NO_WRITER_PREF) c=shared-live ;;
     MUT_RIDE_DOWN_FORGETS|MUT_SEM_NO_RETRY|MUT_DOWN_NO_PROMOTE) c=handoff-faults ;;
+    MUT_HO_*) c=handoff-renew ;;
     MUT_RIDE_*) c=handoff ;;
     *) echo "check.sh: unknown mutant $m" >&2; exit 2 ;;
     esac

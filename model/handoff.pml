@@ -51,6 +51,21 @@
  * lockd idle and the head with no retry armed; a waiter left waiting at
  * the end is an invalid end state, as before.
  *
+ * With -DHOR as well (configuration handoff-renew): client RENEWER (1)
+ * renews its slot once while it holds (renew.lua, sh_renew: OK while its
+ * lease holds a live slot, else not held), which may race its own expiry,
+ * other holders' hand-offs and the fault (a renewal answered 503 leaves the
+ * client the validity it had); client RERELEASER (0; NC: any client, as
+ * in handoff-renew), answered 503 on its release, releases again (release slot c + NC, with a rider of its own:
+ * engine_release), racing its first release's request, which may still
+ * run at Redis; the renewer may also release while its renewal is in
+ * flight (a session's watchdog renews on its own). Properties added: (1h) never more than LIMIT slots at
+ * Redis at any moment (relied); (4h) a client relies on its lease (a grant
+ * or renewal answered OK, until its release, crash or the slot's expiry
+ * after the renewal ran) only while Redis holds its slot (relied), and a
+ * rider is asked only by a release that removed its own lease's slot
+ * (asserted in release_handoff: no slot handed on twice).
+ *
  * Mutants (make model-mutants):
  *   MUT_RIDE_NO_AFTER      release_handoff.lua grants a rider whatever its
  *                          `after` holds: (2) fails
@@ -66,6 +81,10 @@
  *                          expiry (no message) it waits for ever: (5w) fails
  *   MUT_DOWN_NO_PROMOTE    (HOF) a head answered 503 leaves the queue without
  *                          telling the next waiter: (5w) fails
+ *   MUT_HO_RERELEASE_FREES (HOR) a release whose lease holds no slot frees the
+ *                          first holder's and hands it on: (4h) fails
+ *   MUT_HO_RENEW_READDS    (HOR) a renewal re-adds a lease whose slot expired
+ *                          (and was trimmed): (1h) fails
  */
 #ifndef NC
 #define NC 3
@@ -76,6 +95,23 @@
 #include "params.pml"
 
 #define NONE NC         /* no rider, no after */
+#define CL(i) ((i) % NC)  /* the client of release slot i */
+#ifdef HOR
+#define NREL (2*NC)     /* release slots: c's release, c + NC its second one (after a 503) */
+#define C_RELEASING 4   /* its release is in lockd or at Redis */
+#define C_RENEWING 5    /* its renewal is in lockd or at Redis */
+#define C_REREL 6       /* answered 503 on its release: it releases again */
+#ifndef RENEWER
+#define RENEWER 1       /* the client that renews (once); NC: every client */
+#endif
+#ifndef RERELEASER
+#define RERELEASER 0    /* the client that releases again after a 503; NC: every client */
+#endif
+#define RENEW_OF(c) (RENEWER == NC || (c) == RENEWER)
+#define REREL_OF(c) (RERELEASER == NC || (c) == RERELEASER)
+#else
+#define NREL NC
+#endif
 
 /* ---- Redis: the name's holders (the set <lock>:z, or the lone slot) */
 bit  h[NC];
@@ -98,11 +134,11 @@ bit  poke_n;            /* an on_poke(no attempt) posted (promote(h, false)) */
 /* ---- in flight */
 bit  att[NC];           /* c's acquire (acquire_shared.lua) on its way to Redis */
 byte att_rep[NC];       /* its reply, not yet read by lockd: OK+1, LOCKED+1 */
-bit  rel[NC];           /* c's release (release_handoff.lua) on its way to Redis */
-byte rel_rider[NC];     /* the waiter it carries (NONE: none) */
-byte rel_after[NC];     /* the rider's after (NONE: none) */
-bit  rel_done[NC];      /* its reply, not yet read by lockd (release_done) */
-byte rel_g[NC];         /* the rider's part: 0 not asked, OK+1, LOCKED+1 */
+bit  rel[NREL];         /* release slot i's release (release_handoff.lua) on its way to Redis */
+byte rel_rider[NREL];   /* the waiter it carries (NONE: none) */
+byte rel_after[NREL];   /* the rider's after (NONE: none) */
+bit  rel_done[NREL];    /* its reply, not yet read by lockd (release_done) */
+byte rel_g[NREL];       /* the rider's part: 0 not asked, OK+1, LOCKED+1 */
 byte follow[NC];        /* on_follower(c) posted, with the rider's result (OK+1, LOCKED+1) */
 bit  back[NC];          /* ride_back(c) posted */
 
@@ -116,8 +152,8 @@ bit  g_granted[NC];     /* Redis granted it */
 bit  g_hold[NC];        /* it holds a slot (granted, not released) */
 bit  idle_free_slot;    /* (5) a slot free, a waiter queued, lockd idle */
 
-byte n, j, r, a, hd, bf, cd;
-bit more, rode, again;
+hidden byte n, j, r, a, hd, bf, cd;   /* scratch of one step: not in the state vector */
+hidden byte more, rode, again;
 
 #ifdef HOF
 /* ---- faults and expiry (HOF): lockd's deadline (rn cmd_on_deadline)
@@ -125,14 +161,24 @@ bit more, rode, again;
  * pending on it 503 too (conn_drop): their replies are never read; their
  * requests may still run at Redis (received before the close) or not */
 bit  a_orph[NC];        /* c's acquire was answered 503: its request may still run */
-bit  r_orph[NC];        /* c's release was answered 503: its request may still run */
-bit  rel_nh[NC];        /* c's release found c's slot gone (expired): not held */
+bit  r_orph[NREL];      /* release i was answered 503: its request may still run */
+bit  rel_nh[NREL];      /* release i found its slot gone (expired, released): not held */
 byte g_nf;              /* faults so far (deadlines that fired) */
 bit  g_exp;             /* a slot expired at Redis */
 bit  g_live[NC];        /* ghost: c was answered OK, has not released or
                          * crashed, and its slot has not expired: it relies on it */
 byte g_tok;             /* Redis' fence counter: each grant takes the next token */
 byte g_tokmax;          /* ghost: the largest token granted */
+#endif
+#ifdef HOR
+/* ---- renewals and a second release (HOR) */
+bit  rn[NC];            /* c's renewal (renew.lua: sh_renew) on its way to Redis */
+byte rn_rep[NC];        /* its reply, not yet read by lockd: OK+1, NOT_HELD+1 */
+bit  rn_orph[NC];       /* c's renewal was answered 503: its request may still run */
+bit  c_rn[NC];          /* c renewed (once: RENEWS 1) */
+bit  c_rr[NC];          /* c released a second time (after a 503) */
+bit  g_rok[NC];         /* ghost: Redis answered c's renewal OK and c's slot has not expired since */
+hidden byte fr;        /* ghost (scratch): this release_handoff call removed its own lease's slot */
 #endif
 
 /* a grant by Redis to c: (1) and (2) */
@@ -182,16 +228,34 @@ inline acquire_shared(c) {
   att[c] = 0
 }
 
-/* release_handoff.lua: release c's slot; then its rider, asked only when
- * its after holds the name (granted earlier in this call or in the set:
- * holds()), else not asked (0) */
-inline release_handoff(c) {
-  r = rel_rider[c]; a = rel_after[c]; rel_g[c] = 0;
-#ifdef HOF
-  /* a lease that expired: 'not held' ({release's reply}), nobody asked */
-  if :: !h[c] -> rel_nh[c] = 1; r = NONE :: else -> rel_nh[c] = 0 fi;
+/* release_handoff.lua: release slot i's release of its client's slot;
+ * then its rider, asked only when its after holds the name (granted earlier
+ * in this call or in the set: holds()), else not asked (0) */
+inline release_handoff(i) {
+  r = rel_rider[i]; a = rel_after[i]; rel_g[i] = 0;
+#ifdef HOR
+  fr = h[CL(i)];
 #endif
-  h[c] = 0; g_hold[c] = 0;
+#ifdef HOF
+  /* a lease that expired (or, HOR, that a first release answered 503
+   * released): 'not held' ({release's reply}), nobody asked */
+  if :: !h[CL(i)] -> rel_nh[i] = 1; r = NONE :: else -> rel_nh[i] = 0 fi;
+#endif
+#ifdef MUT_HO_RERELEASE_FREES
+  /* the mutant: a lease not in the set frees the slot that expires first
+   * (as ZPOPMIN in place of ZREM lease would) and hands it on */
+  if
+  :: rel_nh[i] ->
+     j = 0;
+     do
+     :: j < NC && !h[j] -> j++
+     :: else -> break
+     od;
+     if :: j < NC -> h[j] = 0; g_hold[j] = 0; rel_nh[i] = 0; r = rel_rider[i] :: else fi
+  :: else
+  fi;
+#endif
+  h[CL(i)] = 0; g_hold[CL(i)] = 0;
   if
   :: r != NONE ->
      if
@@ -199,16 +263,60 @@ inline release_handoff(c) {
      :: a != NONE && !h[a]                    /* not asked */
 #endif
      :: else ->                               /* ho_grant / acquire_shared */
+#ifdef HOR
+        /* (4h) a rider is asked only by a release that freed its own
+         * lease's slot: a lease not held hands nothing on (no slot twice) */
+        assert(fr);
+#endif
         count_holders();
         if
-        :: n < LIMIT -> h[r] = 1; granted_g(r); rel_g[c] = OK + 1
-        :: else -> rel_g[c] = LOCKED + 1
+        :: n < LIMIT -> h[r] = 1; granted_g(r); rel_g[i] = OK + 1
+        :: else -> rel_g[i] = LOCKED + 1
         fi
      fi
   :: else
   fi;
-  rel[c] = 0; rel_done[c] = 1
+  rel[i] = 0; rel_done[i] = 1
+#ifdef HOR
+  ; fr = 0
+#endif
 }
+
+#ifdef HOR
+/* renew.lua on a semaphore's set (sh_renew): extends c's slot when c's
+ * lease holds a live one, else not held (404, or 409 naming another
+ * holder: the same for the model). Untimed: the extension changes nothing
+ * but the ghost g_rok (the client may rely on the validity lockd answers) */
+inline renew_lua(c) {
+  if
+  :: h[c] -> g_rok[c] = 1; rn_rep[c] = OK + 1
+#ifdef MUT_HO_RENEW_READDS
+  /* the mutant: ZADD without the ZSCORE check re-adds a lease whose slot
+   * expired and was trimmed (or was released) */
+  :: else -> h[c] = 1; g_hold[c] = 1; g_rok[c] = 1; rn_rep[c] = OK + 1
+#else
+  :: else -> rn_rep[c] = NOT_HELD + 1
+#endif
+  fi;
+  rn[c] = 0
+}
+
+/* renew_done: the client relies on its lease for the validity answered
+ * (ttl - elapsed since lockd sent it): until the slot's expiry at Redis
+ * after the renewal ran there at the latest, so not at all when it expired
+ * before the answer came (g_rok cleared). 404/409: the client stops */
+inline renew_done(c) {
+  cd = rn_rep[c]; rn_rep[c] = 0;
+  if
+  :: cl_st[c] != C_RENEWING                   /* it released meanwhile: nothing to rely on */
+  :: else -> if
+     :: cd == OK + 1 -> g_live[c] = g_rok[c]; cl_st[c] = C_HOLD
+     :: else -> g_live[c] = 0; cl_st[c] = C_DONE
+     fi
+  fi;
+  g_rok[c] = 0
+}
+#endif
 
 /* ---- lockd: waiters.c, engine.c */
 
@@ -360,7 +468,7 @@ inline ride_back(c) {
 
 /* engine_release with waiters_ride: c's release carries the first queued
  * waiter behind the waiters that ask already, naming the one right before it */
-inline engine_release(c) {
+inline engine_release(i) {
   j = 0; bf = NONE;
   do
   :: j < qn && w_st[q[j]] == W_ATTEMPTING -> bf = q[j]; j++
@@ -369,21 +477,24 @@ inline engine_release(c) {
   if
   :: j < qn && w_st[q[j]] == W_QUEUED ->
      r = q[j]; w_st[r] = W_ATTEMPTING; w_rode[r] = 1;
-     rel_rider[c] = r; rel_after[c] = bf
-  :: else -> rel_rider[c] = NONE; rel_after[c] = NONE
+     rel_rider[i] = r; rel_after[i] = bf
+  :: else -> rel_rider[i] = NONE; rel_after[i] = NONE
   fi;
 #ifdef HOF
-  g_live[c] = 0;
+  g_live[CL(i)] = 0;
 #endif
-  rel[c] = 1
+#ifdef HOR
+  cl_st[CL(i)] = C_RELEASING;
+#endif
+  rel[i] = 1
 }
 
 /* release_done: waiters_kick_rider, then waiters_ride_done */
-inline release_done(c) {
-  r = rel_rider[c];
+inline release_done(i) {
+  r = rel_rider[i];
 #ifdef HOF
   if
-  :: rel_nh[c] -> rel_nh[c] = 0; ride_unknown(r)  /* 404: no kick, the rider back */
+  :: rel_nh[i] -> rel_nh[i] = 0; ride_unknown(r)  /* 404: no kick, the rider back */
   :: else ->
 #endif
   if
@@ -405,20 +516,20 @@ inline release_done(c) {
   :: else
   fi;
   if
-  :: r != NONE && rel_g[c] == 0 ->           /* not asked */
+  :: r != NONE && rel_g[i] == 0 ->           /* not asked */
 #ifndef MUT_RIDE_COUNTS_FREED
      slot_freed(r);
 #endif
      w_rrel[r] = 1; back[r] = 1
-  :: r != NONE && rel_g[c] != 0 -> follow[r] = rel_g[c]
+  :: r != NONE && rel_g[i] != 0 -> follow[r] = rel_g[i]
   :: else
   fi
 #ifdef HOF
   fi
 #endif
   ;
-  rel_done[c] = 0; rel_rider[c] = NONE; rel_after[c] = NONE; rel_g[c] = 0;
-  cl_st[c] = C_DONE
+  rel_done[i] = 0; rel_rider[i] = NONE; rel_after[i] = NONE; rel_g[i] = 0;
+  cl_st[CL(i)] = C_DONE
 }
 
 #ifdef HOF
@@ -438,23 +549,45 @@ inline ride_unknown(rd) {
  * cmd_answer_down, release_done with LK_BACKEND_DOWN): 503 to the client,
  * which gives up (its slot, if still held, expires); the rider goes back
  * (ride_unknown) */
-inline release_down(c) {
-  ride_unknown(rel_rider[c]);
-  rel_done[c] = 0; rel_nh[c] = 0;
+inline release_down(i) {
+  ride_unknown(rel_rider[i]);
+  rel_done[i] = 0; rel_nh[i] = 0;
   if
-  :: rel[c] -> r_orph[c] = 1                   /* its request may still run (rel_rider kept) */
-  :: else -> rel_rider[c] = NONE; rel_after[c] = NONE; rel_g[c] = 0
+  :: rel[i] -> r_orph[i] = 1                   /* its request may still run (rel_rider kept) */
+  :: else -> rel_rider[i] = NONE; rel_after[i] = NONE; rel_g[i] = 0
   fi;
-  cl_st[c] = C_DONE
+#ifdef HOR
+  /* the client releases again (once; with FAULTS 1 that one is never
+   * answered 503) */
+  if
+  :: i < NC && REREL_OF(i) && !c_rr[i] -> c_rr[i] = 1; cl_st[i] = C_REREL
+  :: else -> cl_st[CL(i)] = C_DONE
+  fi
+#else
+  cl_st[i] = C_DONE
+#endif
 }
 
 /* j's call answered 503 (its deadline, or its connection dropped): its
  * reply, if on its way, is lost; its request, if not run yet, may run */
+#ifndef HOR
 #define INFL(j) ((!a_orph[j] && (att[j] || att_rep[j] != 0)) || (!r_orph[j] && (rel[j] || rel_done[j])))
+#else
+/* (the second release slots, j + NC, are never in flight while a fault is
+ * left with FAULTS 1: a second release follows a 503) */
+#define INFL(j) ((!a_orph[j] && (att[j] || att_rep[j] != 0)) || (!r_orph[j] && (rel[j] || rel_done[j])) \
+                 || (!rn_orph[j] && (rn[j] || rn_rep[j] != 0)))
+#endif
 inline drop_one(j) {
   if
   :: !a_orph[j] && (att[j] || att_rep[j] != 0) ->
      att_rep[j] = 0; a_orph[j] = att[j]; attempt_done(j, BACKEND_DOWN + 1)
+#ifdef HOR
+  :: !rn_orph[j] && (rn[j] || rn_rep[j] != 0) ->
+     /* a renewal answered 503: the client keeps the validity it had */
+     rn_rep[j] = 0; rn_orph[j] = rn[j]; g_rok[j] = 0;
+     if :: cl_st[j] == C_RENEWING -> cl_st[j] = C_HOLD :: else fi
+#endif
   :: else -> release_down(j)
   fi
 }
@@ -498,7 +631,29 @@ inline drop_one(j) {
   :: d_step { att[c] && a_orph[c] -> att[c] = 0; a_orph[c] = 0 } \
   :: d_step { rel[c] && r_orph[c] -> rel[c] = 0; \
        rel_rider[c] = NONE; rel_after[c] = NONE; rel_g[c] = 0; r_orph[c] = 0 } \
-  :: d_step { h[c] -> h[c] = 0; g_hold[c] = 0; g_live[c] = 0; g_exp = 1 }
+  :: d_step { h[c] && EXPIRES -> h[c] = 0; g_hold[c] = 0; g_live[c] = 0; g_exp = 1 HOR_EXP(c) } \
+  HOR_EVENTS(c)
+#endif
+#ifdef NOEXP
+#define EXPIRES 0       /* (a check's switch: no slot expires) */
+#else
+#define EXPIRES 1
+#endif
+#ifndef HOR
+#define HOR_EXP(c)
+#define HOR_EVENTS(c)
+#else
+#define HOR_EXP(c) ; g_rok[c] = 0
+/* c's renewal at Redis (its reply dropped when lockd answered it 503) or
+ * lost; its answer; c's second release (slot c + NC) at Redis and its
+ * answer */
+#define HOR_EVENTS(c) \
+  :: d_step { rn[c] -> renew_lua(c); \
+       if :: rn_orph[c] -> rn_rep[c] = 0; g_rok[c] = 0; rn_orph[c] = 0 :: else fi } \
+  :: d_step { rn[c] && rn_orph[c] -> rn[c] = 0; rn_orph[c] = 0 } \
+  :: d_step { rn_rep[c] != 0 -> renew_done(c) } \
+  :: d_step { rel[c + NC] -> release_handoff(c + NC) } \
+  :: d_step { rel_done[c + NC] -> release_done(c + NC) }
 #endif
 
 proctype events()
@@ -534,7 +689,12 @@ end:
 #define IDLE(c) (!att[c] && att_rep[c] == 0 && !rel[c] && !rel_done[c] && follow[c] == 0 && !back[c])
 #define IDLE_ALL (!poke_a && !poke_n && !remote_rel)
 #else
+#ifndef HOR
 #define IDLE(c) (!att[c] && att_rep[c] == 0 && !rel[c] && !rel_done[c] && follow[c] == 0 && !back[c])
+#else
+#define IDLE(c) (!att[c] && att_rep[c] == 0 && !rel[c] && !rel_done[c] && follow[c] == 0 && !back[c] \
+                 && !rel[c + NC] && !rel_done[c + NC] && !rn[c] && rn_rep[c] == 0)
+#endif
 #define IDLE_ALL (!poke_a && !poke_n && !remote_rel)
 #endif
 #if NC > 3
@@ -575,6 +735,31 @@ end:
      !(w_st[q[0]] == W_QUEUED && w_retry[q[0]])) ->
     idle_no_retry = 1;
     assert(!idle_no_retry)
+  }
+}
+#endif
+
+#ifdef HOR
+/* (1h) at every moment, not only at grants: never more than LIMIT slots at
+ * Redis (a renewal or a second release changes them too), and (4h) a
+ * client relies on its lease (answered OK by a grant or a renewal, not
+ * released, crashed or expired) only while Redis holds its slot: no
+ * release or renewal of another lease took it away */
+#if NC > 3
+#define RELY_HELD ((!g_live[0] || h[0]) && (!g_live[1] || h[1]) && (!g_live[2] || h[2]) && (!g_live[3] || h[3]))
+#define NHELD (h[0] + h[1] + h[2] + h[3])
+#else
+#define RELY_HELD ((!g_live[0] || h[0]) && (!g_live[1] || h[1]) && (!g_live[2] || h[2]))
+#define NHELD (h[0] + h[1] + h[2])
+#endif
+bit not_held_relied;
+proctype relied()
+{
+end:
+  atomic {
+    !(RELY_HELD && NHELD <= LIMIT) ->
+    not_held_relied = 1;
+    assert(!not_held_relied)
   }
 }
 #endif
@@ -620,6 +805,25 @@ proctype client(byte c)
 #ifndef HOF
   cl_st[c] == C_HOLD;                          /* (5): blocked here for ever is an invalid end state */
   d_step { engine_release(c) }
+#elif defined(HOR)
+  /* holds: renews (once), releases or crashes; answered 503 on its release,
+   * releases again (slot c + NC); a renewal answered 404 ends it */
+  do
+  :: cl_st[c] == C_DONE -> break
+  :: cl_st[c] == C_HOLD ->
+     if
+     :: d_step { engine_release(c) }
+#ifndef NOCRASH
+     :: d_step { g_live[c] = 0; cl_st[c] = C_DONE } /* crashes: its slot expires */
+#endif
+     :: RENEW_OF(c) && !c_rn[c] -> d_step { c_rn[c] = 1; rn[c] = 1; cl_st[c] = C_RENEWING }
+     fi
+  :: cl_st[c] == C_REREL -> d_step { engine_release(c + NC) }
+  /* its release while its renewal is in flight (a session's watchdog
+   * renews on its own): Redis may run the renewal after the release and
+   * its hand-off */
+  :: cl_st[c] == C_RENEWING -> d_step { engine_release(c) }
+  od;
 #else
   cl_st[c] == C_HOLD || cl_st[c] == C_DONE;    /* C_DONE: its acquire was answered 503 */
   if
@@ -640,7 +844,7 @@ init {
   atomic {
     j = 0;
     do
-    :: j < NC -> rel_rider[j] = NONE; rel_after[j] = NONE; j++
+    :: j < NREL -> rel_rider[j] = NONE; rel_after[j] = NONE; j++
     :: else -> break
     od;
     j = 0;
@@ -648,6 +852,9 @@ init {
     run idle_slot();
 #ifdef HOF
     run idle_retry();
+#endif
+#ifdef HOR
+    run relied();
 #endif
     run client(0);
     run client(1);

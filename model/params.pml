@@ -64,8 +64,17 @@
  *                        retry (waits for a kick only; an expiry sends none)
  *   MUT_DOWN_NO_PROMOTE  handoff.pml -DHOF: a head answered 503 leaves the
  *                        queue without telling the next waiter
+ *   MUT_HO_RERELEASE_FREES handoff.pml -DHOR: a release whose lease holds no
+ *                        slot (a second release after a 503, a late one)
+ *                        frees the first holder's slot and hands it on
+ *   MUT_HO_RENEW_READDS  handoff.pml -DHOR: a renewal re-adds a lease whose
+ *                        slot expired and was trimmed (ZADD with no ZSCORE
+ *                        check)
  * Switches of handoff.pml: HO (the root), HOF (lost requests and replies,
- * holder expiry, crashes, the retry timer), TRYONCE, REMOTE, LIMIT.
+ * holder expiry, crashes, the retry timer), HOR (with HOF: renewals and a
+ * second release after a 503; RENEWER, RERELEASER pick the clients),
+ * TRYONCE, REMOTE, LIMIT; NOEXP, NOCRASH (HOR: no expiry, no crash: for
+ * trails without them).
  */
 
 /* lk_code */
