@@ -58,6 +58,10 @@
  *                        beside shared holders (blind to readers)
  *   MUT_RLSH_MINORITY    redlock.pml -DRLSH: a shared acquire counts as granted
  *                        on one node (no majority)
+ *   MUT_RLIDX_NO_LEVEL   redlock.pml -DRLIDX: a watcher's inspect never levels
+ *                        the nodes' counters (level_counters returns false)
+ *   MUT_RLIDX_RAISE_ONLY redlock.pml -DRLIDX: levels by the raise alone, the
+ *                        answer keeping the first reads' holders
  *   MUT_RIDE_DOWN_FORGETS handoff.pml -DHOF: a release answered 503 or 404
  *                        leaves its rider attempting (no waiters_ride_done)
  *   MUT_SEM_NO_RETRY     handoff.pml -DHOF: a refused semaphore head arms no

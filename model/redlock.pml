@@ -54,7 +54,11 @@
 #define RECOVERING 7    /* LK_BACKEND_RECOVERING: no vote */
 #ifdef RLSH
 #define VM (NR+1)       /* RL_VOTE_MOD: residue 0 the floor's, n + 1 node n's */
+#ifdef RLIDX
+#define RTOK (NC*K*NR*VM+2+NLEASE*NR) /* as below, and a bump (sh_bump) per holder that leaves a node */
+#else
 #define RTOK (NC*K*NR*VM+2) /* tokens: each node acquire raises the largest counter by at most VM */
+#endif
 #else
 #define RTOK (NC*K*NR+2) /* tokens: each node acquire raises a counter by at most one */
 #endif
@@ -74,6 +78,10 @@ byte h_ttl[NR*NLEASE];  /* node ticks to its expiry; 0 = not a holder */
 byte h_tok[NR*NLEASE];
 bit  h_x[NR*NLEASE];    /* an exclusive holder */
 byte l_mode[NLEASE];    /* the mode each lease's acquire asks (its request) */
+#ifdef RLIDX
+bit  r_set[NR];         /* node n keeps the name's holders in the set ('s' marker,
+                         * _shared.lua), not as a lone holder's value ('t') */
+#endif
 #else
 byte r_st[NR];          /* KFREE, KHELD */
 byte r_lease[NR];
@@ -209,6 +217,31 @@ inline holders(n_h, ls_h) {
   l = 0
 }
 
+#ifdef RLIDX
+/* -DRLIDX: a holder left node n_b (release, undo, expiry): in the set
+ * ('s') the counter counts one more (sh_release's and sh_trim's sh_bump);
+ * a lone holder ('t': _release.lua, undo.lua, its key's PX) counts
+ * nothing. The set goes with its last live holder (sh_release's DEL; an
+ * expired marker's keys expire with it, sh_extend). */
+inline left_node(n_b) {
+  if
+#ifdef RLIDX_TBUMP
+  :: true ->      /* what a fix would give: a lone holder's end counts too */
+#else
+  :: r_set[n_b] ->
+#endif
+     race(NC);
+     r_fence[n_b] = r_fence[n_b] + 1; maxc = (r_fence[n_b] > maxc -> r_fence[n_b] : maxc)
+  :: else -> skip
+  fi
+}
+inline set_gone(n_b) {
+  holders(n_b, 0);
+  if :: hx + hs == 0 -> r_set[n_b] = 0 :: else -> skip fi;
+  hx = 0; hs = 0
+}
+#endif
+
 /* _acquire.lua (exclusive: SET NX, or sh_refuse over the holders) and
  * _acquire_shared.lua (shared: refused by an exclusive holder only; the
  * writer's x flag is set by waiting writers alone, and these clients try
@@ -241,9 +274,15 @@ inline acquire_node(n_a, i_a) {
      :: else -> t = (ch_arg[i_a] > r_fence[n_a] -> ch_arg[i_a] : r_fence[n_a] + 1)
      fi;
      race(i_a / NR);
+#ifdef RLIDX
+     if :: hs > 0 -> r_set[n_a] = 1 :: else -> skip fi; /* sh_spill: a second holder */
+#endif
      r_fence[n_a] = t; maxc = (t > maxc -> t : maxc);
      gi = n_a*NLEASE + ch_lease[i_a];
      h_ttl[gi] = TTL; h_tok[gi] = t; h_x[gi] = (l_mode[ch_lease[i_a]] == M_X);
+#ifdef TRACE
+     printf("TR node %d grants lease %d (mode %d) token %d, counter %d, set %d\n", n_a, ch_lease[i_a], l_mode[ch_lease[i_a]], t, t, r_set[n_a]);
+#endif
      ch_code[i_a] = OK; ch_tok[i_a] = t; gi = 0
   fi;
   hx = 0; hs = 0
@@ -269,7 +308,13 @@ inline release_node(n_r, i_r) {
   if
   :: h_ttl[gi] > 0 ->
      ch_code[i_r] = OK; ch_tok[i_r] = h_tok[gi];
+#ifdef TRACE
+     printf("TR node %d lets lease %d go (op %d), set %d, counter %d before\n", n_r, ch_lease[i_r], ch_op[i_r], r_set[n_r], r_fence[n_r]);
+#endif
      h_ttl[gi] = 0; h_tok[gi] = 0; h_x[gi] = 0
+#ifdef RLIDX
+     ; left_node(n_r); set_gone(n_r)
+#endif
   :: else ->
      holders(n_r, ch_lease[i_r]);
      ch_code[i_r] = (hx + hs > 0 -> HELD_BY_OTHER : NOT_HELD); hx = 0; hs = 0
@@ -280,6 +325,9 @@ inline release_node(n_r, i_r) {
 /* fence_raise.lua: the counter, then the lease's hold ('t' value, the set's
  * hash entry, or the lock's value) takes the token */
 inline raise_node(n_f, i_f) {
+#ifdef TRACE
+  printf("TR node %d fence_raise lease %d to %d (counter %d)\n", n_f, ch_lease[i_f], ch_arg[i_f], r_fence[n_f]);
+#endif
   race(i_f / NR);
   if :: r_fence[n_f] < ch_arg[i_f] -> r_fence[n_f] = ch_arg[i_f] :: else -> skip fi;
   gi = n_f*NLEASE + ch_lease[i_f];
@@ -348,6 +396,9 @@ inline exec_node(n_e, i_e) {
 inline serve(n_s, i_s, c_s) {
   if
   :: faults < FAULTS -> faults++; ch_st[i_s] = S_LOST
+#ifdef TRACE
+     ; printf("TR request lost: client %d node %d op %d\n", c_s, n_s, ch_op[i_s])
+#endif
   :: exec_node(n_s, i_s);
      if
 #ifdef SLOWREPLY
@@ -358,6 +409,9 @@ inline serve(n_s, i_s, c_s) {
      :: ch_st[i_s] = S_DONE; node_reply(c_s, n_s); ZAP
 #endif
      :: faults < FAULTS -> faults++; ch_st[i_s] = S_LOST
+#ifdef TRACE
+        ; printf("TR reply lost: client %d node %d op %d\n", c_s, n_s, ch_op[i_s])
+#endif
      fi
   fi;
   t = 0
@@ -455,6 +509,9 @@ inline tally(c_t) {
 /* call_answer: what the engine answers the client */
 inline answer(c_an, code_an) {
   k_ans[c_an] = 1;
+#ifdef TRACE
+  printf("TR lockd answers client %d op %d lease %d: code %d token %d\n", c_an, k_op[c_an], cl_lease[c_an], code_an, k_tok[c_an]);
+#endif
   if
   :: k_op[c_an] == OP_ACQUIRE && code_an == OK ->
      prop_exclusive(cl_lease[c_an]);
@@ -751,8 +808,10 @@ end:
 #ifdef RLSH
               /* the mode it asks: client 0 either, client 1 shared */
               if
-#ifndef RLSH_X1
+#if !defined(RLSH_X1) && !defined(RLIDX_LATE)
               :: c == 0 -> l_mode[cl_lease[c]] = M_X
+#elif defined(RLIDX_LATE)
+              /* the directed search: readers only */
 #else
               :: l_mode[cl_lease[c]] = M_X
 #endif
@@ -863,11 +922,20 @@ inline node_tick(n_t) {
      if
      :: h_ttl[n_t*NLEASE + m] > 1 -> h_ttl[n_t*NLEASE + m]--
      :: h_ttl[n_t*NLEASE + m] == 1 -> h_ttl[n_t*NLEASE + m] = 0; h_tok[n_t*NLEASE + m] = 0; h_x[n_t*NLEASE + m] = 0
+#ifdef TRACE
+        ; printf("TR node %d: lease %d expires, counter %d before\n", n_t, m, r_fence[n_t])
+#endif
+#ifdef RLIDX
+        ; left_node(n_t) /* trimmed by the next script there (sh_trim), before anything reads */
+#endif
      :: else -> skip
      fi;
      m++
   :: else -> break
   od;
+#ifdef RLIDX
+  set_gone(n_t);
+#endif
   m = 0
 }
 #else
@@ -882,6 +950,9 @@ inline node_tick(n_t) {
 
 /* one tick of lockd's clock; each node ticks with it unless it is ahead */
 inline lockd_tick() {
+#ifdef TRACE
+  printf("TR tick\n");
+#endif
   l = 1;
   do
   :: l < NLEASE -> if :: g_live[l] > 0 -> g_live[l]-- :: else -> skip fi; l++
@@ -915,9 +986,16 @@ proctype clock()
 #ifdef RLSH
   byte m;
 #endif
+#ifdef RLIDX
+  byte hx, hs;
+#endif
 end:
   do
+#ifndef RLIDX_LATE
   :: atomic { lockd_tick() }
+#else
+  :: atomic { false -> lockd_tick() } /* the directed search: time stands still */
+#endif
 #if RDRIFT > 0
   :: atomic { r_skew[0] < RDRIFT -> r_skew[0]++; node_tick(0) }
   :: atomic { r_skew[1] < RDRIFT -> r_skew[1]++; node_tick(1) }
@@ -925,6 +1003,261 @@ end:
 #endif
   od
 }
+
+#ifdef RLIDX
+/* ---- -DRLIDX: a watcher's inspect (bk_req.wait) and the name's index
+ * (DESIGN.md "Watching"; backend_redlock.c inspect_eval, view_eval,
+ * majority_index, level_counters; inspect.lua). WI inspects one after the
+ * other; each goes to the three nodes at once, and each node's inspect.lua
+ * is one atomic step at any moment (between the clients' scripts there),
+ * never lost (no node down: RESTARTS 0, see README). After each read the
+ * call is evaluated as inspect_eval does: the majority view (the leases a
+ * majority list with one token), its index (2T exclusive, 2C shared, 2C+1
+ * otherwise; C the quorum-th largest counter read, known as majority_index
+ * says), and, with two readers or more in the view, every node awaited
+ * and, when their counters differ, each lagging node read again with the
+ * largest, M, as its floor (raise, then read: level_counters, PH_LEVEL),
+ * answered from those reads. */
+#ifndef WI
+#define WI 2
+#endif
+byte w_n;               /* inspects begun */
+byte w_ph;              /* 0 idle, 1 first reads, 2 the levelling reads (PH_LEVEL) */
+bit  w_rd[NR];          /* node n's read is in (rl_sub done) */
+byte w_c[NR];           /* the counter node n's inspect read (its index / 2) */
+byte w_ht[NR*NLEASE];   /* the token node n listed lease l with; 0: not listed */
+byte w_floor;           /* the levelling floor M */
+byte w_gm;              /* ghost: the leases gone at every read so far (no node
+                         * holds it, no call of it on its way: its release's
+                         * fan-out or its expiry is through) */
+/* ghosts: the last answer */
+bit  g_wany;
+byte g_wv;              /* its view: the leases it listed, a bit each */
+byte g_wi;              /* its index */
+byte g_wl;              /* the leases any node listed in its reads */
+
+/* inspect.lua on node n_w: the floor first (levelling), then the read */
+inline w_read(n_w) {
+  if
+  :: w_ph == 2 ->
+     race(NC);
+     if :: r_fence[n_w] < w_floor -> r_fence[n_w] = w_floor :: else -> skip fi
+  :: else -> skip
+  fi;
+#ifdef MUT_RLIDX_RAISE_ONLY
+  /* levelled by the raise alone: the answer keeps the first read's holders */
+  if
+  :: w_ph == 2 -> w_c[n_w] = w_floor
+  :: else ->
+#endif
+  w_c[n_w] = r_fence[n_w];
+  l = 1;
+  do
+  :: l < NLEASE -> w_ht[n_w*NLEASE + l] = (h_ttl[n_w*NLEASE + l] > 0 -> h_tok[n_w*NLEASE + l] : 0); l++
+  :: else -> break
+  od;
+#ifdef MUT_RLIDX_RAISE_ONLY
+  fi;
+#endif
+  w_rd[n_w] = 1;
+  l = 1;
+  do
+  :: l < NLEASE ->
+     if
+     :: h_ttl[l] > 0 || h_ttl[NLEASE + l] > 0 || h_ttl[2*NLEASE + l] > 0 ||
+        (ch_lease[0] == l && ch_st[0] == S_SENT) || (ch_lease[1] == l && ch_st[1] == S_SENT) ||
+        (ch_lease[2] == l && ch_st[2] == S_SENT) || (ch_lease[3] == l && ch_st[3] == S_SENT) ||
+        (ch_lease[4] == l && ch_st[4] == S_SENT) || (ch_lease[5] == l && ch_st[5] == S_SENT) ||
+        (l == cl_lease[0] && cl_st[0] != C_IDLE && cl_st[0] != C_DONE) ||
+        (l == cl_lease[1] && cl_st[1] != C_IDLE && cl_st[1] != C_DONE) -> w_gm = w_gm & ~(1 << l)
+     :: else -> skip
+     fi;
+     l++
+  :: else -> break
+  od;
+  l = 0;
+#ifdef TRACE
+  printf("TR watcher reads node %d (phase %d): counter %d, lists", n_w, w_ph, w_c[n_w]);
+  l = 1;
+  do
+  :: l < NLEASE -> if :: w_ht[n_w*NLEASE + l] > 0 -> printf(" lease %d token %d", l, w_ht[n_w*NLEASE + l]) :: else -> skip fi; l++
+  :: else -> break
+  od;
+  printf("\n"); l = 0;
+#endif
+  skip
+}
+
+/* the answer: (P1) the index never goes below an answered one; (P2) a view
+ * whose holders differ from the last answer's gets an index that differs
+ * from it (with P1: above it, so above every index the old view got),
+ * when (st) every lease that left the view was gone from every node, with
+ * no call of it on its way, its client done with it, before each read of
+ * this answer (earlier, the index may follow later, as majority_index's
+ * comment says: a read from before the release), and every lease that
+ * joined it was listed by no node the last answer read (a grant, not a
+ * late write-back making a holder's tokens agree). NC 2: six channels. */
+inline w_answer(v_w, i_w) {
+  st = 1; lm = 0; l = 1;
+  do
+  :: l < NLEASE ->
+     if
+     :: w_ht[l] > 0 || w_ht[NLEASE + l] > 0 || w_ht[2*NLEASE + l] > 0 -> lm = lm | (1 << l)
+     :: else -> skip
+     fi;
+     /* a lease that left the view was gone before every read of this
+      * answer (w_gm) */
+     if :: (g_wv & (1 << l)) && !(v_w & (1 << l)) && !(w_gm & (1 << l)) -> st = 0 :: else -> skip fi;
+     /* a lease that joined the view was listed nowhere before (a grant,
+      * not a late write-back that made its nodes' tokens agree) */
+     if :: !(g_wv & (1 << l)) && (v_w & (1 << l)) && (g_wl & (1 << l)) -> st = 0 :: else -> skip fi;
+     l++
+  :: else -> break
+  od;
+  l = 0;
+#ifdef TRACE
+  printf("TR watcher answered: view %d index %d (last: view %d index %d), gone %d\n", v_w, i_w, g_wv, g_wi, st);
+#endif
+  if
+  :: g_wany ->
+#ifndef RLIDX_NO_P1
+     assert(i_w >= g_wi);                        /* (P1) */
+#endif
+     assert(v_w == g_wv || !st || i_w != g_wi)   /* (P2) */
+  :: else -> skip
+  fi;
+  g_wany = 1; g_wv = v_w; g_wi = i_w; g_wl = lm; st = 0; lm = 0;
+  w_ph = 0; w_floor = 0; w_gm = 0;
+  n = 0;
+  do
+  :: n < NR -> w_rd[n] = 0; w_c[n] = 0; n++
+  :: else -> break
+  od;
+  n = 0;
+  do
+  :: n < NR*NLEASE -> w_ht[n] = 0; n++
+  :: else -> break
+  od;
+  n = 0
+}
+
+/* inspect_eval after each read */
+inline w_eval() {
+  pend = NR - w_rd[0] - w_rd[1] - w_rd[2];
+  /* view_eval: a lease is in the view when a majority list it with one
+   * token (same_holder, holder_votes); unsettled while the silent nodes
+   * could still make one */
+  vm = 0; nv = 0; xt = 0; ok = 1; fr = 0;
+  l = 1;
+  do
+  :: l < NLEASE ->
+     n = 0;
+     do
+     :: n < NR ->
+        if
+        :: w_rd[n] && w_ht[n*NLEASE + l] > 0 ->
+           m = 0; vt = 0;
+           do
+           :: m < NR -> if :: w_rd[m] && w_ht[m*NLEASE + l] == w_ht[n*NLEASE + l] -> vt++ :: else -> skip fi; m++
+           :: else -> break
+           od;
+           if
+           :: vt >= QUORUM && (vm & (1 << l)) == 0 ->
+              vm = vm | (1 << l); nv++;
+              if :: l_mode[l] == M_X -> xt = w_ht[n*NLEASE + l] :: else -> skip fi
+           :: vt < QUORUM && vt + pend >= QUORUM -> ok = 0
+           :: else -> skip
+           fi
+        :: else -> skip
+        fi;
+        n++
+     :: else -> break
+     od;
+     l++
+  :: else -> break
+  od;
+  n = 0;
+  do
+  :: n < NR ->
+     if :: w_rd[n] -> m = 1; vt = 0;
+           do
+           :: m < NLEASE -> if :: w_ht[n*NLEASE + m] > 0 -> vt = 1 :: else -> skip fi; m++
+           :: else -> break
+           od;
+           if :: vt == 0 -> fr++ :: else -> skip fi
+     :: else -> skip
+     fi;
+     n++
+  :: else -> break
+  od;
+  if
+  :: pend > 0 && (ok == 0 || (nv == 0 && fr < QUORUM)) -> skip /* LK_AGAIN */
+  :: else ->
+     /* majority_index: c1 the quorum-th largest counter read, c0 the
+      * largest (with two reads, k = 1: known when they agree) */
+     c0 = 0; c1 = 0; lo = 255;
+     n = 0;
+     do
+     :: n < NR ->
+        if
+        :: w_rd[n] ->
+           if
+           :: w_c[n] >= c0 -> c1 = c0; c0 = w_c[n]
+           :: w_c[n] < c0 && w_c[n] > c1 -> c1 = w_c[n]
+           :: else -> skip
+           fi;
+           if :: w_c[n] < lo -> lo = w_c[n] :: else -> skip fi
+        :: else -> skip
+        fi;
+        n++
+     :: else -> break
+     od;
+     if
+     :: xt > 0 -> ix = 2*xt; kn = 1
+     :: else -> ix = 2*c1 + (nv > 0 -> 0 : 1); kn = (c0 == c1 || pend == 0)
+     fi;
+     /* a watcher's inspect with two readers waits for every node */
+     if :: nv >= 2 && pend > 0 -> kn = 0 :: else -> skip fi;
+     if
+     :: !kn -> skip
+#ifndef MUT_RLIDX_NO_LEVEL
+     :: kn && nv >= 2 && w_ph == 1 && lo != c0 ->
+        /* level_counters: the lagging nodes read again, floor M = c0 */
+        w_ph = 2; w_floor = c0;
+#ifdef TRACE
+        printf("TR watcher levels to %d\n", c0);
+#endif
+        n = 0;
+        do
+        :: n < NR -> if :: w_c[n] < c0 -> w_rd[n] = 0 :: else -> skip fi; n++
+        :: else -> break
+        od;
+        n = 0
+#endif
+     :: else -> w_answer(vm, ix)
+     fi
+  fi;
+  vm = 0; nv = 0; xt = 0; ok = 0; fr = 0; vt = 0; c0 = 0; c1 = 0; lo = 0; ix = 0; kn = 0; pend = 0; l = 0; n = 0; m = 0
+}
+
+proctype watcher()
+{
+  byte l, n, m, pend, vm, nv, xt, ok, fr, vt, c0, c1, lo, ix, kn, st, lm;
+end:
+  do
+#ifndef RLIDX_LATE
+  :: atomic { w_ph == 0 && w_n < WI -> w_n++; w_ph = 1; w_gm = 255 }
+#else
+  /* a directed search: the inspects begin once both clients hold, client
+   * 1's acquire still on its way to node 2 (a node that missed a grant) */
+  :: atomic { w_ph == 0 && w_n < WI && cl_st[0] == C_HOLD && cl_st[1] == C_HOLD && ch_st[NR + 2] == S_SENT -> w_n++; w_ph = 1; w_gm = 255 }
+#endif
+  :: atomic { w_ph > 0 && !w_rd[0] -> w_read(0); w_eval() }
+  :: atomic { w_ph > 0 && !w_rd[1] -> w_read(1); w_eval() }
+  :: atomic { w_ph > 0 && !w_rd[2] -> w_read(2); w_eval() }
+  od
+}
+#endif
 
 init
 {
@@ -934,6 +1267,9 @@ init
     run clock();
     run client(0);
     run client(1)
+#ifdef RLIDX
+    ; run watcher()
+#endif
 #if NC > 2
     ; run client(2)   /* -DRLSH -DNC=3: a second reader (K1 acquires) */
 #endif
