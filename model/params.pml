@@ -62,6 +62,9 @@
  *                        the nodes' counters (level_counters returns false)
  *   MUT_RLIDX_RAISE_ONLY redlock.pml -DRLIDX: levels by the raise alone, the
  *                        answer keeping the first reads' holders
+ *   MUT_RLIDX_LONE_NOBUMP redlock.pml -DRLIDX: a node keeps a lone reader in
+ *                        its value ('t'), whose end counts nothing (the
+ *                        code before _acquire_shared.lua's fix)
  *   MUT_RIDE_DOWN_FORGETS handoff.pml -DHOF: a release answered 503 or 404
  *                        leaves its rider attempting (no waiters_ride_done)
  *   MUT_SEM_NO_RETRY     handoff.pml -DHOF: a refused semaphore head arms no

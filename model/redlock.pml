@@ -219,14 +219,17 @@ inline holders(n_h, ls_h) {
 
 #ifdef RLIDX
 /* -DRLIDX: a holder left node n_b (release, undo, expiry): in the set
- * ('s') the counter counts one more (sh_release's and sh_trim's sh_bump);
- * a lone holder ('t': _release.lua, undo.lua, its key's PX) counts
- * nothing. The set goes with its last live holder (sh_release's DEL; an
- * expired marker's keys expire with it, sh_extend). */
+ * ('s') the counter counts one more (sh_release's and sh_trim's sh_bump).
+ * A Redlock node keeps even a lone reader in the set (_acquire_shared.lua:
+ * no 't' value where step is given), so every reader's end counts; with
+ * MUT_RLIDX_LONE_NOBUMP a lone holder ('t': _release.lua, undo.lua, its
+ * key's PX, the code before that fix) counts nothing. The set goes with
+ * its last live holder (sh_release's DEL; an expired marker's keys expire
+ * with it, sh_extend). */
 inline left_node(n_b) {
   if
-#ifdef RLIDX_TBUMP
-  :: true ->      /* what a fix would give: a lone holder's end counts too */
+#ifndef MUT_RLIDX_LONE_NOBUMP
+  :: true ->
 #else
   :: r_set[n_b] ->
 #endif

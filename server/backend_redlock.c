@@ -767,7 +767,10 @@ static enum lk_code view_eval(const struct rl_view *v, int n, int q, struct bk_r
  *    left a majority counting T or more: C >= T, 2C+1 > 2T;
  *  - the end of the last reader: 2C, then 2C+1 (C never goes down);
  *  - the end of one reader while others hold (release, expiry, force): each
- *    node that lets a reader go counts one more (sh_bump, _shared.lua), and
+ *    node that lets a reader go counts one more (sh_bump, _shared.lua; a
+ *    Redlock node keeps every reader in its set, a lone one too, as a lone
+ *    holder's value, 't', counts nothing when it goes: _acquire_shared.lua,
+ *    t_watch_lone_reader, model/redlock.pml redlock-index-late), and
  *    a majority list the reader, so C moves once they let it go (when the
  *    release is answered) provided each of them counted C or more before.
  *    The view can lose it a little earlier (its majority broken by fewer
@@ -816,7 +819,13 @@ static enum lk_code view_eval(const struct rl_view *v, int n, int q, struct bk_r
  * So may an acquire that reached only a minority (a split vote, undone):
  * a watcher then wakes, sees the same holders and asks again. While a
  * node is down, C comes from the others and may read lower (once: the
- * watcher is answered at once and asks again).
+ * watcher is answered at once and asks again). So may a view whose node
+ * reads straddle a grant (an inspect's reads are not one instant): a node
+ * the grant's write-back raised to T without granting it (a writer holds
+ * it there) and one read before the grant make a free view with C = T,
+ * 2T+1, before the view with the reader reads 2T (model/redlock.pml
+ * redlock-index: 9, then 8; not fixed: the watcher is answered at once,
+ * sees the holders and asks again).
  */
 static int64_t majority_index(const struct rl_view *v, int n, int q, const struct bk_res *view,
                               bool *known)

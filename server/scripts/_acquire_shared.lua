@@ -29,7 +29,13 @@
 -- (Nothing is computed before the lone holder's grant that it does not need:
 -- every string made costs Redis' Lua its hashing.)
 sh_load()
-local lone = more == 0
+-- On a Redlock node (step) a reader goes to the set even alone: a lone
+-- holder's end (its release, undo, or its key's expiry) counts nothing on
+-- the fence counter, and Redlock's watch index needs every node that lets
+-- a reader go to count one more (sh_bump; backend_redlock.c majority_index;
+-- model/redlock.pml -DRLIDX found a reader's release that moved no index
+-- when it was lone on one node and in the set on another).
+local lone = more == 0 and not step
 local v
 if lone then
   v = redis.call('SET', lock, 't' .. wl .. ' ' .. limit .. ' ' .. nowus .. ' ' .. rest, 'NX', 'PX', ttl, 'GET')

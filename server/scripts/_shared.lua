@@ -27,7 +27,9 @@
 -- Redis the commands of an exclusive lock: SET NX GET and the fence counter
 -- to grant, GET and DEL to release, PEXPIRE to renew. A second holder (or a
 -- writer that waits, or a re-assertion) spills it into the set and hash
--- first (sh_spill); the set is not folded back when holders leave.
+-- first (sh_spill); the set is not folded back when holders leave. Not on
+-- a Redlock node: there a reader goes to the set even alone (its end must
+-- count on the fence counter: _acquire_shared.lua says why).
 
 -- Watching (inspect.lua): a name's index is 2n+1 while it is free or held
 -- shared (n: its fence counter '<lock>:fence'), 2n while an exclusive

@@ -1047,12 +1047,25 @@ static void t_watch_counters_differ(void)
     stop_nodes();
 }
 
+/* A reader through url (ttl 60 s) that node k misses: over maxmemory it
+ * answers the acquire with OOM (a node down to writes) and keeps its data
+ * and connection, so nothing puts the reader there later (a paused node
+ * runs the acquire when it resumes, t_release_every_node; one restarted
+ * empty gets it back from the grant log, reassert.lua). Its lease header
+ * in hdr. */
+static void rl_reader_missed(struct th_client *c, const char *url, int k, char *hdr, size_t cap)
+{
+    CHECK_STR(th_redis_cli(&R[k], "CONFIG SET maxmemory 1"), "OK\n");
+    struct th_resp r;
+    th_http(c, "POST", url, "{\"mode\":\"shared\",\"ttl_ms\":60000}", NULL, &r);
+    CHECK_STR(th_redis_cli(&R[k], "CONFIG SET maxmemory 0"), "OK\n");
+    CHECK_EQ_INT(r.status, 200);
+    snprintf(hdr, cap, "Lock-Lease: %s", th_jstr(&r, "lease"));
+    th_resp_free(&r);
+}
+
 /* A reader that one node never listed leaves while another reader holds.
- * Node 0 misses the grant: over maxmemory it answers the acquire with OOM
- * (a node down to writes) and keeps its data and connection, so nothing
- * puts the reader there later (a paused node runs the acquire when it
- * resumes, t_release_every_node; one restarted empty gets it back from the
- * grant log, reassert.lua). The counters (x, x - 1, x + 6) make node 0's
+ * Node 0 misses the grant (rl_reader_missed). The counters (x, x - 1, x + 6) make node 0's
  * the quorum-th largest: the release counts one on nodes 1 and 2 only, so
  * C stayed x and the watcher on the other lockd waited out its 6 s
  * deadline with the old index. A watch's inspect now keeps the counters
@@ -1068,13 +1081,7 @@ static void t_watch_missed_reader(void)
     char url[256], h0[96], h1[96], cmd[128];
     snprintf(url, sizeof(url), "%s/locks/rm", a.url);
     rl_reader(c, url, "rm", 60000, 1, h0, sizeof(h0));
-    CHECK_STR(th_redis_cli(&R[0], "CONFIG SET maxmemory 1"), "OK\n");
-    struct th_resp r;
-    th_http(c, "POST", url, "{\"mode\":\"shared\",\"ttl_ms\":60000}", NULL, &r);
-    CHECK_STR(th_redis_cli(&R[0], "CONFIG SET maxmemory 0"), "OK\n");
-    CHECK_EQ_INT(r.status, 200); /* nodes 1 and 2 */
-    snprintf(h1, sizeof(h1), "Lock-Lease: %s", th_jstr(&r, "lease"));
-    th_resp_free(&r);
+    rl_reader_missed(c, url, 0, h1, sizeof(h1)); /* nodes 1 and 2 */
     CHECK_EQ_INT(node_readers(0, "rm"), 1);
     CHECK_EQ_INT(node_readers(1, "rm"), 2);
     CHECK_EQ_INT(node_readers(2, "rm"), 2);
@@ -1094,6 +1101,49 @@ static void t_watch_missed_reader(void)
     int64_t t0 = th_now_ms();
     CHECK_EQ_INT(th_status(c, "DELETE", url, NULL, h1, NULL), 200);
     rl_watch_moved(&w, t, t0, i0, 0, 1000, "release of the reader node 0 missed -> watcher");
+    th_client_free(c);
+    th_lockd_kill(&a, SIGTERM);
+    th_lockd_kill(&b, SIGTERM);
+    stop_nodes();
+}
+
+/* A reader alone on one node and beside another reader on the next leaves
+ * (model/redlock.pml -DRLIDX found it: redlock-index-late). Reader A
+ * misses node 0 (nodes 1, 2), reader B misses node 2 (nodes 0, 1): node 2
+ * lists A alone, node 1 both. A lone holder used to live in the lock's
+ * value ('t'), whose release (a DEL) counts nothing on the fence counter:
+ * A's release counted one on node 1 only, C (the quorum-th largest of the
+ * levelled counters M, M, M -> M, M + 1, M) stayed, and the watcher waited
+ * out its 6 s with the old index although the view lost A. A Redlock node
+ * now keeps every reader in its set (_acquire_shared.lua): each node that
+ * lets A go counts one. */
+static void t_watch_lone_reader(void)
+{
+    start_nodes(3);
+    struct th_lockd a, b;
+    lockd_on(&a);
+    lockd_on(&b);
+    struct th_client *c = th_client_new();
+    char url[256], ha[96], hb[96];
+    snprintf(url, sizeof(url), "%s/locks/rn", a.url);
+    rl_reader_missed(c, url, 0, ha, sizeof(ha));
+    rl_reader_missed(c, url, 2, hb, sizeof(hb));
+    CHECK_EQ_INT(node_readers(0, "rn"), 1);
+    CHECK_EQ_INT(node_readers(1, "rn"), 2);
+    CHECK_EQ_INT(node_readers(2, "rn"), 1);
+    long long i0 = rl_watch_index(c, &b, "rn"); /* the counters levelled */
+    CHECK(i0 % 2 == 0);
+    struct rl_watch w;
+    pthread_t t;
+    rl_watch_start(&w, &t, &b, "rn", i0, 6000);
+    th_sleep_ms(200);
+    int64_t t0 = th_now_ms();
+    CHECK_EQ_INT(th_status(c, "DELETE", url, NULL, ha, NULL), 200);
+    rl_watch_moved(&w, t, t0, i0, 0, 1000, "release of a reader lone on node 2 -> watcher");
+    CHECK_EQ_INT(node_readers(0, "rn"), 1);
+    CHECK_EQ_INT(node_readers(1, "rn"), 1);
+    CHECK_EQ_INT(node_readers(2, "rn"), 0);
+    CHECK_EQ_INT(th_status(c, "DELETE", url, NULL, hb, NULL), 200);
     th_client_free(c);
     th_lockd_kill(&a, SIGTERM);
     th_lockd_kill(&b, SIGTERM);
@@ -2334,6 +2384,7 @@ int main(int argc, char **argv)
     RUN(t_watch_shared);
     RUN(t_watch_counters_differ);
     RUN(t_watch_missed_reader);
+    RUN(t_watch_lone_reader);
     RUN(t_renew_token_is_the_grants);
     RUN(t_ops_and_refusals);
     RUN(t_split_vote);
