@@ -882,13 +882,14 @@ static int64_t soonest_expiry(const struct rl_view *v, int n)
 
 static void sub_done(void *arg, const struct bk_res *r);
 
-/* Keeps the counters level (majority_index says why): when the view r, from
- * every node's answer (v), has two readers or more and their counters
- * differ, each lagging node is inspected again with the largest as its
+/* Keeps the counters level (majority_index says why): called for a
+ * watcher's inspect whose view has two readers or more, from every node's
+ * answer (v); when their counters differ, each lagging node is inspected
+ * again with the largest as its
  * counter's floor (inspect.lua raises it, then reads), and the call is
  * answered from those reads (inspect_eval; PH_LEVEL: once). True then;
  * false: nothing to level, the caller answers. */
-static bool level_counters(struct rl_call *c, const struct rl_view *v, const struct bk_res *r)
+static bool level_counters(struct rl_call *c, const struct rl_view *v)
 {
     int n = c->rl->n;
     int64_t top = -1, low = -1;
@@ -898,7 +899,7 @@ static bool level_counters(struct rl_call *c, const struct rl_view *v, const str
             top = k > top ? k : top;
             low = low < 0 || k < low ? k : low;
         }
-    if (r->nholders < 2 || low == top)
+    if (low == top)
         return false;
     c->phase = PH_LEVEL;
     c->req.fence_floor = top;
@@ -953,7 +954,7 @@ static void inspect_eval(struct rl_call *c)
         bool level = c->req.wait && r.nholders >= 2; /* a watcher's inspect only */
         known = known && (!level || c->pending == 0);
         /* levelling: answered from the lagging nodes' second reads */
-        if (known && (!level || c->phase == PH_LEVEL || !level_counters(c, v, &r)))
+        if (known && (!level || c->phase == PH_LEVEL || !level_counters(c, v)))
             call_answer(c, &r);
     }
     free(hs);

@@ -128,6 +128,7 @@ static void fx_open_on(struct fx *f, const struct th_redis *r)
 struct reply {
     enum lk_code code;
     int64_t fencing_token, ttl_ms, validity_ms, delay_ms;
+    int64_t index;
     size_t nholders;
     bool held;
     struct bk_holder holder;
@@ -147,6 +148,7 @@ static void reply_keep(struct reply *out, const struct bk_res *r)
     out->ttl_ms = r->ttl_ms;
     out->validity_ms = r->validity_ms;
     out->delay_ms = r->delay_ms;
+    out->index = r->index;
     out->nholders = r->nholders;
     out->held = r->nholders > 0;
     CHECK(r->nholders <= 1); /* exclusive locks only */
@@ -1717,6 +1719,43 @@ static void t_unsupported(void)
     fx_close(&f);
 }
 
+/* Inspect with a fence floor (Redlock's levelling, backend_redlock.c
+ * level_counters) raises the name's counter to it and never lowers it
+ * (a lagging node may have counted past the floor since it was read: a
+ * lower counter would give a token twice); a watcher's mark on it stays;
+ * the index answered is read after the raise, and the next grant's token
+ * is above the raised counter. */
+static void t_inspect_floor(void)
+{
+    struct fx f;
+    fx_open_on(&f, &R);
+    const long long c0 = 4000000000000100LL; /* above lockd's clock, 2n + 1 below 2^53 */
+    char cmd[96];
+    snprintf(cmd, sizeof(cmd), "SET t:{fl}:fence %lld", c0);
+    CHECK_STR(th_redis_cli(&R, cmd), "OK\n");
+    struct res x;
+    memset(&x, 0, sizeof(x));
+    struct bk_req q = {.op = BK_INSPECT, .name = "fl", .fence_floor = c0 - 50};
+    settle(&f, submit(&f, &q, on_done, &x), &x);
+    CHECK_EQ_INT(x.r.code, LK_OK);
+    CHECK_EQ_INT(x.r.index, 2 * c0 + 1); /* free: 2n+1, n not lowered */
+    CHECK_EQ_INT(atoll(th_redis_cli(&R, "GET t:{fl}:fence")), c0);
+    snprintf(cmd, sizeof(cmd), "SET t:{fl}:fence %lldw", c0); /* a watcher's mark */
+    CHECK_STR(th_redis_cli(&R, cmd), "OK\n");
+    memset(&x, 0, sizeof(x));
+    q.fence_floor = c0 + 400;
+    settle(&f, submit(&f, &q, on_done, &x), &x);
+    CHECK_EQ_INT(x.r.code, LK_OK);
+    CHECK_EQ_INT(x.r.index, 2 * (c0 + 400) + 1);
+    snprintf(cmd, sizeof(cmd), "%lldw\n", c0 + 400);
+    CHECK_STR(th_redis_cli(&R, "GET t:{fl}:fence"), cmd);
+    struct reply g = acquire(&f, "fl", LEASE_A, 5000, "");
+    CHECK_EQ_INT(g.code, LK_OK);
+    CHECK(g.fencing_token > c0 + 400);
+    CHECK_EQ_INT(release(&f, "fl", LEASE_A, 0).code, LK_OK);
+    fx_close(&f);
+}
+
 static void t_unreachable_at_startup(void)
 {
     struct th_redis r;
@@ -1931,6 +1970,7 @@ int main(int argc, char **argv)
     TH_RUN(t_redis_hung);
     TH_RUN(t_request_waits_for_reconnect);
     TH_RUN(t_unsupported);
+    TH_RUN(t_inspect_floor);
     TH_RUN(t_wait_replicas);
     th_redis_stop(&R);
     return th_done();

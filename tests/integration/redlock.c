@@ -1047,6 +1047,22 @@ static void t_watch_counters_differ(void)
     stop_nodes();
 }
 
+/* The lease in hdr released through url while lockd b watches name with
+ * index i0: the watcher must be answered after the release, within 1 s
+ * (its deadline is 6 s), with a greater index. */
+static void rl_release_watched(struct th_client *c, const char *url, const char *hdr,
+                               const struct th_lockd *b, const char *name, long long i0,
+                               const char *what)
+{
+    struct rl_watch w;
+    pthread_t t;
+    rl_watch_start(&w, &t, b, name, i0, 6000);
+    th_sleep_ms(200);
+    int64_t t0 = th_now_ms();
+    CHECK_EQ_INT(th_status(c, "DELETE", url, NULL, hdr, NULL), 200);
+    rl_watch_moved(&w, t, t0, i0, 0, 1000, what);
+}
+
 /* A reader through url (ttl 60 s) that node k misses: over maxmemory it
  * answers the acquire with OOM (a node down to writes) and keeps its data
  * and connection, so nothing puts the reader there later (a paused node
@@ -1094,13 +1110,7 @@ static void t_watch_missed_reader(void)
     long long i0 = rl_watch_index(c, &b, "rm"); /* levelled: x + 6 on every node */
     CHECK(i0 % 2 == 0 && i0 >= 2 * x);
     CHECK_EQ_INT(rl_index(c, &a, "rm"), i0);
-    struct rl_watch w;
-    pthread_t t;
-    rl_watch_start(&w, &t, &b, "rm", i0, 6000);
-    th_sleep_ms(200);
-    int64_t t0 = th_now_ms();
-    CHECK_EQ_INT(th_status(c, "DELETE", url, NULL, h1, NULL), 200);
-    rl_watch_moved(&w, t, t0, i0, 0, 1000, "release of the reader node 0 missed -> watcher");
+    rl_release_watched(c, url, h1, &b, "rm", i0, "release of the reader node 0 missed -> watcher");
     th_client_free(c);
     th_lockd_kill(&a, SIGTERM);
     th_lockd_kill(&b, SIGTERM);
@@ -1133,13 +1143,7 @@ static void t_watch_lone_reader(void)
     CHECK_EQ_INT(node_readers(2, "rn"), 1);
     long long i0 = rl_watch_index(c, &b, "rn"); /* the counters levelled */
     CHECK(i0 % 2 == 0);
-    struct rl_watch w;
-    pthread_t t;
-    rl_watch_start(&w, &t, &b, "rn", i0, 6000);
-    th_sleep_ms(200);
-    int64_t t0 = th_now_ms();
-    CHECK_EQ_INT(th_status(c, "DELETE", url, NULL, ha, NULL), 200);
-    rl_watch_moved(&w, t, t0, i0, 0, 1000, "release of a reader lone on node 2 -> watcher");
+    rl_release_watched(c, url, ha, &b, "rn", i0, "release of a reader lone on node 2 -> watcher");
     CHECK_EQ_INT(node_readers(0, "rn"), 1);
     CHECK_EQ_INT(node_readers(1, "rn"), 1);
     CHECK_EQ_INT(node_readers(2, "rn"), 0);
