@@ -11,8 +11,8 @@
 # wide, redlock-drift, redlock-shared-drift, redlock-shared-3,
 # redlock-w24 (bitstate), handoff-l3, handoff-faults-2 (exhaustive; these
 # seven make model-full only), redlock-index-late (bitstate, in make
-# model), redlock-index (bitstate; by hand only: it finds the watch index
-# can read lower once, README.md); `safety` alone runs the
+# model), redlock-index, redlock-index-still (bitstate; by hand only: the
+# watch index can read lower once, README.md); `safety` alone runs the
 # `make model` set. README.md says what each covers. Runs go two at a time
 # (MODEL_JOBS, default 2: CI has 2 cores), longest first, each as
 # `check.sh one CONFIG` (a mutant: `check.sh mutant MUT_...`).
@@ -63,6 +63,10 @@ flags_of() {
     # MUT_RLIDX_LONE_NOBUMP puts the flaw back.
     redlock-index) echo "-DRL -DRLSH -DRLIDX -DRESTARTS=0" ;;
     redlock-index-late) echo "-DRL -DRLSH -DRLIDX -DRESTARTS=0 -DRLIDX_NO_P1 -DRLIDX_LATE -DK=1 -DRENEWS=0" ;;
+    # (P1) alone is reached, since the fix, by a directed search: one
+    # acquire each, no renewal, time stands still (by hand only, as
+    # redlock-index)
+    redlock-index-still) echo "-DRL -DRLSH -DRLIDX -DRESTARTS=0 -DRLIDX_STILL -DK=1 -DRENEWS=0" ;;
     # shared.pml: shared locks (limit 1) and a semaphore (limit 2)
     rwlock)     echo "-DSH -DREMOTE" ;;
     semaphore)  echo "-DSH -DREMOTE -DLIMIT=2" ;;
@@ -85,7 +89,7 @@ flags_of() {
 bits_of() {
     case $1 in
     mixed|live-sessions|redlock|redlock-shared|redlock-index) echo 22 ;;
-    redlock-index-late) echo 24 ;;
+    redlock-index-late|redlock-index-still) echo 24 ;;
     wide|redlock-drift|redlock-shared-drift|redlock-shared-3) echo 23 ;;
     redlock-w24) echo 24 ;;
     *) echo "" ;;

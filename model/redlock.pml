@@ -994,10 +994,10 @@ proctype clock()
 #endif
 end:
   do
-#ifndef RLIDX_LATE
+#if !defined(RLIDX_LATE) && !defined(RLIDX_STILL)
   :: atomic { lockd_tick() }
 #else
-  :: atomic { false -> lockd_tick() } /* the directed search: time stands still */
+  :: atomic { false -> lockd_tick() } /* the directed searches: time stands still */
 #endif
 #if RDRIFT > 0
   :: atomic { r_skew[0] < RDRIFT -> r_skew[0]++; node_tick(0) }

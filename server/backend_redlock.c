@@ -821,11 +821,17 @@ static enum lk_code view_eval(const struct rl_view *v, int n, int q, struct bk_r
  * node is down, C comes from the others and may read lower (once: the
  * watcher is answered at once and asks again). So may a view whose node
  * reads straddle a grant (an inspect's reads are not one instant): a node
- * the grant's write-back raised to T without granting it (a writer holds
- * it there) and one read before the grant make a free view with C = T,
- * 2T+1, before the view with the reader reads 2T (model/redlock.pml
- * redlock-index: 9, then 8; not fixed: the watcher is answered at once,
- * sees the holders and asks again).
+ * read before the grant of T, and nodes read after it whose counters
+ * reached T (the grant itself, its write-back raising a node that did not
+ * grant it, or a higher counter a failed acquire left) make a view with
+ * no holder a majority list and C >= T: 2T+1, before the view with the
+ * holder reads 2T, a writer's or readers' (model/redlock.pml: a reader,
+ * 9 then 8, in redlock-index before the lone-reader fix; a writer, 3 then
+ * 2, in redlock-index-still). Not fixed: the watcher is answered at once,
+ * sees the holders and asks again. Within one C a free name reads above
+ * its holder (2T+1 after 2T: an exclusive release counts nothing, nor an
+ * expiry, which runs no script), so a straddled free view cannot also
+ * read below it without every release and expiry counting one.
  */
 static int64_t majority_index(const struct rl_view *v, int n, int q, const struct bk_res *view,
                               bool *known)
