@@ -218,18 +218,20 @@ inline holders(n_h, ls_h) {
 }
 
 #ifdef RLIDX
-/* -DRLIDX: a holder left node n_b (release, undo, expiry): in the set
- * ('s') the counter counts one more (sh_release's and sh_trim's sh_bump).
- * A Redlock node keeps even a lone reader in the set (_acquire_shared.lua:
- * no 't' value where step is given), so every reader's end counts; with
- * MUT_RLIDX_LONE_NOBUMP a lone holder ('t': _release.lua, undo.lua, its
- * key's PX, the code before that fix) counts nothing. The set goes with
- * its last live holder (sh_release's DEL; an expired marker's keys expire
- * with it, sh_extend). */
-inline left_node(n_b) {
+/* -DRLIDX: a holder left node n_b (release, undo, expiry; x_b: it was a
+ * writer): in the set ('s') the counter counts one more (sh_release's and
+ * sh_trim's sh_bump), and so does a lone reader's end ('t': its grant on
+ * a Redlock node marks the counter '<n>l', counted by every script that
+ * reads it once the 't' is gone, _shared.lua sh_fence: to every reader of
+ * the counter, the count taken here); a writer's end counts nothing (its
+ * index is its token). With MUT_RLIDX_LONE_NOBUMP a lone holder's end
+ * counts nothing (the code before the fix). The set goes with its last
+ * live holder (sh_release's DEL; an expired marker's keys expire with it,
+ * sh_extend). */
+inline left_node(n_b, x_b) {
   if
 #ifndef MUT_RLIDX_LONE_NOBUMP
-  :: true ->
+  :: !x_b ->
 #else
   :: r_set[n_b] ->
 #endif
@@ -314,9 +316,13 @@ inline release_node(n_r, i_r) {
 #ifdef TRACE
      printf("TR node %d lets lease %d go (op %d), set %d, counter %d before\n", n_r, ch_lease[i_r], ch_op[i_r], r_set[n_r], r_fence[n_r]);
 #endif
-     h_ttl[gi] = 0; h_tok[gi] = 0; h_x[gi] = 0
+     h_ttl[gi] = 0; h_tok[gi] = 0;
 #ifdef RLIDX
-     ; left_node(n_r); set_gone(n_r)
+     left_node(n_r, h_x[gi]);
+#endif
+     h_x[gi] = 0
+#ifdef RLIDX
+     ; set_gone(n_r)
 #endif
   :: else ->
      holders(n_r, ch_lease[i_r]);
@@ -924,13 +930,14 @@ inline node_tick(n_t) {
   :: m < NLEASE ->
      if
      :: h_ttl[n_t*NLEASE + m] > 1 -> h_ttl[n_t*NLEASE + m]--
-     :: h_ttl[n_t*NLEASE + m] == 1 -> h_ttl[n_t*NLEASE + m] = 0; h_tok[n_t*NLEASE + m] = 0; h_x[n_t*NLEASE + m] = 0
+     :: h_ttl[n_t*NLEASE + m] == 1 -> h_ttl[n_t*NLEASE + m] = 0; h_tok[n_t*NLEASE + m] = 0
 #ifdef TRACE
         ; printf("TR node %d: lease %d expires, counter %d before\n", n_t, m, r_fence[n_t])
 #endif
 #ifdef RLIDX
-        ; left_node(n_t) /* trimmed by the next script there (sh_trim), before anything reads */
+        ; left_node(n_t, h_x[n_t*NLEASE + m]) /* counted by the next script there (sh_trim, sh_fence), before anything reads */
 #endif
+        ; h_x[n_t*NLEASE + m] = 0
      :: else -> skip
      fi;
      m++

@@ -768,9 +768,11 @@ static enum lk_code view_eval(const struct rl_view *v, int n, int q, struct bk_r
  *  - the end of the last reader: 2C, then 2C+1 (C never goes down);
  *  - the end of one reader while others hold (release, expiry, force): each
  *    node that lets a reader go counts one more (sh_bump, _shared.lua; a
- *    Redlock node keeps every reader in its set, a lone one too, as a lone
- *    holder's value, 't', counts nothing when it goes: _acquire_shared.lua,
- *    t_watch_lone_reader, model/redlock.pml redlock-index-late), and
+ *    lone reader, kept in the lock's value, 't', whose release is a DEL and
+ *    whose expiry runs no script, marks the counter '<n>l' when granted
+ *    on a Redlock node, and its end is counted where the counter is next
+ *    read, sh_fence: t_lone_reader_end_counted, t_watch_lone_reader,
+ *    model/redlock.pml redlock-index-late), and
  *    a majority list the reader, so C moves once they let it go (when the
  *    release is answered) provided each of them counted C or more before.
  *    The view can lose it a little earlier (its majority broken by fewer

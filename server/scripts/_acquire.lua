@@ -79,11 +79,15 @@ end
 local last = redis.pcall('SET', fence, now, 'PX', 'FENCE_RETENTION_MS', 'GET')
 if last then
   local n = tonumber(last) -- nil for an error reply (a table) or a foreign value
-  if not n and type(last) == 'string' and string.byte(last, -1) == 119 then
-    -- '<n>w': a watcher waits for the next grant (_shared.lua)
-    n = tonumber(string.sub(last, 1, -2)) or 0
+  if not n and type(last) == 'string' then
+    -- '<n>w': a watcher waits for the next grant; '<n>l': a lone reader's
+    -- end owed a count, the name free now: counted (_shared.lua)
     sh_load()
-    sh_publish(lock, 'g')
+    local w
+    n, w = sh_fence(last, false)
+    if w then
+      sh_publish(lock, 'g')
+    end
   end
   if not n then
     redis.call('DEL', lock)

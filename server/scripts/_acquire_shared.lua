@@ -29,13 +29,13 @@
 -- (Nothing is computed before the lone holder's grant that it does not need:
 -- every string made costs Redis' Lua its hashing.)
 sh_load()
--- On a Redlock node (step) a reader goes to the set even alone: a lone
--- holder's end (its release, undo, or its key's expiry) counts nothing on
--- the fence counter, and Redlock's watch index needs every node that lets
--- a reader go to count one more (sh_bump; backend_redlock.c majority_index;
--- model/redlock.pml -DRLIDX found a reader's release that moved no index
--- when it was lone on one node and in the set on another).
-local lone = more == 0 and not step
+-- On a Redlock node (step) the lone holder's grant marks the counter '<n>l'
+-- (sh_grant_one): its end (a release, an undo, its key's expiry) is then
+-- counted where the counter is next read (sh_fence), as Redlock's watch
+-- index needs every node that lets a reader go to count one more
+-- (backend_redlock.c majority_index; model/redlock.pml -DRLIDX found a
+-- reader's release that moved no index when a lone end counted nothing).
+local lone = more == 0
 local v
 if lone then
   v = redis.call('SET', lock, 't' .. wl .. ' ' .. limit .. ' ' .. nowus .. ' ' .. rest, 'NX', 'PX', ttl, 'GET')
@@ -152,7 +152,7 @@ else
   end
 end
 -- Granted: the token first (an error here leaves nothing granted).
-local tok, last = sh_fence_next(fence, nowus, more, step, sres)
+local tok, last = sh_fence_next(fence, nowus, more, step, sres, not renew_keys)
 if (wake and limit == '1') or (last and string.byte(last, -1) == 119) then
   sh_publish(lock, 'g') -- a watcher (or readers refused elsewhere) hears of the grant (sh_grant_one)
 end

@@ -27,9 +27,9 @@
 -- Redis the commands of an exclusive lock: SET NX GET and the fence counter
 -- to grant, GET and DEL to release, PEXPIRE to renew. A second holder (or a
 -- writer that waits, or a re-assertion) spills it into the set and hash
--- first (sh_spill); the set is not folded back when holders leave. Not on
--- a Redlock node: there a reader goes to the set even alone (its end must
--- count on the fence counter: _acquire_shared.lua says why).
+-- first (sh_spill); the set is not folded back when holders leave. On a
+-- Redlock node (a vote's step given) a lone holder's grant also marks the
+-- fence counter '<n>l': its end is owed one count (below).
 
 -- Watching (inspect.lua): a name's index is 2n+1 while it is free or held
 -- shared (n: its fence counter '<lock>:fence'), 2n while an exclusive
@@ -39,6 +39,13 @@
 -- holder trimmed raises n by one (sh_bump). A watcher's inspect marks the
 -- counter '<n>w' (the next grant publishes, _acquire.lua) and the lock's w
 -- flag (its release publishes).
+-- On a Redlock node every reader's end must count one (backend_redlock.c
+-- majority_index), a lone holder's too, whose release is a DEL and whose
+-- expiry is its key's PX (no script runs). So its grant leaves the counter
+-- '<n>l' (sh_grant_one) and the end is counted where the counter is read:
+-- n + 1 once the lock's value is no longer a 't' (sh_fence); a script
+-- that writes the counter writes it counted (or keeps the 'l' while the
+-- 't' holds: fence_raise.lua, inspect.lua's floor). Marks: '<n>[l][w]'.
 
 -- The helpers below are made only when a script call meets a shared lock
 -- (or needs Redis' clock): every `local function` of a script is a closure
@@ -76,7 +83,8 @@ local sh_left, sh_mark, sh_ho
 -- per release.
 local sh_tz, sh_cl, sh_cv, sh_cn
 local sh_publish, sh_bump, sh_now, sh_int, sh_nows, sh_trim, sh_expire, sh_extend, sh_one,
-  sh_spill, sh_fence_next, sh_grant_one, sh_one_renew, sh_holder, sh_refuse, sh_renew, sh_release, sh_step
+  sh_spill, sh_fence_next, sh_grant_one, sh_one_renew, sh_holder, sh_refuse, sh_renew, sh_release, sh_step,
+  sh_fence
 
 -- Resets the per-call state above: a script is a Function library whose top
 -- level (this file) runs once, at FUNCTION LOAD, and its callback calls this
@@ -99,11 +107,26 @@ local function sh_load()
     redis.call('PUBLISH', string.sub(lock, 1, p - 1) .. 'released:' .. string.sub(lock, p), msg)
   end
 
+  -- The fence counter's value f, '<n>[l][w]' (above): n, plus the one a
+  -- lone holder's end is owed ('l') unless that holder still holds (held:
+  -- the lock's value is its 't'), or nil when f is no counter; then
+  -- whether a watcher marked it ('w') and whether it carries the 'l'.
+  function sh_fence(f, held)
+    local n, l, w = string.match(f, '^(%d+)(l?)(w?)$')
+    n = tonumber(n)
+    if n and l == 'l' and not held then
+      n = n + 1
+    end
+    return n, w == 'w', l == 'l'
+  end
+
   -- A holder left without a grant: the fence counter (and so the index) moves
-  -- on, keeping a watcher's mark. INCR, one call, unless watched ('<n>w': not
-  -- a number); it keeps the counter's expiry (fence_retention_ms after the
-  -- last grant), and gives one to a counter it had to create. Returns true
-  -- when a watcher marked the counter (the change must be published).
+  -- on, keeping a watcher's mark. INCR, one call, unless marked ('<n>w' or
+  -- '<n>l': not a number; an 'l' under a set is a spilled lone holder's,
+  -- whose end this count is, or will be: dropped); it keeps the counter's
+  -- expiry (fence_retention_ms after the last grant), and gives one to a
+  -- counter it had to create. Returns true when a watcher marked the
+  -- counter (the change must be published).
   function sh_bump(lock)
     local f = lock .. ':fence'
     local r = redis.pcall('INCR', f)
@@ -113,10 +136,9 @@ local function sh_load()
       end
       return
     end
-    local v = redis.call('GET', f) or '0'
-    local n, w = string.match(v, '^(%d*)(w?)$')
-    redis.call('SET', f, string.format('%d', (tonumber(n) or 0) + 1) .. (w or ''), 'PX', 'FENCE_RETENTION_MS')
-    return w == 'w'
+    local n, w = sh_fence(redis.call('GET', f) or '0', true)
+    redis.call('SET', f, string.format('%d', (n or 0) + 1) .. (w and 'w' or ''), 'PX', 'FENCE_RETENTION_MS')
+    return w
   end
 
   -- Redis' own clock, so that every lockd counts expiries alike: read once
@@ -258,15 +280,18 @@ local function sh_load()
   -- it (tokens token + 1 .. token + more, _acquire_shared.lua): the counter
   -- is left at the last one, by the same SET ... GET unless it ran ahead.
   -- step, res: nil, or a Redlock node's vote modulus and residue (sh_step).
-  -- Returns the token and what the counter held ('<n>w': a watcher marked
-  -- it).
-  function sh_fence_next(fence, nowus, more, step, res)
+  -- held: the name is held by a set (a marker 's'): an 'l' on the counter
+  -- is then a spilled lone holder's, still in the set, whose end its
+  -- release or trim counts (sh_bump), not owed here; on a free name it is
+  -- an ended lone holder's, counted here (sh_fence). Returns the token and
+  -- what the counter held ('<n>w': a watcher marked it).
+  function sh_fence_next(fence, nowus, more, step, res, held)
     local tok = nowus
     local last = redis.call('SET', fence, more > 0 and string.format('%d', nowus + more) or nowus, 'PX',
       'FENCE_RETENTION_MS', 'GET')
-    -- a plain counter read with one tonumber, a watched one ('<n>w') with a
-    -- match too; nowus is lockd's digits (coerced: one strtod, not two)
-    local lastn = last and (tonumber(last) or tonumber(string.match(last, '^(%d+)w$')))
+    -- a plain counter read with one tonumber, a marked one ('<n>w', '<n>l')
+    -- with sh_fence; nowus is lockd's digits (coerced: one strtod, not two)
+    local lastn = last and (tonumber(last) or sh_fence(last, held))
     if lastn and lastn >= nowus + 0 then
       tok = sh_step(lastn, step, res)
       redis.call('SET', fence, more > 0 and string.format('%d', tok + more) or tok, 'PX', 'FENCE_RETENTION_MS')
@@ -286,15 +311,18 @@ local function sh_load()
   -- anyone: the readers refused by what held the name before it were told
   -- by its release (w) or wait for its expiry (their retry timer), and a
   -- waiting reader's own lockd queues nobody behind it without asking.
-  -- step, res: as sh_fence_next's.
+  -- step, res: as sh_fence_next's; with step (a Redlock node) the counter
+  -- is left '<token>l': this holder's end is owed a count (sh_fence). The
+  -- name was free: an 'l' read here (an earlier lone holder's) is counted.
   function sh_grant_one(lock, fence, wl, limit, now, rest, wake, step, res)
-    local last = redis.pcall('SET', fence, now, 'PX', 'FENCE_RETENTION_MS', 'GET')
+    local last = redis.pcall('SET', fence, step and now .. 'l' or now, 'PX', 'FENCE_RETENTION_MS', 'GET')
     local n, g = 0, wake and limit == '1'
     if last then
       n = tonumber(last)
-      if not n and type(last) == 'string' and string.byte(last, -1) == 119 then
-        n = tonumber(string.sub(last, 1, -2)) or 0
-        g = true
+      if not n and type(last) == 'string' then
+        local w
+        n, w = sh_fence(last, false)
+        g = g or w
       end
       if not n then
         redis.call('DEL', lock)
@@ -306,7 +334,7 @@ local function sh_load()
     end
     if n >= now + 0 then -- (coerced, as _acquire.lua's)
       local ts = sh_step(n, step, res)
-      redis.call('SET', fence, ts, 'PX', 'FENCE_RETENTION_MS')
+      redis.call('SET', fence, step and ts .. 'l' or ts, 'PX', 'FENCE_RETENTION_MS')
       redis.call('SET', lock, 't' .. wl .. ' ' .. limit .. ' ' .. ts .. ' ' .. rest, 'XX', 'KEEPTTL')
       return ts
     end

@@ -13,12 +13,15 @@
 --#call
 sh_load() -- (a rare script: its helpers made at once, as before)
 local lock, fence, lease, token = KEYS[1], KEYS[2], ARGV[1], ARGV[2]
--- '<n>w': a watcher's mark (_shared.lua), kept: the next grant here publishes
-local n, w = string.match(redis.call('GET', fence) or '0', '^(%d*)(w?)$')
-if (tonumber(n or '') or 0) < tonumber(token) then
-  redis.call('SET', fence, token .. (w or ''), 'PX', 'FENCE_RETENTION_MS')
-end
+-- '<n>w': a watcher's mark (_shared.lua), kept: the next grant here
+-- publishes; '<n>l': a lone holder's end owed a count (sh_fence), kept
+-- while its 't' holds, else counted
 local v = redis.call('GET', lock)
+local held = v and string.byte(v) == 116
+local n, w, l = sh_fence(redis.call('GET', fence) or '0', held)
+if (n or 0) < tonumber(token) then
+  redis.call('SET', fence, token .. ((l and held) and 'l' or '') .. (w and 'w' or ''), 'PX', 'FENCE_RETENTION_MS')
+end
 if not v or v == 'd' then
   return 0
 end

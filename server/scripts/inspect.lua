@@ -15,17 +15,24 @@
 --#call
 local lock, fence, mark, floor = KEYS[1], KEYS[2], ARGV[1] == '1', ARGV[2]
 
--- The counter's number (a watcher's mark, '<n>w', aside); marks it if asked,
--- raises it to the floor if given.
-local function fence_n()
+-- The counter's number (its marks aside, '<n>[l][w]': a lone holder's end
+-- owed one unless held, the lock's value that holder's 't'; _shared.lua
+-- sh_fence); marks it if asked, raises it to the floor if given (keeping
+-- the 'l' of a lone holder that holds).
+local function fence_n(held)
   local f = redis.call('GET', fence)
-  local n = tonumber(string.match(f or '0', '^%d*')) or 0
+  local n, w, l = tonumber(f or '0'), false, false
+  if not n then
+    sh_load()
+    n, w, l = sh_fence(f, held)
+    n = n or 0
+  end
   if floor and n < tonumber(floor) then
-    local w = (mark or (f and string.byte(f, -1) == 119)) and 'w' or ''
-    redis.call('SET', fence, floor .. w, 'PX', 'FENCE_RETENTION_MS')
+    redis.call('SET', fence, floor .. ((l and held) and 'l' or '') .. ((mark or w) and 'w' or ''), 'PX',
+      'FENCE_RETENTION_MS')
     return tonumber(floor)
   end
-  if mark and not (f and string.byte(f, -1) == 119) then
+  if mark and not w then
     if f then
       redis.call('SET', fence, f .. 'w', 'KEEPTTL')
     else
@@ -53,7 +60,7 @@ if string.byte(v) == 116 then
   end
   sh_load()
   local _, _, limit, tok, sb, _, mode, owner = sh_one(v)
-  return {2 * fence_n(), {4, tonumber(limit) or 1, 1, owner or '', tonumber(tok) or 0, sb or '0',
+  return {2 * fence_n(true), {4, tonumber(limit) or 1, 1, owner or '', tonumber(tok) or 0, sb or '0',
     redis.call('PTTL', lock), mode or '1'}}
 end
 if string.byte(v) == 115 then

@@ -39,11 +39,16 @@ local function place(c)
   return r
 end
 
--- The name's fence counter (a watcher's mark, '<n>w', aside), as inspect.lua
--- reads it: the index is 2n or 2n+1.
-local function fence_n(k)
-  local f = redis.call('GET', k .. ':fence')
-  return tonumber(string.match(f or '0', '^%d*')) or 0
+-- The name's fence counter, as inspect.lua reads it (_shared.lua's sh_fence:
+-- '<n>[l][w]', the 'l' counting one unless held, the lock's value a lone
+-- holder's 't'): the index is 2n or 2n+1.
+local function fence_n(k, held)
+  local n, l = string.match(redis.call('GET', k .. ':fence') or '0', '^(%d*)(l?)')
+  n = tonumber(n) or 0
+  if l == 'l' and not held then
+    n = n + 1
+  end
+  return n
 end
 
 --#call
@@ -93,7 +98,7 @@ for _ = 1, 8 do
         out[#out + 1] = mode or '1'
         out[#out + 1] = tonumber(string.match(v, '^s%d%d (%d+)')) or 1
         out[#out + 1] = live
-        out[#out + 1] = 2 * fence_n(k) + 1
+        out[#out + 1] = 2 * fence_n(k, false) + 1
         taken = taken + 1
       end
     elseif type(v) == 'string' then
@@ -114,7 +119,7 @@ for _ = 1, 8 do
         out[#out + 1] = mode
         out[#out + 1] = tonumber(lim)
         out[#out + 1] = 1
-        out[#out + 1] = 2 * fence_n(k)
+        out[#out + 1] = 2 * fence_n(k, string.byte(v) == 116)
         taken = taken + 1
       end
     end

@@ -1614,6 +1614,82 @@ static void t_shared_group_floors(void)
     stop_nodes();
 }
 
+/* A lone reader on a Redlock node lives in the lock's value ('t'), whose
+ * release is a DEL and whose expiry is its key's PX: its grant marks the
+ * fence counter '<n>l' and its end is counted where the counter is next
+ * read (_shared.lua sh_fence), so the node's counter, and with it the
+ * watch index, moves when it goes (majority_index). On node 0 (residue 1,
+ * modulus 16), floors F (a multiple of 16): a lone grant leaves 'Fl' and
+ * reads 2F; its key gone (as its expiry leaves it), 2(F+1)+1, and a
+ * writer's token is F+2; a write-back raise and an inspect's floor while it
+ * holds keep the 'l'; a second reader (a spill) is not owed the count: its
+ * vote steps from F. Counters stay below 2^53/2 (Lua's numbers are
+ * doubles). With the 'l' never counted the checks marked below fail. */
+static void t_lone_reader_end_counted(void)
+{
+    const long long F = 4000000000000000LL;
+    start_nodes(3);
+    struct th_lockd l;
+    lockd_on(&l);
+    char acq[64], excl[64], insp[64], raise[64], cmd[512], want[64];
+    CHECK(script_fn(0, "lk_acquire_shared_", acq, sizeof(acq)));
+    CHECK(script_fn(0, "lk_acquire_", excl, sizeof(excl)));
+    CHECK(script_fn(0, "lk_inspect_", insp, sizeof(insp)));
+    CHECK(script_fn(0, "lk_fence_raise_", raise, sizeof(raise)));
+#define LR_READ(lease, name)                                                                       \
+    do {                                                                                           \
+        snprintf(cmd, sizeof(cmd),                                                                 \
+                 "FCALL %s 2 'rl:{%s}' 'rl:{%s}:fence' '0%s' '0 20000 1 t' 20000 1 %lld 16 1",   \
+                 acq, name, name, lease, F);                                                       \
+    } while (0)
+#define LR_INDEX(name, floor)                                                                      \
+    (snprintf(cmd, sizeof(cmd), "FCALL %s 2 'rl:{%s}' 'rl:{%s}:fence' 0 %s", insp, name, name,     \
+              floor),                                                                              \
+     reply_token(th_redis_cli(&R[0], cmd)))
+    /* a lone grant, its end by expiry, then a writer */
+    LR_READ("la", "le");
+    CHECK_EQ_INT(reply_token(th_redis_cli(&R[0], cmd)), F);
+    snprintf(want, sizeof(want), "%lldl\n", F);
+    CHECK_STR(th_redis_cli(&R[0], "GET 'rl:{le}:fence'"), want);
+    CHECK_EQ_INT(LR_INDEX("le", ""), 2 * F);
+    th_redis_cli(&R[0], "DEL 'rl:{le}'");
+    CHECK_EQ_INT(LR_INDEX("le", ""), 2 * (F + 1) + 1); /* <- 2F + 1 */
+    snprintf(cmd, sizeof(cmd), "FCALL %s 2 'rl:{le}' 'rl:{le}:fence' '0lx' '0 20000 o' 20000 1", excl);
+    CHECK_EQ_INT(reply_token(th_redis_cli(&R[0], cmd)), F + 2); /* <- F + 1 */
+    snprintf(want, sizeof(want), "%lld\n", F + 2);
+    CHECK_STR(th_redis_cli(&R[0], "GET 'rl:{le}:fence'"), want);
+    /* a write-back raise while it holds keeps the 'l' */
+    LR_READ("la", "lr");
+    CHECK_EQ_INT(reply_token(th_redis_cli(&R[0], cmd)), F);
+    snprintf(cmd, sizeof(cmd), "FCALL %s 2 'rl:{lr}' 'rl:{lr}:fence' la %lld", raise, F + 33);
+    CHECK_EQ_INT(reply_token(th_redis_cli(&R[0], cmd)), 1);
+    snprintf(want, sizeof(want), "%lldl\n", F + 33);
+    CHECK_STR(th_redis_cli(&R[0], "GET 'rl:{lr}:fence'"), want);
+    th_redis_cli(&R[0], "DEL 'rl:{lr}'");
+    CHECK_EQ_INT(LR_INDEX("lr", ""), 2 * (F + 34) + 1); /* <- 2(F + 33) + 1 */
+    /* so does a watcher's levelling floor */
+    LR_READ("la", "lf");
+    CHECK_EQ_INT(reply_token(th_redis_cli(&R[0], cmd)), F);
+    char fl[32];
+    snprintf(fl, sizeof(fl), "%lld", F + 100);
+    CHECK_EQ_INT(LR_INDEX("lf", fl), 2 * (F + 100));
+    snprintf(want, sizeof(want), "%lldl\n", F + 100);
+    CHECK_STR(th_redis_cli(&R[0], "GET 'rl:{lf}:fence'"), want);
+    th_redis_cli(&R[0], "DEL 'rl:{lf}'");
+    CHECK_EQ_INT(LR_INDEX("lf", ""), 2 * (F + 101) + 1); /* <- 2(F + 100) + 1 */
+    /* a second reader spills the first into the set: no count owed */
+    LR_READ("la", "ls");
+    CHECK_EQ_INT(reply_token(th_redis_cli(&R[0], cmd)), F);
+    LR_READ("lb", "ls");
+    CHECK_EQ_INT(reply_token(th_redis_cli(&R[0], cmd)), F + 1);
+    snprintf(want, sizeof(want), "%lld\n", F + 1);
+    CHECK_STR(th_redis_cli(&R[0], "GET 'rl:{ls}:fence'"), want);
+#undef LR_READ
+#undef LR_INDEX
+    th_lockd_kill(&l, SIGTERM);
+    stop_nodes();
+}
+
 #define DR_CLIENTS 16
 #define DR_ROUNDS 12
 
@@ -2382,6 +2458,7 @@ int main(int argc, char **argv)
     RUN(t_shared_votes_distinct);
     RUN(t_shared_uncontended_one_round);
     RUN(t_shared_group_floors);
+    RUN(t_lone_reader_end_counted);
     RUN(t_shared_readers_distinct);
     RUN(t_majority_view);
     RUN(t_watch);
