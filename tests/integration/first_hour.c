@@ -5,7 +5,8 @@
  * Location, HEAD and OPTIONS in Allow and OPTIONS answered 204, a form body
  * told its JSON form, no library internals in messages, a session's owner
  * inherited, a free lock's owner null, a session blocked by itself told so,
- * inspect's expires_at. Real lockd processes on the memory backend.
+ * inspect's expires_at, a waited 409's holder expiry as of its answer.
+ * Real lockd processes on the memory backend.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -379,6 +380,36 @@ static void test_owner_and_self_block(void)
     th_resp_free(&r);
 }
 
+/* A 409 after a wait tells how long the holder has left when it answers,
+ * not when the wait began: holder.expires_in_ms and Retry-After (openapi:
+ * "until the current holder's lease expires") were those of the wait's
+ * start, wait_ms too high, for one name and for a multi-lock. */
+static void test_waited_409_holder_is_current(void)
+{
+    struct th_resp r;
+    req("POST", "/locks/fh.left", "{\"ttl_ms\":3000}", &r); /* expires in 3 s */
+    CHECK_EQ_INT(r.status, 200);
+    th_resp_free(&r);
+    req("POST", "/locks/fh.left", "{\"wait_ms\":1000}", &r);
+    CHECK_EQ_INT(r.status, 409);
+    CHECK(th_jint(&r, "waited_ms") >= 1000);
+    json_t *h = json_object_get(r.json, "holder");
+    long long left = json_integer_value(json_object_get(h, "expires_in_ms"));
+    if (left <= 0 || left > 2000)
+        th_fail(__FILE__, __LINE__, "holder.expires_in_ms %lld after a 1 s wait on a 3 s lease",
+                left);
+    CHECK_STR(th_header(&r, "Retry-After"), "2");
+    th_resp_free(&r);
+    req("POST", "/locks", "{\"names\":[\"fh.left\",\"fh.left2\"],\"wait_ms\":500}", &r);
+    CHECK_EQ_INT(r.status, 409);
+    CHECK_STR(th_jstr(&r, "name"), "fh.left");
+    h = json_object_get(r.json, "holder");
+    left = json_integer_value(json_object_get(h, "expires_in_ms"));
+    if (left <= 0 || left > 1500)
+        th_fail(__FILE__, __LINE__, "multi-lock holder.expires_in_ms %lld after 1.5 s of 3", left);
+    th_resp_free(&r);
+}
+
 /* The value of one exposition line that starts with prefix, or -1. */
 static double metric(const char *text, const char *prefix)
 {
@@ -430,6 +461,7 @@ int main(void)
     TH_RUN(test_retry_after_on_503);
     TH_RUN(test_messages_users_can_act_on);
     TH_RUN(test_owner_and_self_block);
+    TH_RUN(test_waited_409_holder_is_current);
     TH_RUN(test_wait_is_not_request_time);
     th_client_free(cl);
     th_lockd_kill(&ld, SIGTERM);
