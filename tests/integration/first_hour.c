@@ -362,6 +362,15 @@ static void test_owner_and_self_block(void)
     CHECK(strstr(th_jstr(&r, "message"), "this session already holds") != NULL);
     CHECK(json_is_true(json_object_get(json_object_get(r.json, "holder"), "same_session")));
     th_resp_free(&r);
+    /* the same session, reentrant, in the other mode: reentrant is not
+     * what it lacks (it was told to add it), the mode is */
+    snprintf(body, sizeof(body), "{\"session\":\"%s\",\"reentrant\":true,\"mode\":\"shared\"}",
+             sid);
+    req("POST", "/locks/fh.inherit", body, &r);
+    CHECK_EQ_INT(r.status, 409);
+    CHECK(strstr(th_jstr(&r, "message"), "in the mode it holds") != NULL);
+    CHECK(json_is_true(json_object_get(json_object_get(r.json, "holder"), "same_session")));
+    th_resp_free(&r);
     /* another client: no same_session */
     req("POST", "/locks/fh.inherit", NULL, &r);
     CHECK_EQ_INT(r.status, 409);
