@@ -5,7 +5,8 @@
  * Location, HEAD and OPTIONS in Allow and OPTIONS answered 204, a form body
  * told its JSON form, no library internals in messages, a session's owner
  * inherited, a free lock's owner null, a session blocked by itself told so,
- * inspect's expires_at, a waited 409's holder expiry as of its answer.
+ * inspect's expires_at, a waited 409's holder expiry as of its answer, a
+ * renewal's mode.
  * Real lockd processes on the memory backend.
  */
 #include <signal.h>
@@ -419,6 +420,27 @@ static void test_waited_409_holder_is_current(void)
     th_resp_free(&r);
 }
 
+/* A renewal answers "the same shape as an acquire" (openapi): a shared
+ * lease renewed is still shared, with its owner (it said "exclusive"). */
+static void test_renew_keeps_mode(void)
+{
+    struct th_resp r;
+    req("POST", "/locks/fh.rmode", "{\"mode\":\"shared\",\"owner\":\"reader-1\"}", &r);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK_STR(th_jstr(&r, "mode"), "shared");
+    char hdr[80];
+    snprintf(hdr, sizeof(hdr), "Lock-Lease: %s", th_jstr(&r, "lease"));
+    th_resp_free(&r);
+    const char *hdrs[] = {hdr, NULL};
+    char url[256];
+    snprintf(url, sizeof(url), "%s/locks/fh.rmode", ld.url);
+    th_http(cl, "PUT", url, NULL, hdrs, &r);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK_STR(th_jstr(&r, "mode"), "shared");
+    CHECK_STR(th_jstr(&r, "owner"), "reader-1");
+    th_resp_free(&r);
+}
+
 /* The value of one exposition line that starts with prefix, or -1. */
 static double metric(const char *text, const char *prefix)
 {
@@ -471,6 +493,7 @@ int main(void)
     TH_RUN(test_messages_users_can_act_on);
     TH_RUN(test_owner_and_self_block);
     TH_RUN(test_waited_409_holder_is_current);
+    TH_RUN(test_renew_keeps_mode);
     TH_RUN(test_wait_is_not_request_time);
     th_client_free(cl);
     th_lockd_kill(&ld, SIGTERM);
