@@ -143,13 +143,15 @@ static void not_granted(struct req *r, const struct eng_result *res, bool waited
     char msg[128];
     const char *message = NULL;
     if (res->code == LK_LOCKED && res->holder_is_self) {
-        /* A session blocking on its own hold waits for itself. */
+        /* A session blocking on its own hold waits for itself: it asked
+         * without reentrant, or in the other mode (a hold is counted per
+         * mode, and a shared one is never upgraded). */
         json_t *holder = json_object_get(extra, "holder");
         if (holder != NULL)
             json_object_set_new(holder, "same_session", json_true());
         snprintf(msg, sizeof(msg),
-                 "this session already holds the lock; acquire with \"reentrant\":true to "
-                 "hold it again");
+                 "this session already holds the lock; acquire with \"reentrant\":true, in the "
+                 "mode it holds, to hold it again");
         message = msg;
     }
     if (res->code == LK_UNSUPPORTED && res->message != NULL) /* the backend's reason */

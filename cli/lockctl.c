@@ -126,7 +126,7 @@ static const char lc_usage[] =
     "               [--reentrant] [--shared | --mode exclusive|shared] [--limit N]\n"
     "               [--max-hold D]\n"
     "  renew NAME [--lease L] [--ttl D]        (lease also from $LOCKD_LEASE)\n"
-    "  release NAME [--lease L]\n"
+    "  release NAME [--lease L]                (lease also from $LOCKD_LEASE)\n"
     "  release --force NAME                     (operator: needs an admin token in --token-file)\n"
     "  status NAME\n"
     "  list [--prefix P] [--limit N]\n"

@@ -51,6 +51,7 @@ struct mlock {
     size_t blocked;
     struct eng_holder holder;
     bool has_holder;
+    int64_t holder_ms; /* monotonic: when holder was seen (its expires_in_ms counts from it) */
     int64_t retry_ms;
     int64_t validity_ms; /* the shortest ttl the backend vouches for */
     bool *answered;      /* while engine_multi_acquire runs: set when done ran */
@@ -101,6 +102,9 @@ static void ml_answer(struct mlock *m, enum lk_code code, bool holds)
         r.name = m->names[m->blocked];
         r.holder = m->holder;
         r.has_holder = m->has_holder;
+        /* what is left of its lease now, not when it refused the set */
+        int64_t left = m->holder.expires_in_ms - (lk_now_ms() - m->holder_ms);
+        r.holder.expires_in_ms = left > 0 ? left : 0;
     }
     r.retry_ms = m->retry_ms;
     r.waited_ms = m->w != NULL ? waiters_multi_waited(m->w) : 0;
@@ -186,6 +190,7 @@ static void note_refusal(struct mlock *m, const struct bk_res *br, size_t blocke
     m->retry_ms = br->delay_ms;
     m->has_holder = br->code == LK_LOCKED;
     engine_holder_of(br, &m->holder);
+    m->holder_ms = lk_now_ms();
 }
 
 /* The backend request to acquire for m, in one call (BK_ACQUIRE_MULTI) or
@@ -305,6 +310,7 @@ static void ml_try(struct mlock *m)
                 m->blocked = i;
                 m->holder = h;
                 m->has_holder = true;
+                m->holder_ms = lk_now_ms();
                 ml_refused(m);
                 return;
             }

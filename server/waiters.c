@@ -522,6 +522,18 @@ static void attempt(struct eng_waiter *w)
     (void)c; /* attempt_done (group_done) runs either way */
 }
 
+/* q's holder as of now (what is left of its lease, not what was left when
+ * it was last seen); false, *out untouched, when none was seen. Under wmu. */
+static bool queue_holder(const struct wqueue *q, int64_t now, struct eng_holder *out)
+{
+    if (!q->has_holder)
+        return false;
+    *out = q->holder;
+    int64_t left = q->holder_expiry_ms - now;
+    out->expires_in_ms = left > 0 ? left : 0;
+    return true;
+}
+
 /* Deadline and retry timer of a queued waiter. */
 static void on_timer(struct ev_loop *ev, ev_timer *t, int revents)
 {
@@ -537,8 +549,8 @@ static void on_timer(struct ev_loop *ev, ev_timer *t, int revents)
     }
     if (now >= w->deadline_ms || w->failed) {
         struct wqueue *q = w->q;
-        struct eng_holder holder = q->holder;
-        bool has = q->has_holder;
+        struct eng_holder holder;
+        bool has = queue_holder(q, now, &holder);
         enum lk_code code = w->failed ? w->fail_code : LK_LOCKED;
         struct eng_waiter *h;
         unlink_waiter(e, w, &h);
@@ -907,11 +919,7 @@ bool waiters_queued(struct engine *e, const char *name, struct eng_holder *holde
     if (q != NULL) {
         queued = true;
         memset(holder, 0, sizeof(*holder));
-        if (q->has_holder) {
-            *holder = q->holder;
-            int64_t left = q->holder_expiry_ms - lk_now_ms();
-            holder->expires_in_ms = left > 0 ? left : 0;
-        }
+        queue_holder(q, lk_now_ms(), holder);
     }
     pthread_mutex_unlock(&e->wmu);
     return queued;

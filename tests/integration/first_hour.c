@@ -5,7 +5,9 @@
  * Location, HEAD and OPTIONS in Allow and OPTIONS answered 204, a form body
  * told its JSON form, no library internals in messages, a session's owner
  * inherited, a free lock's owner null, a session blocked by itself told so,
- * inspect's expires_at. Real lockd processes on the memory backend.
+ * inspect's expires_at, a waited 409's holder expiry as of its answer, a
+ * renewal's mode.
+ * Real lockd processes on the memory backend.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -361,6 +363,15 @@ static void test_owner_and_self_block(void)
     CHECK(strstr(th_jstr(&r, "message"), "this session already holds") != NULL);
     CHECK(json_is_true(json_object_get(json_object_get(r.json, "holder"), "same_session")));
     th_resp_free(&r);
+    /* the same session, reentrant, in the other mode: reentrant is not
+     * what it lacks (it was told to add it), the mode is */
+    snprintf(body, sizeof(body), "{\"session\":\"%s\",\"reentrant\":true,\"mode\":\"shared\"}",
+             sid);
+    req("POST", "/locks/fh.inherit", body, &r);
+    CHECK_EQ_INT(r.status, 409);
+    CHECK(strstr(th_jstr(&r, "message"), "in the mode it holds") != NULL);
+    CHECK(json_is_true(json_object_get(json_object_get(r.json, "holder"), "same_session")));
+    th_resp_free(&r);
     /* another client: no same_session */
     req("POST", "/locks/fh.inherit", NULL, &r);
     CHECK_EQ_INT(r.status, 409);
@@ -376,6 +387,57 @@ static void test_owner_and_self_block(void)
     th_resp_free(&r);
     req("GET", "/locks/fh.noowner", NULL, &r);
     CHECK(json_is_null(json_object_get(r.json, "owner")));
+    th_resp_free(&r);
+}
+
+/* A 409 after a wait tells how long the holder has left when it answers,
+ * not when the wait began: holder.expires_in_ms and Retry-After (openapi:
+ * "until the current holder's lease expires") were those of the wait's
+ * start, wait_ms too high, for one name and for a multi-lock. */
+static void test_waited_409_holder_is_current(void)
+{
+    struct th_resp r;
+    req("POST", "/locks/fh.left", "{\"ttl_ms\":3000}", &r); /* expires in 3 s */
+    CHECK_EQ_INT(r.status, 200);
+    th_resp_free(&r);
+    req("POST", "/locks/fh.left", "{\"wait_ms\":1000}", &r);
+    CHECK_EQ_INT(r.status, 409);
+    CHECK(th_jint(&r, "waited_ms") >= 1000);
+    json_t *h = json_object_get(r.json, "holder");
+    long long left = json_integer_value(json_object_get(h, "expires_in_ms"));
+    if (left <= 0 || left > 2000)
+        th_fail(__FILE__, __LINE__, "holder.expires_in_ms %lld after a 1 s wait on a 3 s lease",
+                left);
+    CHECK_STR(th_header(&r, "Retry-After"), "2");
+    th_resp_free(&r);
+    req("POST", "/locks", "{\"names\":[\"fh.left\",\"fh.left2\"],\"wait_ms\":500}", &r);
+    CHECK_EQ_INT(r.status, 409);
+    CHECK_STR(th_jstr(&r, "name"), "fh.left");
+    h = json_object_get(r.json, "holder");
+    left = json_integer_value(json_object_get(h, "expires_in_ms"));
+    if (left <= 0 || left > 1500)
+        th_fail(__FILE__, __LINE__, "multi-lock holder.expires_in_ms %lld after 1.5 s of 3", left);
+    th_resp_free(&r);
+}
+
+/* A renewal answers "the same shape as an acquire" (openapi): a shared
+ * lease renewed is still shared, with its owner (it said "exclusive"). */
+static void test_renew_keeps_mode(void)
+{
+    struct th_resp r;
+    req("POST", "/locks/fh.rmode", "{\"mode\":\"shared\",\"owner\":\"reader-1\"}", &r);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK_STR(th_jstr(&r, "mode"), "shared");
+    char hdr[80];
+    snprintf(hdr, sizeof(hdr), "Lock-Lease: %s", th_jstr(&r, "lease"));
+    th_resp_free(&r);
+    const char *hdrs[] = {hdr, NULL};
+    char url[256];
+    snprintf(url, sizeof(url), "%s/locks/fh.rmode", ld.url);
+    th_http(cl, "PUT", url, NULL, hdrs, &r);
+    CHECK_EQ_INT(r.status, 200);
+    CHECK_STR(th_jstr(&r, "mode"), "shared");
+    CHECK_STR(th_jstr(&r, "owner"), "reader-1");
     th_resp_free(&r);
 }
 
@@ -430,6 +492,8 @@ int main(void)
     TH_RUN(test_retry_after_on_503);
     TH_RUN(test_messages_users_can_act_on);
     TH_RUN(test_owner_and_self_block);
+    TH_RUN(test_waited_409_holder_is_current);
+    TH_RUN(test_renew_keeps_mode);
     TH_RUN(test_wait_is_not_request_time);
     th_client_free(cl);
     th_lockd_kill(&ld, SIGTERM);
