@@ -712,6 +712,16 @@ static void handle_renew_release(struct rcmd *cmd, const redisReply *r)
             out.ttl_ms = rint64(r->element[2]);
             out.validity_ms = out.ttl_ms;
         }
+        if (cmd->kind == RK_RENEW && r->elements >= 5) { /* {1, token, ttl, owner, mode} */
+            memset(&h, 0, sizeof(h));
+            if (r->element[3]->type == REDIS_REPLY_STRING)
+                snprintf(h.owner, sizeof(h.owner), "%.*s", (int)r->element[3]->len, r->element[3]->str);
+            h.fencing_token = out.fencing_token;
+            h.expires_in_ms = out.ttl_ms;
+            h.mode = rint64(r->element[4]) == 1 ? BK_SHARED : BK_EXCLUSIVE;
+            out.holders = &h;
+            out.nholders = 1;
+        }
         note_owner_result(cmd, &out);
         cmd_answer(cmd, &out);
     } else if (owner_result(r, &out, &h)) {

@@ -572,9 +572,20 @@ static void agree_eval(struct rl_call *c)
             if (s->delay_ms > r.delay_ms)
                 r.delay_ms = s->delay_ms;
         }
+        struct bk_holder own;
         if (c->req.op == BK_RENEW) {
             r.fencing_token = renewed_token;
             r.ttl_ms = ttl;
+            for (int i = 0; i < c->rl->n; i++) { /* the lease's entry (owner, mode) */
+                const struct rl_sub *s = &c->sub[i];
+                if (s->done && s->code == LK_OK && s->has_holder && s->token == renewed_token) {
+                    own = s->holder;
+                    own.expires_in_ms = ttl;
+                    r.holders = &own;
+                    r.nholders = 1;
+                    break;
+                }
+            }
             r.validity_ms = validity_of(c, ttl);
             if (r.validity_ms <= 0) {
                 call_answer_code(c, LK_BACKEND_DOWN); /* renewed too late to count on */

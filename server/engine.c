@@ -335,8 +335,8 @@ static void renew_done(void *arg, const struct bk_res *br)
         r.fencing_token = br->fencing_token;
         r.ttl_ms = engine_answer_ttl(br, o->ttl_ms);
         r.expires_at_ms = lk_wall_ms() + r.ttl_ms;
-        /* the lease's own holder entry, where the backend gives one (the
-         * Redis scripts do not: there owner is null and mode exclusive) */
+        /* the lease's own holder entry (owner, mode), as every backend
+         * answers a renewal (conformance renew_keeps_token) */
         r.owner = br->nholders > 0 ? br->holders[0].owner : "";
         r.shared = br->nholders > 0 && br->holders[0].mode == BK_SHARED;
         r.count = count > 0 ? count : 1;

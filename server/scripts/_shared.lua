@@ -342,8 +342,8 @@ local function sh_load()
   end
 
   -- A lease's hold on a 't' value v: renew (nt: ttl_ms, '0' = the last one)
-  -- as renew.lua renews an exclusive lease. Returns {1, token, ttl} renewed,
-  -- {2, owner, token, sb, pttl} another lease holds it.
+  -- as renew.lua renews an exclusive lease. Returns {1, token, ttl, owner,
+  -- mode} renewed, {2, owner, token, sb, pttl} another lease holds it.
   function sh_one_renew(lock, v, lease, nt)
     local w, l, limit, tok, sb, ttl, mode, owner = sh_one(v)
     if l ~= lease then
@@ -356,7 +356,7 @@ local function sh_load()
       redis.call('SET', lock, 't' .. w .. l .. ' ' .. limit .. ' ' .. tok .. ' ' .. sb .. ' ' .. nt .. ' ' .. mode .. ' '
         .. owner, 'PX', nt)
     end
-    return {1, tonumber(tok), tonumber(nt)}
+    return {1, tonumber(tok), tonumber(nt), owner, mode}
   end
 
   -- {owner, token, sb, pttl, mode} of the holder that expires first (first =
@@ -416,7 +416,7 @@ local function sh_load()
     end
     redis.call('ZADD', lock .. ':z', sh_int(now + tonumber(nt)), lease)
     sh_extend(lock, tonumber(nt))
-    return {1, tonumber(tok), tonumber(nt)}
+    return {1, tonumber(tok), tonumber(nt), owner, mode}
   end
 
   -- Releases lease's slot of a marked name (v: the marker). The name's keys

@@ -4,8 +4,9 @@
 -- ARGV: lease, ttl_ms ('0' = the ttl the lease was last given).
 --#include _shared.lua
 --#call
--- Returns {1, token, ttl_ms} renewed; {0} nobody holds it;
--- {2, owner, token, sb, pttl} another lease holds it.
+-- Returns {1, token, ttl_ms, owner, mode} renewed (mode '1' shared, '0'
+-- exclusive or a semaphore's slot); {0} nobody holds it; {2, owner, token,
+-- sb, pttl} another lease holds it.
 local v = redis.call('GET', KEYS[1])
 if not v or v == 'd' then
   return {0}
@@ -30,4 +31,4 @@ else
   redis.call('SET', KEYS[1], string.sub(v, 1, 1) .. lease .. ' ' .. tok .. ' ' .. sb .. ' ' .. nt .. ' ' .. owner,
     'PX', nt)
 end
-return {1, tonumber(tok), tonumber(nt)}
+return {1, tonumber(tok), tonumber(nt), owner, '0'}

@@ -110,7 +110,8 @@ static void case_fencing_across_expiry(struct cf *c)
 }
 
 /* Renew keeps the token and gives the lease the ttl asked from now (past
- * its first ttl); ttl 0 means the ttl it was last given. */
+ * its first ttl); ttl 0 means the ttl it was last given. It answers the
+ * lease's own entry (owner, mode: PUT /locks answers them). */
 static void case_renew_keeps_token(struct cf *c)
 {
     const struct cf_res *r = cf_acquire(c, "rn", LEASE_A, "alice", 300);
@@ -121,6 +122,9 @@ static void case_renew_keeps_token(struct cf *c)
     CHECK_EQ_INT(r->code, LK_OK);
     CHECK_EQ_INT(r->fencing_token, token);
     CHECK_EQ_INT(r->ttl_ms, 5000);
+    CHECK_EQ_INT(r->nholders, 1);
+    CHECK_STR(r->holders[0].owner, "alice");
+    CHECK_EQ_INT(r->holders[0].mode, BK_EXCLUSIVE);
     r = cf_inspect(c, "rn");
     check_held_by(r, "alice", token, 5000);
     CHECK(r->holders[0].expires_in_ms > 4000);
@@ -624,10 +628,19 @@ static void case_shared_readers(struct cf *c)
     CHECK_EQ_INT(r->holders[0].fencing_token, last);
     CHECK_EQ_INT(r->holders[0].mode, BK_SHARED);
     CHECK_EQ_INT(r->limit, 1);
-    /* a renewal keeps a reader's token */
+    /* a renewal keeps a reader's token, and answers its entry (shared) */
     r = cf_renew(c, "rd", LEASE_B, 8000);
     CHECK_EQ_INT(r->code, LK_OK);
     CHECK_EQ_INT(r->ttl_ms, 8000);
+    CHECK_EQ_INT(r->nholders, 1);
+    CHECK_EQ_INT(r->holders[0].mode, BK_SHARED);
+    /* a lone reader too ('t' on the Redis family) */
+    CHECK_EQ_INT(shared(c, "rd-one", LEASE_A, 5000)->code, LK_OK);
+    r = cf_renew(c, "rd-one", LEASE_A, 0);
+    CHECK_EQ_INT(r->code, LK_OK);
+    CHECK_EQ_INT(r->nholders, 1);
+    CHECK_EQ_INT(r->holders[0].mode, BK_SHARED);
+    CHECK_EQ_INT(cf_release(c, "rd-one", LEASE_A, 0)->code, LK_OK);
     for (int i = 0; i < 3; i++) {
         CHECK_EQ_INT(cf_acquire(c, "rd", LEASE_D, "writer", 5000)->code, LK_LOCKED);
         CHECK_EQ_INT(cf_release(c, "rd", leases[i], 0)->code, LK_OK);
