@@ -340,6 +340,7 @@ static void renew_done(void *arg, const struct bk_res *br)
         r.owner = br->nholders > 0 ? br->holders[0].owner : "";
         r.shared = br->nholders > 0 && br->holders[0].mode == BK_SHARED;
         r.count = count > 0 ? count : 1;
+        waiters_renewed(o->e, o->name, r.ttl_ms); /* a shorter lease ends sooner */
     } else if (br->code == LK_NOT_HELD || br->code == LK_HELD_BY_OTHER) {
         metrics_add(M_RENEW_NOT_HELD, 1);
         engine_holder_of(br, &r.holder);

@@ -163,6 +163,11 @@ void engine_info_of(struct engine *e, const char *name, const struct bk_res *br,
  * message from another lockd): its watchers look again. Any thread. */
 void watchers_kick(struct engine *e, const char *name);
 
+/* A lease of name was renewed here for ttl_ms. A renewal may shorten the
+ * lease: its waiters and watchers here that wait for a later expiry look
+ * again at the new one (a change through another lockd they learn at the
+ * old expiry). Any thread. */
+void waiters_renewed(struct engine *e, const char *name, int64_t ttl_ms);
 /* Queues a blocking acquire: LK_AGAIN (done runs later), or LK_LOCKED
  * without calling done when max_waiters are parked already (the caller
  * tries once instead). The one place max_waiters is checked. */

@@ -1091,9 +1091,13 @@ static void cmd_on_deadline(struct ev_loop *ev, ev_timer *w, int revents)
     bool sent = c != NULL && c->ac != NULL; /* else it still waits for a connection */
     cmd->timing = false;
     cmd->expired = true;
-    if (sent)
+    if (sent) {
         lk_log(LK_WARN, "redis '%s' did not answer within %lld ms; reconnecting",
                node_addr(c->node), (long long)c->node->timeout_ms);
+        /* down before expire answers: a /readyz answered from it reports
+         * the node's state, and that is no longer up */
+        set_status(c, false, "command timed out");
+    }
     rn_cmd_ref(cmd); /* expire may drop the owner's last hold */
     if (cmd->type->expire != NULL)
         cmd->type->expire(cmd);

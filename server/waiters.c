@@ -115,6 +115,7 @@ struct wlist {
     struct lk_loop *lps[LOOP_MAX];   /* the loop of each index that has some */
     uint64_t inflight[(LOOP_MAX + 63) / 64]; /* an inspect of it is in flight there */
     uint64_t again[(LOOP_MAX + 63) / 64];    /* a change came meanwhile: look again */
+    int64_t expiry_at[LOOP_MAX];             /* each loop's next look, at an expiry; 0 none */
     UT_hash_handle hh;
 };
 
@@ -1086,6 +1087,7 @@ static void watch_check_done(void *arg, const struct bk_res *br)
     HASH_FIND_STR(e->watches, c->name, wl);
     if (wl != NULL) {
         bit_put(wl->inflight, slot, false);
+        wl->expiry_at[slot] = expiry_at;
         again = bit_get(wl->again, slot);
         bit_put(wl->again, slot, false);
         DL_FOREACH_SAFE (wl->list, w, tmp) {
@@ -1172,6 +1174,32 @@ void watchers_kick(struct engine *e, const char *name)
     HASH_FIND_STR(e->watches, name, wl);
     for (int i = 0; wl != NULL && i < LOOP_MAX; i++)
         if (wl->nper[i] > 0)
+            lps[n++] = wl->lps[i];
+    pthread_mutex_unlock(&e->wmu);
+    for (int i = 0; i < n; i++)
+        post_to(e, lps[i], name, true, on_watch_poke);
+}
+
+void waiters_renewed(struct engine *e, const char *name, int64_t ttl_ms)
+{
+    int64_t expiry = lk_now_ms() + ttl_ms;
+    struct lk_loop *lps[LOOP_MAX];
+    int n = 0;
+    pthread_mutex_lock(&e->wmu);
+    struct wqueue *q;
+    HASH_FIND_STR(e->queues, name, q);
+    /* holder_expiry_ms 0: a release was seen, the head asks anyway; at or
+     * before the new expiry (a longer lease): the head's attempt then finds
+     * it held and learns the new expiry from it, as before */
+    if (q != NULL && q->holder_expiry_ms > expiry) {
+        q->holder_expiry_ms = expiry;
+        if (q->list->state == W_QUEUED)
+            post_poke(e, q->list->lp, name, false); /* re-arms it for the new expiry */
+    }
+    struct wlist *wl;
+    HASH_FIND_STR(e->watches, name, wl);
+    for (int i = 0; wl != NULL && i < LOOP_MAX; i++)
+        if (wl->nper[i] > 0 && wl->expiry_at[i] > expiry + 1)
             lps[n++] = wl->lps[i];
     pthread_mutex_unlock(&e->wmu);
     for (int i = 0; i < n; i++)

@@ -6,7 +6,8 @@
  * name in `lost`; lockd_forced_releases_total moves; a warn line names the
  * request id and the peer) and watching (index, Lock-Index, the index in
  * listings, long polls woken by a release through another lockd and by an
- * expiry, an unchanged name answering after wait_ms).
+ * expiry, an unchanged name answering after wait_ms; a renewal that shortens
+ * the lease wakes a watcher and a waiter at the new expiry).
  */
 #include <pthread.h>
 #include <signal.h>
@@ -356,6 +357,97 @@ static void t_watch_two_lockd(void)
     watch_on(&ra, &rb, "watch-redis");
 }
 
+struct acq_req {
+    const struct th_lockd *l;
+    const char *name;
+    long status;
+    char lease[40];
+    int64_t answered_ms;
+};
+
+static void *acquire_thread(void *arg)
+{
+    struct acq_req *a = arg;
+    struct th_client *c = th_client_new();
+    const char *hdrs[] = {client_hdr, NULL};
+    struct th_resp r;
+    th_http(c, "POST", th_url(a->l, "/locks/", a->name), "{\"wait_ms\":8000}", hdrs, &r);
+    a->answered_ms = th_now_ms();
+    a->status = r.status;
+    snprintf(a->lease, sizeof(a->lease), "%s", r.status == 200 ? th_jstr(&r, "lease") : "");
+    th_resp_free(&r);
+    th_client_free(c);
+    return NULL;
+}
+
+/* Grants name on l for 5 s, then renews it for 300 ms; returns when. */
+static int64_t grant_then_shorten(const struct th_lockd *l, const char *name, pthread_t *t,
+                                  void *(*fn)(void *), void *arg)
+{
+    struct th_resp r;
+    CHECK_EQ_INT(call("POST", th_url(l, "/locks/", name), "{\"ttl_ms\":5000}", client_hdr, &r),
+                 200);
+    char lh[80];
+    snprintf(lh, sizeof(lh), "Lock-Lease: %s", th_jstr(&r, "lease"));
+    th_resp_free(&r);
+    if (fn == watch_thread)
+        ((struct watch_req *)arg)->index = index_of(l, name);
+    pthread_create(t, NULL, fn, arg);
+    th_sleep_ms(200); /* parked */
+    const char *hdrs[] = {client_hdr, lh, NULL};
+    int64_t t0 = th_now_ms();
+    th_http(cl, "PUT", th_url(l, "/locks/", name), "{\"ttl_ms\":300}", hdrs, &r);
+    CHECK_EQ_INT(r.status, 200);
+    th_resp_free(&r);
+    return t0;
+}
+
+/* A renewal may shorten a lease (ttl_ms below what is left): the holder then
+ * expires sooner, and a watcher or a waiter parked on this lockd hears of it
+ * within 100 ms of the new expiry, not at the old one (both did 4.5 s late
+ * when only a grant, a release or the expiry first learned made them look
+ * again). Each alone: a waiter's grant would wake the watcher. */
+static void renew_shorter_on(const struct th_lockd *l, const char *name)
+{
+    pthread_t t;
+    struct watch_req w = {l, name, 0, 8000, 0, 0, false, 0};
+    int64_t t0 = grant_then_shorten(l, name, &t, watch_thread, &w);
+    pthread_join(t, NULL);
+    printf("    renewed for 300 ms -> watcher answered after %lld ms\n",
+           (long long)(w.answered_ms - t0));
+    CHECK_EQ_INT(w.status, 200);
+    CHECK(!w.held);
+    CHECK(w.got_index > w.index);
+    CHECK(w.answered_ms - t0 >= 290);
+    CHECK(w.answered_ms - t0 < 300 + 100 * th_time_scale());
+
+    struct acq_req a = {l, name, 0, "", 0};
+    t0 = grant_then_shorten(l, name, &t, acquire_thread, &a);
+    pthread_join(t, NULL);
+    printf("    renewed for 300 ms -> waiter granted after %lld ms\n",
+           (long long)(a.answered_ms - t0));
+    CHECK_EQ_INT(a.status, 200);
+    CHECK(a.answered_ms - t0 >= 290);
+    CHECK(a.answered_ms - t0 < 300 + 100 * th_time_scale());
+    char lh[80];
+    snprintf(lh, sizeof(lh), "Lock-Lease: %s", a.lease);
+    const char *hdrs[] = {client_hdr, lh, NULL};
+    struct th_resp r;
+    th_http(cl, "DELETE", th_url(l, "/locks/", name), NULL, hdrs, &r);
+    CHECK_EQ_INT(r.status, 200);
+    th_resp_free(&r);
+}
+
+static void t_renew_shorter_memory(void)
+{
+    renew_shorter_on(&mem, "shorter-mem");
+}
+
+static void t_renew_shorter_redis(void)
+{
+    renew_shorter_on(&ra, "shorter-redis");
+}
+
 static void t_watch_bad_input(void)
 {
     struct th_resp r;
@@ -465,6 +557,8 @@ int main(void)
     TH_RUN(t_force_no_admin_file);
     TH_RUN(t_watch_memory);
     TH_RUN(t_watch_two_lockd);
+    TH_RUN(t_renew_shorter_memory);
+    TH_RUN(t_renew_shorter_redis);
     TH_RUN(t_watch_bad_input);
     TH_RUN(t_watch_thousand);
 

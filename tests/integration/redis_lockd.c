@@ -995,6 +995,38 @@ static void t_auth_changed_at_runtime(void)
     th_redis_stop(&ra);
 }
 
+/* Redis frozen (SIGSTOP): the very first /readyz that times out is 503 with
+ * the node down and why, never "up": true beside the 503 (it was: the
+ * answer was written before the timed-out connection was marked down). */
+static void t_frozen_not_up(void)
+{
+    struct th_redis rf;
+    th_redis_start(&rf, 0, NULL);
+    struct th_client *c = th_client_new();
+    char url[160];
+    struct th_lockd l;
+    snprintf(url, sizeof(url), "redis://127.0.0.1:%d", rf.port);
+    lockd_on(&l, url);
+    CHECK(ready(&l, c));
+    kill(rf.pid, SIGSTOP);
+    struct th_resp r;
+    snprintf(url, sizeof(url), "%s/readyz", l.url);
+    long st = th_status(c, "GET", url, NULL, NULL, &r);
+    printf("# first readyz while frozen: %ld %s\n", st, r.body);
+    json_t *node = json_array_get(json_object_get(r.json, "nodes"), 0);
+    CHECK_EQ_INT(st, 503);
+    CHECK(json_is_false(json_object_get(node, "up")));
+    CHECK_STR(json_string_value(json_object_get(node, "reason")), "command timed out");
+    th_resp_free(&r);
+    kill(rf.pid, SIGCONT);
+    char why[256];
+    if (!readyz_becomes(&l, c, 200, NULL, 5000, why, sizeof(why)))
+        th_fail(__FILE__, __LINE__, "not ready again after SIGCONT: '%s'", why);
+    th_client_free(c);
+    th_lockd_kill(&l, SIGTERM);
+    th_redis_stop(&rf);
+}
+
 /* Redis turned into a replica answers every PING, yet refuses every write:
  * lockd must not call itself ready on it. */
 static void t_replica_not_ready(void)
@@ -1190,6 +1222,7 @@ int main(int argc, char **argv)
     TH_RUN(t_unreachable_at_startup);
     TH_RUN(t_auth_changed_at_runtime);
     TH_RUN(t_replica_not_ready);
+    TH_RUN(t_frozen_not_up);
     TH_RUN(t_one_command_per_operation);
     th_redis_stop(&R);
     return th_done();
