@@ -85,7 +85,13 @@ enum lk_code redis_url_parse(const char *s, struct redis_url *u, char *err, size
             return LK_INVALID;
         }
         if (u->user[0] != '\0' && u->password[0] == '\0') {
-            snprintf(err, errlen, "invalid redis URL: user '%s' needs a password", u->user);
+            /* decoded, the name may hold %0a: the error stays one line */
+            char shown[sizeof(u->user)];
+            size_t i = 0;
+            for (; u->user[i] != '\0'; i++)
+                shown[i] = u->user[i] >= 0x20 && u->user[i] < 0x7f ? u->user[i] : '?';
+            shown[i] = '\0';
+            snprintf(err, errlen, "invalid redis URL: user '%s' needs a password", shown);
             return LK_INVALID;
         }
         p = at + 1;

@@ -97,6 +97,11 @@ static void test_rejects(void **state)
     assert_int_equal(redis_url_parse("redis://u:topsecret@h:99999", &u, err, sizeof(err)),
                      LK_INVALID);
     assert_null(strstr(err, "topsecret"));
+    /* a decoded user name holding a line break stays on the error's one
+     * line (found by tests/fuzz/fuzz_redis_url) */
+    assert_int_equal(redis_url_parse("redis://u%0ax%0d:@h:1", &u, err, sizeof(err)), LK_INVALID);
+    assert_null(strpbrk(err, "\r\n"));
+    assert_non_null(strstr(err, "user 'u?x?' needs a password"));
 }
 
 static void test_sha1(void **state)
