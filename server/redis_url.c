@@ -10,12 +10,16 @@
 
 #include "server/util.h"
 
-/* Percent-decodes [s, s+len) into out (cap bytes with NUL); false if bad. */
+/* Percent-decodes [s, s+len) into out (cap bytes with NUL); false if bad.
+ * A raw control byte is bad (it must come %-encoded): a URL holding a line
+ * break would print as two lines in --check-config. */
 static bool decode(const char *s, size_t len, char *out, size_t cap)
 {
     size_t o = 0;
     for (size_t i = 0; i < len; i++) {
         char c = s[i];
+        if ((unsigned char)c < 0x20 || c == 0x7f)
+            return false;
         if (c == '%') {
             int hi = i + 1 < len ? lk_hexval(s[i + 1]) : -1;
             int lo = i + 2 < len ? lk_hexval(s[i + 2]) : -1;

@@ -84,6 +84,10 @@ static void test_rejects(void **state)
                                       "redis://u:%zz@h:1",
                                       "redis://u:%00@h:1",
                                       "redis://alice:@h:1",
+                                      /* raw control bytes (found by fuzz_redis_url) */
+                                      "redis://\nredis :s3cret@h5",
+                                      "redis://u:p\tw@h:1",
+                                      "redis://u:pw\x7f@h:1",
                                       NULL};
     for (int i = 0; bad[i] != NULL; i++) {
         struct redis_url u;
