@@ -158,9 +158,9 @@ static void test_mask(void **state)
     /* A raw '@' in a password: redis_url_parse ends the credentials at the
      * last '@', and so does the mask (found by tests/fuzz/fuzz_redis_url:
      * it showed "redis://:****@ss@h:1"). */
-    assert_int_equal(config_set(&c, "redis", "redis://:p@ss@h:1,redis://u:x@y@z@h2/3", "t", err,
-                                sizeof(err)),
-                     0);
+    assert_int_equal(
+        config_set(&c, "redis", "redis://:p@ss@h:1,redis://u:x@y@z@h2/3", "t", err, sizeof(err)),
+        0);
     f = open_memstream(&buf, &len);
     config_print(&c, f);
     fclose(f);
