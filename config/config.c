@@ -502,7 +502,10 @@ int config_load(struct lk_config *cfg, int argc, char **argv, char **envp, enum 
     return finish(cfg, err, errlen);
 }
 
-/* Masks the password of each redis:// URL. */
+/* Masks the password of each redis:// URL: what redis_url_parse takes for
+ * it, from the first ':' of the credentials to their end at the last '@'
+ * before the path, since a password may hold a raw '@' ("a:b@c@h" is
+ * password "b@c"). Without "://" the credentials start the URL. */
 static void mask_urls(const char *in, char *out, size_t cap)
 {
     size_t o = 0;
@@ -510,10 +513,15 @@ static void mask_urls(const char *in, char *out, size_t cap)
     while (*p && o + 1 < cap) {
         const char *comma = strchr(p, ',');
         size_t n = comma ? (size_t)(comma - p) : strlen(p);
-        const char *at = memchr(p, '@', n);
-        const char *scheme = strstr(p, "://");
-        if (at != NULL && scheme != NULL && scheme < at) {
-            const char *cred = scheme + 3;
+        const char *scheme = memmem(p, n, "://", 3);
+        const char *cred = scheme != NULL ? scheme + 3 : p;
+        const char *slash = memchr(cred, '/', n - (size_t)(cred - p));
+        const char *auth_end = slash != NULL ? slash : p + n;
+        const char *at = NULL;
+        for (const char *q = cred; q < auth_end; q++)
+            if (*q == '@')
+                at = q;
+        if (at != NULL) {
             const char *colon = memchr(cred, ':', (size_t)(at - cred));
             size_t keep = (size_t)((colon ? colon + 1 : cred) - p);
             o += (size_t)snprintf(out + o, cap - o, "%.*s****%.*s", (int)keep, p,

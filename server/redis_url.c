@@ -10,12 +10,16 @@
 
 #include "server/util.h"
 
-/* Percent-decodes [s, s+len) into out (cap bytes with NUL); false if bad. */
+/* Percent-decodes [s, s+len) into out (cap bytes with NUL); false if bad.
+ * A raw control byte is bad (it must come %-encoded): a URL holding a line
+ * break would print as two lines in --check-config. */
 static bool decode(const char *s, size_t len, char *out, size_t cap)
 {
     size_t o = 0;
     for (size_t i = 0; i < len; i++) {
         char c = s[i];
+        if ((unsigned char)c < 0x20 || c == 0x7f)
+            return false;
         if (c == '%') {
             int hi = i + 1 < len ? lk_hexval(s[i + 1]) : -1;
             int lo = i + 2 < len ? lk_hexval(s[i + 2]) : -1;
@@ -85,7 +89,13 @@ enum lk_code redis_url_parse(const char *s, struct redis_url *u, char *err, size
             return LK_INVALID;
         }
         if (u->user[0] != '\0' && u->password[0] == '\0') {
-            snprintf(err, errlen, "invalid redis URL: user '%s' needs a password", u->user);
+            /* decoded, the name may hold %0a: the error stays one line */
+            char shown[sizeof(u->user)];
+            size_t i = 0;
+            for (; u->user[i] != '\0'; i++)
+                shown[i] = u->user[i] >= 0x20 && u->user[i] < 0x7f ? u->user[i] : '?';
+            shown[i] = '\0';
+            snprintf(err, errlen, "invalid redis URL: user '%s' needs a password", shown);
             return LK_INVALID;
         }
         p = at + 1;

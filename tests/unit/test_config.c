@@ -155,6 +155,17 @@ static void test_mask(void **state)
     assert_null(strstr(buf, "hunter2"));
     assert_non_null(strstr(buf, "redis_master_password ****\n"));
     free(buf);
+    /* A raw '@' in a password: redis_url_parse ends the credentials at the
+     * last '@', and so does the mask (found by tests/fuzz/fuzz_redis_url:
+     * it showed "redis://:****@ss@h:1"). */
+    assert_int_equal(
+        config_set(&c, "redis", "redis://:p@ss@h:1,redis://u:x@y@z@h2/3", "t", err, sizeof(err)),
+        0);
+    f = open_memstream(&buf, &len);
+    config_print(&c, f);
+    fclose(f);
+    assert_non_null(strstr(buf, "redis redis://:****@h:1,redis://u:****@h2/3\n"));
+    free(buf);
     config_free(&c);
 }
 

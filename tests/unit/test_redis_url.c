@@ -68,6 +68,7 @@ static void test_ipv6(void **state)
 static void test_rejects(void **state)
 {
     (void)state;
+    /* the last three: raw control bytes (found by fuzz_redis_url) */
     static const char *const bad[] = {"",
                                       "127.0.0.1:6379",
                                       "http://h:1",
@@ -84,6 +85,9 @@ static void test_rejects(void **state)
                                       "redis://u:%zz@h:1",
                                       "redis://u:%00@h:1",
                                       "redis://alice:@h:1",
+                                      "redis://\nredis :s3cret@h5",
+                                      "redis://u:p\tw@h:1",
+                                      "redis://u:pw\x7f@h:1",
                                       NULL};
     for (int i = 0; bad[i] != NULL; i++) {
         struct redis_url u;
@@ -97,6 +101,11 @@ static void test_rejects(void **state)
     assert_int_equal(redis_url_parse("redis://u:topsecret@h:99999", &u, err, sizeof(err)),
                      LK_INVALID);
     assert_null(strstr(err, "topsecret"));
+    /* a decoded user name holding a line break stays on the error's one
+     * line (found by tests/fuzz/fuzz_redis_url) */
+    assert_int_equal(redis_url_parse("redis://u%0ax%0d:@h:1", &u, err, sizeof(err)), LK_INVALID);
+    assert_null(strpbrk(err, "\r\n"));
+    assert_non_null(strstr(err, "user 'u?x?' needs a password"));
 }
 
 static void test_sha1(void **state)
