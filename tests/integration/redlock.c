@@ -1614,6 +1614,34 @@ static void t_shared_group_floors(void)
     stop_nodes();
 }
 
+/* t_lone_reader_end_counted's steps on node 0: a reader's vote (residue 1,
+ * modulus 16) at floor f, its token; the name's index (inspect.lua, with a
+ * levelling floor or ""); a check that the fence counter reads n, with the
+ * lone holder's mark 'l' when marked. */
+static long long lr_read(const char *fn, const char *lease, const char *name, long long f)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd),
+             "FCALL %s 2 'rl:{%s}' 'rl:{%s}:fence' '0%s' '0 20000 1 t' 20000 1 %lld 16 1", fn, name,
+             name, lease, f);
+    return reply_token(th_redis_cli(&R[0], cmd));
+}
+
+static long long lr_index(const char *fn, const char *name, const char *floor)
+{
+    char cmd[256];
+    snprintf(cmd, sizeof(cmd), "FCALL %s 2 'rl:{%s}' 'rl:{%s}:fence' 0 %s", fn, name, name, floor);
+    return reply_token(th_redis_cli(&R[0], cmd));
+}
+
+static void lr_fence_is(const char *name, long long n, bool marked)
+{
+    char cmd[96], want[48];
+    snprintf(cmd, sizeof(cmd), "GET 'rl:{%s}:fence'", name);
+    snprintf(want, sizeof(want), "%lld%s\n", n, marked ? "l" : "");
+    CHECK_STR(th_redis_cli(&R[0], cmd), want);
+}
+
 /* A lone reader on a Redlock node lives in the lock's value ('t'), whose
  * release is a DEL and whose expiry is its key's PX: its grant marks the
  * fence counter '<n>l' and its end is counted where the counter is next
@@ -1631,61 +1659,38 @@ static void t_lone_reader_end_counted(void)
     start_nodes(3);
     struct th_lockd l;
     lockd_on(&l);
-    char acq[64], excl[64], insp[64], raise[64], cmd[512], want[64];
+    char acq[64], excl[64], insp[64], raise[64], cmd[512], fl[32];
     CHECK(script_fn(0, "lk_acquire_shared_", acq, sizeof(acq)));
     CHECK(script_fn(0, "lk_acquire_", excl, sizeof(excl)));
     CHECK(script_fn(0, "lk_inspect_", insp, sizeof(insp)));
     CHECK(script_fn(0, "lk_fence_raise_", raise, sizeof(raise)));
-#define LR_READ(lease, name)                                                                       \
-    do {                                                                                           \
-        snprintf(cmd, sizeof(cmd),                                                                 \
-                 "FCALL %s 2 'rl:{%s}' 'rl:{%s}:fence' '0%s' '0 20000 1 t' 20000 1 %lld 16 1",   \
-                 acq, name, name, lease, F);                                                       \
-    } while (0)
-#define LR_INDEX(name, floor)                                                                      \
-    (snprintf(cmd, sizeof(cmd), "FCALL %s 2 'rl:{%s}' 'rl:{%s}:fence' 0 %s", insp, name, name,     \
-              floor),                                                                              \
-     reply_token(th_redis_cli(&R[0], cmd)))
     /* a lone grant, its end by expiry, then a writer */
-    LR_READ("la", "le");
-    CHECK_EQ_INT(reply_token(th_redis_cli(&R[0], cmd)), F);
-    snprintf(want, sizeof(want), "%lldl\n", F);
-    CHECK_STR(th_redis_cli(&R[0], "GET 'rl:{le}:fence'"), want);
-    CHECK_EQ_INT(LR_INDEX("le", ""), 2 * F);
+    CHECK_EQ_INT(lr_read(acq, "la", "le", F), F);
+    lr_fence_is("le", F, true);
+    CHECK_EQ_INT(lr_index(insp, "le", ""), 2 * F);
     th_redis_cli(&R[0], "DEL 'rl:{le}'");
-    CHECK_EQ_INT(LR_INDEX("le", ""), 2 * (F + 1) + 1); /* <- 2F + 1 */
+    CHECK_EQ_INT(lr_index(insp, "le", ""), 2 * (F + 1) + 1); /* <- 2F + 1 */
     snprintf(cmd, sizeof(cmd), "FCALL %s 2 'rl:{le}' 'rl:{le}:fence' '0lx' '0 20000 o' 20000 1", excl);
     CHECK_EQ_INT(reply_token(th_redis_cli(&R[0], cmd)), F + 2); /* <- F + 1 */
-    snprintf(want, sizeof(want), "%lld\n", F + 2);
-    CHECK_STR(th_redis_cli(&R[0], "GET 'rl:{le}:fence'"), want);
+    lr_fence_is("le", F + 2, false);
     /* a write-back raise while it holds keeps the 'l' */
-    LR_READ("la", "lr");
-    CHECK_EQ_INT(reply_token(th_redis_cli(&R[0], cmd)), F);
+    CHECK_EQ_INT(lr_read(acq, "la", "lr", F), F);
     snprintf(cmd, sizeof(cmd), "FCALL %s 2 'rl:{lr}' 'rl:{lr}:fence' la %lld", raise, F + 33);
     CHECK_EQ_INT(reply_token(th_redis_cli(&R[0], cmd)), 1);
-    snprintf(want, sizeof(want), "%lldl\n", F + 33);
-    CHECK_STR(th_redis_cli(&R[0], "GET 'rl:{lr}:fence'"), want);
+    lr_fence_is("lr", F + 33, true);
     th_redis_cli(&R[0], "DEL 'rl:{lr}'");
-    CHECK_EQ_INT(LR_INDEX("lr", ""), 2 * (F + 34) + 1); /* <- 2(F + 33) + 1 */
+    CHECK_EQ_INT(lr_index(insp, "lr", ""), 2 * (F + 34) + 1); /* <- 2(F + 33) + 1 */
     /* so does a watcher's levelling floor */
-    LR_READ("la", "lf");
-    CHECK_EQ_INT(reply_token(th_redis_cli(&R[0], cmd)), F);
-    char fl[32];
+    CHECK_EQ_INT(lr_read(acq, "la", "lf", F), F);
     snprintf(fl, sizeof(fl), "%lld", F + 100);
-    CHECK_EQ_INT(LR_INDEX("lf", fl), 2 * (F + 100));
-    snprintf(want, sizeof(want), "%lldl\n", F + 100);
-    CHECK_STR(th_redis_cli(&R[0], "GET 'rl:{lf}:fence'"), want);
+    CHECK_EQ_INT(lr_index(insp, "lf", fl), 2 * (F + 100));
+    lr_fence_is("lf", F + 100, true);
     th_redis_cli(&R[0], "DEL 'rl:{lf}'");
-    CHECK_EQ_INT(LR_INDEX("lf", ""), 2 * (F + 101) + 1); /* <- 2(F + 100) + 1 */
+    CHECK_EQ_INT(lr_index(insp, "lf", ""), 2 * (F + 101) + 1); /* <- 2(F + 100) + 1 */
     /* a second reader spills the first into the set: no count owed */
-    LR_READ("la", "ls");
-    CHECK_EQ_INT(reply_token(th_redis_cli(&R[0], cmd)), F);
-    LR_READ("lb", "ls");
-    CHECK_EQ_INT(reply_token(th_redis_cli(&R[0], cmd)), F + 1);
-    snprintf(want, sizeof(want), "%lld\n", F + 1);
-    CHECK_STR(th_redis_cli(&R[0], "GET 'rl:{ls}:fence'"), want);
-#undef LR_READ
-#undef LR_INDEX
+    CHECK_EQ_INT(lr_read(acq, "la", "ls", F), F);
+    CHECK_EQ_INT(lr_read(acq, "lb", "ls", F), F + 1);
+    lr_fence_is("ls", F + 1, false);
     th_lockd_kill(&l, SIGTERM);
     stop_nodes();
 }
