@@ -245,10 +245,17 @@ struct bk_node {
     bool recovering;  /* its leases are being re-asserted, or its restart grace runs */
 };
 
+/* What another lockd process's message on a name's channel tells. */
+enum bk_news {
+    BK_NEWS_RELEASED, /* a release (or anything else: its waiters look again) */
+    BK_NEWS_GRANTED,  /* a grant: it frees nothing, watchers look again */
+    BK_NEWS_SHORTER,  /* a renewal left a holder ttl_ms: it ends sooner */
+};
+
 /* Release notifications from other lockd processes (Redis pub/sub). fn runs on
  * a backend-owned thread; it must only hand the name to its own loop.
- * granted: the message tells of a grant (it frees nothing), not a release. */
-typedef void (*bk_release_fn)(void *arg, const char *name, bool granted);
+ * ttl_ms: BK_NEWS_SHORTER's new ttl, else 0. */
+typedef void (*bk_release_fn)(void *arg, const char *name, enum bk_news what, int64_t ttl_ms);
 
 struct backend_ops {
     const char *name; /* "memory", "redis", later "redlock", "cluster", "sentinel" */

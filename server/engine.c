@@ -115,12 +115,13 @@ void engine_plain_sweep(struct engine *e, int64_t now)
         metrics_add(M_LOCKS_HELD_PLAIN, -(int64_t)n);
 }
 
-static void on_backend_release(void *arg, const char *name, bool granted)
+static void on_backend_release(void *arg, const char *name, enum bk_news what, int64_t ttl_ms)
 {
-    if (granted)
-        waiters_kick_granted(arg, name);
-    else
-        waiters_kick(arg, name);
+    switch (what) {
+    case BK_NEWS_GRANTED: waiters_kick_granted(arg, name); break;
+    case BK_NEWS_SHORTER: waiters_renewed(arg, name, ttl_ms); break;
+    case BK_NEWS_RELEASED: waiters_kick(arg, name); break;
+    }
 }
 
 enum lk_code engine_start(struct engine *e)

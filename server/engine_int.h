@@ -163,10 +163,10 @@ void engine_info_of(struct engine *e, const char *name, const struct bk_res *br,
  * message from another lockd): its watchers look again. Any thread. */
 void watchers_kick(struct engine *e, const char *name);
 
-/* A lease of name was renewed here for ttl_ms. A renewal may shorten the
- * lease: its waiters and watchers here that wait for a later expiry look
- * again at the new one (a change through another lockd they learn at the
- * old expiry). Any thread. */
+/* A lease of name was renewed for ttl_ms, here or through another lockd
+ * (its 'r<ttl_ms>' message). A renewal may shorten the lease: its waiters
+ * and watchers here that wait for a later expiry look again at the new
+ * one. Any thread. */
 void waiters_renewed(struct engine *e, const char *name, int64_t ttl_ms);
 /* Queues a blocking acquire: LK_AGAIN (done runs later), or LK_LOCKED
  * without calling done when max_waiters are parked already (the caller

@@ -88,14 +88,37 @@ static bool channel_name(const struct rps *ps, const redisReply *ch, char out[LK
     return lk_name_valid(out, nl);
 }
 
-static void call_hook(struct rps *ps, const char *name, bool granted)
+static void call_hook(struct rps *ps, const char *name, enum bk_news what, int64_t ttl_ms)
 {
     pthread_mutex_lock(&ps->mu);
     bk_release_fn fn = ps->hook;
     void *arg = ps->hook_arg;
     pthread_mutex_unlock(&ps->mu);
     if (fn != NULL)
-        fn(arg, name, granted);
+        fn(arg, name, what, ttl_ms);
+}
+
+/* A message on a lock's channel: 'g' a grant (_acquire.lua,
+ * _acquire_shared.lua), 'r<ttl_ms>' a renewal that shortened a lease
+ * (_shared.lua sh_shortened), anything else a release (the releasing
+ * lockd's instance id). A malformed 'r' counts as a release: its waiters
+ * look again, which is never wrong. */
+static void call_hook_msg(struct rps *ps, const char *name, const char *s, size_t len)
+{
+    if (len == 1 && s[0] == 'g') {
+        call_hook(ps, name, BK_NEWS_GRANTED, 0);
+        return;
+    }
+    int64_t ttl = 0;
+    bool shorter = len >= 2 && len <= 10 && s[0] == 'r';
+    for (size_t i = 1; shorter && i < len; i++) {
+        shorter = s[i] >= '0' && s[i] <= '9';
+        ttl = ttl * 10 + (s[i] - '0');
+    }
+    if (shorter)
+        call_hook(ps, name, BK_NEWS_SHORTER, ttl);
+    else
+        call_hook(ps, name, BK_NEWS_RELEASED, 0);
 }
 
 static void linger_unlink(struct rps *ps, struct watch_ent *w)
@@ -145,7 +168,7 @@ static void on_message(redisAsyncContext *ac, void *r, void *priv)
     }
     if (strcmp(type, "subscribe") == 0) {
         if (channel_name(ps, reply->element[1], name))
-            call_hook(ps, name, false);
+            call_hook(ps, name, BK_NEWS_RELEASED, 0);
         return;
     }
     if (strcmp(type, "unsubscribe") == 0) {
@@ -171,8 +194,7 @@ static void on_message(redisAsyncContext *ac, void *r, void *priv)
         return;
     if (m->len == strlen(ps->instance) && memcmp(m->str, ps->instance, m->len) == 0)
         return; /* our own release: its waiters were woken when it was answered */
-    /* 'g': a grant (_acquire.lua, _acquire_shared.lua) */
-    call_hook(ps, name, m->len == 1 && m->str[0] == 'g');
+    call_hook_msg(ps, name, m->str, m->len);
 }
 
 /* Redis Cluster: SSUBSCRIBE or SUNSUBSCRIBE for each name, one command

@@ -84,7 +84,7 @@ local sh_left, sh_mark, sh_ho
 local sh_tz, sh_cl, sh_cv, sh_cn
 local sh_publish, sh_bump, sh_now, sh_int, sh_nows, sh_trim, sh_expire, sh_extend, sh_one,
   sh_spill, sh_fence_next, sh_grant_one, sh_one_renew, sh_holder, sh_refuse, sh_renew, sh_release, sh_step,
-  sh_fence
+  sh_fence, sh_shortened
 
 -- Resets the per-call state above: a script is a Function library whose top
 -- level (this file) runs once, at FUNCTION LOAD, and its callback calls this
@@ -105,6 +105,16 @@ local function sh_load()
   function sh_publish(lock, msg)
     local p = string.find(lock, '{[^{]*$')
     redis.call('PUBLISH', string.sub(lock, 1, p - 1) .. 'released:' .. string.sub(lock, p), msg)
+  end
+
+  -- A renewal to nt ms of a lease that had left ms (its old expiry): when
+  -- it ends sooner now, 'r<nt>' tells other lockd processes, whose waiters
+  -- and watchers timed their next look for the old expiry
+  -- (redis_pubsub.c). Only a renewal that changes the ttl can shorten one.
+  function sh_shortened(lock, left, nt)
+    if nt + 0 < left then
+      sh_publish(lock, 'r' .. nt)
+    end
   end
 
   -- The fence counter's value f, '<n>[l][w]' (above): n, plus the one a
@@ -353,8 +363,10 @@ local function sh_load()
       nt = ttl
       redis.call('PEXPIRE', lock, nt)
     else
+      local left = redis.call('PTTL', lock)
       redis.call('SET', lock, 't' .. w .. l .. ' ' .. limit .. ' ' .. tok .. ' ' .. sb .. ' ' .. nt .. ' ' .. mode .. ' '
         .. owner, 'PX', nt)
+      sh_shortened(lock, left, nt)
     end
     return {1, tonumber(tok), tonumber(nt), owner, mode}
   end
@@ -416,6 +428,9 @@ local function sh_load()
     end
     redis.call('ZADD', lock .. ':z', sh_int(now + tonumber(nt)), lease)
     sh_extend(lock, tonumber(nt))
+    if nt ~= ttl then
+      sh_shortened(lock, tonumber(e) - now, nt)
+    end
     return {1, tonumber(tok), tonumber(nt), owner, mode}
   end
 

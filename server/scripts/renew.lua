@@ -28,7 +28,10 @@ if nt == '0' or nt == ttl then
   nt = ttl
   redis.call('PEXPIRE', KEYS[1], nt)
 else
+  local left = redis.call('PTTL', KEYS[1])
   redis.call('SET', KEYS[1], string.sub(v, 1, 1) .. lease .. ' ' .. tok .. ' ' .. sb .. ' ' .. nt .. ' ' .. owner,
     'PX', nt)
+  sh_load()
+  sh_shortened(KEYS[1], left, nt) -- other lockd's waiters hear of a sooner end
 end
 return {1, tonumber(tok), tonumber(nt), owner, '0'}

@@ -26,8 +26,11 @@ for i, k in ipairs(KEYS) do
       redis.call('PEXPIRE', k, ttl)
       out[i] = 1
     else
+      local left = redis.call('PTTL', k)
       redis.call('SET', k, string.sub(v, 1, 1) .. lease .. ' ' .. tok .. ' ' .. sb .. ' ' .. nt .. ' ' .. owner,
         'PX', nt)
+      sh_load()
+      sh_shortened(k, left, nt)
       out[i] = 1
     end
   end

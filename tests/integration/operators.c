@@ -7,7 +7,8 @@
  * request id and the peer) and watching (index, Lock-Index, the index in
  * listings, long polls woken by a release through another lockd and by an
  * expiry, an unchanged name answering after wait_ms; a renewal that shortens
- * the lease wakes a watcher and a waiter at the new expiry).
+ * the lease wakes a watcher and a waiter at the new expiry, on this lockd and
+ * on another of the same Redis).
  */
 #include <pthread.h>
 #include <signal.h>
@@ -380,40 +381,53 @@ static void *acquire_thread(void *arg)
     return NULL;
 }
 
-/* Grants name on l for 5 s, then renews it for 300 ms; returns when. */
-static int64_t grant_then_shorten(const struct th_lockd *l, const char *name, pthread_t *t,
-                                  void *(*fn)(void *), void *arg)
+/* Grants name on h for 5 s to readers shared holders (one exclusive holder
+ * when 0), starts fn(arg) (a watcher or a waiter, parked on its own lockd),
+ * then renews every holder for 300 ms through h; returns when. */
+static int64_t grant_then_shorten(const struct th_lockd *h, const char *name, int readers,
+                                  pthread_t *t, void *(*fn)(void *), void *arg)
 {
     struct th_resp r;
-    CHECK_EQ_INT(call("POST", th_url(l, "/locks/", name), "{\"ttl_ms\":5000}", client_hdr, &r),
-                 200);
-    char lh[80];
-    snprintf(lh, sizeof(lh), "Lock-Lease: %s", th_jstr(&r, "lease"));
-    th_resp_free(&r);
-    if (fn == watch_thread)
-        ((struct watch_req *)arg)->index = index_of(l, name);
+    char lh[2][80];
+    int n = readers > 0 ? readers : 1;
+    for (int i = 0; i < n; i++) {
+        const char *body = readers > 0 ? "{\"ttl_ms\":5000,\"mode\":\"shared\"}" : "{\"ttl_ms\":5000}";
+        CHECK_EQ_INT(call("POST", th_url(h, "/locks/", name), body, client_hdr, &r), 200);
+        snprintf(lh[i], sizeof(lh[i]), "Lock-Lease: %s", th_jstr(&r, "lease"));
+        th_resp_free(&r);
+    }
+    if (fn == watch_thread) {
+        struct watch_req *w = arg;
+        w->index = index_of(w->l, name);
+    }
     pthread_create(t, NULL, fn, arg);
     th_sleep_ms(200); /* parked */
-    const char *hdrs[] = {client_hdr, lh, NULL};
     int64_t t0 = th_now_ms();
-    th_http(cl, "PUT", th_url(l, "/locks/", name), "{\"ttl_ms\":300}", hdrs, &r);
-    CHECK_EQ_INT(r.status, 200);
-    th_resp_free(&r);
+    for (int i = 0; i < n; i++) {
+        const char *hdrs[] = {client_hdr, lh[i], NULL};
+        th_http(cl, "PUT", th_url(h, "/locks/", name), "{\"ttl_ms\":300}", hdrs, &r);
+        CHECK_EQ_INT(r.status, 200);
+        th_resp_free(&r);
+    }
     return t0;
 }
 
 /* A renewal may shorten a lease (ttl_ms below what is left): the holder then
- * expires sooner, and a watcher or a waiter parked on this lockd hears of it
+ * expires sooner, and a watcher or a waiter parked on lockd l hears of it
  * within 100 ms of the new expiry, not at the old one (both did 4.5 s late
  * when only a grant, a release or the expiry first learned made them look
- * again). Each alone: a waiter's grant would wake the watcher. */
-static void renew_shorter_on(const struct th_lockd *l, const char *name)
+ * again). The holders renew through h: on another lockd of the same Redis
+ * the renewal's 'r<ttl>' message tells l (_shared.lua sh_shortened); each
+ * of the renewal's forms (an exclusive holder, a lone reader, readers in
+ * the set) sends it. Each alone: a waiter's grant would wake the watcher. */
+static void renew_shorter_on(const struct th_lockd *h, const struct th_lockd *l, const char *name,
+                             int readers)
 {
     pthread_t t;
     struct watch_req w = {l, name, 0, 8000, 0, 0, false, 0};
-    int64_t t0 = grant_then_shorten(l, name, &t, watch_thread, &w);
+    int64_t t0 = grant_then_shorten(h, name, readers, &t, watch_thread, &w);
     pthread_join(t, NULL);
-    printf("    renewed for 300 ms -> watcher answered after %lld ms\n",
+    printf("    %d readers renewed for 300 ms -> watcher answered after %lld ms\n", readers,
            (long long)(w.answered_ms - t0));
     CHECK_EQ_INT(w.status, 200);
     CHECK(!w.held);
@@ -422,9 +436,9 @@ static void renew_shorter_on(const struct th_lockd *l, const char *name)
     CHECK(w.answered_ms - t0 < 300 + 100 * th_time_scale());
 
     struct acq_req a = {l, name, 0, "", 0};
-    t0 = grant_then_shorten(l, name, &t, acquire_thread, &a);
+    t0 = grant_then_shorten(h, name, readers, &t, acquire_thread, &a);
     pthread_join(t, NULL);
-    printf("    renewed for 300 ms -> waiter granted after %lld ms\n",
+    printf("    %d readers renewed for 300 ms -> waiter granted after %lld ms\n", readers,
            (long long)(a.answered_ms - t0));
     CHECK_EQ_INT(a.status, 200);
     CHECK(a.answered_ms - t0 >= 290);
@@ -440,12 +454,20 @@ static void renew_shorter_on(const struct th_lockd *l, const char *name)
 
 static void t_renew_shorter_memory(void)
 {
-    renew_shorter_on(&mem, "shorter-mem");
+    renew_shorter_on(&mem, &mem, "shorter-mem", 0);
+    renew_shorter_on(&mem, &mem, "shorter-mem-r2", 2);
 }
 
 static void t_renew_shorter_redis(void)
 {
-    renew_shorter_on(&ra, "shorter-redis");
+    renew_shorter_on(&ra, &ra, "shorter-redis", 0);
+}
+
+static void t_renew_shorter_two_lockd(void)
+{
+    renew_shorter_on(&ra, &rb, "shorter-two", 0);
+    renew_shorter_on(&ra, &rb, "shorter-two-r1", 1);
+    renew_shorter_on(&ra, &rb, "shorter-two-r2", 2);
 }
 
 static void t_watch_bad_input(void)
@@ -559,6 +581,7 @@ int main(void)
     TH_RUN(t_watch_two_lockd);
     TH_RUN(t_renew_shorter_memory);
     TH_RUN(t_renew_shorter_redis);
+    TH_RUN(t_renew_shorter_two_lockd);
     TH_RUN(t_watch_bad_input);
     TH_RUN(t_watch_thousand);
 

@@ -1436,14 +1436,17 @@ static void t_list(void)
 static pthread_mutex_t hook_mu = PTHREAD_MUTEX_INITIALIZER;
 static char hook_last[LK_NAME_MAX + 1];
 static int hook_count;
+static enum bk_news hook_what; /* the last message's news, and its ttl */
+static int64_t hook_ttl;
 
-static void on_release_hook(void *arg, const char *name, bool granted)
+static void on_release_hook(void *arg, const char *name, enum bk_news what, int64_t ttl_ms)
 {
     (void)arg;
-    (void)granted;
     pthread_mutex_lock(&hook_mu);
     snprintf(hook_last, sizeof(hook_last), "%s", name);
     hook_count++;
+    hook_what = what;
+    hook_ttl = ttl_ms;
     pthread_mutex_unlock(&hook_mu);
 }
 
@@ -1481,6 +1484,69 @@ static void open_watching(struct fx *f, struct fx *g, const char *name)
     pthread_mutex_lock(&hook_mu);
     hook_last[0] = '\0';
     pthread_mutex_unlock(&hook_mu);
+}
+
+/* The news of the hook's last message, once it named name. */
+static bool hook_news(const char *name, enum bk_news *what, int64_t *ttl)
+{
+    if (!th_wait_for(hook_saw, (void *)name, 1000))
+        return false;
+    pthread_mutex_lock(&hook_mu);
+    *what = hook_what;
+    *ttl = hook_ttl;
+    hook_last[0] = '\0';
+    pthread_mutex_unlock(&hook_mu);
+    return true;
+}
+
+/* A renewal that shortens a lease tells other lockd processes the new ttl
+ * ('r<ttl_ms>', _shared.lua sh_shortened), in each of its forms (an
+ * exclusive holder, a lone reader, a reader in the set); a longer one says
+ * nothing. What the hook makes of each message: 'g' a grant, 'r<digits>'
+ * a shorter lease, anything else (a malformed 'r' too) a release. */
+static void t_pubsub_shorter(void)
+{
+    struct fx f, g;
+    open_watching(&f, &g, "psr");
+    enum bk_news what;
+    int64_t ttl;
+    long long p0 = th_redis_calls(&R, "publish");
+    CHECK_EQ_INT(acquire(&g, "psr", LEASE_A, 5000, "").code, LK_OK);
+    CHECK_EQ_INT(renew(&g, "psr", LEASE_A, 6000).code, LK_OK);
+    CHECK_EQ_INT(th_redis_calls(&R, "publish") - p0, 0);
+    CHECK_EQ_INT(renew(&g, "psr", LEASE_A, 250).code, LK_OK);
+    CHECK(hook_news("psr", &what, &ttl));
+    CHECK_EQ_INT(what, BK_NEWS_SHORTER);
+    CHECK_EQ_INT(ttl, 250);
+    CHECK_EQ_INT(release(&g, "psr", LEASE_A, 0).code, LK_OK);
+    for (int readers = 1; readers <= 2; readers++) {
+        const char *leases[2] = {LEASE_A, LEASE_B};
+        for (int i = 0; i < readers; i++)
+            CHECK_EQ_INT(sacq(&g, "psr", leases[i], 5000, 1, false).code, LK_OK);
+        p0 = th_redis_calls(&R, "publish");
+        CHECK_EQ_INT(sop(&g, BK_RENEW, "psr", leases[0], 7000).code, LK_OK);
+        CHECK_EQ_INT(th_redis_calls(&R, "publish") - p0, 0);
+        CHECK_EQ_INT(sop(&g, BK_RENEW, "psr", leases[0], 400 + readers).code, LK_OK);
+        CHECK(hook_news("psr", &what, &ttl));
+        CHECK_EQ_INT(what, BK_NEWS_SHORTER);
+        CHECK_EQ_INT(ttl, 400 + readers);
+        for (int i = 0; i < readers; i++)
+            CHECK_EQ_INT(sop(&g, BK_RELEASE, "psr", leases[i], 0).code, LK_OK);
+        hook_news("psr", &what, &ttl); /* (the last release's, if it published) */
+    }
+    const char *msgs[] = {"g", "r120", "r12x", "r", "0123abcd"};
+    const enum bk_news news[] = {BK_NEWS_GRANTED, BK_NEWS_SHORTER, BK_NEWS_RELEASED,
+                                 BK_NEWS_RELEASED, BK_NEWS_RELEASED};
+    for (size_t i = 0; i < sizeof(msgs) / sizeof(msgs[0]); i++) {
+        char cmd[96];
+        snprintf(cmd, sizeof(cmd), "PUBLISH t:released:{psr} %s", msgs[i]);
+        th_redis_cli(&R, cmd);
+        CHECK(hook_news("psr", &what, &ttl));
+        CHECK_EQ_INT(what, news[i]);
+        CHECK_EQ_INT(ttl, news[i] == BK_NEWS_SHORTER ? 120 : 0);
+    }
+    fx_close(&g);
+    fx_close(&f);
 }
 
 static void t_pubsub(void)
@@ -1962,6 +2028,7 @@ int main(int argc, char **argv)
     TH_RUN(t_list);
     TH_RUN(t_renew_many);
     TH_RUN(t_pubsub);
+    TH_RUN(t_pubsub_shorter);
     TH_RUN(t_group_release_paths);
     TH_RUN(t_select_db);
     TH_RUN(t_auth);

@@ -306,10 +306,11 @@ static void t_unsubscribe_state(void)
 static pthread_mutex_t hook_mu = PTHREAD_MUTEX_INITIALIZER;
 static int hook_calls;
 
-static void on_release_hook(void *arg, const char *name, bool granted)
+static void on_release_hook(void *arg, const char *name, enum bk_news what, int64_t ttl_ms)
 {
     (void)arg;
-    (void)granted;
+    (void)what;
+    (void)ttl_ms;
     if (strcmp(name, "uq") != 0)
         return;
     pthread_mutex_lock(&hook_mu);
