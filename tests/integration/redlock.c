@@ -2115,6 +2115,44 @@ static void t_waiter_woken_across_lockd(void)
     stop_nodes();
 }
 
+/*
+ * A renewal through lockd a that shortens the lease (10 s left, renewed for
+ * 300 ms) gets b's waiter its grant at the new expiry, within 200 ms of it,
+ * not at the old one: every node's renewal publishes 'r300' (_shared.lua
+ * sh_shortened) and b's subscribers re-arm the head waiter
+ * (waiters_renewed). Fails when a renewal publishes nothing (the waiter's
+ * 5 s pass first: 409).
+ */
+static void t_waiter_shorter_across_lockd(void)
+{
+    start_nodes(3);
+    struct th_lockd a, b;
+    lockd_on(&a);
+    lockd_on(&b);
+    struct th_client *c = th_client_new();
+    char url[128], hdr[96];
+    snprintf(url, sizeof(url), "%s/locks/ws", a.url);
+    acquire_token(c, url, hdr, sizeof(hdr));
+    CHECK_EQ_INT(th_status(c, "PUT", url, "{\"ttl_ms\":10000}", hdr, NULL), 200);
+    struct rl_acq w;
+    pthread_t t;
+    rl_acq_start(&w, &t, &b, "ws", "{\"ttl_ms\":5000,\"wait_ms\":5000}");
+    th_sleep_ms(300); /* queued on b */
+    CHECK_EQ_INT(atomic_load(&w.answered_ms), 0);
+    int64_t t0 = th_now_ms();
+    CHECK_EQ_INT(th_status(c, "PUT", url, "{\"ttl_ms\":300}", hdr, NULL), 200);
+    pthread_join(t, NULL);
+    int64_t took = atomic_load(&w.answered_ms) - t0;
+    printf("# renewed for 300 ms through a -> waiter on b granted after %lld ms\n", (long long)took);
+    CHECK_EQ_INT(w.status, 200);
+    CHECK(took >= 290);
+    CHECK(took < 300 + 200 * th_time_scale());
+    th_client_free(c);
+    th_lockd_kill(&a, SIGTERM);
+    th_lockd_kill(&b, SIGTERM);
+    stop_nodes();
+}
+
 #define WD_LOCKS 20
 #define WD_TTL 900
 
@@ -2475,6 +2513,7 @@ int main(int argc, char **argv)
     RUN(t_ops_and_refusals);
     RUN(t_split_vote);
     RUN(t_waiter_woken_across_lockd);
+    RUN(t_waiter_shorter_across_lockd);
     RUN(t_watchdog_batched);
     RUN(t_release_every_node);
     RUN(t_grouped_under_load);
