@@ -291,6 +291,34 @@ static void t_waiter_woken_across_lockd(void)
     th_client_free(c);
 }
 
+/* A renewal through one lockd that shortens the lease (30 s left, renewed
+ * for 300 ms) gets a waiter on the other lockd its grant at the new expiry:
+ * the renewal's 'r300' goes out on the slot's shard (SPUBLISH) and the
+ * subscriber there re-arms the waiter. Fails when a renewal publishes
+ * nothing (the waiter waits for the 30 s lease: 409 after its 10 s). */
+static void t_waiter_shorter_across_lockd(void)
+{
+    struct th_client *c = th_client_new();
+    struct th_resp r;
+    CHECK_EQ_INT(req(c, &L[0], "POST", "shorter", "{\"ttl_ms\":30000}", NULL, &r), 200);
+    char lease[64];
+    snprintf(lease, sizeof(lease), "%s", th_jstr(&r, "lease"));
+    th_resp_free(&r);
+    struct waiter w = {.name = "shorter"};
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, wait_one, &w) == 0);
+    th_sleep_ms(300); /* parked and subscribed on the slot's primary */
+    int64_t t0 = th_now_ms();
+    CHECK_EQ_INT(req(c, &L[0], "PUT", "shorter", "{\"ttl_ms\":300}", lease, NULL), 200);
+    pthread_join(th, NULL);
+    printf("# renewed for 300 ms: waiter on the other lockd granted after %lld ms\n",
+           (long long)(w.done_ms - t0));
+    CHECK_EQ_INT(w.status, 200);
+    CHECK(w.done_ms - t0 >= 290);
+    CHECK(w.done_ms - t0 <= 300 + 100 * th_time_scale());
+    th_client_free(c);
+}
+
 /* ---- multi-locks (issue 26) ---- */
 
 static long multi(struct th_client *c, const struct th_lockd *l, const char *method,
@@ -837,6 +865,7 @@ int main(void)
     TH_RUN(t_spread);
     TH_RUN(t_two_lockd_16_clients);
     TH_RUN(t_waiter_woken_across_lockd);
+    TH_RUN(t_waiter_shorter_across_lockd);
     TH_RUN(t_multilock);
     TH_RUN(t_reshard_held);
     TH_RUN(t_moved_followed);
