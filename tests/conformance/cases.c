@@ -16,6 +16,10 @@
 #define LEASE_A "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
 #define LEASE_B "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
 #define LEASE_C "cccccccccccccccccccccccccccccccc"
+/* Leases one character away from LEASE_A: another's all the same (the
+ * whole lease is compared, not a prefix of it nor its tail). */
+#define LEASE_A_LAST "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaab"
+#define LEASE_A_FIRST "baaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
 
 /* Fails unless r is a refusal by exactly one holder: owner, token, a
  * remaining lease in (0, ttl_ms]. */
@@ -145,6 +149,34 @@ static void case_renew_keeps_token(struct cf *c)
     wait_free(c, "rn", 2000);
 }
 
+/* A grant or a renewal holds for validity_ms: above 0 and at most its ttl
+ * (a quorum backend takes off the round trip and the clocks' drift). One
+ * whose round trip used its ttl up is no grant: a 2 ms lease is granted
+ * good for at most 2 ms, or refused (LK_LOCKED), and a renewal to 2 ms is
+ * answered so, or LK_BACKEND_DOWN (in doubt). */
+static void check_validity(const struct cf_res *r, const char *what, int64_t ttl_ms,
+                           enum lk_code refused)
+{
+    printf("# %s for %lld ms: %s, validity %lld ms\n", what, (long long)ttl_ms,
+           lk_code_name(r->code), (long long)r->validity_ms);
+    if (r->code == LK_OK)
+        CHECK(r->validity_ms > 0 && r->validity_ms <= ttl_ms);
+    else
+        CHECK_EQ_INT(r->code, refused);
+}
+
+static void case_validity(struct cf *c)
+{
+    const struct cf_res *r = cf_acquire(c, "va", LEASE_A, "", 5000);
+    CHECK_EQ_INT(r->code, LK_OK);
+    CHECK(r->validity_ms > 0 && r->validity_ms <= 5000);
+    r = cf_renew(c, "va", LEASE_A, 4000);
+    CHECK_EQ_INT(r->code, LK_OK);
+    CHECK(r->validity_ms > 0 && r->validity_ms <= 4000);
+    check_validity(cf_renew(c, "va", LEASE_A, 2), "renewed", 2, LK_BACKEND_DOWN);
+    check_validity(cf_acquire(c, "va-short", LEASE_B, "", 2), "acquired", 2, LK_LOCKED);
+}
+
 /* Renew and release compare the lease: another lease gets
  * LK_HELD_BY_OTHER (with the holder) while someone holds the name and
  * LK_NOT_HELD when nobody does, and never renews or releases. */
@@ -165,6 +197,13 @@ static void case_owner_checks(struct cf *c)
     check_held_by(r, "alice", token, 2000);
     r = cf_release(c, "oc", LEASE_B, 60000); /* nor a lock-delay */
     CHECK_EQ_INT(r->code, LK_HELD_BY_OTHER);
+    const char *near[] = {LEASE_A_LAST, LEASE_A_FIRST};
+    for (int i = 0; i < 2; i++) {
+        r = cf_renew(c, "oc", near[i], 60000);
+        CHECK_EQ_INT(r->code, LK_HELD_BY_OTHER);
+        check_held_by(r, "alice", token, 2000);
+        CHECK_EQ_INT(cf_release(c, "oc", near[i], 0)->code, LK_HELD_BY_OTHER);
+    }
 
     r = cf_inspect(c, "oc"); /* still alice's, not extended to 60 s */
     CHECK_EQ_INT(r->code, LK_OK);
@@ -634,12 +673,21 @@ static void case_shared_readers(struct cf *c)
     CHECK_EQ_INT(r->ttl_ms, 8000);
     CHECK_EQ_INT(r->nholders, 1);
     CHECK_EQ_INT(r->holders[0].mode, BK_SHARED);
-    /* a lone reader too ('t' on the Redis family) */
-    CHECK_EQ_INT(shared(c, "rd-one", LEASE_A, 5000)->code, LK_OK);
+    /* a lone reader too ('t' on the Redis family); a lease one character
+     * off renews and releases nothing of it */
+    r = shared(c, "rd-one", LEASE_A, 5000);
+    CHECK_EQ_INT(r->code, LK_OK);
+    int64_t t_one = r->fencing_token;
     r = cf_renew(c, "rd-one", LEASE_A, 0);
     CHECK_EQ_INT(r->code, LK_OK);
     CHECK_EQ_INT(r->nholders, 1);
     CHECK_EQ_INT(r->holders[0].mode, BK_SHARED);
+    CHECK_EQ_INT(cf_renew(c, "rd-one", LEASE_A_LAST, 60000)->code, LK_HELD_BY_OTHER);
+    CHECK_EQ_INT(cf_release(c, "rd-one", LEASE_A_LAST, 0)->code, LK_HELD_BY_OTHER);
+    r = cf_inspect(c, "rd-one");
+    CHECK_EQ_INT(r->nholders, 1);
+    CHECK_EQ_INT(r->holders[0].fencing_token, t_one);
+    CHECK(r->holders[0].expires_in_ms <= 5000);
     CHECK_EQ_INT(cf_release(c, "rd-one", LEASE_A, 0)->code, LK_OK);
     for (int i = 0; i < 3; i++) {
         CHECK_EQ_INT(cf_acquire(c, "rd", LEASE_D, "writer", 5000)->code, LK_LOCKED);
@@ -765,6 +813,17 @@ static void case_semaphore(struct cf *c)
 {
     const char *leases[4] = {LEASE_A, LEASE_B, LEASE_C, LEASE_D};
     int64_t last = 0;
+    /* one slot held (a lone holder's value on the Redis family): another
+     * limit is refused naming 3, an exclusive or a shared acquire alike */
+    CHECK_EQ_INT(cf_acquire_as(c, "sem-one", LEASE_A, "", 60000, BK_EXCLUSIVE, 3, false)->code,
+                 LK_OK);
+    const struct cf_res *one = cf_acquire(c, "sem-one", LEASE_B, "", 5000);
+    CHECK_EQ_INT(one->code, LK_LIMIT_MISMATCH);
+    CHECK_EQ_INT(one->limit, 3);
+    one = shared(c, "sem-one", LEASE_B, 5000);
+    CHECK_EQ_INT(one->code, LK_LIMIT_MISMATCH);
+    CHECK_EQ_INT(one->limit, 3);
+    CHECK_EQ_INT(cf_inspect(c, "sem-one")->nholders, 1);
     for (int i = 0; i < 3; i++) {
         const struct cf_res *r =
             cf_acquire_as(c, "sem", leases[i], "", i == 1 ? 200 : 60000, BK_EXCLUSIVE, 3, false);
@@ -1078,6 +1137,7 @@ const struct cf_case cf_cases[] = {
     {"fencing_across_expiry", case_fencing_across_expiry, 0, 0},
     {"renew_keeps_token", case_renew_keeps_token, 0, 0},
     {"owner_checks", case_owner_checks, 0, 0},
+    {"validity", case_validity, 0, 0},
     {"lock_delay", case_lock_delay, 0, 0},
     {"renew_many", case_renew_many, 0, 0},
     {"list_pages", case_list_pages, 0, 0},

@@ -69,6 +69,16 @@ static void lockd_on(struct th_lockd *l)
     th_lockd_start(l, args, NULL);
 }
 
+/* A case's start: 3 nodes, a lockd on them, a client; url is the lock
+ * name's. */
+static struct th_client *rl_begin(struct th_lockd *l, const char *name, char *url, size_t cap)
+{
+    start_nodes(3);
+    lockd_on(l);
+    snprintf(url, cap, "%s/locks/%s", l->url, name);
+    return th_client_new();
+}
+
 static long readyz(const struct th_lockd *l, struct th_client *c)
 {
     char url[128];
@@ -1996,12 +2006,9 @@ static void split_vote(int px)
  */
 static void t_split_vote(void)
 {
-    start_nodes(3);
     struct th_lockd l;
-    lockd_on(&l);
-    struct th_client *c = th_client_new();
     char url[128];
-    snprintf(url, sizeof(url), "%s/locks/sv", l.url);
+    struct th_client *c = rl_begin(&l, "sv", url, sizeof(url));
     split_vote(20000);
 
     int64_t t0 = th_now_ms();
@@ -2448,37 +2455,131 @@ static const char *only;
  * node's larger one: that token was never granted, and a later grant may
  * get it too. model/redlock.pml found this (the renewal answered the
  * largest token of the nodes that renewed); without the fix the check
- * marked below sees node 2's 9e15 + 1. */
+ * marked below sees the late node's 9e15 + 1. One round of it: node
+ * `late` grants late, on name "tok<late>"; with node `split` (>= 0) paused
+ * a renewal then meets a majority that disagrees (renew_split). */
+static long long node_pttl(int i, const char *name)
+{
+    char cmd[64];
+    snprintf(cmd, sizeof(cmd), "PTTL rl:{%s}", name);
+    return atoll(th_redis_cli(&R[i], cmd));
+}
+
+/* Node `stop` paused: the renewal is answered by the late node (the lease
+ * under its own token) and one node of the grant (under t), a majority
+ * that disagrees on the token. In doubt: 503, never the late node's token
+ * (a token counted as renewed when one node renewed under it is the first
+ * node's: the late one's when it is node 0). The same client, so the same
+ * lockd thread, whose connection to the late node is known to answer
+ * first (it renewed there). */
+static void renew_split(struct th_client *c, const char *url, const char *hdr, int late, int stop)
+{
+    char name[16];
+    snprintf(name, sizeof(name), "tok%d", late);
+    int64_t end = th_now_ms() + 3000 * th_time_scale();
+    while (node_pttl(late, name) < 7000 && th_now_ms() < end) {
+        CHECK_EQ_INT(th_status(c, "PUT", url, "{\"ttl_ms\":9000}", hdr, NULL), 200);
+        th_sleep_ms(20);
+    }
+    CHECK(node_pttl(late, name) >= 7000); /* the late node renews through this thread */
+    CHECK(kill(R[stop].pid, SIGSTOP) == 0);
+    struct th_resp r;
+    th_http(c, "PUT", url, "{\"ttl_ms\":20000}", (const char *const[]){hdr, NULL}, &r);
+    CHECK(kill(R[stop].pid, SIGCONT) == 0);
+    printf("# node %d paused: renewal by nodes %d and %d answers %ld, token %lld\n", stop, late,
+           3 - late - stop, r.status, r.status == 200 ? th_jint(&r, "fencing_token") : 0);
+    CHECK(node_pttl(late, name) > 10000); /* the late node renewed: the case arose */
+    CHECK_EQ_INT(r.status, 503);
+    th_resp_free(&r);
+}
+
+static void renew_token_round(struct th_client *c, const struct th_lockd *l, int late, int split)
+{
+    char url[128], hdr[96], cmd[64];
+    snprintf(url, sizeof(url), "%s/locks/tok%d", l->url, late);
+    snprintf(cmd, sizeof(cmd), "SET rl:{tok%d}:fence 9000000000000000", late);
+    th_redis_cli(&R[late], cmd);
+    CHECK(kill(R[late].pid, SIGSTOP) == 0);
+    long long t = acquire_token(c, url, hdr, sizeof(hdr)); /* the other two */
+    CHECK(t < 9000000000000000LL);
+    th_sleep_ms(TIMEOUT_MS + 300); /* its reply is overdue: its connection dropped */
+    CHECK(kill(R[late].pid, SIGCONT) == 0);
+    /* the node still runs the acquire it had read: it grants under its counter */
+    int64_t end = th_now_ms() + 3000 * th_time_scale();
+    bool granted_late = false;
+    snprintf(cmd, sizeof(cmd), "GET rl:{tok%d}", late);
+    while (!(granted_late = strstr(th_redis_cli(&R[late], cmd), " 9000000000000001 ") != NULL) &&
+           th_now_ms() < end)
+        th_sleep_ms(20);
+    struct th_resp r;
+    th_http(c, "PUT", url, "{}", (const char *const[]){hdr, NULL}, &r);
+    CHECK_EQ_INT(r.status, 200);
+    printf("# grant %lld; node %d %s; renewal answers %lld\n", t, late,
+           granted_late ? "granted late under 9000000000000001" : "did not grant late",
+           th_jint(&r, "fencing_token"));
+    CHECK(granted_late);                           /* else the case did not arise */
+    CHECK_EQ_INT(th_jint(&r, "fencing_token"), t); /* <- the largest token before the fix */
+    th_resp_free(&r);
+    if (split >= 0)
+        renew_split(c, url, hdr, late, split);
+    CHECK_EQ_INT(th_status(c, "DELETE", url, NULL, hdr, NULL), 200);
+}
+
+/* Node 2 late, then node 0 late with node 1 paused for a renewal. */
 static void t_renew_token_is_the_grants(void)
 {
     start_nodes(3);
     struct th_lockd l;
     lockd_on(&l);
     struct th_client *c = th_client_new();
-    char url[128], hdr[96];
-    snprintf(url, sizeof(url), "%s/locks/tok", l.url);
-    th_redis_cli(&R[2], "SET rl:{tok}:fence 9000000000000000");
-    CHECK(kill(R[2].pid, SIGSTOP) == 0);
-    long long t = acquire_token(c, url, hdr, sizeof(hdr)); /* nodes 0 and 1 */
-    CHECK(t < 9000000000000000LL);
-    th_sleep_ms(TIMEOUT_MS + 300); /* node 2's reply is overdue: its connection dropped */
-    CHECK(kill(R[2].pid, SIGCONT) == 0);
-    /* node 2 still runs the acquire it had read: it grants under its counter */
-    int64_t end = th_now_ms() + 3000 * th_time_scale();
-    bool late = false;
-    while (!(late = strstr(th_redis_cli(&R[2], "GET rl:{tok}"), " 9000000000000001 ") != NULL) &&
-           th_now_ms() < end)
-        th_sleep_ms(20);
+    renew_token_round(c, &l, 2, -1);
+    renew_token_round(c, &l, 0, 1);
+    th_client_free(c);
+    th_lockd_kill(&l, SIGTERM);
+    stop_nodes();
+}
+
+/* Node i can no longer run fence_raise.lua: its library deleted, and its
+ * user may not load one (FUNCTION LOAD refused); every other script runs. */
+static void no_fence_raise(int i)
+{
+    char fn[64], cmd[96];
+    CHECK(script_fn(i, "lk_fence_raise_", fn, sizeof(fn)));
+    snprintf(cmd, sizeof(cmd), "FUNCTION DELETE %s", fn);
+    CHECK(strstr(th_redis_cli(&R[i], cmd), "OK") != NULL);
+    th_redis_cli(&R[i], "ACL SETUSER default -function");
+}
+
+/* A grant stands only when a majority are known to count past its token.
+ * Node 0's counter is far ahead, so the token is node 0's; nodes 1 and 2
+ * grant too, under their wall-clock counters, and their write-backs fail
+ * (fence_raise.lua refused there). Only node 0 counts past the token, and
+ * should it lose its data, nodes 1 and 2 would grant a smaller token later:
+ * not a grant (503, undone everywhere). Counting one node as enough
+ * granted it. */
+static void t_writeback_short_of_majority(void)
+{
+    struct th_lockd l;
+    char url[128];
+    struct th_client *c = rl_begin(&l, "wb", url, sizeof(url));
+    CHECK_EQ_INT(th_status(c, "GET", url, NULL, NULL, NULL), 200); /* libraries loaded */
+    th_redis_cli(&R[0], "SET rl:{wb}:fence 9000000000000000");
+    no_fence_raise(1);
+    no_fence_raise(2);
     struct th_resp r;
-    th_http(c, "PUT", url, "{}", (const char *const[]){hdr, NULL}, &r);
-    CHECK_EQ_INT(r.status, 200);
-    printf("# grant %lld; node 2 %s; renewal answers %lld\n", t,
-           late ? "granted late under 9000000000000001" : "did not grant late",
-           th_jint(&r, "fencing_token"));
-    CHECK(late);                                   /* else the case did not arise */
-    CHECK_EQ_INT(th_jint(&r, "fencing_token"), t); /* <- the largest token before the fix */
+    th_http(c, "POST", url, "{\"ttl_ms\":5000}", NULL, &r);
+    printf("# write-backs refused on nodes 1 and 2: %ld %s\n", r.status, r.body);
+    CHECK_EQ_INT(r.status, 503);
     th_resp_free(&r);
-    CHECK_EQ_INT(th_status(c, "DELETE", url, NULL, hdr, NULL), 200);
+    for (int i = 1; i < 3; i++)
+        th_redis_cli(&R[i], "ACL SETUSER default +@all");
+    /* undone: nobody holds it, and it is granted once write-backs work */
+    int64_t end = th_now_ms() + 3000 * th_time_scale();
+    long st;
+    while ((st = th_status(c, "POST", url, "{\"ttl_ms\":5000}", NULL, NULL)) != 200 &&
+           th_now_ms() < end)
+        th_sleep_ms(50);
+    CHECK_EQ_INT(st, 200);
     th_client_free(c);
     th_lockd_kill(&l, SIGTERM);
     stop_nodes();
@@ -2510,6 +2611,7 @@ int main(int argc, char **argv)
     RUN(t_watch_missed_reader);
     RUN(t_watch_lone_reader);
     RUN(t_renew_token_is_the_grants);
+    RUN(t_writeback_short_of_majority);
     RUN(t_ops_and_refusals);
     RUN(t_split_vote);
     RUN(t_waiter_woken_across_lockd);

@@ -1152,6 +1152,22 @@ static void test_shutdown_release_on_shutdown(void)
 }
 
 /* SESSIONS_ONLY=substring runs the matching cases only (for debugging). */
+/* The frozen-Redis cases' start: a lockd with backend_timeout_ms tmo on a
+ * Redis of its own, a session (ttl 20 s), name acquired under it with
+ * fields (more JSON members; body the request's); then Redis is frozen. */
+static void frozen_after_grant(struct th_redis *r, struct srv *s, const char *tmo, const char *name,
+                               const char *fields, char id[40], char body[200], char lease[40],
+                               long long *tok)
+{
+    const char *const args[] = {"--backend_timeout_ms", tmo, "--shutdown_timeout_ms", "0", NULL};
+    th_redis_start(r, 0, NULL);
+    srv_start(s, name, r, args);
+    sess_new(s, "{\"ttl_ms\":20000}", id);
+    snprintf(body, 200, "{\"session\":\"%s\",%s}", id, fields);
+    acq_ok(s, name, body, lease, tok);
+    kill(r->pid, SIGSTOP);
+}
+
 /* A client's release that the backend did not confirm (Redis frozen past
  * backend_timeout_ms: 503) leaves the lock under its session until the
  * backend says otherwise. The release may still run when Redis resumes (it
@@ -1162,18 +1178,11 @@ static void test_shutdown_release_on_shutdown(void)
  * neither listed nor ever reported lost. */
 static void test_release_503_keeps_session_lock(void)
 {
-    static const char *const args[] = {"--backend_timeout_ms", "300", "--shutdown_timeout_ms",
-                                       "0", NULL};
     struct th_redis r;
     struct srv s;
-    th_redis_start(&r, 0, NULL);
-    srv_start(&s, "redis-503", &r, args);
     char id[40], body[200], lease[40];
     long long tok;
-    sess_new(&s, "{\"ttl_ms\":20000}", id);
-    snprintf(body, sizeof(body), "{\"ttl_ms\":1500,\"session\":\"%s\"}", id);
-    acq_ok(&s, "r5", body, lease, &tok);
-    kill(r.pid, SIGSTOP);
+    frozen_after_grant(&r, &s, "300", "r5", "\"ttl_ms\":1500", id, body, lease, &tok);
     CHECK_EQ_INT(release(&s, "r5", lease, NULL), 503);
     kill(r.pid, SIGCONT);
     bool listed = false, lost = false;
@@ -1202,6 +1211,32 @@ static void test_release_503_keeps_session_lock(void)
         CHECK(!listed);
         CHECK(lost); /* the watchdog found it gone and said so */
     }
+    CHECK_EQ_INT(th_lockd_signal_wait(&s.l, SIGTERM, 10000), 0);
+    th_redis_stop(&r);
+}
+
+/* A reentrant acquire vouches only for a lease that is known to hold: with
+ * Redis frozen past the lease's ttl, the lease may have expired there and
+ * the name be another's by now. The watchdog's renewal is still in flight
+ * (backend_timeout_ms 2 s: it has not failed, so the lease is not marked
+ * lost yet), and the session's entry must not be counted on all the same:
+ * the acquire goes to the backend, 503 while Redis is frozen, never 200
+ * with the old lease and token. */
+static void test_reentrant_after_expiry(void)
+{
+    struct th_redis r;
+    struct srv s;
+    char id[40], body[200], lease[40];
+    long long tok;
+    frozen_after_grant(&r, &s, "2000", "rex", "\"ttl_ms\":600,\"reentrant\":true", id, body, lease,
+                       &tok);
+    th_sleep_ms(900); /* past the lease's 600 ms: Redis lets it go when it resumes */
+    struct th_resp resp;
+    long st = acq(cl, &s, "rex", body, NULL, NULL, &resp);
+    kill(r.pid, SIGCONT);
+    printf("# reentrant acquire past the lease's ttl, Redis frozen: %ld %s\n", st, resp.body);
+    CHECK_EQ_INT(st, 503);
+    th_resp_free(&resp);
     CHECK_EQ_INT(th_lockd_signal_wait(&s.l, SIGTERM, 10000), 0);
     th_redis_stop(&r);
 }
@@ -1264,6 +1299,7 @@ int main(void)
     TH_RUN(test_redis_restart_keeps_data);
     TH_RUN(test_redis_restart_empty);
     TH_RUN(test_release_503_keeps_session_lock);
+    TH_RUN(test_reentrant_after_expiry);
     TH_RUN(test_watchdog_errors_counted);
     TH_RUN(test_watchdog_batches_10k);
     TH_RUN(test_drain);
