@@ -6,6 +6,7 @@
  * docs/lockctl.md. `run` uses two threads: main (acquire, fork/exec, wait)
  * and the heartbeat thread, each with its own curl handle.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -260,7 +261,9 @@ static int opts_parse(struct lc_opts *o, int argc, char **argv, int first, const
 static int duration_parse(const char *what, const char *s, long long *out_ms)
 {
     char *end = NULL;
-    if (s == NULL || *s == '\0' || *s == '-' || *s == '+' || *s == ' ')
+    /* A digit first: strtoull would skip leading whitespace (a tab, a
+     * newline) and take a sign. */
+    if (s == NULL || !isdigit((unsigned char)*s))
         return lc_usage_error("%s: invalid duration '%s'", what, s != NULL ? s : "");
     errno = 0;
     unsigned long long v = strtoull(s, &end, 10);
@@ -295,7 +298,8 @@ static int count_parse(const char *what, const char *s, long long *out)
     char *end = NULL;
     errno = 0;
     long long v = strtoll(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0' || v < 0)
+    /* a digit first: strtoll skips leading whitespace and takes a sign */
+    if (!isdigit((unsigned char)*s) || errno != 0 || end == s || *end != '\0' || v < 0)
         return lc_usage_error("%s: invalid number '%s'", what, s);
     *out = v;
     return 0;

@@ -36,6 +36,36 @@ static void seterr(char *err, size_t errlen, const char *fmt, ...)
     va_end(ap);
 }
 
+/* A value as an error line shows it: each control byte (below 0x20, 0x7f)
+ * and backslash as a C escape (\t, \n, \r, \\, \xNN), so the line stays one
+ * line; cut to fit out. Returns out. */
+static const char *shown(const char *v, char *out, size_t cap)
+{
+    size_t o = 0;
+    for (const unsigned char *p = (const unsigned char *)v; *p != '\0' && o + 5 < cap; p++) {
+        const char *e = *p == '\t' ? "\\t" : *p == '\n' ? "\\n" : *p == '\r' ? "\\r" : NULL;
+        if (*p == '\\')
+            e = "\\\\";
+        if (e != NULL)
+            o += (size_t)snprintf(out + o, cap - o, "%s", e);
+        else if (*p < 0x20 || *p == 0x7f)
+            o += (size_t)snprintf(out + o, cap - o, "\\x%02x", *p);
+        else
+            out[o++] = (char)*p;
+    }
+    out[o] = '\0';
+    return out;
+}
+
+/* The first control byte (below 0x20, or 0x7f) of v, or -1. */
+static int control_byte(const char *v)
+{
+    for (const unsigned char *p = (const unsigned char *)v; *p != '\0'; p++)
+        if (*p < 0x20 || *p == 0x7f)
+            return *p;
+    return -1;
+}
+
 int config_parse_ms(const char *s, int64_t *out)
 {
     if (s == NULL || !isdigit((unsigned char)*s))
@@ -141,23 +171,44 @@ static int set_row(struct lk_config *cfg, const struct cfg_key *k, const char *v
                    const char *src, char *err, size_t errlen)
 {
     char *base = (char *)cfg + k->offset;
+    char vbuf[256];
     switch (k->type) {
     case CFG_STRING:
     case CFG_LIST:
     case CFG_ENUM: {
         struct sockaddr_storage ss;
         socklen_t sl;
+        /* A prefix, a name, an address, a file path or a URL (whose user and
+         * password take %0a) never holds a raw control byte, and
+         * --check-config would print it raw (an escape sequence, a line
+         * reading as another key). A bare password may: it prints masked. */
+        int ctl = control_byte(value);
+        bool bare_secret = k->type == CFG_STRING && (k->flags & CFG_SECRET);
+        if (ctl >= 0 && !bare_secret) {
+            if (k->flags & CFG_SECRET) /* the URLs: not shown */
+                seterr(err, errlen,
+                       "invalid value for '%s' (%s): control byte 0x%02x (control bytes are "
+                       "refused; percent-encode one in a URL's user or password)",
+                       k->name, src, ctl);
+            else
+                seterr(err, errlen,
+                       "invalid value '%s' for '%s' (%s): control byte 0x%02x (control bytes "
+                       "are refused)",
+                       shown(value, vbuf, sizeof(vbuf)), k->name, src, ctl);
+            return -1;
+        }
         if (k->offset == offsetof(struct lk_config, listen) &&
             config_parse_listen(value, &ss, &sl) != 0) {
             seterr(err, errlen,
                    "invalid value '%s' for '%s' (%s): expected HOST:PORT (IPv4, [IPv6], localhost "
                    "or * and a port 0..65535)",
-                   value, k->name, src);
+                   shown(value, vbuf, sizeof(vbuf)), k->name, src);
             return -1;
         }
         if (k->type == CFG_ENUM && !enum_ok(k->choices, value)) {
-            seterr(err, errlen, "invalid value '%s' for '%s' (%s): expected one of %s", value,
-                   k->name, src, k->choices[0] == '|' ? k->choices + 1 : k->choices);
+            seterr(err, errlen, "invalid value '%s' for '%s' (%s): expected one of %s",
+                   shown(value, vbuf, sizeof(vbuf)), k->name, src,
+                   k->choices[0] == '|' ? k->choices + 1 : k->choices);
             return -1;
         }
         char **slot = (char **)(void *)base;
@@ -168,8 +219,8 @@ static int set_row(struct lk_config *cfg, const struct cfg_key *k, const char *v
     case CFG_BOOL: {
         bool b;
         if (parse_bool(value, &b) != 0) {
-            seterr(err, errlen, "invalid value '%s' for '%s' (%s): expected true or false", value,
-                   k->name, src);
+            seterr(err, errlen, "invalid value '%s' for '%s' (%s): expected true or false",
+                   shown(value, vbuf, sizeof(vbuf)), k->name, src);
             return -1;
         }
         *(bool *)(void *)base = b;
@@ -182,21 +233,25 @@ static int set_row(struct lk_config *cfg, const struct cfg_key *k, const char *v
         if (k->type == CFG_MS) {
             rc = config_parse_ms(value, &v);
         } else {
+            /* digits first, like a duration: strtoll skips leading whitespace */
+            const char *digits = value[0] == '-' ? value + 1 : value;
             char *end;
             errno = 0;
             long long ll = strtoll(value, &end, 10);
-            rc = (errno != 0 || end == value || *end != '\0') ? -1 : 0;
+            rc = (!isdigit((unsigned char)*digits) || errno != 0 || *end != '\0') ? -1 : 0;
             v = ll;
         }
         if (rc != 0) {
-            seterr(
-                err, errlen, "invalid value '%s' for '%s' (%s): expected %s", value, k->name, src,
-                k->type == CFG_MS ? "a duration (500ms, 30s, 5m or milliseconds)" : "an integer");
+            seterr(err, errlen, "invalid value '%s' for '%s' (%s): expected %s",
+                   shown(value, vbuf, sizeof(vbuf)), k->name, src,
+                   k->type == CFG_MS ? "a duration (500ms, 30s, 5m or milliseconds)"
+                                     : "an integer");
             return -1;
         }
         if (v < k->min || v > k->max) {
-            seterr(err, errlen, "invalid value '%s' for '%s' (%s): must be %lld..%lld", value,
-                   k->name, src, (long long)k->min, (long long)k->max);
+            seterr(err, errlen, "invalid value '%s' for '%s' (%s): must be %lld..%lld",
+                   shown(value, vbuf, sizeof(vbuf)), k->name, src, (long long)k->min,
+                   (long long)k->max);
             return -1;
         }
         *(int64_t *)(void *)base = v;

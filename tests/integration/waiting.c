@@ -3,7 +3,8 @@
  * basics: pub/sub wake-ups between two lockd on one Redis, no polling storm,
  * the holder's expiry as the fallback for a lost message, 2,000 and 10,000
  * concurrent waiters (raw sockets on one epoll, not a thread each), session
- * expiry and wait_ms answers, drain, metrics, backend attempts per handoff.
+ * expiry and wait_ms answers, drain, exit within 500 ms of SIGTERM (idle or
+ * with a waiter, memory and Redis), metrics, backend attempts per handoff.
  * Starts its own redis-server and lockd processes; single-threaded.
  */
 #include <errno.h>
@@ -330,6 +331,15 @@ static void pool_drain(struct pool *p, int64_t timeout_ms)
         pool_poll(p, end - th_now_ms(), NULL, 0);
 }
 
+/* p becomes a pool of one waiter on l for name (body asks to wait), queued
+ * there before this returns. */
+static void park_one(struct pool *p, const struct th_lockd *l, const char *name, const char *body)
+{
+    pool_init(p, 1);
+    pool_add(p, l, name, body);
+    wait_queued(l, name, 1, 3000);
+}
+
 static const char *rw_str(const struct rw *w, const char *key)
 {
     json_t *v = w->json ? json_object_get(w->json, key) : NULL;
@@ -375,9 +385,7 @@ static void test_cross_lockd_handoff(void)
         char lease[40];
         grab(&la, "xl", "{\"ttl_ms\":20000}", lease);
         struct pool p;
-        pool_init(&p, 1);
-        pool_add(&p, &lb, "xl", "{\"wait_ms\":10000,\"ttl_ms\":20000}");
-        wait_queued(&lb, "xl", 1, 3000);
+        park_one(&p, &lb, "xl", "{\"wait_ms\":10000,\"ttl_ms\":20000}");
         if (round % 2 == 0)
             th_sleep_ms(30); /* settled subscription, and a fresh one */
         int64_t t0 = th_now_ms();
@@ -460,9 +468,7 @@ static void churn(bool anchored)
     printf("# churn%s: %d short waits on B\n", anchored ? " (anchored)" : "", p.n);
     pool_free(&p);
     CHECK(kill(lb.pid, 0) == 0);
-    pool_init(&p, 1);
-    pool_add(&p, &lb, "churn", "{\"wait_ms\":10000}");
-    wait_queued(&lb, "churn", 1, 3000);
+    park_one(&p, &lb, "churn", "{\"wait_ms\":10000}");
     th_sleep_ms(30);
     int64_t t0 = th_now_ms();
     release(&la, "churn", lease);
@@ -582,9 +588,7 @@ static void test_lost_message(void)
     /* (b) the key disappears without a message (as if PUBLISH were lost) */
     t0 = th_now_ms();
     grab(&la, "lost2", "{\"ttl_ms\":1500}", lease);
-    pool_init(&p, 1);
-    pool_add(&p, &lb, "lost2", "{\"wait_ms\":8000}");
-    wait_queued(&lb, "lost2", 1, 3000);
+    park_one(&p, &lb, "lost2", "{\"wait_ms\":8000}");
     const char *out = th_redis_cli(&rd, "DEL 'lockd:{lost2}'");
     CHECK(strstr(out, "1") != NULL);
     i = one_grant(&p, 4000);
@@ -597,9 +601,7 @@ static void test_lost_message(void)
     /* (c) B's subscriber connection dies; the release is published while it
      * is away. After reconnecting, B wakes its waiters itself. */
     grab(&la, "lost3", "{\"ttl_ms\":20000}", lease);
-    pool_init(&p, 1);
-    pool_add(&p, &lb, "lost3", "{\"wait_ms\":15000}");
-    wait_queued(&lb, "lost3", 1, 3000);
+    park_one(&p, &lb, "lost3", "{\"wait_ms\":15000}");
     th_sleep_ms(50);
     th_redis_cli(&rd, "CLIENT KILL TYPE pubsub");
     t0 = th_now_ms();
@@ -816,8 +818,6 @@ static void test_session_and_timeout_redis(void)
     test_session_and_timeout(&lb);
 }
 
-/* SIGTERM answers every waiter 503 shutting_down at once (a session keeps
- * the draining lockd up meanwhile), however many there are. */
 /* max_waiters reached: a blocking acquire is tried once instead of parked.
  * A held lock answers 409 at once, with the holder and Retry-After like any
  * refusal; a free lock is still granted. */
@@ -863,6 +863,8 @@ static void test_max_waiters(void)
     th_lockd_kill(&lm, SIGKILL);
 }
 
+/* SIGTERM answers every waiter 503 shutting_down at once (a session keeps
+ * the draining lockd up meanwhile), however many there are. */
 static void test_drain(void)
 {
     enum { N = 300 };
@@ -913,6 +915,52 @@ static void test_drain_stop_now(void)
         CHECK_EQ_INT(p.w[i].status, 503);
     CHECK_EQ_INT(th_lockd_signal_wait(&lm, 0, 5000), 0);
     pool_free(&p);
+}
+
+/* SIGTERM to lockd l (no session open): it must be gone, exit 0, within
+ * 500 ms (a sidecar's pod waits on it); returns how long it took. */
+static int64_t term_exits_promptly(struct th_lockd *l, const char *what)
+{
+    int64_t bound_ms = 500 * th_time_scale();
+    int64_t t0 = th_now_ms();
+    int code = th_lockd_signal_wait(l, SIGTERM, 10000 * th_time_scale());
+    int64_t took = th_now_ms() - t0;
+    printf("# %s: exited %d, %lld ms after SIGTERM\n", what, code, (long long)took);
+    if (code < 0)
+        th_lockd_kill(l, SIGKILL);
+    CHECK_EQ_INT(code, 0);
+    if (took >= bound_ms)
+        th_fail(__FILE__, __LINE__, "%s exited %lld ms after SIGTERM (bound %lld ms)", what,
+                (long long)took, (long long)bound_ms);
+    return took;
+}
+
+/* An idle lockd, and one with a long-poll waiter parked behind a held lock,
+ * exit promptly on SIGTERM, on memory and on Redis (pub/sub subscribed for
+ * the waiter). The waiter is answered 503 shutting_down first. */
+static void test_sigterm_exits_promptly(void)
+{
+    for (int redis = 0; redis <= 1; redis++) {
+        const char *be = redis ? "redis" : "memory";
+        char what[64];
+        struct th_lockd l;
+        start_lockd(&l, redis, NULL);
+        snprintf(what, sizeof(what), "idle lockd (%s)", be);
+        term_exits_promptly(&l, what);
+
+        start_lockd(&l, redis, NULL);
+        char lease[40];
+        grab(&l, "term", "{\"ttl_ms\":30000}", lease);
+        struct pool p;
+        park_one(&p, &l, "term", "{\"wait_ms\":20000}");
+        snprintf(what, sizeof(what), "lockd with a waiter (%s)", be);
+        term_exits_promptly(&l, what);
+        pool_drain(&p, 3000);
+        CHECK_EQ_INT(p.ndone, 1);
+        CHECK_EQ_INT(p.w[0].status, 503);
+        CHECK_STR(rw_err(&p.w[0]), "shutting_down");
+        pool_free(&p);
+    }
 }
 
 /* Backend acquire attempts per handoff with 16 waiters (benchmark-ish, from
@@ -988,6 +1036,7 @@ int main(void)
     TH_RUN(test_max_waiters);
     TH_RUN(test_drain);
     TH_RUN(test_drain_stop_now);
+    TH_RUN(test_sigterm_exits_promptly);
 
     th_client_free(cl);
     th_lockd_kill(&la, SIGKILL);

@@ -58,6 +58,36 @@ expect_exit2 fence-retention-below-max-ttl "'fence_retention_ms': smaller than m
     lockd --fence_retention_ms 1000 --max_ttl_ms 60000 --check-config
 expect_exit2 redlock-even "needs an odd number of URLs" -- lockd --redis redis://a:1,redis://b:1,redis://c:1,redis://d:1 --check-config
 
+# A raw control byte is refused in every setting but redis_master_password,
+# from a flag, the environment or a file, with one line showing it escaped
+# (a URL's not at all): --check-config never prints one raw (an escape
+# sequence, a line reading as another key).
+esc=$(printf '\033')
+expect_exit2 ctl-key-prefix-flag "'a\\\\x1b\[31mb' for 'key_prefix' (flag --key_prefix): control byte 0x1b" -- \
+    lockd --key_prefix "a${esc}[31mb" --check-config
+expect_exit2 ctl-key-prefix-env "for 'key_prefix' (environment LOCKD_KEY_PREFIX): control byte 0x0a" -- \
+    env LOCKD_KEY_PREFIX="$(printf 'app:\nlisten 0.0.0.0:80')" "$LOCKD_BIN" --check-config
+printf 'key_prefix app%s:\n' "$esc" >"$tmp/ctl.conf"
+expect_exit2 ctl-key-prefix-file "$tmp/ctl.conf:1): control byte 0x1b" -- lockd --config "$tmp/ctl.conf" --check-config
+expect_exit2 ctl-master-user "for 'redis_master_user' (flag --redis_master_user): control byte 0x09" -- \
+    lockd --redis_master_user "$(printf 'u\tv')" --check-config
+expect_exit2 ctl-port-file "for 'port_file' (flag --port_file): control byte 0x1b" -- \
+    lockd --port_file "$tmp/p${esc}" --check-config
+expect_exit2 ctl-listen "for 'listen' (flag --listen): control byte 0x09" -- \
+    lockd --listen "$(printf '127.0.0.1:\t8080')" --check-config
+expect_exit2 ctl-redis-url "for 'redis' (flag --redis): control byte 0x0a" -- \
+    lockd --redis "$(printf 'redis://u:hunter2\n@127.0.0.1:6379')" --check-config
+lockd --redis "$(printf 'redis://u:hunter2\n@127.0.0.1:6379')" --check-config 2>&1 | grep -q hunter2 &&
+    fail "ctl-redis-url: the refusal shows the password"
+expect_exit2 ctl-startup "control byte 0x1b" -- lockd --key_prefix "a${esc}" --listen 127.0.0.1:0
+expect_exit2 int-leading-tab "invalid value '\\\\t2' for 'threads'" -- lockd --threads "$(printf '\t2')" --check-config
+out=$(lockd --key_prefix 'app\x1b:' --redis_master_password "$(printf 'p\tw')" --check-config) ||
+    fail "ctl-secret: exit $?"
+printf '%s\n' "$out" | grep -qx 'key_prefix app\\x1b:' || fail "ctl-secret: a backslash prints as it is"
+printf '%s\n' "$out" | grep -qx 'redis_master_password \*\*\*\*' || fail "ctl-secret: a secret may hold one, masked"
+printf '%s\n' "$out" | LC_ALL=C grep -q '[[:cntrl:]]' && fail "ctl-secret: --check-config printed a control byte"
+ok "ctl-secret"
+
 # --check-config checks exactly what startup checks (short of binding the
 # listener and reaching the backend): each of these fails both, with one
 # and the same line.

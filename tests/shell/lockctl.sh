@@ -49,6 +49,24 @@ t_status 64 "no command is a usage error" "$L"
 t_status 64 "unknown command is a usage error" "$L" frobnicate x
 t_status 64 "bad duration is a usage error" "$L" acquire sh.a --ttl 5parsecs
 t_status 64 "a bare small number to a duration flag is a usage error" "$L" acquire sh.a --ttl 30
+# strtoull skips leading whitespace; a duration must not: tab, newline or
+# space around it is refused like any bad duration (exit 64, same message).
+tab=$(printf '\t')
+nl=$(printf '\nx'); nl=${nl%x}
+ws_duration() { # LABEL VALUE
+    t_status 64 "duration $1 is a usage error" "$L" acquire sh.ws --ttl "$2"
+    t_check "... that says invalid duration ($1)" \
+        sh -c '"$0" acquire sh.ws --ttl "$1" 2>&1 | grep -q "^lockctl: --ttl: invalid duration"' "$L" "$2"
+}
+ws_duration '<tab>5s' "${tab}5s"
+ws_duration '<tab>500' "${tab}500"
+ws_duration '<newline>5s' "${nl}5s"
+ws_duration '<space>5s' " 5s"
+ws_duration '5s<tab>' "5s${tab}"
+ws_duration '5s<space>' "5s "
+t_status 64 "a number (--limit) after a tab is a usage error too" "$L" list --limit "${tab}5"
+t_status 64 "... and after a plus sign" "$L" list --limit +5
+t_check "... and acquired nothing: sh.ws is free" sh -c '"$0" status sh.ws | grep -qx "held=false"' "$L"
 t_check "... that suggests seconds" sh -c '"$0" acquire sh.a --ttl 30 2>&1 | grep -q "did you mean 30s?"' "$L"
 t_status 64 "... for --wait and --session-ttl too" "$L" run sh.a --wait 5 -- true
 t_status 64 "unknown option is a usage error" "$L" status sh.a --bogus

@@ -17,6 +17,18 @@
 
 #include "config/config.h"
 
+/* What --check-config prints of c (new, the caller frees). */
+static char *printed(const struct lk_config *c)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_non_null(f);
+    config_print(c, f);
+    fclose(f);
+    return buf;
+}
+
 static void test_defaults(void **state)
 {
     (void)state;
@@ -145,11 +157,7 @@ static void test_mask(void **state)
         config_set(&c, "redis", "redis://user:s3cret@127.0.0.1:6379/2", "t", err, sizeof(err)), 0);
     /* A secret that is not a URL (the sentinel data nodes' password) is masked whole. */
     assert_int_equal(config_set(&c, "redis_master_password", "hunter2", "t", err, sizeof(err)), 0);
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    config_print(&c, f);
-    fclose(f);
+    char *buf = printed(&c);
     assert_null(strstr(buf, "s3cret"));
     assert_non_null(strstr(buf, "redis redis://user:****@127.0.0.1:6379/2"));
     assert_null(strstr(buf, "hunter2"));
@@ -161,10 +169,83 @@ static void test_mask(void **state)
     assert_int_equal(
         config_set(&c, "redis", "redis://:p@ss@h:1,redis://u:x@y@z@h2/3", "t", err, sizeof(err)),
         0);
-    f = open_memstream(&buf, &len);
-    config_print(&c, f);
-    fclose(f);
+    buf = printed(&c);
     assert_non_null(strstr(buf, "redis redis://:****@h:1,redis://u:****@h2/3\n"));
+    free(buf);
+    config_free(&c);
+}
+
+/* No setting but a bare password takes a raw control byte (below 0x20, or
+ * 0x7f), from any source: a prefix, a name, an address, a file path or a URL
+ * never needs one, and --check-config would print it raw (an escape
+ * sequence, a line that reads as another key). The error stays one line and
+ * shows the value escaped (a secret's not at all). */
+static void test_control_bytes(void **state)
+{
+    (void)state;
+    struct lk_config c;
+    char err[256];
+    config_defaults(&c);
+    static const char *const keys[] = {"key_prefix",
+                                       "listen",
+                                       "redis_master_name",
+                                       "redis_master_user",
+                                       "backend",
+                                       "log_level",
+                                       "log_format",
+                                       "auth_token_file",
+                                       "admin_token_file",
+                                       "tls_cert",
+                                       "tls_key",
+                                       "port_file",
+                                       NULL};
+    static const char *const values[] = {"a\x1b[31mb", "a\nlisten 0.0.0.0:1", "\tx", "x\r",
+                                         "x\x7f",      "127.0.0.1:\t8080",    NULL};
+    for (const char *const *k = keys; *k != NULL; k++) {
+        for (const char *const *v = values; *v != NULL; v++) {
+            err[0] = '\0';
+            if (config_set(&c, *k, *v, "flag --x", err, sizeof(err)) != -1)
+                fail_msg("%s: a value with a control byte was taken", *k);
+            assert_null(strpbrk(err, "\r\n\t\x1b\x7f"));
+            assert_non_null(strstr(err, "control byte"));
+            assert_non_null(strstr(err, *k));
+        }
+    }
+    assert_int_equal(
+        config_set(&c, "key_prefix", "a\x1b[31mb", "flag --key_prefix", err, sizeof(err)), -1);
+    assert_string_equal(err, "invalid value 'a\\x1b[31mb' for 'key_prefix' (flag --key_prefix): "
+                             "control byte 0x1b (control bytes are refused)");
+    assert_string_equal(c.key_prefix, "lockd:");
+
+    const char *text = "key_prefix app\x1b:\n";
+    assert_int_equal(config_parse_text(&c, text, strlen(text), "c.conf", err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "c.conf:1"));
+    assert_non_null(strstr(err, "control byte 0x1b"));
+
+    /* Other keys' errors show the value escaped too: one line. */
+    assert_int_equal(config_set(&c, "access_log", "yes\n", "t", err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "'yes\\n'"));
+    /* An integer, like a duration, starts with its digits. */
+    assert_int_equal(config_set(&c, "threads", "\t2", "t", err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "'\\t2'"));
+    assert_int_equal(config_set(&c, "threads", " 2", "t", err, sizeof(err)), -1);
+    assert_int_equal(config_set(&c, "default_ttl_ms", "\t5s", "t", err, sizeof(err)), -1);
+    assert_int_equal(config_set(&c, "threads", "3", "t", err, sizeof(err)), 0);
+    assert_int_equal(c.threads, 3);
+
+    /* A URL never holds a raw one (its user and password take %0a): refused
+     * without showing the secret. */
+    assert_int_equal(
+        config_set(&c, "redis", "redis://u:s3cret\x01@h:1", "flag --redis", err, sizeof(err)), -1);
+    assert_null(strstr(err, "s3cret"));
+    assert_non_null(strstr(err, "'redis' (flag --redis): control byte 0x01"));
+    /* A bare secret (a password) may hold one; it prints masked. */
+    assert_int_equal(config_set(&c, "redis_master_password", "p\tw", "t", err, sizeof(err)), 0);
+    char *buf = printed(&c);
+    for (const char *p = buf; *p != '\0'; p++)
+        if ((unsigned char)*p < 0x20 && *p != '\n')
+            fail_msg("--check-config printed control byte 0x%02x", (unsigned char)*p);
+    assert_non_null(strstr(buf, "redis_master_password ****\n"));
     free(buf);
     config_free(&c);
 }
@@ -174,7 +255,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults), cmocka_unit_test(test_durations),
         cmocka_unit_test(test_file),     cmocka_unit_test(test_precedence),
-        cmocka_unit_test(test_mask),
+        cmocka_unit_test(test_mask),     cmocka_unit_test(test_control_bytes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
