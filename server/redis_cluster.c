@@ -93,7 +93,7 @@ struct rc {
     pthread_t th;
     bool running;
     redisContext *query; /* discovery thread only: the node that answered last */
-    char query_addr[RC_ADDR];
+    char query_addr[RC_ADDR + 16]; /* for the log: its host, whole, and port */
     char query_host[RC_ADDR]; /* its host, as reached */
 };
 
@@ -230,7 +230,7 @@ static int discover(struct rc *rc, struct redis_map *m, char *err, size_t errlen
         if (got == 1) {
             rc->query = c;
             lk_strlcpy(rc->query_host, host, sizeof(rc->query_host));
-            snprintf(rc->query_addr, sizeof(rc->query_addr), "%.50s:%d", host, port);
+            snprintf(rc->query_addr, sizeof(rc->query_addr), "%s:%d", host, port);
             return 1;
         }
         if (got == 0)
@@ -249,12 +249,12 @@ static int shard_open(struct rc *rc, const char *addr, char *err, size_t errlen)
         snprintf(err, errlen, "more than %d cluster nodes", RC_MAX_SHARDS);
         return -1;
     }
-    struct redis_url u = rc->seeds[0]; /* its credentials */
-    lk_strlcpy(u.host, addr, sizeof(u.host));
-    char *colon = strrchr(u.host, ':');
-    if (colon == NULL)
+    const char *colon = strrchr(addr, ':');
+    if (colon == NULL || (size_t)(colon - addr) > REDIS_HOST_MAX)
         return -1;
-    *colon = '\0';
+    struct redis_url u = rc->seeds[0]; /* its credentials */
+    memcpy(u.host, addr, (size_t)(colon - addr)); /* the host whole: it fits (redis_map.h) */
+    u.host[colon - addr] = '\0';
     u.port = atoi(colon + 1);
     u.db = 0;
     struct rc_shard *s = lk_calloc(1, sizeof(*s));
