@@ -781,20 +781,11 @@ static enum lk_code rc_list(struct rc *rc, struct lk_loop *lp, const struct bk_r
     const char *cur = req->cursor ? req->cursor : "";
     size_t kth = 0;
     const char *inner = "";
-    if (cur[0] != '\0') {
-        size_t d = strspn(cur, "0123456789");
-        if (d == 0 || d > 2 || cur[d] != '.' || strlen(cur + d + 1) >= 600) {
-            struct bk_res r;
-            bk_res_init(&r, LK_BAD_CURSOR);
-            done(arg, &r);
-            return LK_OK;
-        }
-        kth = (size_t)atoi(cur);
-        inner = cur + d + 1;
-    }
     int order[RC_MAX_SHARDS];
     size_t n = walk_order(rc, order);
-    if (kth >= n && !(kth == 0 && n == 0)) {
+    /* no map yet (n 0): "0." passes, and is 503 below */
+    if (cur[0] != '\0' && (!backend_cursor_split(cur, n > 0 ? n : 1, &kth, &inner) ||
+                           strlen(inner) >= 600 /* k->cursor */)) {
         struct bk_res r;
         bk_res_init(&r, LK_BAD_CURSOR);
         done(arg, &r);
