@@ -89,22 +89,26 @@ static int ref_num(const redisReply *r, long long *v)
     return 1;
 }
 
+/* Element i of an array reply; NULL when r is no array or has no element i. */
+static const redisReply *el(const redisReply *r, size_t i)
+{
+    return r != NULL && r->type == REDIS_REPLY_ARRAY && i < r->elements ? r->element[i] : NULL;
+}
+
 /* CLUSTER SLOTS as its documentation reads: [[lo, hi, [ip, port, ...], ...], ...]. */
 static void ref_slots(const redisReply *r, struct redis_map *m)
 {
     memset(m->owner, 0xff, sizeof(m->owner));
     m->n = 0;
     for (size_t i = 0; i < r->elements; i++) {
-        const redisReply *e = r->element[i];
-        if (e->type != REDIS_REPLY_ARRAY || e->elements < 3 ||
-            e->element[2]->type != REDIS_REPLY_ARRAY || e->element[2]->elements < 2)
-            continue;
-        const redisReply *ip = e->element[2]->element[0];
+        /* [lo, hi, [ip, port, ...], ...]: each part there, or the entry is skipped */
+        const redisReply *e = r->element[i], *node = el(e, 2);
+        const redisReply *ip = el(node, 0), *pr = el(node, 1);
         long long port, lo, hi;
-        if (ip->type != REDIS_REPLY_STRING && ip->type != REDIS_REPLY_NIL)
+        if (pr == NULL || (ip->type != REDIS_REPLY_STRING && ip->type != REDIS_REPLY_NIL))
             continue;
         const char *host = ip->type == REDIS_REPLY_STRING && ip->str[0] ? ip->str : VIA;
-        if (!ref_num(e->element[2]->element[1], &port) || port < 1 || port > 65535 ||
+        if (!ref_num(pr, &port) || port < 1 || port > 65535 ||
             strcmp(host, "?") == 0 || strlen(host) > REDIS_ADDR_LEN - 8)
             continue;
         char a[REDIS_ADDR_LEN];
