@@ -596,12 +596,10 @@ static size_t put_hex(char *out, uint64_t v)
     return o;
 }
 
-/* The trace id of a W3C traceparent ("00-<32 hex>-<16 hex>-<2 hex>"; a later
- * version may add fields after a '-') into out[33], or "" when the header
- * is absent or not one: an invalid traceparent is ignored, as the
- * Trace Context spec says, and what a client sent never reaches the log
- * unless it is 32 lowercase hex digits. */
-static void trace_id_of(const char *tp, char *out)
+/* An invalid traceparent is ignored, as the Trace Context spec says, and
+ * what a client sent never reaches the log unless it is 32 lowercase hex
+ * digits. */
+void http_trace_id(const char *tp, char *out)
 {
     out[0] = '\0';
     if (tp == NULL)
@@ -611,16 +609,18 @@ static void trace_id_of(const char *tp, char *out)
         tp[35] != '-' || tp[52] != '-' || strncmp(tp, "ff", 2) == 0)
         return;
     static const char hex[] = "0123456789abcdef";
-    bool nonzero = false;
+    bool trace_set = false, parent_set = false; /* all-zero ids are invalid */
     for (size_t i = 0; i < 55; i++) {
         if (i == 2 || i == 35 || i == 52)
             continue;
         if (tp[i] == '\0' || strchr(hex, tp[i]) == NULL)
             return;
         if (i >= 3 && i < 35)
-            nonzero = nonzero || tp[i] != '0';
+            trace_set = trace_set || tp[i] != '0';
+        else if (i >= 36 && i < 52)
+            parent_set = parent_set || tp[i] != '0';
     }
-    if (!nonzero)
+    if (!trace_set || !parent_set)
         return;
     memcpy(out, tp + 3, 32);
     out[32] = '\0';
@@ -637,7 +637,7 @@ static void req_start(struct http_worker *wk, struct req *r, struct MHD_Connecti
     r->sock = -1;
     r->trace_id[0] = '\0';
     if (wk->srv->cfg->access_log && lk_log_level <= LK_INFO)
-        trace_id_of(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "traceparent"), r->trace_id);
+        http_trace_id(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "traceparent"), r->trace_id);
     const char *rid = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Request-Id");
     if (rid != NULL && strlen(rid) < sizeof(r->req_id) && rid[0] != '\0') {
         bool clean = true;

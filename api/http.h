@@ -107,6 +107,11 @@ bool http_answer_has_header(const struct req *r, const char *name);
 /* The client's address as "host:port" (for operator logs). */
 void http_peer(const struct req *r, char *out, size_t len);
 
+/* The trace id of a W3C traceparent header tp ("00-<32 hex>-<16 hex>-<2
+ * hex>"; a later version may add fields after a '-') into out[33], or ""
+ * when tp is NULL or not a valid one. Pure, any thread. */
+void http_trace_id(const char *tp, char *out);
+
 /* Request headers and query arguments. */
 const char *http_header(const struct req *r, const char *name);
 /* For a waiter just granted name/lease: when its client has already hung

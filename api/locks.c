@@ -487,19 +487,6 @@ static bool watch_query(void *arg, const char *k, const char *v)
     return true;
 }
 
-/* A query integer in [0, max]: digits only. */
-static bool query_int(const char *what, const char *v, int64_t max, int64_t *out,
-                      struct api_error *e)
-{
-    size_t n = strspn(v, "0123456789");
-    if (n == 0 || v[n] != '\0' || n > 16 || (*out = strtoll(v, NULL, 10)) > max) {
-        api_error_set(e, LK_INVALID, "query '%s' must be an integer from 0 to %lld", what,
-                      (long long)max);
-        return false;
-    }
-    return true;
-}
-
 void locks_inspect(struct req *r)
 {
     struct api_error e;
@@ -509,9 +496,9 @@ void locks_inspect(struct req *r)
         goto bad;
     http_query_each(r, watch_query, &wa);
     if (!wa.ok ||
-        (wa.index != NULL && !query_int("index", wa.index, 9007199254740991LL, &index, &e)) ||
+        (wa.index != NULL && !parse_query_int("index", wa.index, 9007199254740991LL, &index, &e)) ||
         (wa.wait_ms != NULL &&
-         !query_int("wait_ms", wa.wait_ms, http_config(r)->max_wait_ms, &wait_ms, &e)))
+         !parse_query_int("wait_ms", wa.wait_ms, http_config(r)->max_wait_ms, &wait_ms, &e)))
         goto bad;
     if (index >= 0 && wait_ms > 0) { /* a watch: DESIGN.md §Watching */
         struct eng_waiter *w = NULL;

@@ -236,6 +236,20 @@ bool parse_list_query(const char *prefix, const char *cursor, const char *limit,
     return true;
 }
 
+bool parse_query_int(const char *what, const char *v, int64_t max, int64_t *out,
+                     struct api_error *e)
+{
+    size_t n = strspn(v, "0123456789");
+    long long got = n > 0 && n <= 16 && v[n] == '\0' ? strtoll(v, NULL, 10) : -1;
+    if (got < 0 || got > max) {
+        api_error_set(e, LK_INVALID, "query '%s' must be an integer from 0 to %lld", what,
+                      (long long)max);
+        return false;
+    }
+    *out = got;
+    return true;
+}
+
 size_t parse_unescape(char *s)
 {
     /* Bytes before the first '%' stay where they are: most paths have none. */

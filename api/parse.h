@@ -86,6 +86,12 @@ json_t *parse_session(const char *body, size_t len, const struct lk_config *cfg,
 bool parse_list_query(const char *prefix, const char *cursor, const char *limit, size_t *limit_out,
                       struct api_error *e);
 
+/* A query integer (GET /locks/{name}'s index and wait_ms): digits only, at
+ * most 16 of them, from 0 to max, into *out; false with e set (LK_INVALID,
+ * naming what) otherwise, *out untouched. */
+bool parse_query_int(const char *what, const char *v, int64_t max, int64_t *out,
+                     struct api_error *e);
+
 /* Decodes %XX in place, except %00, which stays literal so that a NUL never
  * cuts a name short (and the name is then invalid). Returns the new length. */
 size_t parse_unescape(char *s);

@@ -296,6 +296,12 @@ struct backend {
     void *state;
 };
 
+/* A listing cursor of a backend made of parts (the cluster's primaries in
+ * slot order, the nodes Redlock walks): '<k>.<part k's own cursor>', k in
+ * decimal as "%zu." writes it. True with *k (< n) and *inner (borrowed
+ * from cursor) when cursor is one, false otherwise (LK_BAD_CURSOR). Pure. */
+bool backend_cursor_split(const char *cursor, size_t n, size_t *k, const char **inner);
+
 /* Builds the backend the configuration selects. On failure writes one line to
  * err and returns LK_INVALID (bad config) or LK_BACKEND_DOWN. */
 enum lk_code backend_open(const struct lk_config *cfg, struct backend *out, char *err,

@@ -774,11 +774,77 @@ static void handle_inspect(struct rcmd *cmd, const redisReply *reply)
  * page from some other point of the keyspace (any lockd on the same Redis
  * and prefix takes another's). Not a secret: a check against mistakes. */
 #define CURSOR_CHECK 12
-static void cursor_check(const struct rb *bk, const char *where, size_t len, char out[41])
+static void cursor_check(const char *prefix, const char *where, size_t len, char out[41])
 {
     char buf[512];
-    int n = snprintf(buf, sizeof(buf), "lockd-list\n%s\n%.*s", bk->prefix, (int)len, where);
+    int n = snprintf(buf, sizeof(buf), "lockd-list\n%s\n%.*s", prefix, (int)len, where);
     sha1_hex(buf, n > 0 && (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1, out);
+}
+
+bool redis_list_cursor(const char *prefix, const char *where, char out[REDIS_CURSOR_MAX])
+{
+    size_t wl = strlen(where);
+    if (strcmp(where, "0") == 0 || wl + CURSOR_CHECK + 2 > REDIS_CURSOR_MAX)
+        return false;
+    char check[41];
+    cursor_check(prefix, where, wl, check);
+    snprintf(out, REDIS_CURSOR_MAX, "%s~%.*s", where, CURSOR_CHECK, check);
+    return true;
+}
+
+/* Copies the SCAN cursor that s starts with into out (NUL-terminated):
+ * its length, or 0 unless s starts with 1 to 20 digits of a 64-bit number. */
+static size_t scan_cursor(const char *s, char out[21])
+{
+    size_t n = strspn(s, "0123456789");
+    if (n == 0 || n > 20)
+        return 0;
+    memcpy(out, s, n);
+    out[n] = '\0';
+    errno = 0;
+    unsigned long long v = strtoull(out, NULL, 10);
+    if (errno != 0 || (v == ULLONG_MAX && strcmp(out, "18446744073709551615") != 0))
+        return 0;
+    return n;
+}
+
+bool redis_list_cursor_open(const char *prefix, const char *given, struct redis_list_pos *pos)
+{
+    /* A cursor we gave out: '<where>~<check>' (cursor_check). */
+    char cur[REDIS_CURSOR_MAX] = "0";
+    bool ok = true;
+    if (given != NULL && given[0] != '\0') {
+        const char *tilde = strrchr(given, '~');
+        size_t wl = tilde != NULL ? (size_t)(tilde - given) : 0;
+        char check[41];
+        ok = tilde != NULL && wl > 0 && wl < sizeof(cur) && strlen(tilde + 1) == CURSOR_CHECK;
+        if (ok) {
+            cursor_check(prefix, given, wl, check);
+            ok = memcmp(check, tilde + 1, CURSOR_CHECK) == 0;
+        }
+        if (ok) {
+            memcpy(cur, given, wl);
+            cur[wl] = '\0';
+        }
+    }
+    /* Where the walk is: '<SCAN cursor>', or '<SCAN cursor>:<span end>:<name>'
+     * when a page ended inside one SCAN call (list.lua). SCAN cursors are
+     * unsigned 64-bit numbers: anything else is the client's mistake (400),
+     * not a Redis error (503). */
+    pos->stop[0] = '\0';
+    pos->after[0] = '\0';
+    size_t cl = ok ? scan_cursor(cur, pos->scan) : 0;
+    ok = cl > 0 && cur[cl] == '\0';
+    if (cl > 0 && cur[cl] == ':') {
+        size_t sl = scan_cursor(cur + cl + 1, pos->stop);
+        if (sl > 0 && cur[cl + 1 + sl] == ':') {
+            const char *after = cur + cl + 1 + sl + 1;
+            ok = *after && lk_name_valid(after, strlen(after));
+            if (ok)
+                lk_strlcpy(pos->after, after, sizeof(pos->after));
+        }
+    }
+    return ok;
 }
 
 static void handle_list(struct rcmd *cmd, const redisReply *r)
@@ -803,15 +869,9 @@ static void handle_list(struct rcmd *cmd, const redisReply *r)
     bk_res_init(&out, LK_OK);
     out.entries = ents;
     out.nentries = k;
-    char next[LK_NAME_MAX + 64];
-    const char *where = r->element[0]->str;
-    size_t wl = strlen(where);
-    if (strcmp(where, "0") != 0 && wl + CURSOR_CHECK + 2 <= sizeof(next)) {
-        char check[41];
-        cursor_check(cmd->bk, where, wl, check);
-        snprintf(next, sizeof(next), "%s~%.*s", where, CURSOR_CHECK, check);
+    char next[REDIS_CURSOR_MAX];
+    if (redis_list_cursor(cmd->bk->prefix, r->element[0]->str, next))
         out.next_cursor = next;
-    }
     cmd_answer(cmd, &out);
     free(ents);
 }
@@ -1594,59 +1654,12 @@ static size_t glob_escape(char *out, const char *s)
     return o;
 }
 
-/* Copies the SCAN cursor that s starts with into out (NUL-terminated):
- * its length, or 0 unless s starts with 1 to 20 digits of a 64-bit number. */
-static size_t scan_cursor(const char *s, char out[21])
-{
-    size_t n = strspn(s, "0123456789");
-    if (n == 0 || n > 20)
-        return 0;
-    memcpy(out, s, n);
-    out[n] = '\0';
-    errno = 0;
-    unsigned long long v = strtoull(out, NULL, 10);
-    if (errno != 0 || (v == ULLONG_MAX && strcmp(out, "18446744073709551615") != 0))
-        return 0;
-    return n;
-}
-
 static enum lk_code rb_list(struct rb *bk, struct rn_conn *c, const struct bk_req *req,
                             bk_done_fn done, void *arg)
 {
     const char *prefix = req->prefix ? req->prefix : "";
-    const char *given = req->cursor && req->cursor[0] ? req->cursor : NULL;
-    /* A cursor we gave out: '<where>~<check>' (cursor_check). */
-    char cur[LK_NAME_MAX + 64] = "0";
-    bool ok = true;
-    if (given != NULL) {
-        const char *tilde = strrchr(given, '~');
-        size_t wl = tilde != NULL ? (size_t)(tilde - given) : 0;
-        char check[41];
-        ok = tilde != NULL && wl > 0 && wl < sizeof(cur) && strlen(tilde + 1) == CURSOR_CHECK;
-        if (ok) {
-            cursor_check(bk, given, wl, check);
-            ok = memcmp(check, tilde + 1, CURSOR_CHECK) == 0;
-        }
-        if (ok) {
-            memcpy(cur, given, wl);
-            cur[wl] = '\0';
-        }
-    }
-    /* Where the walk is: '<SCAN cursor>', or '<SCAN cursor>:<span end>:<name>'
-     * when a page ended inside one SCAN call (list.lua). SCAN cursors are
-     * unsigned 64-bit numbers: anything else is the client's mistake (400),
-     * not a Redis error (503). */
-    char scan[21], stop[21] = "";
-    size_t cl = ok ? scan_cursor(cur, scan) : 0;
-    const char *after = "";
-    ok = cl > 0 && cur[cl] == '\0';
-    if (cl > 0 && cur[cl] == ':') {
-        size_t sl = scan_cursor(cur + cl + 1, stop);
-        if (sl > 0 && cur[cl + 1 + sl] == ':') {
-            after = cur + cl + 1 + sl + 1;
-            ok = *after && lk_name_valid(after, strlen(after));
-        }
-    }
+    struct redis_list_pos pos;
+    bool ok = redis_list_cursor_open(bk->prefix, req->cursor, &pos);
     if (!ok || strlen(prefix) > LK_NAME_MAX) {
         struct bk_res r;
         bk_res_init(&r, ok ? LK_INVALID : LK_BAD_CURSOR);
@@ -1663,9 +1676,9 @@ static enum lk_code rb_list(struct rb *bk, struct rn_conn *c, const struct bk_re
     pat[o++] = '}';
     struct rargs b = {0};
     rargs_str(&b, "0");
-    rargs_str(&b, scan);
-    rargs_str(&b, stop);
-    rargs_str(&b, after);
+    rargs_str(&b, pos.scan);
+    rargs_str(&b, pos.stop);
+    rargs_str(&b, pos.after);
     rargs_put(&b, pat, o);
     rargs_int(&b, (long long)(req->count > 0 ? req->count : 100));
     rargs_int(&b, (long long)bk->prefix_len);

@@ -1292,20 +1292,15 @@ static enum lk_code rl_list(struct rl *rl, struct lk_loop *lp, const struct bk_r
     /* '<node>.<that node's cursor>' ('<node>.' its start); a first page
      * walks node 0 */
     const char *cur = req->cursor ? req->cursor : "";
-    int node = 0;
+    size_t kth = 0;
     const char *rest = "";
-    if (cur[0] != '\0') {
-        char *end = NULL;
-        long v = strtol(cur, &end, 10);
-        if (end == cur || *end != '.' || v < 0 || v >= walk_nodes(rl)) {
-            struct bk_res r;
-            bk_res_init(&r, LK_BAD_CURSOR);
-            done(arg, &r);
-            return LK_OK;
-        }
-        node = (int)v;
-        rest = end + 1;
+    if (cur[0] != '\0' && !backend_cursor_split(cur, (size_t)walk_nodes(rl), &kth, &rest)) {
+        struct bk_res r;
+        bk_res_init(&r, LK_BAD_CURSOR);
+        done(arg, &r);
+        return LK_OK;
     }
+    int node = (int)kth;
     struct rl_call *c = call_new(rl, lp, req, done, arg);
     c->list_node = node;
     c->cursor = lk_strdup(rest);

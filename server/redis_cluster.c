@@ -36,18 +36,19 @@
 #include "server/metrics.h"
 #include "server/reassert.h"
 #include "server/redis_lock.h"
+#include "server/redis_map.h"
 #include "server/redis_node.h"
 #include "server/redis_slot.h"
 #include "server/redis_url.h"
 #include "server/util.h"
 
 #define RC_MAX_SEEDS 16
-#define RC_MAX_SHARDS 64 /* primaries (and former ones) known, never forgotten */
+#define RC_MAX_SHARDS REDIS_MAP_NODES /* primaries (and former ones) known, never forgotten */
 #define RC_POLL_MS 1000  /* ask for the map this often even when nothing happened */
 #define RC_ASK_GAP_MS 50 /* after a redirection or trouble, at most this often */
 #define RC_TRIES 8       /* redirections and retries of one operation before 503 */
 #define RC_RETRY_MS 25   /* pause before the k-th retry: k * RC_RETRY_MS */
-#define RC_ADDR 64
+#define RC_ADDR REDIS_ADDR_LEN
 
 struct rc_shard {
     char addr[RC_ADDR]; /* host:port, as the cluster names it */
@@ -92,7 +93,7 @@ struct rc {
     pthread_t th;
     bool running;
     redisContext *query; /* discovery thread only: the node that answered last */
-    char query_addr[RC_ADDR];
+    char query_addr[RC_ADDR + 16]; /* for the log: its host, whole, and port */
     char query_host[RC_ADDR]; /* its host, as reached */
 };
 
@@ -162,125 +163,6 @@ static void on_trouble(void *arg, const char *why)
 
 /* ---------------------------------------------------------------- discovery */
 
-/* A map as one node told it: owner[] indexes addrs[]. */
-struct rc_map {
-    short owner[REDIS_SLOTS];
-    char addrs[RC_MAX_SHARDS][RC_ADDR];
-    int n;
-};
-
-/* A node's address as a map names it. An empty (or absent) host is a node
- * that does not know its own address (a cluster of one that never met
- * another): it is the one that answered, at the host it was reached by
- * (`via`), as redis-cli and redis-py read it. "?" is a node that announces
- * hostnames but has none: unknown. */
-static int map_addr(struct rc_map *m, const char *host, const char *via, long long port)
-{
-    char a[RC_ADDR];
-    if (host == NULL || host[0] == '\0')
-        host = via;
-    if (port <= 0 || port > 65535 || host == NULL || host[0] == '\0' || strcmp(host, "?") == 0)
-        return -1;
-    snprintf(a, sizeof(a), "%.50s:%lld", host, port);
-    for (int i = 0; i < m->n; i++)
-        if (strcmp(m->addrs[i], a) == 0)
-            return i;
-    if (m->n == RC_MAX_SHARDS)
-        return -1;
-    lk_strlcpy(m->addrs[m->n], a, RC_ADDR);
-    return m->n++;
-}
-
-static void map_range(struct rc_map *m, long long lo, long long hi, int who)
-{
-    for (long long s = lo; s <= hi && s < REDIS_SLOTS; s++)
-        if (s >= 0)
-            m->owner[s] = (short)who;
-}
-
-static const redisReply *field(const redisReply *map, const char *key)
-{
-    if (map == NULL || map->type != REDIS_REPLY_ARRAY)
-        return NULL;
-    for (size_t i = 0; i + 1 < map->elements; i += 2)
-        if (map->element[i]->type == REDIS_REPLY_STRING && strcmp(map->element[i]->str, key) == 0)
-            return map->element[i + 1];
-    return NULL;
-}
-
-static bool is_str(const redisReply *r, const char *s)
-{
-    return r != NULL && (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS) &&
-           strcmp(r->str, s) == 0;
-}
-
-static long long rnum(const redisReply *r)
-{
-    if (r == NULL)
-        return -1;
-    if (r->type == REDIS_REPLY_INTEGER)
-        return r->integer;
-    if (r->type == REDIS_REPLY_STRING)
-        return atoll(r->str);
-    return -1;
-}
-
-/* CLUSTER SHARDS (Redis 7): [{slots: [lo, hi, ...], nodes: [{ip, port,
- * role, health, ...}, ...]}, ...]; the primary that is not failed wins, a
- * failed one is still its slots' owner (its names answer 503). */
-static bool parse_shards(const redisReply *r, const char *via, struct rc_map *m)
-{
-    if (r->type != REDIS_REPLY_ARRAY)
-        return false;
-    for (size_t i = 0; i < r->elements; i++) {
-        const redisReply *slots = field(r->element[i], "slots");
-        const redisReply *nodes = field(r->element[i], "nodes");
-        if (slots == NULL || nodes == NULL || slots->type != REDIS_REPLY_ARRAY ||
-            nodes->type != REDIS_REPLY_ARRAY || slots->elements == 0)
-            continue;
-        const redisReply *best = NULL;
-        for (size_t j = 0; j < nodes->elements; j++) {
-            const redisReply *nd = nodes->element[j];
-            if (!is_str(field(nd, "role"), "master"))
-                continue;
-            if (best == NULL || !is_str(field(nd, "health"), "fail"))
-                best = nd;
-        }
-        if (best == NULL)
-            continue;
-        const redisReply *ip = field(best, "ip");
-        int who = map_addr(m, ip && ip->type == REDIS_REPLY_STRING ? ip->str : NULL, via,
-                           rnum(field(best, "port")));
-        if (who < 0)
-            continue;
-        for (size_t k = 0; k + 1 < slots->elements; k += 2)
-            map_range(m, rnum(slots->element[k]), rnum(slots->element[k + 1]), who);
-    }
-    return true;
-}
-
-/* CLUSTER SLOTS: [[lo, hi, [ip, port, id], replicas...], ...]; the ip may
- * be "" or nil (map_addr). */
-static bool parse_slots(const redisReply *r, const char *via, struct rc_map *m)
-{
-    if (r->type != REDIS_REPLY_ARRAY)
-        return false;
-    for (size_t i = 0; i < r->elements; i++) {
-        const redisReply *e = r->element[i];
-        if (e->type != REDIS_REPLY_ARRAY || e->elements < 3 ||
-            e->element[2]->type != REDIS_REPLY_ARRAY || e->element[2]->elements < 2)
-            continue;
-        const redisReply *ip = e->element[2]->element[0];
-        if (ip->type != REDIS_REPLY_STRING && ip->type != REDIS_REPLY_NIL)
-            continue;
-        int who = map_addr(m, ip->type == REDIS_REPLY_STRING ? ip->str : NULL, via,
-                           rnum(e->element[2]->element[1]));
-        if (who >= 0)
-            map_range(m, rnum(e->element[0]), rnum(e->element[1]), who);
-    }
-    return true;
-}
-
 /* Every node takes the first seed's credentials (a cluster has one set). */
 static redisContext *node_connect(const struct rc *rc, const char *host, int port)
 {
@@ -289,14 +171,13 @@ static redisContext *node_connect(const struct rc *rc, const char *host, int por
 
 /* Asks c, reached at host via, for the map: 1 (m filled), 0 (it answered,
  * but is no cluster node: err says so), -1 (c failed; the caller frees it). */
-static int map_ask(redisContext *c, const char *via, struct rc_map *m, char *err, size_t errlen)
+static int map_ask(redisContext *c, const char *via, struct redis_map *m, char *err, size_t errlen)
 {
-    memset(m->owner, 0xff, sizeof(m->owner)); /* -1 */
-    m->n = 0;
+    redis_map_clear(m);
     redisReply *r = redisCommand(c, "CLUSTER SHARDS");
     if (r == NULL)
         return -1;
-    bool ok = r->type != REDIS_REPLY_ERROR && parse_shards(r, via, m);
+    bool ok = r->type != REDIS_REPLY_ERROR && redis_map_shards(r, via, m);
     if (!ok && r->type == REDIS_REPLY_ERROR && strstr(r->str, "cluster support disabled")) {
         snprintf(err, errlen, "%s", r->str);
         freeReplyObject(r);
@@ -308,7 +189,7 @@ static int map_ask(redisContext *c, const char *via, struct rc_map *m, char *err
     r = redisCommand(c, "CLUSTER SLOTS"); /* before Redis 7 */
     if (r == NULL)
         return -1;
-    ok = r->type != REDIS_REPLY_ERROR && parse_slots(r, via, m);
+    ok = r->type != REDIS_REPLY_ERROR && redis_map_slots(r, via, m);
     if (!ok)
         snprintf(err, errlen, "%s", r->type == REDIS_REPLY_ERROR ? r->str : "no slot map");
     freeReplyObject(r);
@@ -317,7 +198,7 @@ static int map_ask(redisContext *c, const char *via, struct rc_map *m, char *err
 
 /* Asks the node that answered last, then the primaries known, then the
  * seeds. 1, 0 (only non-cluster answers), -1 (nobody answered). */
-static int discover(struct rc *rc, struct rc_map *m, char *err, size_t errlen)
+static int discover(struct rc *rc, struct redis_map *m, char *err, size_t errlen)
 {
     int best = -1;
     if (rc->query != NULL) {
@@ -349,7 +230,7 @@ static int discover(struct rc *rc, struct rc_map *m, char *err, size_t errlen)
         if (got == 1) {
             rc->query = c;
             lk_strlcpy(rc->query_host, host, sizeof(rc->query_host));
-            snprintf(rc->query_addr, sizeof(rc->query_addr), "%.50s:%d", host, port);
+            snprintf(rc->query_addr, sizeof(rc->query_addr), "%s:%d", host, port);
             return 1;
         }
         if (got == 0)
@@ -368,12 +249,12 @@ static int shard_open(struct rc *rc, const char *addr, char *err, size_t errlen)
         snprintf(err, errlen, "more than %d cluster nodes", RC_MAX_SHARDS);
         return -1;
     }
-    struct redis_url u = rc->seeds[0]; /* its credentials */
-    lk_strlcpy(u.host, addr, sizeof(u.host));
-    char *colon = strrchr(u.host, ':');
-    if (colon == NULL)
+    const char *colon = strrchr(addr, ':');
+    if (colon == NULL || (size_t)(colon - addr) > REDIS_HOST_MAX)
         return -1;
-    *colon = '\0';
+    struct redis_url u = rc->seeds[0]; /* its credentials */
+    memcpy(u.host, addr, (size_t)(colon - addr)); /* the host whole: it fits (redis_map.h) */
+    u.host[colon - addr] = '\0';
     u.port = atoi(colon + 1);
     u.db = 0;
     struct rc_shard *s = lk_calloc(1, sizeof(*s));
@@ -453,7 +334,7 @@ static bool primary_gone(struct rc *rc, const struct rc_shard *a)
         return true;
     redisReply *r = redisCommand(c, "ROLE");
     bool gone = r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
-                !is_str(r->element[0], "master");
+                !redis_reply_is(r->element[0], "master");
     if (r != NULL)
         freeReplyObject(r);
     redisFree(c);
@@ -491,7 +372,7 @@ static void hand_over(struct rc *rc, const int *next)
 
 /* Makes m the map: opens primaries not known yet, then stores each slot's
  * owner. A primary that cannot be opened leaves its slots as they were. */
-static enum lk_code map_apply(struct rc *rc, const struct rc_map *m, char *err, size_t errlen)
+static enum lk_code map_apply(struct rc *rc, const struct redis_map *m, char *err, size_t errlen)
 {
     int idx[RC_MAX_SHARDS];
     for (int i = 0; i < m->n; i++) {
@@ -543,7 +424,7 @@ static void *rc_main(void *arg)
 {
     struct rc *rc = arg;
     int64_t last = lk_now_ms();
-    struct rc_map *m = lk_malloc(sizeof(*m));
+    struct redis_map *m = lk_malloc(sizeof(*m));
     while (!__atomic_load_n(&rc->stop, __ATOMIC_ACQUIRE)) {
         int64_t now = lk_now_ms();
         bool asked = __atomic_load_n(&rc->ask, __ATOMIC_ACQUIRE) != 0;
@@ -656,18 +537,12 @@ static void call_later(struct rc_call *k)
     ev_timer_start(loop_ev(k->lp), &k->retry);
 }
 
-/* "MOVED <slot> <host>:<port>" / "ASK <slot> <host>:<port>": the shard it
- * names (-1 when unknown: the discovery thread opens it), the slot in *slot. */
+/* The shard a MOVED or ASK refusal names (-1 when unknown: the discovery
+ * thread opens it), the slot in *slot. */
 static int redirect_target(struct rc *rc, const char *refusal, int *slot)
 {
-    const char *sp = strchr(refusal, ' ');
-    if (sp == NULL)
-        return -1;
-    *slot = atoi(sp + 1);
-    const char *addr = strchr(sp + 1, ' ');
-    if (addr == NULL || *slot < 0 || *slot >= REDIS_SLOTS)
-        return -1;
-    return shard_find(rc, addr + 1);
+    const char *addr;
+    return redis_redirect_parse(refusal, slot, &addr) ? shard_find(rc, addr) : -1;
 }
 
 static void call_done(void *arg, const struct bk_res *r)
@@ -906,20 +781,11 @@ static enum lk_code rc_list(struct rc *rc, struct lk_loop *lp, const struct bk_r
     const char *cur = req->cursor ? req->cursor : "";
     size_t kth = 0;
     const char *inner = "";
-    if (cur[0] != '\0') {
-        size_t d = strspn(cur, "0123456789");
-        if (d == 0 || d > 2 || cur[d] != '.' || strlen(cur + d + 1) >= 600) {
-            struct bk_res r;
-            bk_res_init(&r, LK_BAD_CURSOR);
-            done(arg, &r);
-            return LK_OK;
-        }
-        kth = (size_t)atoi(cur);
-        inner = cur + d + 1;
-    }
     int order[RC_MAX_SHARDS];
     size_t n = walk_order(rc, order);
-    if (kth >= n && !(kth == 0 && n == 0)) {
+    /* no map yet (n 0): "0." passes, and is 503 below */
+    if (cur[0] != '\0' && (!backend_cursor_split(cur, n > 0 ? n : 1, &kth, &inner) ||
+                           strlen(inner) >= 600 /* k->cursor */)) {
         struct bk_res r;
         bk_res_init(&r, LK_BAD_CURSOR);
         done(arg, &r);
@@ -1216,7 +1082,7 @@ enum lk_code backend_cluster_new(const struct lk_config *cfg, struct backend *ou
     pthread_mutex_init(&rc->mu, NULL);
     memset(rc->owner, 0xff, sizeof(rc->owner)); /* -1: nobody */
     memset(rc->applied, 0xff, sizeof(rc->applied));
-    struct rc_map *m = NULL;
+    struct redis_map *m = NULL;
     enum lk_code code = parse_seeds(rc, cfg->redis ? cfg->redis : "", err, errlen);
     if (code != LK_OK)
         goto fail;

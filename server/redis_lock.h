@@ -86,4 +86,22 @@ enum lk_code redis_lock_fence_raise(void *state, struct lk_loop *lp, const char 
 enum lk_code redis_lock_undo(void *state, struct lk_loop *lp, const char *name, const char *lease,
                              bk_done_fn done, void *arg);
 
+/* Listing cursors of the lock layer: '<where>~<check>', where the walk is
+ * (list.lua's position: '<SCAN cursor>' or '<SCAN cursor>:<span end>:<name
+ * to resume after>') and 12 hex digits of SHA-1 over the key prefix and
+ * it, so that a cursor no lockd of this prefix gave out is LK_BAD_CURSOR.
+ * Pure, any thread; fuzzed by tests/fuzz/fuzz_cursor.c. */
+#define REDIS_CURSOR_MAX (LK_NAME_MAX + 64)
+struct redis_list_pos {
+    char scan[21];                 /* SCAN cursor, "0" for the start */
+    char stop[21];                 /* "" or the span end */
+    char after[LK_NAME_MAX + 1];   /* "" or a lock name */
+};
+/* The cursor for where (list.lua's answer) into out; false when there is
+ * none to give: where is "0" (the walk is over) or too long. */
+bool redis_list_cursor(const char *prefix, const char *where, char out[REDIS_CURSOR_MAX]);
+/* Reads a cursor a client sent back (NULL or "" for the start) into pos;
+ * false when no lockd of prefix gave it out. */
+bool redis_list_cursor_open(const char *prefix, const char *cursor, struct redis_list_pos *pos);
+
 #endif

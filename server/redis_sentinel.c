@@ -26,6 +26,7 @@
 #include "server/backend.h"
 #include "server/log.h"
 #include "server/redis_lock.h"
+#include "server/redis_map.h"
 #include "server/redis_node.h"
 #include "server/redis_url.h"
 #include "server/util.h"
@@ -72,15 +73,7 @@ static int sen_ask(redisContext *c, const char *master, char *host, size_t cap, 
     redisReply *r = redisCommand(c, "SENTINEL get-master-addr-by-name %s", master);
     if (r == NULL)
         return -1;
-    int rc = 0;
-    if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-        r->element[0]->type == REDIS_REPLY_STRING && r->element[1]->type == REDIS_REPLY_STRING) {
-        lk_strlcpy(host, r->element[0]->str, cap);
-        *port = atoi(r->element[1]->str);
-        rc = *port > 0 && *port < 65536 ? 1 : 0;
-    } else if (r->type == REDIS_REPLY_ERROR) {
-        rc = -1; /* not a sentinel, or it refused us: try the next */
-    }
+    int rc = redis_sentinel_addr(r, host, cap, port); /* -1: try the next */
     freeReplyObject(r);
     return rc;
 }

@@ -419,6 +419,29 @@ static void case_list_bad_cursor(struct cf *c)
     q.cursor = ""; /* and the backend pages on from the start after it */
     cf_submit(c, &q, &res);
     CHECK_EQ_INT(res.code, LK_OK);
+    /* Another spelling of a cursor it gave out is not one it gave out
+     * (fuzz_cursor: redlock's strtol took "+0.", " 0." and "00.", the
+     * cluster's atoi "00."). */
+    cf_grant(c, "bc-1", LEASE_A, "");
+    q.count = 1;
+    cf_submit(c, &q, &res);
+    CHECK_EQ_INT(res.code, LK_OK);
+    CHECK(res.has_next && res.next_cursor[0] != '\0');
+    char given[1100];
+    snprintf(given, sizeof(given), "%s", res.next_cursor);
+    static const char *const before[] = {"0", "+", " ", "-"};
+    for (size_t i = 0; i < sizeof(before) / sizeof(before[0]); i++) {
+        char forged[1200];
+        snprintf(forged, sizeof(forged), "%s%s", before[i], given);
+        q.cursor = forged;
+        cf_submit(c, &q, &res);
+        if (res.code != LK_BAD_CURSOR)
+            th_fail(__FILE__, __LINE__, "cursor '%s' (given '%s'): code %d", forged, given,
+                    (int)res.code);
+    }
+    q.cursor = given; /* the one it gave out still pages on */
+    cf_submit(c, &q, &res);
+    CHECK_EQ_INT(res.code, LK_OK);
 }
 
 /* Inspect: a held name's holder (owner, token, time left, session-bound as

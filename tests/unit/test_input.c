@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "api/errors.h"
+#include "api/http.h"
 #include "api/json_in.h"
 #include "api/json_out.h"
 #include "server/util.h"
@@ -222,6 +223,36 @@ static void test_itoa(void **state)
     }
 }
 
+/* The traceparent header's trace id (the access log's trace_id): only from
+ * a header the Trace Context spec calls valid, whose parent-id is not all
+ * zero either (fuzz_http_in found that one accepted). */
+static void test_trace_id(void **state)
+{
+    (void)state;
+    char t[33];
+    http_trace_id("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", t);
+    assert_string_equal(t, "4bf92f3577b34da6a3ce929d0e0e4736");
+    http_trace_id("cc-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-what-next", t);
+    assert_string_equal(t, "4bf92f3577b34da6a3ce929d0e0e4736");
+    static const char *const invalid[] = {
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01", /* parent-id zero */
+        "00-00000000000000000000000000000000-00f067aa0ba902b7-01", /* trace-id zero */
+        "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01", /* upper case */
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-x", /* 00 is 55 long */
+        "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01x",
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-0",
+        "",
+    };
+    for (size_t i = 0; i < sizeof(invalid) / sizeof(invalid[0]); i++) {
+        memset(t, 'x', sizeof(t));
+        http_trace_id(invalid[i], t);
+        assert_string_equal(t, "");
+    }
+    http_trace_id(NULL, t);
+    assert_string_equal(t, "");
+}
+
 static void test_time_and_random(void **state)
 {
     (void)state;
@@ -255,6 +286,7 @@ int main(void)
         cmocka_unit_test(test_names), cmocka_unit_test(test_leases),
         cmocka_unit_test(test_json),  cmocka_unit_test(test_json_out),
         cmocka_unit_test(test_itoa),  cmocka_unit_test(test_time_and_random),
+        cmocka_unit_test(test_trace_id),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
