@@ -76,7 +76,10 @@ struct rc {
      * never change after; only the discovery thread (or startup) adds. */
     struct rc_shard *shards[RC_MAX_SHARDS];
     int nshards;
-    short owner[REDIS_SLOTS]; /* atomic: shard index, -1 = no primary known */
+    /* atomic: shard index, -1 = no primary known. Stored with release and
+     * loaded with acquire: a loop that reads an index also sees the shard
+     * published under it (rc->shards[i] and what it points at). */
+    short owner[REDIS_SLOTS];
     /* The owner each slot had in the last map applied (map_apply's thread
      * only): a change there hands the leases of the slot to the new owner
      * (ra_adopt), even when a MOVED updated owner[] before. */
@@ -106,7 +109,7 @@ static int nshards(const struct rc *rc)
 
 static int owner_of(const struct rc *rc, int slot)
 {
-    return __atomic_load_n(&rc->owner[slot], __ATOMIC_RELAXED);
+    return __atomic_load_n(&rc->owner[slot], __ATOMIC_ACQUIRE);
 }
 
 /* The slot of name's keys: <prefix>{name} (and its :fence, its channel). */
@@ -400,7 +403,7 @@ static enum lk_code map_apply(struct rc *rc, const struct redis_map *m, char *er
         if (who >= 0)
             counts[who]++;
         if (owner_of(rc, s) != who) {
-            __atomic_store_n(&rc->owner[s], (short)who, __ATOMIC_RELAXED);
+            __atomic_store_n(&rc->owner[s], (short)who, __ATOMIC_RELEASE);
             changed = true;
         }
     }
@@ -559,7 +562,7 @@ static void call_done(void *arg, const struct bk_res *r)
             refresh_soon(rc);
             int to = redirect_target(rc, why, &slot);
             if (to >= 0 && k->slot == slot && ++k->tries <= RC_TRIES) {
-                __atomic_store_n(&rc->owner[slot], (short)to, __ATOMIC_RELAXED);
+                __atomic_store_n(&rc->owner[slot], (short)to, __ATOMIC_RELEASE);
                 call_send(k);
             } else if (k->slot >= 0) {
                 call_later(k);

@@ -85,7 +85,7 @@ struct eng_waiter {
     bool cancelled;    /* under wmu: the client left */
     bool kick_pending; /* under wmu: a release came while attempting */
     bool failed;       /* under wmu: answer fail_code at the next chance */
-    bool ride_released; /* a rider's release released (waiters_ride_done) */
+    bool ride_released; /* under wmu: a rider's release released (waiters_ride_done) */
     bool rode;          /* under wmu: asked with a release (waiters_ride) */
     enum lk_code fail_code;
     int64_t limit_in_force; /* LK_LIMIT_MISMATCH: the backend's */
@@ -871,14 +871,19 @@ void waiters_ride_done(struct engine *e, struct eng_waiter *w, bool released,
     /* Released, and the rider did not take the slot (not asked, or its
      * acquire failed other than by a refusal, which says the name is full):
      * the release counts for the queue as one without a rider would. */
-    if (released && (g == NULL || (g->code != LK_OK && g->code != LK_LOCKED))) {
+    bool freed = released && (g == NULL || (g->code != LK_OK && g->code != LK_LOCKED));
+    if (freed || g == NULL) {
+        /* ride_released under wmu too: it shares a word with the flags
+         * waiters_ride reads under wmu on other loops, and a compiler may
+         * read them (and TSan sees them read) as one word */
         pthread_mutex_lock(&e->wmu);
-        if (w->q != NULL)
+        if (freed && w->q != NULL)
             slot_freed(e, w->q, w);
+        if (g == NULL)
+            w->ride_released = released;
         pthread_mutex_unlock(&e->wmu);
     }
     if (g == NULL) {
-        w->ride_released = released;
         loop_post(w->lp, ride_back, w);
         return;
     }

@@ -390,16 +390,24 @@ static void t_paused_node(void)
 
 /* ---- a minority node restarted empty ---- */
 
-static long long acquire_token(struct th_client *c, const char *url, char *hdr, size_t cap)
+static long long acquire_token_ttl(struct th_client *c, const char *url, char *hdr, size_t cap,
+                                   long long ttl_ms)
 {
     struct th_resp r;
-    th_http(c, "POST", url, "{\"ttl_ms\":5000}", NULL, &r);
+    char body[48];
+    snprintf(body, sizeof(body), "{\"ttl_ms\":%lld}", ttl_ms);
+    th_http(c, "POST", url, body, NULL, &r);
     if (r.status != 200)
         th_fail(__FILE__, __LINE__, "acquire %s: %ld %s", url, r.status, r.body);
     long long t = th_jint(&r, "fencing_token");
     snprintf(hdr, cap, "Lock-Lease: %s", th_jstr(&r, "lease"));
     th_resp_free(&r);
     return t;
+}
+
+static long long acquire_token(struct th_client *c, const char *url, char *hdr, size_t cap)
+{
+    return acquire_token_ttl(c, url, hdr, cap, 5000);
 }
 
 /* Nodes 0 and 1 have the name's counter far ahead of node 2's (as when
@@ -432,7 +440,8 @@ static void t_minority_restart_empty(void)
     for (int i = 0; i < 2; i++)
         CHECK(strstr(th_redis_cli(&R[i], cmd), "OK") != NULL);
 
-    long long t1 = acquire_token(c, url, hdr, sizeof(hdr));
+    /* held through the waits below, which TH_TIME_SCALE stretches */
+    long long t1 = acquire_token_ttl(c, url, hdr, sizeof(hdr), 5000 * th_time_scale());
     CHECK(t1 > ahead);
     /* node 2 answered a counter far below the others': lockd says so. Only
      * when node 2's vote came in with the majority's (it often comes last,
