@@ -2543,12 +2543,15 @@ static void no_fence_raise(int i)
 }
 
 /* A grant stands only when a majority are known to count past its token.
- * Node 0's counter is far ahead, so the token is node 0's; nodes 1 and 2
- * grant too, under their wall-clock counters, and their write-backs fail
- * (fence_raise.lua refused there). Only node 0 counts past the token, and
- * should it lose its data, nodes 1 and 2 would grant a smaller token later:
- * not a grant (503, undone everywhere). Counting one node as enough
- * granted it. */
+ * The three counters differ (node 0 far ahead, node 1 ahead, node 2 at the
+ * wall clock), so whichever two votes come first, the token is the larger
+ * one's and the other node must take it by a write-back, which fails there
+ * (fence_raise.lua refused on nodes 1 and 2). Only one node counts past
+ * the token, and should it lose its data a later majority would grant a
+ * smaller one: not a grant (503, undone everywhere). Counting one node as
+ * enough granted it. (With nodes 1 and 2 both at the wall clock, the two
+ * agreed whenever their votes came first, a grant without node 0 that
+ * needs no write-back: CI saw it.) */
 static void t_writeback_short_of_majority(void)
 {
     struct th_lockd l;
@@ -2556,6 +2559,7 @@ static void t_writeback_short_of_majority(void)
     struct th_client *c = rl_begin(&l, "wb", url, sizeof(url));
     CHECK_EQ_INT(th_status(c, "GET", url, NULL, NULL, NULL), 200); /* libraries loaded */
     th_redis_cli(&R[0], "SET rl:{wb}:fence 9000000000000000");
+    th_redis_cli(&R[1], "SET rl:{wb}:fence 5000000000000000");
     no_fence_raise(1);
     no_fence_raise(2);
     struct th_resp r;
