@@ -1489,7 +1489,7 @@ static void open_watching(struct fx *f, struct fx *g, const char *name)
 /* The news of the hook's last message, once it named name. */
 static bool hook_news(const char *name, enum bk_news *what, int64_t *ttl)
 {
-    if (!th_wait_for(hook_saw, (void *)name, 1000))
+    if (!th_wait_for(hook_saw, (void *)name, 1000 * th_time_scale()))
         return false;
     pthread_mutex_lock(&hook_mu);
     *what = hook_what;
