@@ -73,7 +73,7 @@ flags_of() {
     shared-live) echo "-DSH -DREMOTE -DLIVE" ;;
     sem-live)   echo "-DSH -DREMOTE -DLIVE -DLIMIT=2" ;;
     # handoff.pml: a semaphore's releases carrying riders (4 clients)
-    handoff)    echo "-DHO -DNC=4 -DTRYONCE -DREMOTE" ;;
+    handoff)    echo "-DHO -DNC=4 -DTRYONCE -DREMOTE -DSUBKICK" ;;
     handoff-l3) echo "-DHO -DNC=4 -DLIMIT=3 -DTRYONCE -DREMOTE" ;;
     # with lost requests and replies (lockd's deadline, the connection
     # dropped), holder expiry, crashes and the head's retry timer (3 clients)
@@ -123,7 +123,7 @@ run() {
 # model-full` adds the costly bitstate searches
 MODEL_SET="contention redlock redlock-shared leases live-sessions mixed sessions semaphore handoff rwlock liveness sem-live shared-live"
 FULL_SET="redlock-w24 wide redlock-drift redlock-shared-3 redlock-shared-drift handoff-l3 $MODEL_SET"
-MUTANT_SET="MUT_RL_RENEW_MAX MUT_NO_LOCK_DELAY MUT_RL_NO_WRITEBACK MUT_RLSH_X_IGNORES_S MUT_RLSH_MINORITY MUT_RLSH_NO_RESIDUE MUT_RENEW_NO_OWNER MUT_RELEASE_NO_CAD MUT_NO_MAX_HOLD MUT_NO_RETRY MUT_SH_IGNORE_X MUT_SEM_NO_LIMIT MUT_SH_NO_WRITER_PREF MUT_SH_RELEASE_ANY MUT_RIDE_NO_AFTER MUT_RIDE_COUNTS_FREED"
+MUTANT_SET="MUT_RL_RENEW_MAX MUT_NO_LOCK_DELAY MUT_RL_NO_WRITEBACK MUT_RLSH_X_IGNORES_S MUT_RLSH_MINORITY MUT_RLSH_NO_RESIDUE MUT_RENEW_NO_OWNER MUT_RELEASE_NO_CAD MUT_NO_MAX_HOLD MUT_NO_RETRY MUT_SH_IGNORE_X MUT_SEM_NO_LIMIT MUT_SH_NO_WRITER_PREF MUT_SH_RELEASE_ANY MUT_RIDE_NO_AFTER MUT_RIDE_COUNTS_FREED MUT_NO_ROOM"
 # handoff.pml with faults (README.md, "Hand-off chain"): handoff-faults
 # (~2 s); handoff-faults-2 (~4 s) in model-full
 MODEL_SET="$MODEL_SET handoff-faults"
@@ -201,7 +201,7 @@ mutant)
     MUT_SH_NO_WRITER_PREF) c=shared-live ;;
     MUT_RIDE_DOWN_FORGETS|MUT_SEM_NO_RETRY|MUT_DOWN_NO_PROMOTE) c=handoff-faults ;;
     MUT_HO_*) c=handoff-renew ;;
-    MUT_RIDE_*) c=handoff ;;
+    MUT_RIDE_*|MUT_NO_ROOM) c=handoff ;;
     *) echo "check.sh: unknown mutant $m" >&2; exit 2 ;;
     esac
     case $m in

@@ -75,6 +75,9 @@
  *                          rider took it, a grant with no release counted
  *                          sets no `unknown`: (5) fails (a slot stays free
  *                          while a waiter waits)
+ *   MUT_NO_ROOM            attempt_done ignores the backend's room
+ *                          (bk_res.room): with the subscription's kick
+ *                          (SUBKICK) (5) fails
  *   MUT_RIDE_DOWN_FORGETS  (HOF) a release answered 503 or 404 leaves its
  *                          rider attempting: (5w) fails
  *   MUT_SEM_NO_RETRY       (HOF) a refused head arms no retry: after an
@@ -129,6 +132,14 @@ byte q_freed;           /* wqueue.freed */
 bit  q_unknown;         /* wqueue.unknown */
 bit  poke_a;            /* an on_poke(attempt) posted */
 bit  remote_rel;        /* another lockd's release message, not yet here */
+#ifdef SUBKICK
+bit  sub_conf = 1;      /* the name's subscription's confirmation, not yet here */
+bit  w_pend[NC];        /* marked attempting by waiters_acquire, attempt() not yet run */
+#define PEND(c) w_pend[c]
+#else
+#define PEND(c) 0
+#endif
+bit  w_room[NC];        /* c's grant at Redis left a slot free (bk_res.room), not yet read */
 bit  poke_n;            /* an on_poke(no attempt) posted (promote(h, false)) */
 
 /* ---- in flight */
@@ -222,7 +233,7 @@ inline count_holders() {
 inline acquire_shared(c) {
   count_holders();
   if
-  :: n < LIMIT -> h[c] = 1; granted_g(c); att_rep[c] = OK + 1
+  :: n < LIMIT -> w_room[c] = (n + 1 < LIMIT); h[c] = 1; granted_g(c); att_rep[c] = OK + 1
   :: else -> att_rep[c] = LOCKED + 1
   fi;
   att[c] = 0
@@ -270,7 +281,7 @@ inline release_handoff(i) {
 #endif
         count_holders();
         if
-        :: n < LIMIT -> h[r] = 1; granted_g(r); rel_g[i] = OK + 1
+        :: n < LIMIT -> w_room[r] = (n + 1 < LIMIT); h[r] = 1; granted_g(r); rel_g[i] = OK + 1
         :: else -> rel_g[i] = LOCKED + 1
         fi
      fi
@@ -369,7 +380,13 @@ inline waiters_acquire(c) {
   g_seq[c] = g_next; g_next++;
   cl_st[c] = C_WAITING;
   if
+#ifdef SUBKICK
+  /* marked attempting under wmu; attempt() takes wmu again to look at
+   * freed: a kick may come in between (w_pend) */
+  :: qn == 1 -> w_st[c] = W_ATTEMPTING; w_pend[c] = 1
+#else
   :: qn == 1 -> w_st[c] = W_ATTEMPTING; attempt(c)
+#endif
   :: else -> w_st[c] = W_QUEUED
   fi
 }
@@ -397,6 +414,12 @@ inline attempt_done(c, code) {
      :: else
      fi;
 #endif
+#ifndef MUT_NO_ROOM
+     /* the backend says a slot is still free: the next waiter asks,
+      * whatever was counted here */
+     if :: w_room[c] -> more = 1 :: else fi;
+#endif
+     w_room[c] = 0;
      hd = (q[0] == c);
      unlink_waiter(c);
      if
@@ -669,6 +692,19 @@ end:
   :: d_step { poke_a -> poke_a = 0; on_poke(1) }
   :: d_step { remote_rel -> remote_rel = 0;    /* on_backend_release: waiters_kick */
        if :: qn > 0 -> q_hexp = 0; slot_freed(NONE) :: else fi }
+#ifdef SUBKICK
+  :: d_step { w_pend[0] -> w_pend[0] = 0; attempt(0) }
+  :: d_step { w_pend[1] -> w_pend[1] = 0; attempt(1) }
+  :: d_step { w_pend[2] -> w_pend[2] = 0; attempt(2) }
+#if NC > 3
+  :: d_step { w_pend[3] -> w_pend[3] = 0; attempt(3) }
+#endif
+  /* redis_pubsub.c on_message: the subscription's confirmation wakes the
+   * name's waiters as a release would (one may have gone unheard), at any
+   * moment after the first waiter subscribed; it frees no slot */
+  :: d_step { sub_conf -> sub_conf = 0;
+       if :: qn > 0 -> q_hexp = 0; slot_freed(NONE) :: else fi }
+#endif
 #ifndef HOF
   :: d_step { poke_n -> poke_n = 0; on_poke(0) }
 #else
@@ -681,21 +717,26 @@ end:
   od
 }
 
+#ifdef SUBKICK
+#define SUB_PENDING sub_conf
+#else
+#define SUB_PENDING 0
+#endif
 /* (5) no slot idle while a waiter waits: lockd has nothing left to do (no
  * callback posted, no call in flight) while a waiter is queued here and
  * fewer than LIMIT slots are held. Only a holder's release would then move
  * it: the busy semaphore of main before the fix kept 1 of 8 slots in use so. */
 #ifndef HOF
-#define IDLE(c) (!att[c] && att_rep[c] == 0 && !rel[c] && !rel_done[c] && follow[c] == 0 && !back[c])
-#define IDLE_ALL (!poke_a && !poke_n && !remote_rel)
+#define IDLE(c) (!att[c] && att_rep[c] == 0 && !rel[c] && !rel_done[c] && follow[c] == 0 && !back[c] && !PEND(c))
+#define IDLE_ALL (!poke_a && !poke_n && !remote_rel && !SUB_PENDING)
 #else
 #ifndef HOR
-#define IDLE(c) (!att[c] && att_rep[c] == 0 && !rel[c] && !rel_done[c] && follow[c] == 0 && !back[c])
+#define IDLE(c) (!att[c] && att_rep[c] == 0 && !rel[c] && !rel_done[c] && follow[c] == 0 && !back[c] && !PEND(c))
 #else
 #define IDLE(c) (!att[c] && att_rep[c] == 0 && !rel[c] && !rel_done[c] && follow[c] == 0 && !back[c] \
                  && !rel[c + NC] && !rel_done[c + NC] && !rn[c] && rn_rep[c] == 0)
 #endif
-#define IDLE_ALL (!poke_a && !poke_n && !remote_rel)
+#define IDLE_ALL (!poke_a && !poke_n && !remote_rel && !SUB_PENDING)
 #endif
 #if NC > 3
 #define IDLE_N (IDLE(0) && IDLE(1) && IDLE(2) && IDLE(3))

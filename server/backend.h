@@ -191,6 +191,10 @@ struct bk_res {
     /* OK acquire/renew: how long from the request's start the result is
      * known to hold (Redlock: ttl - elapsed - drift); -1 when not computed. */
     int64_t validity_ms;
+    /* OK acquire of a semaphore's slot (limit > 1): the backend counted its
+     * holders with this grant and a slot is still free, so the next waiter
+     * may ask now (waiters.c). false: full, or not said. */
+    bool room;
     /* Who holds the name (LOCKED, HELD_BY_OTHER, INSPECT), newest token
      * first; nholders 0 = free. delay_ms > 0: nobody holds it but a
      * lock-delay runs that much longer. */

@@ -424,6 +424,7 @@ static struct mem_holder *take(struct mem *m, const char *name, const struct bk_
     if (mh != NULL) {
         holder_set(m, mh, req, now);
         bump(m, l, now);
+        r->room = l->limit > 1 && l->n < (uint64_t)l->limit;
     }
     return mh;
 }

@@ -156,6 +156,7 @@ struct rcmd {
     int64_t ttl_ms;   /* acquire: granted ttl */
     int64_t delay_ms; /* release: the lock-delay asked */
     int64_t token;    /* acquire with WAIT: the grant's token, answered after WAIT */
+    bool room;        /* and its bk_res.room */
     int64_t start_ms; /* when it was asked: a lease recorded expires no later than Redis' */
     /* shared acquire: the caller's more holders (bk_req.more), their tokens
      * filled when the grant is answered (acquire_shared.lua: token + k) */
@@ -335,18 +336,33 @@ static bool is_array(const redisReply *r, size_t min)
 
 /* A token as the scripts answer it: a string of 1 to 18 digits, above 0.
  * Anything else (a script that went wrong) is no answer: never a grant. */
-static bool rtoken(const redisReply *e, int64_t *out)
+static bool token_of(const char *s, size_t len, int64_t *out)
 {
-    if (e->type != REDIS_REPLY_STRING || e->len == 0 || e->len > 18)
+    if (len == 0 || len > 18)
         return false;
     int64_t v = 0;
-    for (size_t i = 0; i < e->len; i++) {
-        if (e->str[i] < '0' || e->str[i] > '9')
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9')
             return false;
-        v = v * 10 + (e->str[i] - '0');
+        v = v * 10 + (s[i] - '0');
     }
     *out = v;
     return v > 0;
+}
+
+static bool rtoken(const redisReply *e, int64_t *out)
+{
+    return e->type == REDIS_REPLY_STRING && token_of(e->str, e->len, out);
+}
+
+/* A grant's token: rtoken's, or a semaphore's with '+' after it when a
+ * slot is still free (_acquire_shared.lua): *room says which. */
+static bool rgrant(const redisReply *e, int64_t *out, bool *room)
+{
+    if (e->type != REDIS_REPLY_STRING)
+        return false;
+    *room = e->len > 1 && e->str[e->len - 1] == '+';
+    return token_of(e->str, e->len - *room, out);
 }
 
 /* el[0..3] = owner, token, sb, pttl; el[4], when mode_too, the mode ('1'
@@ -518,7 +534,8 @@ static void handle_acquire(struct rcmd *cmd, const redisReply *r)
     /* a grant is the token alone, as a string; a refusal is an array */
     if (r->type == REDIS_REPLY_STRING) {
         int64_t token = 0;
-        if (cmd->answered || cmd->nc.wait_lost || !rtoken(r, &token)) {
+        bool room = false;
+        if (cmd->answered || cmd->nc.wait_lost || !rgrant(r, &token, &room)) {
             /* Nobody will ever use this grant (the caller already got 503,
              * its WAIT was never sent, or the answer is not a token): give
              * it back now rather than at its TTL. */
@@ -528,10 +545,12 @@ static void handle_acquire(struct rcmd *cmd, const redisReply *r)
         }
         if (cmd->nc.wait_replicas > 0) {
             cmd->token = token; /* answered when WAIT says enough replicas have it */
+            cmd->room = room;
             cmd->granted = true;
             return;
         }
         grant_res(cmd, token, &out);
+        out.room = room;
         note_grant(cmd, token);
         cmd_answer(cmd, &out);
         return;
@@ -602,7 +621,7 @@ static void handle_handoff(struct rcmd *cmd, const redisReply *r)
     }
     bool known = released || (is_array(rel, 1) && owner_result(rel, &out, &h));
     int64_t token = 0;
-    bool granted = acq != NULL && acq->type == REDIS_REPLY_STRING;
+    bool granted = acq != NULL && acq->type == REDIS_REPLY_STRING, room = false;
     /* The acquire part failing is no refusal of the release: on a cluster
      * primary whose slot migrates, the lock the release deleted is no
      * longer local, and Redis refuses the script's SET of it ("non local
@@ -610,7 +629,7 @@ static void handle_handoff(struct rcmd *cmd, const redisReply *r)
     if (acq != NULL && acq->type == REDIS_REPLY_ERROR)
         lk_log(LK_DEBUG, "release_handoff: the waiter's acquire failed: %s",
                acq->str != NULL ? acq->str : "");
-    if ((granted && (cmd->answered || !known || !rtoken(acq, &token))) ||
+    if ((granted && (cmd->answered || !known || !rgrant(acq, &token, &room))) ||
         (acq != NULL && acq->type == REDIS_REPLY_ERROR)) {
         /* nobody will use this grant (the caller got 503 already, or the
          * reply is not what was asked), or what ran of it may have granted
@@ -624,6 +643,7 @@ static void handle_handoff(struct rcmd *cmd, const redisReply *r)
     note_owner_result(cmd, &out);
     if (granted) {
         grant_res(cmd, token, &got);
+        got.room = room;
         note_grant(cmd, token);
         out.handoff = &got;
     } else if (acq != NULL) {
@@ -999,6 +1019,7 @@ static void rcmd_wait_reply(struct rn_cmd *nc, redisReply *r)
     if (r != NULL && r->type == REDIS_REPLY_INTEGER && r->integer >= bk->wait_replicas) {
         struct bk_res out;
         grant_res(cmd, cmd->token, &out);
+        out.room = cmd->room;
         note_grant(cmd, cmd->token);
         cmd_answer(cmd, &out);
         return;

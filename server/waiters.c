@@ -280,7 +280,13 @@ static void attempt_done(void *arg, const struct bk_res *br)
         int64_t kicked = q->kicked_us;
         /* A semaphore's next waiter asks now only if more slots were freed
          * than this grant took (or their number is unknown). A rider took
-         * the slot its release freed, which was not counted. */
+         * the slot its release freed, which was not counted. Or when the
+         * backend says a slot is still free (br->room), whatever was
+         * counted here: a count is a guess (a subscription's confirmation
+         * wakes the head as a release would, a holder's lease lapses
+         * unseen), and a guess too low left slots idle while waiters
+         * queued, every release handing its one slot on (bench/RESULTS.md,
+         * 2026-11-28). */
         bool more = true;
         if (w->limit > 1 && rode)
             more = q->unknown || q->freed > 0;
@@ -288,6 +294,8 @@ static void attempt_done(void *arg, const struct bk_res *br)
             q->unknown = true;
         else if (w->limit > 1 && !q->unknown)
             more = --q->freed > 0;
+        if (w->limit > 1 && br->room)
+            more = true;
         unlink_waiter(e, w, &h);
         bool cancelled = w->cancelled;
         if (h != NULL) {
@@ -892,6 +900,7 @@ void waiters_ride_done(struct engine *e, struct eng_waiter *w, bool released,
     w->gres.fencing_token = g->fencing_token;
     w->gres.ttl_ms = g->ttl_ms;
     w->gres.validity_ms = g->validity_ms;
+    w->gres.room = g->room;
     w->gres.delay_ms = g->delay_ms;
     w->gres.limit = g->limit;
     w->gres.nholders = g->nholders > 0 ? 1 : 0;

@@ -14,7 +14,9 @@
 -- modulus and the node's residue (sh_step: a counter that ran ahead of
 -- nowus, a multiple of step there, steps to that residue; never with
 -- riders).
--- Returns the token, as a string, when granted; {0, owner, token, sb, pttl,
+-- Returns the token, as a string, when granted (a semaphore's with '+'
+-- after it when a slot is still free: lockd's next waiter asks at once,
+-- whatever lockd counted; waiters.c); {0, owner, token, sb, pttl,
 -- mode} a holder that blocks it; {2, pttl} a lock-delay runs; {3, limit}
 -- the holders use another limit. Tokens as _acquire.lua's: above the fence
 -- counter and lockd's wall clock, in one script with the grant.
@@ -178,5 +180,8 @@ if renew_keys then
 end
 if not live or t > live then
   sh_extend(lock, t) -- (a reader riding on it may hold longer)
+end
+if limit ~= '1' and n + 1 < limit + 0 then
+  return tok .. '+' -- a semaphore's slot is still free (sh_grant_one)
 end
 return tok

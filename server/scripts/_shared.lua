@@ -324,6 +324,8 @@ local function sh_load()
   -- step, res: as sh_fence_next's; with step (a Redlock node) the counter
   -- is left '<token>l': this holder's end is owed a count (sh_fence). The
   -- name was free: an 'l' read here (an earlier lone holder's) is counted.
+  -- Returns the token; a semaphore's (limit > 1) with '+' after it, as
+  -- _acquire_shared.lua answers a grant that leaves a slot free.
   function sh_grant_one(lock, fence, wl, limit, now, rest, wake, step, res)
     local last = redis.pcall('SET', fence, step and now .. 'l' or now, 'PX', 'FENCE_RETENTION_MS', 'GET')
     local n, g = 0, wake and limit == '1'
@@ -346,7 +348,10 @@ local function sh_load()
       local ts = sh_step(n, step, res)
       redis.call('SET', fence, step and ts .. 'l' or ts, 'PX', 'FENCE_RETENTION_MS')
       redis.call('SET', lock, 't' .. wl .. ' ' .. limit .. ' ' .. ts .. ' ' .. rest, 'XX', 'KEEPTTL')
-      return ts
+      now = ts
+    end
+    if limit ~= '1' then
+      return now .. '+' -- a semaphore's lone holder: limit - 1 slots are free
     end
     return now
   end

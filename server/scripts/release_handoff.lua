@@ -91,6 +91,9 @@ local function ho_grant(lock, fence, wl, rest, ttl, limit, nowus, v, n)
   end
   -- the marker and holders now, for a release of lock next (_release.lua)
   sh_cl, sh_cv, sh_cn = lock, v, n + added
+  if n + added < limit + 0 then
+    return tok .. '+' -- a slot is still free (as _acquire_shared.lua answers)
+  end
   return tok
 end
 -- The message a release held back (publish) when its waiter did not take

@@ -677,6 +677,7 @@ static void case_shared_readers(struct cf *c)
     for (int i = 0; i < 3; i++) {
         const struct cf_res *r = shared(c, "rd", leases[i], 5000);
         CHECK_EQ_INT(r->code, LK_OK);
+        CHECK(!r->room); /* (a semaphore's only) */
         CHECK(r->fencing_token > last);
         last = r->fencing_token;
     }
@@ -831,16 +832,19 @@ static void case_shared_group(struct cf *c)
 
 /* A semaphore of 3: three holders, the fourth refused with a holder, a
  * slot freed by a release or by its holder's expiry goes to the next;
- * every other limit (1 included) is LK_LIMIT_MISMATCH naming 3. */
+ * every other limit (1 included) is LK_LIMIT_MISMATCH naming 3. A grant
+ * says whether a slot is still free (bk_res.room: the first two, not the
+ * third, nor one that takes a freed slot back to 3). */
 static void case_semaphore(struct cf *c)
 {
     const char *leases[4] = {LEASE_A, LEASE_B, LEASE_C, LEASE_D};
     int64_t last = 0;
     /* one slot held (a lone holder's value on the Redis family): another
      * limit is refused naming 3, an exclusive or a shared acquire alike */
-    CHECK_EQ_INT(cf_acquire_as(c, "sem-one", LEASE_A, "", 60000, BK_EXCLUSIVE, 3, false)->code,
-                 LK_OK);
-    const struct cf_res *one = cf_acquire(c, "sem-one", LEASE_B, "", 5000);
+    const struct cf_res *one = cf_acquire_as(c, "sem-one", LEASE_A, "", 60000, BK_EXCLUSIVE, 3, false);
+    CHECK_EQ_INT(one->code, LK_OK);
+    CHECK(one->room);
+    one = cf_acquire(c, "sem-one", LEASE_B, "", 5000);
     CHECK_EQ_INT(one->code, LK_LIMIT_MISMATCH);
     CHECK_EQ_INT(one->limit, 3);
     one = shared(c, "sem-one", LEASE_B, 5000);
@@ -851,6 +855,7 @@ static void case_semaphore(struct cf *c)
         const struct cf_res *r =
             cf_acquire_as(c, "sem", leases[i], "", i == 1 ? 200 : 60000, BK_EXCLUSIVE, 3, false);
         CHECK_EQ_INT(r->code, LK_OK);
+        CHECK_EQ_INT(r->room, i < 2);
         CHECK(r->fencing_token > last);
         last = r->fencing_token;
     }
@@ -869,6 +874,7 @@ static void case_semaphore(struct cf *c)
     cf_run_for(c, 350); /* B's slot expires */
     r = cf_acquire_as(c, "sem", LEASE_D, "", 60000, BK_EXCLUSIVE, 3, false);
     CHECK_EQ_INT(r->code, LK_OK);
+    CHECK(!r->room);
     CHECK(r->fencing_token > last);
     CHECK_EQ_INT(cf_acquire_as(c, "sem", LEASE_B, "", 60000, BK_EXCLUSIVE, 3, false)->code,
                  LK_LOCKED);

@@ -83,6 +83,7 @@ static void on_done(void *arg, const struct bk_res *r)
     x->fencing_token = r->fencing_token;
     x->ttl_ms = r->ttl_ms;
     x->validity_ms = r->validity_ms;
+    x->room = r->room;
     x->delay_ms = r->delay_ms;
     x->limit = r->limit;
     x->total_holders = r->total_holders;

@@ -58,6 +58,7 @@ struct cf_entry {
 struct cf_res {
     enum lk_code code;
     int64_t fencing_token, ttl_ms, validity_ms, delay_ms;
+    bool room;            /* OK acquire of a semaphore's slot */
     int64_t limit;        /* LIMIT_MISMATCH, INSPECT, LOCKED */
     size_t total_holders; /* INSPECT */
     int64_t index;        /* INSPECT (BK_CAP_INDEX) */

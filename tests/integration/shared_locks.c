@@ -850,8 +850,13 @@ static void *busy_run(void *arg)
     return NULL;
 }
 
-static void semaphore_busy(const struct th_lockd *l, const char *name, bool check)
+/* dead: slots taken first by clients that vanish (400 ms leases, never
+ * released), lapsed before the samples are taken. check: 0 shown only; 2:
+ * 2 or more holders in half the samples at least; 3: 3 or 4 in a third. */
+static void semaphore_busy(const struct th_lockd *l, const char *name, int dead, int check)
 {
+    for (int i = 0; i < dead; i++)
+        CHECK_EQ_INT(acquire(cl, l, name, "{\"limit\":4,\"ttl_ms\":400}", NULL, NULL), 200);
     atomic_store(&busy_stop, false);
     atomic_store(&busy_errors, 0);
     atomic_store(&busy_pairs, 0);
@@ -876,19 +881,43 @@ static void semaphore_busy(const struct th_lockd *l, const char *name, bool chec
            atomic_load(&busy_pairs), samples, two, full);
     CHECK_EQ_INT(atomic_load(&busy_errors), 0);
     CHECK(samples > 0);
-    if (check)
+    if (check == 2)
+        CHECK(two * 2 >= samples);
+    if (check == 3)
         CHECK(full * 3 >= samples);
     CHECK_EQ_INT(inspect_int(l, name, "holders"), 0);
 }
 
 static void t_semaphore_busy_memory(void)
 {
-    semaphore_busy(&mem, "busy-mem", false);
+    semaphore_busy(&mem, "busy-mem", 0, 0);
 }
 
 static void t_semaphore_busy_redis(void)
 {
-    semaphore_busy(&ra, "busy-redis", true);
+    semaphore_busy(&ra, "busy-redis", 0, 3);
+}
+
+/* Slots whose holders vanished come back into use under load: 3 of 4
+ * slots are held by 400 ms leases nobody releases, then 24 clients take
+ * and give back the last one, and after the leases lapsed the clients use
+ * every slot (on Redis 3 or 4 holders in a third of the samples at least,
+ * on memory 2 or more in half). Nothing told lockd of the lapse: a grant
+ * whose backend says a slot is still free (bk_res.room) lets the next
+ * waiter ask. (Before it, on Redis every release handed its one slot on
+ * and the semaphore ran as a mutex while waiters queued: 1 holder in all
+ * 50 samples; the state a subscription's confirmation, counted as a
+ * release, led to at start-up: bench/RESULTS.md. Memory, which hands no
+ * slot on, got its slots back when the refused waiter retried at the
+ * lapse, and passed before too.) */
+static void t_semaphore_lapsed_memory(void)
+{
+    semaphore_busy(&mem, "lapsed-mem", 3, 2);
+}
+
+static void t_semaphore_lapsed_redis(void)
+{
+    semaphore_busy(&ra, "lapsed-redis", 3, 3);
 }
 
 /* A semaphore of 2 held on hl by two 30 s leases, 2 waiters queued on wl:
@@ -1968,6 +1997,8 @@ int main(void)
     TH_RUN(t_semaphore_chain_redis);
     TH_RUN(t_semaphore_busy_memory);
     TH_RUN(t_semaphore_busy_redis);
+    TH_RUN(t_semaphore_lapsed_memory);
+    TH_RUN(t_semaphore_lapsed_redis);
     TH_RUN(t_semaphore_freed_slot_memory);
     TH_RUN(t_semaphore_freed_slot_two_lockd);
     TH_RUN(t_semaphore_memory);
