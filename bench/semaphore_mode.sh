@@ -6,7 +6,10 @@
 # keeps the holders in the set (ZADD 1.00 per pair, FCALL ~0.15); the slow
 # one (bench/RESULTS.md, 2026-11-27 23:10) hands one lone holder's slot from
 # release to release (SET 2, GET 1, DEL 1, FCALL 1.00 per pair, no ZADD):
-# the semaphore runs as a mutex. Not a test; run it a few times:
+# the semaphore runs as a mutex. That came when load met a lockd at its
+# start (fixed in a0f0229, bench/RESULTS.md 2026-11-28); this script waits
+# 0.5 s before its load, so it seldom showed it. Not a test; run it a few
+# times:
 #
 #   bench/semaphore_mode.sh LOCKD [RUNS]
 set -u
