@@ -476,12 +476,13 @@ inline on_poke(now) {
 }
 
 /* ride_back: c's release asked nothing for it. A head asks itself (the
- * release released; a kick came; it never asked as the head); a waiter
- * behind the head waits on */
+ * release released; a kick came; it never asked as the head; a release
+ * was seen since its last answer, !q_hexp: that release's poke found it
+ * riding); a waiter behind the head waits on */
 inline ride_back(c) {
   w_rode[c] = 0;
   hd = (q[0] == c);
-  again = hd && (w_kick[c] || w_rrel[c] || !w_retry[c]);
+  again = hd && (w_kick[c] || w_rrel[c] || !w_retry[c] || !q_hexp);
   w_kick[c] = 0;
   if
   :: again -> attempt(c)

@@ -842,9 +842,11 @@ struct eng_waiter *waiters_ride(struct engine *e, const char *name, struct bk_ha
 
 /* On a rider's loop: its release asked nothing for it. A head asks
  * itself when the release released (declined: as a kicked head would), a
- * release came meanwhile, or it never asked as the head (it became the
- * head while riding: the poke that told it found it attempting); a waiter
- * behind the head waits on; a failed one is answered. */
+ * release came meanwhile, it never asked as the head (it became the head
+ * while riding: the poke that told it found it attempting), or a release
+ * was seen since its last answer (holder_expiry_ms 0, as on_poke reads
+ * it: that release's poke, posted while it was queued, found it riding);
+ * a waiter behind the head waits on; a failed one is answered. */
 static void ride_back(void *arg)
 {
     struct eng_waiter *w = arg;
@@ -862,7 +864,8 @@ static void ride_back(void *arg)
     w->rode = false;
     bool head = w->q->list == w;
     bool again =
-        w->failed || (head && (w->kick_pending || w->ride_released || w->retry_at_ms == 0));
+        w->failed || (head && (w->kick_pending || w->ride_released || w->retry_at_ms == 0 ||
+                               w->q->holder_expiry_ms <= lk_now_ms()));
     w->kick_pending = false;
     if (!again)
         w->state = W_QUEUED;
