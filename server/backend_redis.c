@@ -602,8 +602,9 @@ static bool acquire_refusal(const redisReply *r, struct bk_res *out, struct bk_h
 /* release_handoff.lua's reply: {release's reply} when it did not release,
  * {token, the waiter's acquire reply} when it did. The release is answered
  * as handle_renew_release answers it, with the acquire's result in
- * bk_res.handoff when it can be read; a grant nobody will use (the caller
- * was answered already, or the element is an error) is undone at once. */
+ * bk_res.handoff when it can be read and the release released; a grant
+ * nobody will use (the caller was answered already, the release did not
+ * release, or the element is an error or no token) is undone at once. */
 static void handle_handoff(struct rcmd *cmd, const redisReply *r)
 {
     struct bk_res out, got;
@@ -629,11 +630,12 @@ static void handle_handoff(struct rcmd *cmd, const redisReply *r)
     if (acq != NULL && acq->type == REDIS_REPLY_ERROR)
         lk_log(LK_DEBUG, "release_handoff: the waiter's acquire failed: %s",
                acq->str != NULL ? acq->str : "");
-    if ((granted && (cmd->answered || !known || !rgrant(acq, &token, &room))) ||
+    if ((granted && (cmd->answered || !released || !rgrant(acq, &token, &room))) ||
         (acq != NULL && acq->type == REDIS_REPLY_ERROR)) {
-        /* nobody will use this grant (the caller got 503 already, or the
-         * reply is not what was asked), or what ran of it may have granted
-         * it: give it back now rather than at its ttl */
+        /* nobody will use this grant (the caller got 503 already, the
+         * release did not release: bk_res.handoff rides on LK_OK alone, or
+         * the reply is not what was asked), or what ran of it may have
+         * granted it: give it back now rather than at its ttl */
         cmd_undo(cmd);
         acq = NULL;
         granted = false;
@@ -646,7 +648,7 @@ static void handle_handoff(struct rcmd *cmd, const redisReply *r)
         got.room = room;
         note_grant(cmd, token);
         out.handoff = &got;
-    } else if (acq != NULL) {
+    } else if (acq != NULL && released) {
         bk_res_init(&got, LK_OK);
         if (acquire_refusal(acq, &got, &gh))
             out.handoff = &got;
