@@ -742,7 +742,7 @@ static void handle_renew_release(struct rcmd *cmd, const redisReply *r)
             if (r->element[3]->type == REDIS_REPLY_STRING)
                 snprintf(h.owner, sizeof(h.owner), "%.*s", (int)r->element[3]->len, r->element[3]->str);
             h.fencing_token = out.fencing_token;
-            h.expires_in_ms = out.ttl_ms;
+            h.expires_in_ms = out.ttl_ms > 0 ? out.ttl_ms : 0; /* as holder_from_mode's */
             h.mode = rint64(r->element[4]) == 1 ? BK_SHARED : BK_EXCLUSIVE;
             out.holders = &h;
             out.nholders = 1;
