@@ -249,8 +249,7 @@ static int undos_of(const char *lease)
 }
 
 /* Starts operation i of kind op; its answer goes to *s. */
-static void start(struct rb *bk, enum fz_op op, int i, size_t nmulti, bool delay,
-                  struct seen *s)
+static void start(struct rb *bk, enum fz_op op, int i, size_t nmulti, bool delay, struct seen *s)
 {
     struct bk_req q = {
         .name = NAMES[i],
@@ -308,8 +307,8 @@ static void start(struct rb *bk, enum fz_op op, int i, size_t nmulti, bool delay
         break;
     case OP_BATCH:
         for (size_t k = 0; k < 3; k++)
-            fz_items[k] = (struct bk_renew_item){.name = NAMES[k], .lease = LEASES[k % 2],
-                                                 .ttl_ms = 3000, .result = LK_INTERNAL};
+            fz_items[k] = (struct bk_renew_item){
+                .name = NAMES[k], .lease = LEASES[k % 2], .ttl_ms = 3000, .result = LK_INTERNAL};
         q.items = fz_items;
         q.nitems = 1 + nmulti % 3;
         rc = rb_renew_many(bk, NULL, &q, on_batch, &fz_batch);
@@ -350,8 +349,7 @@ static void check(enum fz_op op, int i, const redisReply *e, const struct seen *
             must(!(good && !expired && waited), "a good grant is answered");
             must(undos_of(lease) == (str || grouped_undo ? 1 : 0),
                  "a grant nobody gets is undone, once; nothing else is");
-            must(s->code == LK_BACKEND_DOWN || s->code == LK_LOCKED ||
-                     s->code == LK_LIMIT_MISMATCH,
+            must(s->code == LK_BACKEND_DOWN || s->code == LK_LOCKED || s->code == LK_LIMIT_MISMATCH,
                  "an acquire is granted, refused or down");
             if (s->code != LK_BACKEND_DOWN)
                 must(e != NULL && e->type == REDIS_REPLY_ARRAY, "a refusal is an array");
@@ -389,23 +387,23 @@ static void check(enum fz_op op, int i, const redisReply *e, const struct seen *
         return;
     }
     if (op == OP_HANDOFF || op == OP_HANDOFF_S) {
-        const redisReply *acq = e != NULL && e->type == REDIS_REPLY_ARRAY && e->elements >= 2
-                                    ? e->element[1]
-                                    : NULL;
+        const redisReply *acq =
+            e != NULL && e->type == REDIS_REPLY_ARRAY && e->elements >= 2 ? e->element[1] : NULL;
         bool str = acq != NULL && acq->type == REDIS_REPLY_STRING;
         bool good = ref_grant(acq, op == OP_HANDOFF_S, &token, &room);
         if (s->handoff) {
             must(s->code == LK_OK, "a hand-off rides on a release that released");
             if (s->ho_code == LK_OK) {
                 must(good && !expired, "a hand-off granted only from a token string");
-                must(s->ho_token == token && s->ho_room == room, "the hand-off's token is the reply's");
+                must(s->ho_token == token && s->ho_room == room,
+                     "the hand-off's token is the reply's");
             }
         }
         bool granted = s->handoff && s->ho_code == LK_OK;
-        must(undos_of(lease) == (granted ? 0 : str || grouped_undo ||
-                                                    (acq != NULL && acq->type == REDIS_REPLY_ERROR)
-                                                ? 1
-                                                : 0),
+        must(undos_of(lease) ==
+                 (granted                                                                  ? 0
+                  : str || grouped_undo || (acq != NULL && acq->type == REDIS_REPLY_ERROR) ? 1
+                                                                                           : 0),
              "a hand-off's grant nobody gets is undone, once; nothing else is");
         return;
     }
@@ -462,8 +460,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     redisReaderFree(rd);
 
     static char prefix[] = "lk:";
-    struct rb bk = {.prefix = prefix, .prefix_len = 3, .prefix_len_str = "3",
-                    .instance = "0123456789abcdef", .wait_replicas = wait ? 1 : 0};
+    struct rb bk = {.prefix = prefix,
+                    .prefix_len = 3,
+                    .prefix_len_str = "3",
+                    .instance = "0123456789abcdef",
+                    .wait_replicas = wait ? 1 : 0};
     memset(&fz, 0, sizeof(fz));
     memset(&fz_batch, 0, sizeof(fz_batch));
     memset(fz_more, 0, sizeof(fz_more));
