@@ -147,6 +147,7 @@ struct rcmd {
      * are, each with its own floor: group_send_slot) */
     bool floored;
     bool shared; /* acquire: acquire_shared.lua (shared or a semaphore) */
+    bool slot;   /* acquire, hand-off: a semaphore's slot (limit > 1), whose grant may end in '+' */
     bk_done_fn done;
     void *arg;
     struct rbatch *batch;
@@ -355,13 +356,15 @@ static bool rtoken(const redisReply *e, int64_t *out)
     return e->type == REDIS_REPLY_STRING && token_of(e->str, e->len, out);
 }
 
-/* A grant's token: rtoken's, or a semaphore's with '+' after it when a
- * slot is still free (_acquire_shared.lua): *room says which. */
-static bool rgrant(const redisReply *e, int64_t *out, bool *room)
+/* A grant's token: rtoken's, or, when slot (a semaphore's), with '+'
+ * after it when a slot is still free (_acquire_shared.lua): *room says
+ * which. The scripts write '+' for a semaphore alone: after any other
+ * grant it is no token. */
+static bool rgrant(const redisReply *e, bool slot, int64_t *out, bool *room)
 {
     if (e->type != REDIS_REPLY_STRING)
         return false;
-    *room = e->len > 1 && e->str[e->len - 1] == '+';
+    *room = slot && e->len > 1 && e->str[e->len - 1] == '+';
     return token_of(e->str, e->len - *room, out);
 }
 
@@ -535,7 +538,7 @@ static void handle_acquire(struct rcmd *cmd, const redisReply *r)
     if (r->type == REDIS_REPLY_STRING) {
         int64_t token = 0;
         bool room = false;
-        if (cmd->answered || cmd->nc.wait_lost || !rgrant(r, &token, &room)) {
+        if (cmd->answered || cmd->nc.wait_lost || !rgrant(r, cmd->slot, &token, &room)) {
             /* Nobody will ever use this grant (the caller already got 503,
              * its WAIT was never sent, or the answer is not a token): give
              * it back now rather than at its TTL. */
@@ -602,8 +605,9 @@ static bool acquire_refusal(const redisReply *r, struct bk_res *out, struct bk_h
 /* release_handoff.lua's reply: {release's reply} when it did not release,
  * {token, the waiter's acquire reply} when it did. The release is answered
  * as handle_renew_release answers it, with the acquire's result in
- * bk_res.handoff when it can be read; a grant nobody will use (the caller
- * was answered already, or the element is an error) is undone at once. */
+ * bk_res.handoff when it can be read and the release released; a grant
+ * nobody will use (the caller was answered already, the release did not
+ * release, or the element is an error or no token) is undone at once. */
 static void handle_handoff(struct rcmd *cmd, const redisReply *r)
 {
     struct bk_res out, got;
@@ -629,11 +633,12 @@ static void handle_handoff(struct rcmd *cmd, const redisReply *r)
     if (acq != NULL && acq->type == REDIS_REPLY_ERROR)
         lk_log(LK_DEBUG, "release_handoff: the waiter's acquire failed: %s",
                acq->str != NULL ? acq->str : "");
-    if ((granted && (cmd->answered || !known || !rgrant(acq, &token, &room))) ||
+    if ((granted && (cmd->answered || !released || !rgrant(acq, cmd->slot, &token, &room))) ||
         (acq != NULL && acq->type == REDIS_REPLY_ERROR)) {
-        /* nobody will use this grant (the caller got 503 already, or the
-         * reply is not what was asked), or what ran of it may have granted
-         * it: give it back now rather than at its ttl */
+        /* nobody will use this grant (the caller got 503 already, the
+         * release did not release: bk_res.handoff rides on LK_OK alone, or
+         * the reply is not what was asked), or what ran of it may have
+         * granted it: give it back now rather than at its ttl */
         cmd_undo(cmd);
         acq = NULL;
         granted = false;
@@ -646,7 +651,7 @@ static void handle_handoff(struct rcmd *cmd, const redisReply *r)
         got.room = room;
         note_grant(cmd, token);
         out.handoff = &got;
-    } else if (acq != NULL) {
+    } else if (acq != NULL && released) {
         bk_res_init(&got, LK_OK);
         if (acquire_refusal(acq, &got, &gh))
             out.handoff = &got;
@@ -737,7 +742,7 @@ static void handle_renew_release(struct rcmd *cmd, const redisReply *r)
             if (r->element[3]->type == REDIS_REPLY_STRING)
                 snprintf(h.owner, sizeof(h.owner), "%.*s", (int)r->element[3]->len, r->element[3]->str);
             h.fencing_token = out.fencing_token;
-            h.expires_in_ms = out.ttl_ms;
+            h.expires_in_ms = out.ttl_ms > 0 ? out.ttl_ms : 0; /* as holder_from_mode's */
             h.mode = rint64(r->element[4]) == 1 ? BK_SHARED : BK_EXCLUSIVE;
             out.holders = &h;
             out.nholders = 1;
@@ -1431,6 +1436,7 @@ static enum lk_code rb_acquire_shared(struct rb *bk, struct rn_conn *c, const st
     keep_undo(cmd, a->name, nl, a->lease, ll); /* release.lua undoes it too */
     cmd->ttl_ms = a->ttl_ms;
     cmd->shared = true;
+    cmd->slot = a->limit > 1;
     cmd->nc.wait_replicas = bk->wait_replicas;
     struct rargs b = {0};
     rargs_str(&b, "2");
@@ -1591,6 +1597,7 @@ static enum lk_code rb_release_handoff(struct rb *bk, struct rn_conn *c, const s
     cmd->name_ref = req->name;
     cmd->ttl_ms = a->ttl_ms;
     cmd->shared = a->mode == BK_SHARED || a->limit > 1;
+    cmd->slot = a->limit > 1;
     struct rargs b = {0};
     char ttl[24];
     size_t tl = lk_itoa(a->ttl_ms, ttl);
