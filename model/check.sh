@@ -74,7 +74,7 @@ flags_of() {
     sem-live)   echo "-DSH -DREMOTE -DLIVE -DLIMIT=2" ;;
     # handoff.pml: a semaphore's releases carrying riders (4 clients)
     handoff)    echo "-DHO -DNC=4 -DTRYONCE -DREMOTE -DSUBKICK" ;;
-    handoff-l3) echo "-DHO -DNC=4 -DLIMIT=3 -DTRYONCE -DREMOTE" ;;
+    handoff-l3) echo "-DHO -DNC=4 -DLIMIT=3 -DTRYONCE -DREMOTE -DSUBKICK" ;;
     # with lost requests and replies (lockd's deadline, the connection
     # dropped), holder expiry, crashes and the head's retry timer (3 clients)
     handoff-faults) echo "-DHO -DHOF -DNC=3" ;;
