@@ -774,7 +774,8 @@ static void handle_inspect(struct rcmd *cmd, const redisReply *reply)
         for (size_t i = 0; i < n; i++)
             holder_from_mode(r->element + 3 + 5 * i, true, &hs[i]);
         out.limit = rint64(r->element[1]);
-        out.total_holders = (size_t)rint64(r->element[2]);
+        int64_t total = rint64(r->element[2]);
+        out.total_holders = total > 0 ? (size_t)total : 0; /* (a count is never negative) */
         out.holders = hs;
         out.nholders = n;
         cmd_answer(cmd, &out);

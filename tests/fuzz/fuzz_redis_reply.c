@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "server/redis_map.h"
+#include "tests/fuzz/resp_guard.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -132,6 +133,8 @@ static void ref_slots(const redisReply *r, struct redis_map *m)
 
 static redisReply *read_reply(const uint8_t *data, size_t size)
 {
+    if (resp_huge_array(data, size))
+        return NULL; /* (resp_guard.h) */
     redisReader *rd = redisReaderCreate();
     void *reply = NULL;
     if (redisReaderFeed(rd, (const char *)data, size) != REDIS_OK ||

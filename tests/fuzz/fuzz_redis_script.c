@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "server/redis_node.h"
+#include "tests/fuzz/resp_guard.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -126,6 +127,7 @@ static void res_ok(const struct bk_res *r)
     if (r->code == LK_LOCKED)
         must(r->nholders == 1 || (r->nholders == 0 && r->delay_ms > 0),
              "locked: by a holder, or by a lock-delay that runs");
+    must(r->total_holders <= (size_t)INT64_MAX, "a holder count is not negative");
 }
 
 static struct bk_grant_item fz_more[2];
@@ -413,26 +415,6 @@ static void check(enum fz_op op, int i, const redisReply *e, const struct seen *
         must(e != NULL && s->nentries <= (e->elements - 1) / 9, "a page lists what the reply says");
 }
 
-/* Whether the bytes may hold an array header of more than 4096 elements
- * ('*' and a number, wherever it is: a bulk string's end is skipped
- * unread): hiredis 0.14 allocates them all before it reads one, and
- * libFuzzer takes a 16 GB calloc for a crash (a real one fails, and hiredis
- * says so). Such inputs are skipped. */
-static bool huge_array(const uint8_t *p, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        if (p[i] != '*')
-            continue;
-        size_t d = i + 1 < n && (p[i + 1] == '+' || p[i + 1] == '-') ? 1 : 0; /* a sign */
-        long long v = 0;
-        for (; i + 1 + d < n && p[i + 1 + d] >= '0' && p[i + 1 + d] <= '9' && v <= 4096; d++)
-            v = v * 10 + (p[i + 1 + d] - '0');
-        if (v > 4096)
-            return true;
-    }
-    return false;
-}
-
 static redisReply *next_reply(redisReader *rd)
 {
     void *r = NULL;
@@ -443,7 +425,7 @@ static redisReply *next_reply(redisReader *rd)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    if (size < 2 || huge_array(data + 2, size - 2))
+    if (size < 2 || resp_huge_array(data + 2, size - 2))
         return 0;
     enum fz_op op = (enum fz_op)(data[0] % OP_COUNT);
     uint8_t fl = data[1];
