@@ -7,11 +7,14 @@
  * with a reference reader; every map's addresses must be "<host>:<port>"
  * with the host as the reply gave it (never cut) and a port of 1..65535. A
  * fifth mode builds a valid map from the bytes, writes it both ways and
- * checks that both read back to it. Built by `make fuzz`; seeds in
- * corpus/fuzz_redis_reply.
+ * checks that both read back to it. A sixth reads an INFO text's fields
+ * (redis_version.c: the startup probe's version check and the run_id that
+ * tells a restarted Redis) against a reference that splits the text into
+ * lines. Built by `make fuzz`; seeds in corpus/fuzz_redis_reply.
  */
 #include <hiredis/hiredis.h>
 
+#include <ctype.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -20,6 +23,7 @@
 #include <string.h>
 
 #include "server/redis_map.h"
+#include "server/redis_version.h"
 #include "tests/fuzz/resp_guard.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -342,16 +346,82 @@ static void fuzz_roundtrip(const uint8_t *data, size_t size)
     free(h.p);
 }
 
+/* The reference: the first line (split at '\n') that starts with key and
+ * ':' gives the value, up to the line's end or its first '\r'. */
+static bool ref_info_field(const char *info, const char *key, char *out, size_t cap)
+{
+    size_t kl = strlen(key);
+    for (const char *line = info; line != NULL;) {
+        const char *nl = strchr(line, '\n');
+        size_t len = nl != NULL ? (size_t)(nl - line) : strlen(line);
+        if (len > kl && strncmp(line, key, kl) == 0 && line[kl] == ':') {
+            size_t n = 0;
+            while (kl + 1 + n < len && line[kl + 1 + n] != '\r')
+                n++;
+            if (n >= cap)
+                n = cap - 1;
+            memcpy(out, line + kl + 1, n);
+            out[n] = '\0';
+            return true;
+        }
+        line = nl != NULL ? nl + 1 : NULL;
+    }
+    return false;
+}
+
+/* data: the cap (1..64), a key length k (0: lockd's own keys), k key
+ * bytes (letters and '_' as INFO's keys are; others are mapped), then the
+ * INFO text. */
+static void fuzz_info(const uint8_t *data, size_t size)
+{
+    if (size < 2)
+        return;
+    size_t cap = 1 + data[0] % 64, kl = data[1] % 16;
+    data += 2, size -= 2;
+    if (kl > size)
+        return;
+    char key[16];
+    for (size_t i = 0; i < kl; i++) {
+        int c = data[i] % 27;
+        key[i] = c == 26 ? '_' : (char)('a' + c);
+    }
+    key[kl] = '\0';
+    char *info = malloc(size - kl + 1);
+    memcpy(info, data + kl, size - kl);
+    info[size - kl] = '\0';
+    const char *keys[] = {kl > 0 ? key : "run_id", "redis_version"};
+    for (int i = 0; i < 2; i++) {
+        char got[64], want[64];
+        bool g = redis_info_field(info, keys[i], got, cap), w = ref_info_field(info, keys[i], want, cap);
+        must(g == w, "a field is found as the reference finds it");
+        must(!g || strcmp(got, want) == 0, "a field's value is the reference's");
+        must(g || got[0] == '\0', "a missing field reads empty");
+    }
+    char v[64];
+    bool ok = redis_version_ok(info, v, cap);
+    char want[64];
+    if (ref_info_field(info, "redis_version", want, cap) && want[0] >= '0' && want[0] <= '9') {
+        char *end;
+        long major = strtol(want, &end, 10), minor = *end == '.' ? strtol(end + 1, NULL, 10) : 0;
+        must(ok == (major > REDIS_MIN_MAJOR || (major == REDIS_MIN_MAJOR && minor >= REDIS_MIN_MINOR)),
+             "a version is judged by its major and minor");
+    } else if (want[0] == '\0' || isalpha((unsigned char)want[0]) || want[0] == '.') {
+        must(ok, "no version, or not a number: not judged"); /* (strtol reads signs and spaces) */
+    }
+    free(info);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size == 0)
         return 0;
-    switch (data[0] % 5) {
+    switch (data[0] % 6) {
     case 0: fuzz_map(data + 1, size - 1, 1); break;
     case 1: fuzz_map(data + 1, size - 1, 0); break;
     case 2: fuzz_redirect(data + 1, size - 1); break;
     case 3: fuzz_sentinel(data + 1, size - 1); break;
-    default: fuzz_roundtrip(data + 1, size - 1); break;
+    case 4: fuzz_roundtrip(data + 1, size - 1); break;
+    default: fuzz_info(data + 1, size - 1); break;
     }
     return 0;
 }
