@@ -472,14 +472,19 @@ inline attempt_done(c, code) {
      cl_st[c] = C_DONE
 #endif
   :: else ->                                   /* LOCKED (no deadline here) */
-     if :: !w_kick[c] -> q_freed = 0 :: else fi;
-     q_unknown = 0;
-     q_hexp = 1;
+     /* only the head's refusal is news for the queue: a rider's behind it
+      * may predate releases counted since (they woke the head alone).
+      * Unreachable here: a rider behind the head is granted or not asked,
+      * never refused, the release before it having freed a slot (in Redis
+      * a set over its limit after a re-assertion refuses it) */
+     hd = (q[0] == c);
+     if :: hd && !w_kick[c] -> q_freed = 0 :: else fi;
+     if :: hd -> q_unknown = 0; q_hexp = 1 :: else fi;
      if
      :: w_kick[c] -> w_kick[c] = 0; attempt(c)
      :: else -> w_st[c] = W_QUEUED;
 #ifndef MUT_SEM_NO_RETRY
-        w_retry[c] = 1
+        w_retry[c] = hd                        /* behind the head: promoted, no retry */
 #endif
      fi
   fi

@@ -363,12 +363,26 @@ static void attempt_done(void *arg, const struct bk_res *br)
     bool grouped = w->grouped;
     w->grouped = false;
     if (br->code == LK_LOCKED && !w->cancelled && !w->failed && now < w->deadline_ms) {
-        engine_holder_of(br, &q->holder);
-        q->has_holder = true;
-        if (!w->kick_pending)
+        /* Only the head's refusal is news for the queue. A grouped
+         * follower's or a rider's behind the head may have been decided
+         * before releases seen since, which woke the head alone
+         * (slot_freed): it would put back an expiry such a release cleared
+         * (0: the next head, poked without an attempt, would wait for it
+         * with the name free) and drop the slots they freed (the next
+         * rider's grant would let nobody ask). Left alone, the worst is
+         * one more ask, which the backend refuses. Behind the head it
+         * waits to be promoted, with no retry of its own (a retry armed
+         * while it is not the head fires again and again: on_timer). */
+        bool head = q->list == w;
+        if (head || q->holder_expiry_ms != 0) {
+            engine_holder_of(br, &q->holder);
+            q->has_holder = true;
+            q->holder_expiry_ms = now + (q->holder.expires_in_ms > 0 ? q->holder.expires_in_ms : 0);
+        }
+        if (head && !w->kick_pending)
             q->freed = 0; /* full again (a release meanwhile may have freed some) */
-        q->unknown = false;
-        q->holder_expiry_ms = now + (q->holder.expires_in_ms > 0 ? q->holder.expires_in_ms : 0);
+        if (head)
+            q->unknown = false;
         if (w->kick_pending || (grouped && q->list == w)) {
             /* A release arrived while we asked, or a follower refused with
              * its head finds itself the head (the head was granted on a
@@ -379,7 +393,7 @@ static void attempt_done(void *arg, const struct bk_res *br)
             return;
         }
         w->state = W_QUEUED;
-        w->retry_at_ms = q->holder_expiry_ms + 1;
+        w->retry_at_ms = head ? q->holder_expiry_ms + 1 : 0;
         pthread_mutex_unlock(&e->wmu);
         arm(w);
         return;
