@@ -35,7 +35,11 @@
  * call in flight (FAULTS of them) and drops its connection with any other
  * call pending on it (rn cmd_on_deadline, conn_drop): each is answered 503
  * (attempt_done: the waiter leaves the queue, the next one is told;
- * release_done: no kick, the rider goes back, ride_released false), its
+ * release_done: in doubt, a kick as for a release (the head asks once),
+ * the rider goes back, ride_released and ride_doubt set, and first renews
+ * its own lease, which the hand-off may have granted: held, that is its
+ * grant (ride_back, reclaim_done); a release answered 404: no kick, the
+ * rider goes back, ride_released false), its
  * reply is never read, its request still runs at Redis or never does; a
  * holder's slot expires at Redis at any time (the set's trim; untimed), a
  * release of it answers 404 (its rider goes back too); a holder may crash
@@ -50,6 +54,12 @@
  * retry alone), and (5w) idle_retry: never a free slot, a queued waiter,
  * lockd idle and the head with no retry armed; a waiter left waiting at
  * the end is an invalid end state, as before.
+ *
+ * With -DNODOUBT (configuration handoff-renew): a release answered 503 is
+ * what it was on main before engine_release_in_doubt (no kick, the rider
+ * back with ride_released false, no reclaim): with the doubt path that
+ * search takes 70,527,221 states and 5.9 GB, past CI's bound; it is
+ * configuration handoff-renew-doubt, by hand (README.md).
  *
  * With -DHOR as well (configuration handoff-renew): client RENEWER (1)
  * renews its slot once while it holds (renew.lua, sh_renew: OK while its
@@ -80,6 +90,13 @@
  *                          (SUBKICK) (5) fails
  *   MUT_RIDE_DOWN_FORGETS  (HOF) a release answered 503 or 404 leaves its
  *                          rider attempting: (5w) fails
+ *   MUT_DOUBT_NO_RECLAIM   (HOF) a rider of a release answered 503 asks
+ *                          (acquire) without renewing its lease first:
+ *                          the hand-off's grant, unknown to it, is refused
+ *                          as full while it waits: (5) fails
+ *   MUT_DOUBT_NO_KICK      (HOF) main before: a release answered 503 kicks
+ *                          nobody and its rider goes back with
+ *                          ride_released false: (5) fails
  *   MUT_SEM_NO_RETRY       (HOF) a refused head arms no retry: after an
  *                          expiry (no message) it waits for ever: (5w) fails
  *   MUT_DOWN_NO_PROMOTE    (HOF) a head answered 503 leaves the queue without
@@ -152,6 +169,9 @@ bit  rel_done[NREL];    /* its reply, not yet read by lockd (release_done) */
 byte rel_g[NREL];       /* the rider's part: 0 not asked, OK+1, LOCKED+1 */
 byte follow[NC];        /* on_follower(c) posted, with the rider's result (OK+1, LOCKED+1) */
 bit  back[NC];          /* ride_back(c) posted */
+bit  w_doubt[NC];       /* ride_doubt: its release was answered 503 (HOF) */
+bit  rc[NC];            /* c's reclaim (renew.lua of its own lease) on its way to Redis */
+byte rc_rep[NC];        /* its reply, not yet read by lockd: OK+1, NOT_HELD+1 */
 
 /* ---- the clients */
 byte cl_st[NC];         /* C_IDLE, C_WAITING, C_HOLD, C_DONE */
@@ -172,6 +192,14 @@ hidden byte more, rode, again;
  * pending on it 503 too (conn_drop): their replies are never read; their
  * requests may still run at Redis (received before the close) or not */
 bit  a_orph[NC];        /* c's acquire was answered 503: its request may still run */
+bit  rc_orph[NC];       /* c's reclaim was answered 503: its request may still run */
+#ifndef HOR
+bit  g_late;            /* ghost: a fault answered a call whose request had not run at
+                         * Redis: it may run later, after every wake-up lockd made */
+#define LATE(x) g_late = (g_late || (x))
+#else
+#define LATE(x) skip    /* (5) as before: only while no fault (the state space) */
+#endif
 bit  r_orph[NREL];      /* release i was answered 503: its request may still run */
 bit  rel_nh[NREL];      /* release i found its slot gone (expired, released): not held */
 byte g_nf;              /* faults so far (deadlines that fired) */
@@ -444,14 +472,19 @@ inline attempt_done(c, code) {
      cl_st[c] = C_DONE
 #endif
   :: else ->                                   /* LOCKED (no deadline here) */
-     if :: !w_kick[c] -> q_freed = 0 :: else fi;
-     q_unknown = 0;
-     q_hexp = 1;
+     /* only the head's refusal is news for the queue: a rider's behind it
+      * may predate releases counted since (they woke the head alone).
+      * Unreachable here: a rider behind the head is granted or not asked,
+      * never refused, the release before it having freed a slot (in Redis
+      * a set over its limit after a re-assertion refuses it) */
+     hd = (q[0] == c);
+     if :: hd && !w_kick[c] -> q_freed = 0 :: else fi;
+     if :: hd -> q_unknown = 0; q_hexp = 1 :: else fi;
      if
      :: w_kick[c] -> w_kick[c] = 0; attempt(c)
      :: else -> w_st[c] = W_QUEUED;
 #ifndef MUT_SEM_NO_RETRY
-        w_retry[c] = 1
+        w_retry[c] = hd                        /* behind the head: promoted, no retry */
 #endif
      fi
   fi
@@ -478,15 +511,35 @@ inline on_poke(now) {
 /* ride_back: c's release asked nothing for it. A head asks itself (the
  * release released; a kick came; it never asked as the head; a release
  * was seen since its last answer, !q_hexp: that release's poke found it
- * riding); a waiter behind the head waits on */
+ * riding); a waiter behind the head waits on. Its release answered 503
+ * (ride_doubt): it first renews its own lease (reclaim), still attempting */
 inline ride_back(c) {
   w_rode[c] = 0;
+#ifndef MUT_DOUBT_NO_RECLAIM
+  if
+  :: w_doubt[c] -> w_doubt[c] = 0; rc[c] = 1
+  :: else ->
+#else
+  w_doubt[c] = 0;
+#endif
   hd = (q[0] == c);
   again = hd && (w_kick[c] || w_rrel[c] || !w_retry[c] || !q_hexp);
   w_kick[c] = 0;
   if
   :: again -> attempt(c)
   :: else -> w_st[c] = W_QUEUED
+  fi
+#ifndef MUT_DOUBT_NO_RECLAIM
+  fi
+#endif
+}
+
+/* reclaim_done: held, the hand-off's grant is c's; not held, it goes back
+ * as a rider not asked */
+inline reclaim_done(c, code) {
+  if
+  :: code == OK + 1 -> attempt_done(c, OK + 1)
+  :: else -> ride_back(c)
   fi
 }
 
@@ -557,10 +610,10 @@ inline release_done(i) {
 }
 
 #ifdef HOF
-/* release_done with a release that did not release (404) or whose outcome
- * lockd does not know (503): no kick (waiters_kick_rider runs on LK_OK
- * only); its rider, waiters_ride_done(released false, g NULL): nothing
- * counted, ride_back posted with ride_released false */
+/* release_done with a release that did not release (404): no kick
+ * (waiters_kick_rider runs on LK_OK and in doubt only); its rider,
+ * waiters_ride_done(released false, g NULL): nothing counted, ride_back
+ * posted with ride_released false */
 inline ride_unknown(rd) {
 #ifndef MUT_RIDE_DOWN_FORGETS
   if :: rd != NONE -> w_rrel[rd] = 0; back[rd] = 1 :: else fi
@@ -569,15 +622,39 @@ inline ride_unknown(rd) {
 #endif
 }
 
+/* release_done with a release answered 503 (engine_release_in_doubt): it
+ * may have run, so waiters_kick_rider (the head asks once, unless it is
+ * the rider), then waiters_ride_done(released, doubt, g NULL): the slot
+ * counted skipping the rider, which goes back with ride_released and
+ * ride_doubt set */
+inline ride_doubt(rd) {
+#ifdef MUT_DOUBT_NO_KICK
+  /* main before: no kick, the rider back with ride_released false */
+  if :: rd != NONE -> w_rrel[rd] = 0; back[rd] = 1 :: else fi
+#elif !defined(MUT_RIDE_DOWN_FORGETS)
+  if
+  :: qn > 0 -> q_hexp = 0; if :: rd == NONE -> slot_freed(NONE) :: else fi
+  :: else
+  fi;
+  if :: rd != NONE -> slot_freed(rd); w_rrel[rd] = 1; w_doubt[rd] = 1; back[rd] = 1 :: else fi
+#else
+  skip
+#endif
+}
+
 /* the deadline on c's release, or the drop of its connection (rcmd_expire,
  * cmd_answer_down, release_done with LK_BACKEND_DOWN): 503 to the client,
- * which gives up (its slot, if still held, expires); the rider goes back
- * (ride_unknown) */
+ * which gives up (its slot, if still held, expires); the head is kicked
+ * and the rider goes back (ride_doubt) */
 inline release_down(i) {
-  ride_unknown(rel_rider[i]);
+#ifndef NODOUBT
+  ride_doubt(rel_rider[i]);
+#else
+  ride_unknown(rel_rider[i]);                  /* (main before: see NODOUBT above) */
+#endif
   rel_done[i] = 0; rel_nh[i] = 0;
   if
-  :: rel[i] -> r_orph[i] = 1                   /* its request may still run (rel_rider kept) */
+  :: rel[i] -> r_orph[i] = 1; LATE(1)        /* its request may still run (rel_rider kept) */
   :: else -> rel_rider[i] = NONE; rel_after[i] = NONE; rel_g[i] = 0
   fi;
 #ifdef HOR
@@ -595,20 +672,27 @@ inline release_down(i) {
 /* j's call answered 503 (its deadline, or its connection dropped): its
  * reply, if on its way, is lost; its request, if not run yet, may run */
 #ifndef HOR
-#define INFL(j) ((!a_orph[j] && (att[j] || att_rep[j] != 0)) || (!r_orph[j] && (rel[j] || rel_done[j])))
+#define INFL(j) ((!a_orph[j] && (att[j] || att_rep[j] != 0)) || (!r_orph[j] && (rel[j] || rel_done[j])) \
+                 || (!rc_orph[j] && (rc[j] || rc_rep[j] != 0)))
 #else
 /* (the second release slots, j + NC, are never in flight while a fault is
  * left with FAULTS 1: a second release follows a 503) */
 #define INFL(j) ((!a_orph[j] && (att[j] || att_rep[j] != 0)) || (!r_orph[j] && (rel[j] || rel_done[j])) \
-                 || (!rn_orph[j] && (rn[j] || rn_rep[j] != 0)))
+                 || (!rn_orph[j] && (rn[j] || rn_rep[j] != 0)) || (!rc_orph[j] && (rc[j] || rc_rep[j] != 0)))
 #endif
 inline drop_one(j) {
   if
   :: !a_orph[j] && (att[j] || att_rep[j] != 0) ->
+     LATE(att[j]);
      att_rep[j] = 0; a_orph[j] = att[j]; attempt_done(j, BACKEND_DOWN + 1)
+  :: !rc_orph[j] && (rc[j] || rc_rep[j] != 0) ->
+     /* a reclaim answered 503: answered as an attempt's 503 */
+     LATE(rc[j]);
+     rc_rep[j] = 0; rc_orph[j] = rc[j]; attempt_done(j, BACKEND_DOWN + 1)
 #ifdef HOR
   :: !rn_orph[j] && (rn[j] || rn_rep[j] != 0) ->
      /* a renewal answered 503: the client keeps the validity it had */
+     LATE(rn[j]);
      rn_rep[j] = 0; rn_orph[j] = rn[j]; g_rok[j] = 0;
      if :: cl_st[j] == C_RENEWING -> cl_st[j] = C_HOLD :: else fi
 #endif
@@ -653,10 +737,26 @@ inline drop_one(j) {
   :: d_step { rel_done[c] -> release_done(c) } \
   :: atomic { g_nf < FAULTS && INFL(c) -> g_nf++; drop_one(c); DROP_OTHERS } \
   :: d_step { att[c] && a_orph[c] -> att[c] = 0; a_orph[c] = 0 } \
+  RECLAIM_EVENTS(c) \
   :: d_step { rel[c] && r_orph[c] -> rel[c] = 0; \
        rel_rider[c] = NONE; rel_after[c] = NONE; rel_g[c] = 0; r_orph[c] = 0 } \
   :: d_step { h[c] && EXPIRES -> h[c] = 0; g_hold[c] = 0; g_live[c] = 0; g_exp = 1 HOR_EXP(c) } \
   HOR_EVENTS(c)
+#endif
+/* c's reclaim (renew.lua of its own lease: read-only here, the model
+ * being untimed) at Redis, or lost (answered 503), and its answer. With
+ * HOR (whose search is at its memory bound) the renewal's run and its
+ * answer are one step: the slot's expiry in between is not searched, and
+ * FAULTS 1 leaves no fault for the reclaim (the release's 503 used it). */
+#ifndef HOR
+#define RECLAIM_EVENTS(c) \
+  :: d_step { rc[c] -> rc_rep[c] = (h[c] -> OK + 1 : NOT_HELD + 1); rc[c] = 0; \
+       if :: rc_orph[c] -> rc_rep[c] = 0; rc_orph[c] = 0 :: else fi } \
+  :: d_step { rc[c] && rc_orph[c] -> rc[c] = 0; rc_orph[c] = 0 } \
+  :: d_step { rc_rep[c] != 0 -> cd = rc_rep[c]; rc_rep[c] = 0; reclaim_done(c, cd) }
+#else
+#define RECLAIM_EVENTS(c) \
+  :: d_step { rc[c] -> rc[c] = 0; reclaim_done(c, (h[c] -> OK + 1 : NOT_HELD + 1)) }
 #endif
 #ifdef NOEXP
 #define EXPIRES 0       /* (a check's switch: no slot expires) */
@@ -732,32 +832,42 @@ end:
 #define IDLE_ALL (!poke_a && !poke_n && !remote_rel && !SUB_PENDING)
 #else
 #ifndef HOR
-#define IDLE(c) (!att[c] && att_rep[c] == 0 && !rel[c] && !rel_done[c] && follow[c] == 0 && !back[c] && !PEND(c))
+#define IDLE(c) (!att[c] && att_rep[c] == 0 && !rel[c] && !rel_done[c] && follow[c] == 0 && !back[c] && !PEND(c) \
+                 && !rc[c] && rc_rep[c] == 0)
 #else
 #define IDLE(c) (!att[c] && att_rep[c] == 0 && !rel[c] && !rel_done[c] && follow[c] == 0 && !back[c] \
-                 && !rel[c + NC] && !rel_done[c + NC] && !rn[c] && rn_rep[c] == 0)
+                 && !rel[c + NC] && !rel_done[c + NC] && !rn[c] && rn_rep[c] == 0 && !rc[c] && rc_rep[c] == 0)
 #endif
 #define IDLE_ALL (!poke_a && !poke_n && !remote_rel && !SUB_PENDING)
 #endif
 #if NC > 3
 #define IDLE_N (IDLE(0) && IDLE(1) && IDLE(2) && IDLE(3))
 #define HELD (g_hold[0] + g_hold[1] + g_hold[2] + g_hold[3])
+#define QHOLDS(c) (w_st[c] != W_NONE && h[c])
+#define QHELD (QHOLDS(0) || QHOLDS(1) || QHOLDS(2) || QHOLDS(3))
 #else
 #define IDLE_N (IDLE(0) && IDLE(1) && IDLE(2))
 #define HELD (g_hold[0] + g_hold[1] + g_hold[2])
+#define QHOLDS(c) (w_st[c] != W_NONE && h[c])
+#define QHELD (QHOLDS(0) || QHOLDS(1) || QHOLDS(2))
 #endif
 proctype idle_slot()
 {
 end:
   atomic {
-    (qn > 0 && IDLE_ALL && IDLE_N && HELD < LIMIT
-#ifdef HOF
-     /* only while no fault and no expiry happened: a slot freed by an
-      * expiry, or by a release whose answer lockd never read, is found by
-      * the head's retry timer alone (5w, idle_retry) */
-     && g_nf == 0 && !g_exp
+#ifndef HOF
+    (qn > 0 && IDLE_ALL && IDLE_N && HELD < LIMIT) ->
+#elif defined(HOR)
+    (qn > 0 && IDLE_ALL && IDLE_N && HELD < LIMIT && g_nf == 0 && !g_exp) ->
+#else
+    /* only while no expiry happened and no fault answered a call before
+     * its request ran (it may run later, after every wake-up: the slot it
+     * frees is found by the head's retry timer alone, 5w, idle_retry); a
+     * fault that lost only replies (503 on a release that ran) leaves a
+     * head that asks, and a rider the hand-off granted reclaims its slot:
+     * nor is a queued waiter left holding a slot at Redis */
+    (qn > 0 && IDLE_ALL && IDLE_N && (HELD < LIMIT || QHELD) && !g_late && !g_exp) ->
 #endif
-    ) ->
     idle_free_slot = 1;
     assert(!idle_free_slot)
   }

@@ -372,6 +372,7 @@ static void release_done(void *arg, const struct bk_res *br)
     struct op *o = arg;
     struct eng_result r;
     result_init(&r, br->code, o->name);
+    bool doubt = engine_release_in_doubt(br->code);
     /* Only now, with the backend's answer, does a session lock leave its
      * session: on a 503 it is still held, so the watchdog keeps renewing it
      * and it is reported lost if it goes. */
@@ -391,9 +392,15 @@ static void release_done(void *arg, const struct bk_res *br)
     } else {
         metrics_add(M_RELEASE_ERROR, 1);
         r.retry_ms = br->delay_ms;
+        /* In doubt: the script may have run and freed the name, and this
+         * lockd skips its own message. The head asks once (refused, it
+         * waits for its timer as before); a rider first renews its lease,
+         * which the hand-off may have granted (waiters.c ride_back). */
+        if (doubt)
+            waiters_kick_rider(o->e, o->name, o->rider);
     }
     if (o->rider != NULL)
-        waiters_ride_done(o->e, o->rider, br->code == LK_OK,
+        waiters_ride_done(o->e, o->rider, br->code == LK_OK || doubt, doubt,
                           br->code == LK_OK ? br->handoff : NULL);
     o->done(o->arg, &r);
     free(o);
@@ -435,6 +442,8 @@ static void force_done(void *arg, const struct bk_res *br)
     struct op *o = arg;
     struct eng_result r;
     result_init(&r, br->code, o->name);
+    if (engine_release_in_doubt(br->code))
+        waiters_kick(o->e, o->name); /* it may have run: the head asks once */
     if (br->code == LK_OK) {
         metrics_add(M_FORCED_RELEASES, 1);
         size_t n = glog_drop_name(o->e->plain, o->name); /* (session locks: found lost) */
@@ -647,6 +656,8 @@ static void end_release_done(void *arg, const struct bk_res *r)
         waiters_kick(eo->e, er->name);
         eo->names[eo->n++] = er->name;
     } else {
+        if (engine_release_in_doubt(r->code))
+            waiters_kick(eo->e, er->name); /* it may have run: the head asks once */
         free(er->name);
     }
     free(er);

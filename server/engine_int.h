@@ -144,6 +144,16 @@ void engine_plain_renewed(struct engine *e, const char *name, const char *lease,
 void engine_plain_gone(struct engine *e, const char *name, const char *lease, bool released);
 /* The janitor, every tick: drops (and uncounts) plain leases that expired. */
 void engine_plain_sweep(struct engine *e, int64_t now);
+/* A release answered code may have freed its name all the same: the
+ * backend did not answer in time, its reply was lost with the connection
+ * (LK_BACKEND_DOWN), or it was held back or lost while a restarted Redis
+ * is re-asserted (LK_BACKEND_RECOVERING); its script may have run. Its
+ * name's waiters here ask once, as after a release (this lockd skips its
+ * own pub/sub message): the backend decides, so at most one refused ask. */
+static inline bool engine_release_in_doubt(enum lk_code code)
+{
+    return code == LK_BACKEND_DOWN || code == LK_BACKEND_RECOVERING;
+}
 /* Counts a grant in lockd_acquire_total and lockd_grants_total{mode}. */
 void engine_count_grant(bool shared, int64_t limit);
 /* The backend's limit for an acquire's: 0 (not given) is 1. */
@@ -190,9 +200,11 @@ struct eng_waiter *waiters_ride(struct engine *e, const char *name, struct bk_ha
 /* The release that carried w was answered: g is w's acquire's result, or
  * NULL when it was not asked (the release failed: w waits on; the backend
  * declined, or the waiter before it did not hold the name: a head asks
- * itself, as a kicked head, a waiter behind it waits on). On the
+ * itself, as a kicked head, a waiter behind it waits on). doubt: the
+ * release was answered in doubt (released is true then too): the hand-off
+ * may have granted w, which renews its lease before anything else. On the
  * releaser's loop; w is answered on its own. */
-void waiters_ride_done(struct engine *e, struct eng_waiter *w, bool released,
+void waiters_ride_done(struct engine *e, struct eng_waiter *w, bool released, bool doubt,
                        const struct bk_res *g);
 /* Another lockd granted name (a pub/sub message): its watchers look, and a
  * queued reader asks (the name may be open to readers now); other waiters

@@ -86,6 +86,8 @@ struct eng_waiter {
     bool kick_pending; /* under wmu: a release came while attempting */
     bool failed;       /* under wmu: answer fail_code at the next chance */
     bool ride_released; /* under wmu: a rider's release released (waiters_ride_done) */
+    bool ride_doubt;    /* under wmu: its release was answered in doubt (503): the
+                         * hand-off may have granted it (ride_back: reclaim) */
     bool rode;          /* under wmu: asked with a release (waiters_ride) */
     enum lk_code fail_code;
     int64_t limit_in_force; /* LK_LIMIT_MISMATCH: the backend's */
@@ -252,8 +254,8 @@ static void fail(struct eng_waiter *w, enum lk_code code, const struct eng_holde
 static void release_bg_done(void *arg, const struct bk_res *r)
 {
     struct poke *p = arg;
-    if (r->code == LK_OK)
-        waiters_kick(p->e, p->name);
+    if (r->code == LK_OK || engine_release_in_doubt(r->code))
+        waiters_kick(p->e, p->name); /* in doubt, it may have run: the head asks once */
     free(p);
 }
 
@@ -361,12 +363,26 @@ static void attempt_done(void *arg, const struct bk_res *br)
     bool grouped = w->grouped;
     w->grouped = false;
     if (br->code == LK_LOCKED && !w->cancelled && !w->failed && now < w->deadline_ms) {
-        engine_holder_of(br, &q->holder);
-        q->has_holder = true;
-        if (!w->kick_pending)
+        /* Only the head's refusal is news for the queue. A grouped
+         * follower's or a rider's behind the head may have been decided
+         * before releases seen since, which woke the head alone
+         * (slot_freed): it would put back an expiry such a release cleared
+         * (0: the next head, poked without an attempt, would wait for it
+         * with the name free) and drop the slots they freed (the next
+         * rider's grant would let nobody ask). Left alone, the worst is
+         * one more ask, which the backend refuses. Behind the head it
+         * waits to be promoted, with no retry of its own (a retry armed
+         * while it is not the head fires again and again: on_timer). */
+        bool head = q->list == w;
+        if (head || q->holder_expiry_ms != 0) {
+            engine_holder_of(br, &q->holder);
+            q->has_holder = true;
+            q->holder_expiry_ms = now + (q->holder.expires_in_ms > 0 ? q->holder.expires_in_ms : 0);
+        }
+        if (head && !w->kick_pending)
             q->freed = 0; /* full again (a release meanwhile may have freed some) */
-        q->unknown = false;
-        q->holder_expiry_ms = now + (q->holder.expires_in_ms > 0 ? q->holder.expires_in_ms : 0);
+        if (head)
+            q->unknown = false;
         if (w->kick_pending || (grouped && q->list == w)) {
             /* A release arrived while we asked, or a follower refused with
              * its head finds itself the head (the head was granted on a
@@ -377,7 +393,7 @@ static void attempt_done(void *arg, const struct bk_res *br)
             return;
         }
         w->state = W_QUEUED;
-        w->retry_at_ms = q->holder_expiry_ms + 1;
+        w->retry_at_ms = head ? q->holder_expiry_ms + 1 : 0;
         pthread_mutex_unlock(&e->wmu);
         arm(w);
         return;
@@ -840,13 +856,32 @@ struct eng_waiter *waiters_ride(struct engine *e, const char *name, struct bk_ha
     return w;
 }
 
+static void ride_back(void *arg);
+
+/* A reclaim's answer (on the rider's loop): its lease held is the grant
+ * the hand-off made; not held, it goes back as a rider not asked (a head
+ * asks); no answer is an attempt's (503: answered so; recovering: it keeps
+ * its place). */
+static void reclaim_done(void *arg, const struct bk_res *br)
+{
+    struct eng_waiter *w = arg;
+    if (br->code == LK_NOT_HELD || br->code == LK_HELD_BY_OTHER)
+        ride_back(w);
+    else
+        attempt_done(w, br);
+}
+
 /* On a rider's loop: its release asked nothing for it. A head asks
  * itself when the release released (declined: as a kicked head would), a
  * release came meanwhile, it never asked as the head (it became the head
  * while riding: the poke that told it found it attempting), or a release
  * was seen since its last answer (holder_expiry_ms 0, as on_poke reads
  * it: that release's poke, posted while it was queued, found it riding);
- * a waiter behind the head waits on; a failed one is answered. */
+ * a waiter behind the head waits on; a failed one is answered. A release
+ * answered in doubt (503: its script may have run, the hand-off granting
+ * the rider's lease) counts as one that released, and the rider first
+ * renews its own lease (reclaim): held, that is its grant (an acquire
+ * would find its own lease and be refused until that lease's expiry). */
 static void ride_back(void *arg)
 {
     struct eng_waiter *w = arg;
@@ -854,29 +889,42 @@ static void ride_back(void *arg)
     pthread_mutex_lock(&e->wmu);
     if (w->cancelled) { /* its client left meanwhile */
         struct eng_waiter *h = NULL;
+        bool doubt = w->ride_doubt;
         unlink_waiter(e, w, &h);
         promote(e, h, false);
         pthread_mutex_unlock(&e->wmu);
+        /* a grant the hand-off may have made goes back (compare-and-delete) */
+        if (doubt)
+            waiters_release_bg(e, w->lp, w->name, w->lease, 0, false);
         ev_timer_stop(loop_ev(w->lp), &w->timer);
         free(w);
         return;
     }
     w->rode = false;
+    bool reclaim = w->ride_doubt && !w->failed;
+    w->ride_doubt = false;
     bool head = w->q->list == w;
     bool again =
         w->failed || (head && (w->kick_pending || w->ride_released || w->retry_at_ms == 0 ||
                                w->q->holder_expiry_ms <= lk_now_ms()));
-    w->kick_pending = false;
-    if (!again)
+    if (!reclaim)
+        w->kick_pending = false;
+    if (!again && !reclaim)
         w->state = W_QUEUED;
     pthread_mutex_unlock(&e->wmu);
-    if (again)
+    if (reclaim) {
+        struct bk_req req = {
+            .op = BK_RENEW, .name = w->name, .lease = w->lease, .ttl_ms = w->ttl_ms};
+        enum lk_code c = engine_bk_submit(e, w->lp, &w->call, &req, reclaim_done, w);
+        (void)c; /* reclaim_done runs either way */
+    } else if (again) {
         attempt(w);
-    else
+    } else {
         arm(w);
+    }
 }
 
-void waiters_ride_done(struct engine *e, struct eng_waiter *w, bool released,
+void waiters_ride_done(struct engine *e, struct eng_waiter *w, bool released, bool doubt,
                        const struct bk_res *g)
 {
     /* Released, and the rider did not take the slot (not asked, or its
@@ -890,8 +938,10 @@ void waiters_ride_done(struct engine *e, struct eng_waiter *w, bool released,
         pthread_mutex_lock(&e->wmu);
         if (freed && w->q != NULL)
             slot_freed(e, w->q, w);
-        if (g == NULL)
+        if (g == NULL) {
             w->ride_released = released;
+            w->ride_doubt = doubt;
+        }
         pthread_mutex_unlock(&e->wmu);
     }
     if (g == NULL) {

@@ -711,6 +711,126 @@ static void test_ride_keeps_wakeup_semaphore(void)
     ride_keeps_wakeup("ride-s", 2);
 }
 
+/* A release answered 503 while its script still runs (engine.c
+ * release_done: the backend in doubt) wakes this lockd's own waiter, which
+ * its own pub/sub message (skipped as its own) would not: a lockd with
+ * backend_timeout_ms 500 on a Redis of its own, holders with a 20 s ttl, a
+ * waiter W refused and queued behind them; Redis frozen (SIGSTOP), a
+ * holder's release sent and answered 503 at the deadline (the connection
+ * dropped, the script still in Redis' socket), Redis resumed: the script
+ * runs, and W must be granted within 1 s, not at the holders' expiry (20
+ * s). Three ways the release reaches W: an exclusive W rides on it
+ * (release_handoff.lua grants W in the script: W renews its lease to learn
+ * it, ride_back), a reader W does not ride (the head is kicked and asks), a
+ * semaphore's W rides with the other slot still held. Each time W's lease
+ * is the one that holds (its release 200) and nobody else's does. */
+static void release_in_doubt(const char *name, const char *hbody, int nholders, const char *wbody)
+{
+    long long scale = th_time_scale();
+    struct th_redis r2;
+    th_redis_start(&r2, 0, NULL);
+    char url[64], tmo[24];
+    snprintf(url, sizeof(url), "redis://127.0.0.1:%d", r2.port);
+    snprintf(tmo, sizeof(tmo), "%lld", 500 * scale);
+    const char *args[] = {"--redis", url, "--backend_timeout_ms", tmo, NULL};
+    struct th_lockd l;
+    th_lockd_start(&l, args, NULL);
+    char lease[2][40];
+    for (int i = 0; i < nholders; i++)
+        grab(&l, name, hbody, lease[i]);
+    struct pool p;
+    park_one(&p, &l, name, wbody);
+    th_sleep_ms(200 * scale); /* refused: W waits for the holder's expiry */
+    CHECK_EQ_INT(p.ndone, 0);
+    kill(r2.pid, SIGSTOP);
+    long st = release_status(&l, name, lease[0]);
+    int64_t t0 = th_now_ms();
+    kill(r2.pid, SIGCONT);
+    int idx[1];
+    int got = pool_poll(&p, 1000 * scale, idx, 1);
+    int64_t dt = th_now_ms() - t0;
+    printf("# %s: the release answered %ld; W %s %lld ms after Redis resumed\n", name, st,
+           got ? "answered" : "not answered", (long long)dt);
+    CHECK_EQ_INT(st, 503);
+    CHECK_EQ_INT(got, 1);
+    CHECK_EQ_INT(p.w[idx[0]].status, 200);
+    /* the release ran: A's lease holds nothing (404, or 409: W holds it) */
+    long again = release_status(&l, name, lease[0]);
+    CHECK(again == 404 || again == 409);
+    release(&l, name, rw_str(&p.w[idx[0]], "lease"));
+    for (int i = 1; i < nholders; i++)
+        release(&l, name, lease[i]);
+    CHECK_EQ_INT(queued(&l, name), 0);
+    pool_free(&p);
+    th_lockd_kill(&l, SIGTERM);
+    th_redis_stop(&r2);
+}
+
+static void test_release_in_doubt_exclusive(void)
+{
+    release_in_doubt("doubt-x", "{\"ttl_ms\":20000}", 1, "{\"ttl_ms\":20000,\"wait_ms\":15000}");
+}
+
+static void test_release_in_doubt_reader(void)
+{
+    release_in_doubt("doubt-r", "{\"ttl_ms\":20000}", 1,
+                     "{\"ttl_ms\":20000,\"mode\":\"shared\",\"wait_ms\":15000}");
+}
+
+static void test_release_in_doubt_semaphore(void)
+{
+    release_in_doubt("doubt-s", "{\"ttl_ms\":20000,\"limit\":2}", 2,
+                     "{\"ttl_ms\":20000,\"limit\":2,\"wait_ms\":15000}");
+}
+
+/* The other outcome of a release answered 503: its script never ran.
+ * Redis paused by CLIENT PAUSE ALL (it reads, runs nothing) past the
+ * release's deadline: lockd drops the connection and Redis frees the
+ * client with its release unrun. The exclusive W that rode on it renews
+ * its lease (not held), asks (refused: A holds) and waits for its timer
+ * again: at most those two calls, no grant, A's lease still holds (its
+ * release again 200), and that release hands the name to W at once. */
+static void test_release_in_doubt_lost(void)
+{
+    long long scale = th_time_scale();
+    const char *name = "doubt-lost";
+    struct th_redis r2;
+    th_redis_start(&r2, 0, NULL);
+    char url[64], tmo[24], pause[48];
+    snprintf(url, sizeof(url), "redis://127.0.0.1:%d", r2.port);
+    snprintf(tmo, sizeof(tmo), "%lld", 500 * scale);
+    snprintf(pause, sizeof(pause), "CLIENT PAUSE %lld ALL", 800 * scale);
+    const char *args[] = {"--redis", url, "--backend_timeout_ms", tmo, NULL};
+    struct th_lockd l;
+    th_lockd_start(&l, args, NULL);
+    char lease[40];
+    grab(&l, name, "{\"ttl_ms\":20000}", lease);
+    struct pool p;
+    park_one(&p, &l, name, "{\"ttl_ms\":20000,\"wait_ms\":15000}");
+    th_sleep_ms(200 * scale); /* refused: W waits for the holder's expiry */
+    long long calls0 = th_redis_calls(&r2, "fcall");
+    th_redis_cli(&r2, pause);
+    long st = release_status(&l, name, lease);
+    int idx[1];
+    int got = pool_poll(&p, 1300 * scale, idx, 1); /* the pause's end and then some */
+    long long calls = th_redis_calls(&r2, "fcall") - calls0;
+    printf("# %s: the release answered %ld; W %s; %lld script calls since\n", name, st,
+           got ? "answered" : "waits on", calls);
+    CHECK_EQ_INT(st, 503);
+    CHECK_EQ_INT(got, 0);
+    CHECK(calls <= 2); /* W's renewal and acquire, the release never ran */
+    int64_t t0 = th_now_ms();
+    release(&l, name, lease); /* A still held it */
+    CHECK_EQ_INT(pool_poll(&p, 1000 * scale, idx, 1), 1);
+    printf("# %s: W granted %lld ms after A's second release\n", name,
+           (long long)(th_now_ms() - t0));
+    CHECK_EQ_INT(p.w[idx[0]].status, 200);
+    release(&l, name, rw_str(&p.w[idx[0]], "lease"));
+    pool_free(&p);
+    th_lockd_kill(&l, SIGTERM);
+    th_redis_stop(&r2);
+}
+
 /* 2,000 waiters on one name, handed the lock one at a time: each granted
  * exactly once, never two at a time, tokens strictly increasing; the gauge
  * follows the queue and the handoff histogram counts every handoff. */
@@ -1127,6 +1247,10 @@ int main(void)
     TH_RUN(test_lost_message);
     TH_RUN(test_ride_keeps_wakeup);
     TH_RUN(test_ride_keeps_wakeup_semaphore);
+    TH_RUN(test_release_in_doubt_exclusive);
+    TH_RUN(test_release_in_doubt_reader);
+    TH_RUN(test_release_in_doubt_semaphore);
+    TH_RUN(test_release_in_doubt_lost);
     TH_RUN(test_session_and_timeout_redis);
     TH_RUN(test_session_and_timeout_memory);
     TH_RUN(test_attempts_per_handoff);
