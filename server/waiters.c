@@ -590,6 +590,12 @@ static void on_timer(struct ev_loop *ev, ev_timer *t, int revents)
         attempt(w);
         return;
     }
+    /* A retry due while w is not the head (an answer it had behind the
+     * head, e.g. a grouped follower's "recovering", set one) would fire
+     * again at once, and again: it waits for its deadline, or to be
+     * promoted (on_poke arms it then). */
+    if (w->retry_at_ms > 0 && now >= w->retry_at_ms)
+        w->retry_at_ms = 0;
     pthread_mutex_unlock(&e->wmu);
     arm(w);
 }
