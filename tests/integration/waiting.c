@@ -789,7 +789,9 @@ static void test_release_in_doubt_semaphore(void)
  * client with its release unrun. The exclusive W that rode on it renews
  * its lease (not held), asks (refused: A holds) and waits for its timer
  * again: at most those two calls, no grant, A's lease still holds (its
- * release again 200), and that release hands the name to W at once. */
+ * release again 200), and that release hands the name to W at once.
+ * Under valgrind Redis has run the release at the pause's end all the
+ * same: then W must hold the name and A's lease nothing (never both). */
 static void test_release_in_doubt_lost(void)
 {
     long long scale = th_time_scale();
@@ -814,17 +816,26 @@ static void test_release_in_doubt_lost(void)
     int idx[1];
     int got = pool_poll(&p, 1300 * scale, idx, 1); /* the pause's end and then some */
     long long calls = th_redis_calls(&r2, "fcall") - calls0;
-    printf("# %s: the release answered %ld; W %s; %lld script calls since\n", name, st,
-           got ? "answered" : "waits on", calls);
+    printf("# %s: the release answered %ld; W %s (%ld %s); %lld script calls since\n", name, st,
+           got ? "answered" : "waits on", got ? p.w[idx[0]].status : 0L,
+           got && rw_str(&p.w[idx[0]], "error") ? rw_str(&p.w[idx[0]], "error") : "", calls);
     CHECK_EQ_INT(st, 503);
-    CHECK_EQ_INT(got, 0);
-    CHECK(calls <= 2); /* W's renewal and acquire, the release never ran */
-    int64_t t0 = th_now_ms();
-    release(&l, name, lease); /* A still held it */
-    CHECK_EQ_INT(pool_poll(&p, 1000 * scale, idx, 1), 1);
-    printf("# %s: W granted %lld ms after A's second release\n", name,
-           (long long)(th_now_ms() - t0));
-    CHECK_EQ_INT(p.w[idx[0]].status, 200);
+    if (got == 1) {
+        /* The release ran after all (seen under valgrind: Redis ran the
+         * dropped connection's release when the pause ended): then W holds
+         * the name, granted after it, and A's lease holds nothing. */
+        CHECK_EQ_INT(p.w[idx[0]].status, 200);
+        long again = release_status(&l, name, lease);
+        CHECK(again == 404 || again == 409);
+    } else {
+        CHECK(calls <= 2); /* W's renewal and acquire, the release never ran */
+        int64_t t0 = th_now_ms();
+        release(&l, name, lease); /* A still held it */
+        CHECK_EQ_INT(pool_poll(&p, 1000 * scale, idx, 1), 1);
+        printf("# %s: W granted %lld ms after A's second release\n", name,
+               (long long)(th_now_ms() - t0));
+        CHECK_EQ_INT(p.w[idx[0]].status, 200);
+    }
     release(&l, name, rw_str(&p.w[idx[0]], "lease"));
     pool_free(&p);
     th_lockd_kill(&l, SIGTERM);
