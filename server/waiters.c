@@ -887,7 +887,8 @@ static void reclaim_done(void *arg, const struct bk_res *br)
  * answered in doubt (503: its script may have run, the hand-off granting
  * the rider's lease) counts as one that released, and the rider first
  * renews its own lease (reclaim): held, that is its grant (an acquire
- * would find its own lease and be refused until that lease's expiry). */
+ * would find its own lease and be refused until that lease's expiry); a
+ * failed one gives that possible grant back. */
 static void ride_back(void *arg)
 {
     struct eng_waiter *w = arg;
@@ -908,6 +909,7 @@ static void ride_back(void *arg)
     }
     w->rode = false;
     bool reclaim = w->ride_doubt && !w->failed;
+    bool give_back = w->ride_doubt && w->failed;
     w->ride_doubt = false;
     bool head = w->q->list == w;
     bool again =
@@ -918,6 +920,11 @@ static void ride_back(void *arg)
     if (!again && !reclaim)
         w->state = W_QUEUED;
     pthread_mutex_unlock(&e->wmu);
+    /* A failed rider (its session ended, lockd drains) is answered with its
+     * failure: a grant the hand-off may have made goes back, as a
+     * cancelled one's does (w is freed by that answer, so first). */
+    if (give_back)
+        waiters_release_bg(e, w->lp, w->name, w->lease, 0, false);
     if (reclaim) {
         struct bk_req req = {
             .op = BK_RENEW, .name = w->name, .lease = w->lease, .ttl_ms = w->ttl_ms};

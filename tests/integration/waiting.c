@@ -842,6 +842,95 @@ static void test_release_in_doubt_lost(void)
     th_redis_stop(&r2);
 }
 
+static void session_new(const struct th_lockd *l, int ttl_ms, char *id);
+
+struct bg_release {
+    const struct th_lockd *l;
+    const char *name, *lease;
+    long status;
+};
+
+static void *bg_release_run(void *arg)
+{
+    struct bg_release *b = arg;
+    struct th_client *c = th_client_new();
+    b->status = th_req(c, "DELETE", th_url(b->l, "/locks/", b->name), NULL, b->lease, NULL);
+    th_client_free(c);
+    return NULL;
+}
+
+/* A rider whose session ends while its release is in flight, answered
+ * 503 (Redis frozen, as in release_in_doubt): W is answered 404
+ * session_not_found, and the grant the hand-off made when Redis ran the
+ * release goes back (ride_back's give-back), so the name is free at once
+ * for another client, not held by a lease nobody knows until its 20 s
+ * ttl. */
+static void test_release_in_doubt_rider_failed(void)
+{
+    long long scale = th_time_scale();
+    const char *name = "doubt-gone";
+    struct th_redis r2;
+    th_redis_start(&r2, 0, NULL);
+    char url[64], tmo[24], sid[65], wbody[160], sess[128];
+    snprintf(url, sizeof(url), "redis://127.0.0.1:%d", r2.port);
+    snprintf(tmo, sizeof(tmo), "%lld", 500 * scale);
+    const char *args[] = {"--redis", url, "--backend_timeout_ms", tmo, NULL};
+    struct th_lockd l;
+    th_lockd_start(&l, args, NULL);
+    char lease[40];
+    long long t0 = grab(&l, name, "{\"ttl_ms\":20000}", lease);
+    session_new(&l, 20000, sid);
+    snprintf(wbody, sizeof(wbody), "{\"ttl_ms\":20000,\"wait_ms\":15000,\"session\":\"%s\"}", sid);
+    struct pool p;
+    park_one(&p, &l, name, wbody);
+    th_sleep_ms(200 * scale); /* refused: W waits for the holder's expiry */
+    CHECK_EQ_INT(p.ndone, 0);
+    kill(r2.pid, SIGSTOP);
+    struct bg_release b = {.l = &l, .name = name, .lease = lease};
+    pthread_t th;
+    pthread_create(&th, NULL, bg_release_run, &b);
+    th_sleep_ms(150 * scale); /* the release is in flight, W rides on it */
+    snprintf(sess, sizeof(sess), "/sessions/%s", sid);
+    long ds = th_req(cl, "DELETE", th_url(&l, sess, ""), NULL, NULL, NULL);
+    pthread_join(th, NULL);
+    kill(r2.pid, SIGCONT);
+    int idx[1];
+    int got = pool_poll(&p, 1000 * scale, idx, 1);
+    /* the name must be free again within 1 s: try-acquires (no wait) */
+    int64_t t1 = th_now_ms();
+    long st = 0;
+    long long tok = 0;
+    char clease[40] = "";
+    while (th_now_ms() - t1 < 1000 * scale) {
+        struct th_resp r;
+        st = th_req(cl, "POST", th_url(&l, "/locks/", name), "{\"ttl_ms\":20000}", NULL, &r);
+        if (st == 200) {
+            tok = th_jint(&r, "fencing_token");
+            snprintf(clease, sizeof(clease), "%s", th_jstr(&r, "lease"));
+        }
+        th_resp_free(&r);
+        if (st != 409)
+            break;
+        th_sleep_ms(20);
+    }
+    printf("# %s: session end %ld, the release %ld, W %s (%ld %s); a new acquire %ld after %lld ms\n",
+           name, ds, b.status, got ? "answered" : "not answered", got ? p.w[idx[0]].status : 0L,
+           got && rw_err(&p.w[idx[0]]) ? rw_err(&p.w[idx[0]]) : "", st,
+           (long long)(th_now_ms() - t1));
+    CHECK(ds == 200 || ds == 204);
+    CHECK_EQ_INT(b.status, 503);
+    CHECK_EQ_INT(got, 1);
+    CHECK_EQ_INT(p.w[idx[0]].status, 404);
+    CHECK_STR(rw_err(&p.w[idx[0]]), "session_not_found");
+    CHECK_EQ_INT(st, 200);
+    CHECK(tok > t0);
+    if (st == 200)
+        release(&l, name, clease);
+    pool_free(&p);
+    th_lockd_kill(&l, SIGTERM);
+    th_redis_stop(&r2);
+}
+
 /* 2,000 waiters on one name, handed the lock one at a time: each granted
  * exactly once, never two at a time, tokens strictly increasing; the gauge
  * follows the queue and the handoff histogram counts every handoff. */
@@ -1262,6 +1351,7 @@ int main(void)
     TH_RUN(test_release_in_doubt_reader);
     TH_RUN(test_release_in_doubt_semaphore);
     TH_RUN(test_release_in_doubt_lost);
+    TH_RUN(test_release_in_doubt_rider_failed);
     TH_RUN(test_session_and_timeout_redis);
     TH_RUN(test_session_and_timeout_memory);
     TH_RUN(test_attempts_per_handoff);
