@@ -736,8 +736,12 @@ static void release_in_doubt(const char *name, const char *hbody, int nholders, 
     struct th_lockd l;
     th_lockd_start(&l, args, NULL);
     char lease[2][40];
-    for (int i = 0; i < nholders; i++)
-        grab(&l, name, hbody, lease[i]);
+    long long top = 0;
+    for (int i = 0; i < nholders; i++) {
+        long long t = grab(&l, name, hbody, lease[i]);
+        if (t > top)
+            top = t;
+    }
     struct pool p;
     park_one(&p, &l, name, wbody);
     th_sleep_ms(200 * scale); /* refused: W waits for the holder's expiry */
@@ -754,6 +758,9 @@ static void release_in_doubt(const char *name, const char *hbody, int nholders, 
     CHECK_EQ_INT(st, 503);
     CHECK_EQ_INT(got, 1);
     CHECK_EQ_INT(p.w[idx[0]].status, 200);
+    /* its token is its grant's, above the holders' (a reclaim answers the
+     * token its renewal found) */
+    CHECK(rw_int(&p.w[idx[0]], "fencing_token") > top);
     /* the release ran: A's lease holds nothing (404, or 409: W holds it) */
     long again = release_status(&l, name, lease[0]);
     CHECK(again == 404 || again == 409);
