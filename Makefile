@@ -214,11 +214,11 @@ test-valgrind: build/tests
 # the library themselves: their own binary is built under TSan. Wall time
 # under TSan on 2 shared cores, TH_TIME_SCALE=5: redlock ~66 s,
 # shared_locks ~41 s, sentinel ~28 s, redis_restart ~20 s, redis_backend
-# ~17 s, cluster ~17 s, operators ~15 s, cluster_failover ~13 s, the rest
-# a few s each; the whole target ~3 min before these were added.
-TSAN_PROGS ?= api_locks hardening_limits sessions redis_lockd waiting multilock \
-              shared_locks operators redlock cluster cluster_slot cluster_failover sentinel \
-              redis_restart
+# ~17 s, cluster ~17 s, operators ~15 s, cluster_failover ~13 s, first_hour
+# ~21 s, the rest a few s each; the whole target ~3 min before these were added.
+TSAN_PROGS ?= api_locks hardening_limits hardening_ops hardening_auth_tls first_hour sessions \
+              redis_lockd waiting multilock shared_locks operators redlock cluster cluster_slot \
+              cluster_failover sentinel redis_restart
 TSAN_REDIS_PROGS ?= hardening_limits api_locks
 TSAN_LIB_PROGS ?= redis_backend redis_compat
 test-tsan: build/tests build/tsan/lockd $(addprefix build/tsan/tests/integration/,$(TSAN_LIB_PROGS))
