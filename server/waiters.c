@@ -145,6 +145,14 @@ struct wqueue {
      * slots still free, and a busy semaphore settled with one slot of
      * eight in use: bench/RESULTS.md). */
     bool unknown;
+    /* An ask-now poke is owed to whoever heads the queue (post_poke with
+     * now: a grant that leaves room, a 503 or a refused multi-lock that
+     * promoted the next, a slot freed, a reader's grant elsewhere). The
+     * poke goes to the head's loop, and that head may leave before it runs
+     * (its session ends, its client goes, its deadline): the next head's
+     * own poke, which says "look" only, then asks all the same, not at
+     * the old holder's expiry. Cleared when a head asks (attempt). */
+    bool ask;
     UT_hash_handle hh;
 };
 
@@ -193,16 +201,19 @@ static void post_to(struct engine *e, struct lk_loop *lp, const char *name, bool
     loop_post(lp, fn, p);
 }
 
-static void post_poke(struct engine *e, struct lk_loop *lp, const char *name, bool now)
+/* Pokes q's head h (under wmu); now: it asks at once (q->ask). */
+static void post_poke(struct engine *e, struct wqueue *q, struct eng_waiter *h, bool now)
 {
-    post_to(e, lp, name, now, on_poke);
+    if (now)
+        q->ask = true;
+    post_to(e, h->lp, q->name, now, on_poke);
 }
 
 /* Called after w left the head of its queue (under wmu): tell the new head. */
 static void promote(struct engine *e, struct eng_waiter *h, bool attempt_now)
 {
     if (h != NULL)
-        post_poke(e, h->lp, h->name, attempt_now);
+        post_poke(e, h->q, h, attempt_now);
 }
 
 static void finish(struct eng_waiter *w, struct eng_result *r)
@@ -502,6 +513,8 @@ static void attempt(struct eng_waiter *w)
     }
     bool failed = w->failed;
     enum lk_code code = w->fail_code;
+    if (w->q != NULL && w->q->list == w)
+        w->q->ask = false; /* the head asks: what was owed to it is paid */
     /* A semaphore's waiter that asks with no release counted (the queue's
      * first, a retry at a holder's expiry): the free slots are unknown */
     if (!failed && !w->is_multi && w->limit > 1 && w->q != NULL && w->q->freed == 0)
@@ -629,7 +642,7 @@ static void on_poke(void *arg)
         if (w->lp == p->lp && w->state == W_QUEUED && !w->failed) {
             /* holder_expiry_ms 0: a release was seen and no attempt has
              * followed it yet (the head it was meant for may have left). */
-            if (p->attempt || q->holder_expiry_ms <= lk_now_ms()) {
+            if (p->attempt || q->ask || q->holder_expiry_ms <= lk_now_ms()) {
                 w->state = W_ATTEMPTING;
                 todo = w;
             } else {
@@ -790,7 +803,7 @@ static void slot_freed(struct engine *e, struct wqueue *q, const struct eng_wait
     if (h->state == W_ATTEMPTING)
         h->kick_pending = true;
     else if (h->state == W_QUEUED)
-        post_poke(e, h->lp, q->name, true);
+        post_poke(e, q, h, true);
 }
 
 void waiters_kick_rider(struct engine *e, const char *name, struct eng_waiter *rider)
@@ -986,7 +999,7 @@ void waiters_kick_granted(struct engine *e, const char *name)
         if (h->state == W_ATTEMPTING)
             h->kick_pending = true;
         else if (h->state == W_QUEUED)
-            post_poke(e, h->lp, name, true);
+            post_poke(e, q, h, true);
     }
     pthread_mutex_unlock(&e->wmu);
 }
@@ -1274,7 +1287,7 @@ void waiters_renewed(struct engine *e, const char *name, int64_t ttl_ms)
     if (q != NULL && q->holder_expiry_ms > expiry) {
         q->holder_expiry_ms = expiry;
         if (q->list->state == W_QUEUED)
-            post_poke(e, q->list->lp, name, false); /* re-arms it for the new expiry */
+            post_poke(e, q, q->list, false); /* re-arms it for the new expiry */
     }
     struct wlist *wl;
     HASH_FIND_STR(e->watches, name, wl);
