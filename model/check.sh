@@ -134,7 +134,7 @@ MUTANT_SET="MUT_RL_RENEW_MAX MUT_NO_LOCK_DELAY MUT_RL_NO_WRITEBACK MUT_RLSH_X_IG
 # handoff-faults-2 (~18 s, without -DHOL: with it past 3000 MB) in model-full
 MODEL_SET="contention handoff-faults ${MODEL_SET#contention }"
 FULL_SET="handoff-faults-2 handoff-faults $FULL_SET"
-MUTANT_SET="$MUTANT_SET MUT_RIDE_DOWN_FORGETS MUT_SEM_NO_RETRY MUT_DOWN_NO_PROMOTE MUT_DOUBT_NO_KICK MUT_DOUBT_NO_RECLAIM MUT_LEAVE_NO_GIVEBACK"
+MUTANT_SET="$MUTANT_SET MUT_RIDE_DOWN_FORGETS MUT_SEM_NO_RETRY MUT_DOWN_NO_PROMOTE MUT_DOUBT_NO_KICK MUT_DOUBT_NO_RECLAIM MUT_LEAVE_NO_GIVEBACK MUT_ASK_LOST"
 # handoff.pml with renewals and a second release after a 503 (README.md,
 # "Renewals and a second release"): handoff-renew (~60 s alone, 2.1 GB)
 # second, beside contention
@@ -205,7 +205,7 @@ mutant)
     MUT_SH_IGNORE_X|MUT_SH_RELEASE_ANY) c=rwlock ;;
     MUT_SEM_NO_LIMIT) c=semaphore ;;
     MUT_SH_NO_WRITER_PREF) c=shared-live ;;
-    MUT_RIDE_DOWN_FORGETS|MUT_SEM_NO_RETRY|MUT_DOWN_NO_PROMOTE|MUT_DOUBT_NO_KICK|MUT_DOUBT_NO_RECLAIM|MUT_LEAVE_NO_GIVEBACK) c=handoff-faults ;;
+    MUT_RIDE_DOWN_FORGETS|MUT_SEM_NO_RETRY|MUT_DOWN_NO_PROMOTE|MUT_DOUBT_NO_KICK|MUT_DOUBT_NO_RECLAIM|MUT_LEAVE_NO_GIVEBACK|MUT_ASK_LOST) c=handoff-faults ;;
     MUT_HO_*) c=handoff-renew ;;
     MUT_RIDE_*|MUT_NO_ROOM) c=handoff ;;
     *) echo "check.sh: unknown mutant $m" >&2; exit 2 ;;

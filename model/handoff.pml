@@ -78,10 +78,10 @@
  * never told of that grant (l_blind: a request run at Redis after lockd
  * answered it 503, an acquire whose grant's reply or a reclaim that was
  * answered 503; README.md). Checked in every state, so a slot that would
- * expire later is caught all the same. (5) is also excused after an
- * on_poke(attempt) found the head failed and did nothing (l_swallow: the
- * C code loses that wake-up, README.md; -DLEAVE_STRICT drops the excuse
- * and shows it).
+ * expire later is caught all the same. (5) is checked after a leave as
+ * before it: an ask-now poke whose head left before it ran is kept on the
+ * queue (q_ask, wqueue.ask since d0af9b2) and paid by the next head's own
+ * poke (MUT_ASK_LOST takes it out).
  *
  * With -DNODOUBT (configuration handoff-renew): a release answered 503 is
  * what it was on main before engine_release_in_doubt (no kick, the rider
@@ -134,6 +134,12 @@
  *                          ended after its release was answered 503): the
  *                          hand-off's grant stays held by a lease nobody
  *                          knows: (6) fails
+ *   MUT_ASK_LOST           (HOL) main before d0af9b2: no q->ask, on_poke
+ *                          reads only the poke and the holder's expiry: a
+ *                          grant's ask-now poke for a head whose session
+ *                          ended is dropped, the next head, poked by
+ *                          on_sweep to look only, arms its retry for the
+ *                          holder's expiry with a slot free: (5) fails
  *   MUT_HO_RERELEASE_FREES (HOR) a release whose lease holds no slot frees the
  *                          first holder's and hands it on: (4h) fails
  *   MUT_HO_RENEW_READDS    (HOR) a renewal re-adds a lease whose slot expired
@@ -180,6 +186,8 @@ bit  w_rrel[NC];        /* ride_released */
 bit  q_hexp;            /* holder_expiry_ms in the future (0: a release was seen) */
 byte q_freed;           /* wqueue.freed */
 bit  q_unknown;         /* wqueue.unknown */
+bit  q_ask;             /* wqueue.ask: an ask-now poke is owed to whoever heads the queue
+                         * (post_poke with now); cleared when the head asks (attempt) */
 bit  poke_a;            /* an on_poke(attempt) posted */
 bit  remote_rel;        /* another lockd's release message, not yet here */
 #ifdef SUBKICK
@@ -268,8 +276,6 @@ byte gb_rep;            /* its reply, not yet read by lockd: OK+1, NOT_HELD+1 */
 bit  l_blind;           /* ghost: its slot at Redis came from a grant lockd was never told of
                          * (a request run after lockd answered it 503, or a grant whose
                          * reply, or whose reclaim, was answered 503) */
-bit  l_swallow;         /* ghost: an on_poke(attempt) found the head failed and did nothing
-                         * (the C code's lost wake-up, README.md: (5) excused after it) */
 hidden byte lw, lh;     /* scratch of one step */
 #define CANC(c) ((c) == LEAVER && l_cancel)
 #define FAILED(c) ((c) == LEAVER && l_fail)
@@ -439,17 +445,28 @@ inline unlink_waiter(c) {
   :: else -> break
   od;
   qn--; q[qn] = 0;
+  if :: qn == 0 -> q_ask = 0 :: else fi;       /* the queue freed (its next one starts with none owed) */
   w_st[c] = W_NONE; w_kick[c] = 0; w_retry[c] = 0; w_rode[c] = 0
 }
 
 /* attempt(): c (attempting) asks; with no release counted the free slots
  * are unknown */
 inline attempt(c) {
+  if :: q[0] == c -> q_ask = 0 :: else fi;     /* the head asks: what was owed to it is paid */
 #ifndef MUT_RIDE_COUNTS_FREED
   if :: q_freed == 0 -> q_unknown = 1 :: else fi;
 #endif
   att[c] = 1
 }
+
+/* post_poke(q, h, now) with now: the head asks at once; the ask is kept
+ * on the queue (q->ask) for whoever heads it when a poke runs, in case h
+ * left first (MUT_ASK_LOST: main before d0af9b2, the poke alone) */
+#ifndef MUT_ASK_LOST
+#define POKE_ASK q_ask = 1; poke_a = 1
+#else
+#define POKE_ASK poke_a = 1
+#endif
 
 /* slot_freed(): a release freed a slot for the queue: counted, the head
  * asks (again), unless it is sk, which asks itself */
@@ -460,14 +477,14 @@ inline slot_freed(sk) {
   if
   :: hd == sk
   :: hd != sk && w_st[hd] == W_ATTEMPTING -> w_kick[hd] = 1
-  :: hd != sk && w_st[hd] == W_QUEUED -> poke_a = 1
+  :: hd != sk && w_st[hd] == W_QUEUED -> POKE_ASK
   :: else
   fi
 }
 
 /* promote(h, now): the new head is told (an on_poke posted) */
 inline promote(now) {
-  if :: now -> poke_a = 1 :: else -> poke_n = 1 fi
+  if :: now -> POKE_ASK :: else -> poke_n = 1 fi
 }
 
 #ifdef HOL
@@ -608,23 +625,23 @@ inline attempt_done(c, code) {
   fi
 }
 
-/* on_poke(now) */
+/* on_poke(now): the head, queued and not failed, asks when the poke says
+ * so, an ask is owed to the queue's head (q->ask) or the holder's expiry
+ * passed; else its retry is armed for that expiry. The model has one
+ * loop: a poke reaches whichever head is there when it runs */
 inline on_poke(now) {
   if
   :: qn > 0 && w_st[q[0]] == W_QUEUED && !FAILED(q[0]) ->   /* (a failed one: its sweep answers it) */
      if
-     :: now || !q_hexp -> w_st[q[0]] = W_ATTEMPTING; attempt(q[0])
+     :: now || q_ask || !q_hexp -> w_st[q[0]] = W_ATTEMPTING; attempt(q[0])
      :: else -> w_retry[q[0]] = 1
 #ifdef HOF
      /* holder_expiry_ms passed meanwhile (time is untimed here): an
       * atomic step, not a d_step, so that both are searched */
-     :: !now && q_hexp -> w_st[q[0]] = W_ATTEMPTING; attempt(q[0])
-     :: !now && q_hexp -> w_retry[q[0]] = 1
+     :: !now && !q_ask && q_hexp -> w_st[q[0]] = W_ATTEMPTING; attempt(q[0])
+     :: !now && !q_ask && q_hexp -> w_retry[q[0]] = 1
 #endif
      fi
-#ifdef HOL
-  :: now && qn > 0 && w_st[q[0]] == W_QUEUED && FAILED(q[0]) -> l_swallow = 1
-#endif
   :: else
   fi
 }
@@ -723,7 +740,7 @@ inline release_done(i) {
      hd = q[0];
      if
      :: w_st[hd] == W_ATTEMPTING && hd != r -> w_kick[hd] = 1
-     :: w_st[hd] == W_QUEUED -> poke_a = 1
+     :: w_st[hd] == W_QUEUED -> POKE_ASK
      :: else
      fi
 #else
@@ -991,11 +1008,6 @@ end:
   od
 }
 
-#if defined(HOL) && !defined(LEAVE_STRICT)
-#define SWALLOWED l_swallow
-#else
-#define SWALLOWED 0
-#endif
 #ifdef SUBKICK
 #define SUB_PENDING sub_conf
 #else
@@ -1048,7 +1060,7 @@ end:
      * fault that lost only replies (503 on a release that ran) leaves a
      * head that asks, and a rider the hand-off granted reclaims its slot:
      * nor is a queued waiter left holding a slot at Redis */
-    (qn > 0 && IDLE_ALL && IDLE_N && (HELD < LIMIT || QHELD) && !g_late && !g_exp && !SWALLOWED) ->
+    (qn > 0 && IDLE_ALL && IDLE_N && (HELD < LIMIT || QHELD) && !g_late && !g_exp) ->
 #endif
     idle_free_slot = 1;
     assert(!idle_free_slot)
