@@ -77,7 +77,8 @@ flags_of() {
     handoff-l3) echo "-DHO -DNC=4 -DLIMIT=3 -DTRYONCE -DREMOTE -DSUBKICK" ;;
     # with lost requests and replies (lockd's deadline, the connection
     # dropped), holder expiry, crashes and the head's retry timer (3 clients)
-    handoff-faults) echo "-DHO -DHOF -DNC=3" ;;
+    # and (-DHOL) client 2 leaving once while it waits (cancelled or failed)
+    handoff-faults) echo "-DHO -DHOF -DHOL -DNC=3" ;;
     handoff-faults-2) echo "-DHO -DHOF -DNC=3 -DFAULTS=2" ;;
     # with faults, a holder that renews (client 1, once) and a second
     # release after a release answered 503 (any client)
@@ -129,10 +130,11 @@ MODEL_SET="contention redlock redlock-shared leases live-sessions mixed sessions
 FULL_SET="redlock-w24 wide redlock-drift redlock-shared-3 redlock-shared-drift handoff-l3 $MODEL_SET"
 MUTANT_SET="MUT_RL_RENEW_MAX MUT_NO_LOCK_DELAY MUT_RL_NO_WRITEBACK MUT_RLSH_X_IGNORES_S MUT_RLSH_MINORITY MUT_RLSH_NO_RESIDUE MUT_RENEW_NO_OWNER MUT_RELEASE_NO_CAD MUT_NO_MAX_HOLD MUT_NO_RETRY MUT_SH_IGNORE_X MUT_SEM_NO_LIMIT MUT_SH_NO_WRITER_PREF MUT_SH_RELEASE_ANY MUT_RIDE_NO_AFTER MUT_RIDE_COUNTS_FREED MUT_NO_ROOM"
 # handoff.pml with faults (README.md, "Hand-off chain"): handoff-faults
-# (~2 s); handoff-faults-2 (~4 s) in model-full
-MODEL_SET="$MODEL_SET handoff-faults"
+# (~36 s alone, 1.6 GB, with a client that leaves: -DHOL) fourth;
+# handoff-faults-2 (~18 s, without -DHOL: with it past 3000 MB) in model-full
+MODEL_SET="contention handoff-faults ${MODEL_SET#contention }"
 FULL_SET="handoff-faults-2 handoff-faults $FULL_SET"
-MUTANT_SET="$MUTANT_SET MUT_RIDE_DOWN_FORGETS MUT_SEM_NO_RETRY MUT_DOWN_NO_PROMOTE MUT_DOUBT_NO_KICK MUT_DOUBT_NO_RECLAIM"
+MUTANT_SET="$MUTANT_SET MUT_RIDE_DOWN_FORGETS MUT_SEM_NO_RETRY MUT_DOWN_NO_PROMOTE MUT_DOUBT_NO_KICK MUT_DOUBT_NO_RECLAIM MUT_LEAVE_NO_GIVEBACK MUT_ASK_LOST"
 # handoff.pml with renewals and a second release after a 503 (README.md,
 # "Renewals and a second release"): handoff-renew (~60 s alone, 2.1 GB)
 # second, beside contention
@@ -203,7 +205,7 @@ mutant)
     MUT_SH_IGNORE_X|MUT_SH_RELEASE_ANY) c=rwlock ;;
     MUT_SEM_NO_LIMIT) c=semaphore ;;
     MUT_SH_NO_WRITER_PREF) c=shared-live ;;
-    MUT_RIDE_DOWN_FORGETS|MUT_SEM_NO_RETRY|MUT_DOWN_NO_PROMOTE|MUT_DOUBT_NO_KICK|MUT_DOUBT_NO_RECLAIM) c=handoff-faults ;;
+    MUT_RIDE_DOWN_FORGETS|MUT_SEM_NO_RETRY|MUT_DOWN_NO_PROMOTE|MUT_DOUBT_NO_KICK|MUT_DOUBT_NO_RECLAIM|MUT_LEAVE_NO_GIVEBACK|MUT_ASK_LOST) c=handoff-faults ;;
     MUT_HO_*) c=handoff-renew ;;
     MUT_RIDE_*|MUT_NO_ROOM) c=handoff ;;
     *) echo "check.sh: unknown mutant $m" >&2; exit 2 ;;

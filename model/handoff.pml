@@ -55,6 +55,34 @@
  * lockd idle and the head with no retry armed; a waiter left waiting at
  * the end is an invalid end state, as before.
  *
+ * With -DHOL as well (in configuration handoff-faults): client LEAVER (NC -
+ * 1) may leave once, at any moment while it waits (queued, asking, riding,
+ * reclaiming): its HTTP client goes (engine_cancel: queued, unlinked at
+ * once, the next head told with promote(h, false); attempting, marked
+ * cancelled) or its session ends (waiters_fail: marked failed, on_sweep
+ * posted, which unlinks it if queued; on_poke and on_timer skip or answer a
+ * failed head). An attempting one is handled when its answer comes:
+ * attempt_done (granted: the grant goes back, waiters_release_bg, as for a
+ * cancelled one or a session waiter whose session_add_lock fails; refused
+ * or 503: unlinked, promote(h, true) when failed, false when cancelled),
+ * ride_back (cancelled: unlinked, a release in doubt's possible grant goes
+ * back; failed: no reclaim, that grant goes back, then attempt() finds it
+ * failed: unlinked, promote(h, true)); waiters_ride carries no failed or
+ * cancelled waiter, nor any past one that asks. The give-back is a request
+ * of its own (release.lua: removes the slot only if that lease holds one),
+ * run at Redis at any moment, its answer a kick (release_bg_done); with
+ * FAULTS 1 it is never answered 503 (neither by its own deadline nor by a
+ * drop of its connection). Property added: (6) no orphan (proctype
+ * orphans): never a slot held at Redis by the leaver's lease once it left,
+ * lockd has unlinked it and no give-back is on its way, unless lockd was
+ * never told of that grant (l_blind: a request run at Redis after lockd
+ * answered it 503, an acquire whose grant's reply or a reclaim that was
+ * answered 503; README.md). Checked in every state, so a slot that would
+ * expire later is caught all the same. (5) is checked after a leave as
+ * before it: an ask-now poke whose head left before it ran is kept on the
+ * queue (q_ask, wqueue.ask since d0af9b2) and paid by the next head's own
+ * poke (MUT_ASK_LOST takes it out).
+ *
  * With -DNODOUBT (configuration handoff-renew): a release answered 503 is
  * what it was on main before engine_release_in_doubt (no kick, the rider
  * back with ride_released false, no reclaim): with the doubt path that
@@ -101,6 +129,17 @@
  *                          expiry (no message) it waits for ever: (5w) fails
  *   MUT_DOWN_NO_PROMOTE    (HOF) a head answered 503 leaves the queue without
  *                          telling the next waiter: (5w) fails
+ *   MUT_LEAVE_NO_GIVEBACK  (HOL) main before 85a02bc: ride_back's failed
+ *                          branch gives nothing back (a rider whose session
+ *                          ended after its release was answered 503): the
+ *                          hand-off's grant stays held by a lease nobody
+ *                          knows: (6) fails
+ *   MUT_ASK_LOST           (HOL) main before d0af9b2: no q->ask, on_poke
+ *                          reads only the poke and the holder's expiry: a
+ *                          grant's ask-now poke for a head whose session
+ *                          ended is dropped, the next head, poked by
+ *                          on_sweep to look only, arms its retry for the
+ *                          holder's expiry with a slot free: (5) fails
  *   MUT_HO_RERELEASE_FREES (HOR) a release whose lease holds no slot frees the
  *                          first holder's and hands it on: (4h) fails
  *   MUT_HO_RENEW_READDS    (HOR) a renewal re-adds a lease whose slot expired
@@ -147,6 +186,8 @@ bit  w_rrel[NC];        /* ride_released */
 bit  q_hexp;            /* holder_expiry_ms in the future (0: a release was seen) */
 byte q_freed;           /* wqueue.freed */
 bit  q_unknown;         /* wqueue.unknown */
+bit  q_ask;             /* wqueue.ask: an ask-now poke is owed to whoever heads the queue
+                         * (post_poke with now); cleared when the head asks (attempt) */
 bit  poke_a;            /* an on_poke(attempt) posted */
 bit  remote_rel;        /* another lockd's release message, not yet here */
 #ifdef SUBKICK
@@ -219,6 +260,33 @@ bit  c_rr[NC];          /* c released a second time (after a 503) */
 bit  g_rok[NC];         /* ghost: Redis answered c's renewal OK and c's slot has not expired since */
 hidden byte fr;        /* ghost (scratch): this release_handoff call removed its own lease's slot */
 #endif
+#ifdef HOL
+/* ---- a client that leaves (HOL): client LEAVER, once, while it waits */
+#if defined(HOR) || !defined(HOF)
+#error "HOL is for -DHOF without -DHOR"
+#endif
+#ifndef LEAVER
+#define LEAVER (NC - 1) /* the client that may leave */
+#endif
+bit  l_cancel;          /* its HTTP client left (engine_cancel): cancelled */
+bit  l_fail;            /* its session ended (waiters_fail): failed, fail_code 404 */
+bit  l_sweep;           /* on_sweep posted (waiters_fail) */
+bit  gb;                /* the give-back (waiters_release_bg: release.lua of its lease) on its way to Redis */
+byte gb_rep;            /* its reply, not yet read by lockd: OK+1, NOT_HELD+1 */
+bit  l_blind;           /* ghost: its slot at Redis came from a grant lockd was never told of
+                         * (a request run after lockd answered it 503, or a grant whose
+                         * reply, or whose reclaim, was answered 503) */
+hidden byte lw, lh;     /* scratch of one step */
+#define CANC(c) ((c) == LEAVER && l_cancel)
+#define FAILED(c) ((c) == LEAVER && l_fail)
+#define GONE(c) ((c) == LEAVER && (l_cancel || l_fail))
+/* the leaver's slot granted at Redis: seen tells whether lockd will hear of it */
+#define GRANT_SEEN(c, seen) if :: (c) == LEAVER -> l_blind = !(seen) :: else fi
+#define BLIND_IF(c, x) if :: (c) == LEAVER && (x) -> l_blind = 1 :: else fi
+#else
+#define FAILED(c) 0
+#define GONE(c) 0
+#endif
 
 /* a grant by Redis to c: (1) and (2) */
 inline granted_g(c) {
@@ -262,6 +330,9 @@ inline acquire_shared(c) {
   count_holders();
   if
   :: n < LIMIT -> w_room[c] = (n + 1 < LIMIT); h[c] = 1; granted_g(c); att_rep[c] = OK + 1
+#ifdef HOL
+     ; GRANT_SEEN(c, !a_orph[c])
+#endif
   :: else -> att_rep[c] = LOCKED + 1
   fi;
   att[c] = 0
@@ -310,6 +381,9 @@ inline release_handoff(i) {
         count_holders();
         if
         :: n < LIMIT -> w_room[r] = (n + 1 < LIMIT); h[r] = 1; granted_g(r); rel_g[i] = OK + 1
+#ifdef HOL
+           ; GRANT_SEEN(r, !r_orph[i])
+#endif
         :: else -> rel_g[i] = LOCKED + 1
         fi
      fi
@@ -371,17 +445,28 @@ inline unlink_waiter(c) {
   :: else -> break
   od;
   qn--; q[qn] = 0;
+  if :: qn == 0 -> q_ask = 0 :: else fi;       /* the queue freed (its next one starts with none owed) */
   w_st[c] = W_NONE; w_kick[c] = 0; w_retry[c] = 0; w_rode[c] = 0
 }
 
 /* attempt(): c (attempting) asks; with no release counted the free slots
  * are unknown */
 inline attempt(c) {
+  if :: q[0] == c -> q_ask = 0 :: else fi;     /* the head asks: what was owed to it is paid */
 #ifndef MUT_RIDE_COUNTS_FREED
   if :: q_freed == 0 -> q_unknown = 1 :: else fi;
 #endif
   att[c] = 1
 }
+
+/* post_poke(q, h, now) with now: the head asks at once; the ask is kept
+ * on the queue (q->ask) for whoever heads it when a poke runs, in case h
+ * left first (MUT_ASK_LOST: main before d0af9b2, the poke alone) */
+#ifndef MUT_ASK_LOST
+#define POKE_ASK q_ask = 1; poke_a = 1
+#else
+#define POKE_ASK poke_a = 1
+#endif
 
 /* slot_freed(): a release freed a slot for the queue: counted, the head
  * asks (again), unless it is sk, which asks itself */
@@ -392,15 +477,52 @@ inline slot_freed(sk) {
   if
   :: hd == sk
   :: hd != sk && w_st[hd] == W_ATTEMPTING -> w_kick[hd] = 1
-  :: hd != sk && w_st[hd] == W_QUEUED -> poke_a = 1
+  :: hd != sk && w_st[hd] == W_QUEUED -> POKE_ASK
   :: else
   fi
 }
 
 /* promote(h, now): the new head is told (an on_poke posted) */
 inline promote(now) {
-  if :: now -> poke_a = 1 :: else -> poke_n = 1 fi
+  if :: now -> POKE_ASK :: else -> poke_n = 1 fi
 }
+
+#ifdef HOL
+/* the leaver unlinked and answered (cancelled: freed, answering nothing;
+ * failed: fail(), 404): the new head, if it was the head, is told
+ * (promote(h, now)) */
+inline waiter_leaves(c, now) {
+  lh = (q[0] == c);
+  unlink_waiter(c);
+  if :: lh && qn > 0 -> promote(now) :: else fi;
+  g_seq[c] = 0; w_rrel[c] = 0; w_doubt[c] = 0; lh = 0
+}
+
+/* waiters_release_bg of the leaver's lease: a compare-and-delete release,
+ * its own request (with FAULTS 1 never answered 503: see README.md) */
+inline give_back() {
+  assert(!gb && gb_rep == 0);
+  gb = 1
+}
+
+/* engine_cancel (its client's connection closed, on its loop): queued, it
+ * is unlinked and freed; attempting, it is marked cancelled and its answer
+ * frees it (attempt_done, ride_back) */
+inline leave_cancel(c) {
+  l_cancel = 1; cl_st[c] = C_DONE;
+  if
+  :: w_st[c] == W_QUEUED -> waiter_leaves(c, 0)
+  :: else
+  fi
+}
+
+/* waiters_fail(session) (its session deleted or expired, another thread,
+ * under wmu): marked failed, its loop's on_sweep posted; the client waits
+ * for its 404 (done here: it will never hold) */
+inline leave_fail(c) {
+  l_fail = 1; l_sweep = 1; cl_st[c] = C_DONE
+}
+#endif
 
 /* waiters_acquire: c joins the queue; as the head it asks at once */
 inline waiters_acquire(c) {
@@ -454,10 +576,19 @@ inline attempt_done(c, code) {
      :: hd && qn > 0 -> q_hexp = 1; promote(more)
      :: else
      fi;
+#ifdef HOL
+     if
+     :: GONE(c) ->                             /* cancelled, or its session gone (session_add_lock */
+        give_back()                            /* fails: 404): nobody knows this lease, it goes back */
+     :: else ->
+#endif
 #ifdef HOF
      g_live[c] = h[c];                         /* (it may have expired: a reply slower than the lease) */
 #endif
      cl_st[c] = C_HOLD
+#ifdef HOL
+     fi
+#endif
 #ifdef HOF
   :: code == BACKEND_DOWN + 1 ->               /* the deadline: 503, the waiter leaves */
      hd = (q[0] == c);
@@ -470,6 +601,10 @@ inline attempt_done(c, code) {
 #endif
      g_seq[c] = 0;                             /* (2) no longer queued here */
      cl_st[c] = C_DONE
+#endif
+#ifdef HOL
+  :: code == LOCKED + 1 && GONE(c) ->          /* "cancelled, failed": unlinked, answered; */
+     waiter_leaves(c, FAILED(c))               /* promote(h, code != LOCKED): fail_code, or LOCKED */
 #endif
   :: else ->                                   /* LOCKED (no deadline here) */
      /* only the head's refusal is news for the queue: a rider's behind it
@@ -490,18 +625,21 @@ inline attempt_done(c, code) {
   fi
 }
 
-/* on_poke(now) */
+/* on_poke(now): the head, queued and not failed, asks when the poke says
+ * so, an ask is owed to the queue's head (q->ask) or the holder's expiry
+ * passed; else its retry is armed for that expiry. The model has one
+ * loop: a poke reaches whichever head is there when it runs */
 inline on_poke(now) {
   if
-  :: qn > 0 && w_st[q[0]] == W_QUEUED ->
+  :: qn > 0 && w_st[q[0]] == W_QUEUED && !FAILED(q[0]) ->   /* (a failed one: its sweep answers it) */
      if
-     :: now || !q_hexp -> w_st[q[0]] = W_ATTEMPTING; attempt(q[0])
+     :: now || q_ask || !q_hexp -> w_st[q[0]] = W_ATTEMPTING; attempt(q[0])
      :: else -> w_retry[q[0]] = 1
 #ifdef HOF
      /* holder_expiry_ms passed meanwhile (time is untimed here): an
       * atomic step, not a d_step, so that both are searched */
-     :: !now && q_hexp -> w_st[q[0]] = W_ATTEMPTING; attempt(q[0])
-     :: !now && q_hexp -> w_retry[q[0]] = 1
+     :: !now && !q_ask && q_hexp -> w_st[q[0]] = W_ATTEMPTING; attempt(q[0])
+     :: !now && !q_ask && q_hexp -> w_retry[q[0]] = 1
 #endif
      fi
   :: else
@@ -514,6 +652,18 @@ inline on_poke(now) {
  * riding); a waiter behind the head waits on. Its release answered 503
  * (ride_doubt): it first renews its own lease (reclaim), still attempting */
 inline ride_back(c) {
+#ifdef HOL
+  if
+  :: CANC(c) ->                                /* its client left meanwhile: unlinked, freed; */
+     if :: w_doubt[c] -> give_back() :: else fi;  /* in doubt, the possible grant goes back */
+     waiter_leaves(c, 0)
+  :: FAILED(c) ->                              /* its session ended: no reclaim; in doubt, the */
+#ifndef MUT_LEAVE_NO_GIVEBACK
+     if :: w_doubt[c] -> give_back() :: else fi;  /* possible grant goes back; again: attempt() */
+#endif
+     waiter_leaves(c, 1)                       /* finds it failed, attempt_done(fail_code) */
+  :: else ->
+#endif
   w_rode[c] = 0;
 #ifndef MUT_DOUBT_NO_RECLAIM
   if
@@ -532,6 +682,9 @@ inline ride_back(c) {
 #ifndef MUT_DOUBT_NO_RECLAIM
   fi
 #endif
+#ifdef HOL
+  fi
+#endif
 }
 
 /* reclaim_done: held, the hand-off's grant is c's; not held, it goes back
@@ -548,11 +701,14 @@ inline reclaim_done(c, code) {
 inline engine_release(i) {
   j = 0; bf = NONE;
   do
-  :: j < qn && w_st[q[j]] == W_ATTEMPTING -> bf = q[j]; j++
+  :: j < qn && w_st[q[j]] == W_ATTEMPTING && !GONE(q[j]) -> bf = q[j]; j++
+#ifdef HOL
+  :: j < qn && w_st[q[j]] == W_ATTEMPTING && GONE(q[j]) -> j = qn  /* a failed or cancelled one asks: no rider */
+#endif
   :: else -> break
   od;
   if
-  :: j < qn && w_st[q[j]] == W_QUEUED ->
+  :: j < qn && w_st[q[j]] == W_QUEUED && !FAILED(q[j]) ->
      r = q[j]; w_st[r] = W_ATTEMPTING; w_rode[r] = 1;
      rel_rider[i] = r; rel_after[i] = bf
   :: else -> rel_rider[i] = NONE; rel_after[i] = NONE
@@ -584,7 +740,7 @@ inline release_done(i) {
      hd = q[0];
      if
      :: w_st[hd] == W_ATTEMPTING && hd != r -> w_kick[hd] = 1
-     :: w_st[hd] == W_QUEUED -> poke_a = 1
+     :: w_st[hd] == W_QUEUED -> POKE_ASK
      :: else
      fi
 #else
@@ -684,10 +840,16 @@ inline drop_one(j) {
   if
   :: !a_orph[j] && (att[j] || att_rep[j] != 0) ->
      LATE(att[j]);
+#ifdef HOL
+     BLIND_IF(j, att_rep[j] == OK + 1);        /* its grant's reply lost: lockd never hears of it */
+#endif
      att_rep[j] = 0; a_orph[j] = att[j]; attempt_done(j, BACKEND_DOWN + 1)
   :: !rc_orph[j] && (rc[j] || rc_rep[j] != 0) ->
      /* a reclaim answered 503: answered as an attempt's 503 */
      LATE(rc[j]);
+#ifdef HOL
+     BLIND_IF(j, h[j]);                        /* the slot it would have reclaimed: never heard of */
+#endif
      rc_rep[j] = 0; rc_orph[j] = rc[j]; attempt_done(j, BACKEND_DOWN + 1)
 #ifdef HOR
   :: !rn_orph[j] && (rn[j] || rn_rep[j] != 0) ->
@@ -740,7 +902,7 @@ inline drop_one(j) {
   RECLAIM_EVENTS(c) \
   :: d_step { rel[c] && r_orph[c] -> rel[c] = 0; \
        rel_rider[c] = NONE; rel_after[c] = NONE; rel_g[c] = 0; r_orph[c] = 0 } \
-  :: d_step { h[c] && EXPIRES -> h[c] = 0; g_hold[c] = 0; g_live[c] = 0; g_exp = 1 HOR_EXP(c) } \
+  :: d_step { h[c] && EXPIRES -> h[c] = 0; g_hold[c] = 0; g_live[c] = 0; g_exp = 1 HOR_EXP(c) HOL_EXP(c) } \
   HOR_EVENTS(c)
 #endif
 /* c's reclaim (renew.lua of its own lease: read-only here, the model
@@ -762,6 +924,11 @@ inline drop_one(j) {
 #define EXPIRES 0       /* (a check's switch: no slot expires) */
 #else
 #define EXPIRES 1
+#endif
+#ifdef HOL
+#define HOL_EXP(c) ; if :: (c) == LEAVER -> l_blind = 0 :: else fi
+#else
+#define HOL_EXP(c)
 #endif
 #ifndef HOR
 #define HOR_EXP(c)
@@ -812,8 +979,31 @@ end:
   :: atomic { poke_n -> poke_n = 0; on_poke(0) }
 #endif
 #ifdef HOF
+#ifndef HOL
   :: d_step { qn > 0 && w_st[q[0]] == W_QUEUED && w_retry[q[0]] -> /* on_timer: the head's retry */
        hd = q[0]; w_st[hd] = W_ATTEMPTING; attempt(hd) }
+#else
+  :: d_step { qn > 0 && w_st[q[0]] == W_QUEUED && w_retry[q[0]] -> /* on_timer: the head's retry */
+       hd = q[0];
+       if
+       :: FAILED(hd) -> lw = hd; waiter_leaves(lw, 0); lw = 0   /* failed: unlinked, promote(h, false), fail() */
+       :: else -> w_st[hd] = W_ATTEMPTING; attempt(hd)
+       fi }
+  /* on_sweep: the failed waiter, if queued, is unlinked and answered 404;
+   * the new head, if it changed, is told (promote(h, false)) */
+  :: d_step { l_sweep -> l_sweep = 0;
+       if :: w_st[LEAVER] == W_QUEUED -> waiter_leaves(LEAVER, 0) :: else fi }
+  /* the give-back at Redis (release.lua: removes the slot only if its lease
+   * holds one) and its answer (release_bg_done: released, waiters_kick) */
+  :: d_step { gb -> gb = 0;
+       if
+       :: h[LEAVER] -> h[LEAVER] = 0; g_hold[LEAVER] = 0; l_blind = 0; gb_rep = OK + 1
+       :: else -> gb_rep = NOT_HELD + 1
+       fi }
+  :: d_step { gb_rep != 0 ->
+       if :: gb_rep == OK + 1 && qn > 0 -> q_hexp = 0; slot_freed(NONE) :: else fi;
+       gb_rep = 0 }
+#endif
 #endif
   od
 }
@@ -838,7 +1028,11 @@ end:
 #define IDLE(c) (!att[c] && att_rep[c] == 0 && !rel[c] && !rel_done[c] && follow[c] == 0 && !back[c] \
                  && !rel[c + NC] && !rel_done[c + NC] && !rn[c] && rn_rep[c] == 0 && !rc[c] && rc_rep[c] == 0)
 #endif
+#ifndef HOL
 #define IDLE_ALL (!poke_a && !poke_n && !remote_rel && !SUB_PENDING)
+#else
+#define IDLE_ALL (!poke_a && !poke_n && !remote_rel && !SUB_PENDING && !l_sweep && !gb && gb_rep == 0)
+#endif
 #endif
 #if NC > 3
 #define IDLE_N (IDLE(0) && IDLE(1) && IDLE(2) && IDLE(3))
@@ -887,6 +1081,27 @@ end:
      !(w_st[q[0]] == W_QUEUED && w_retry[q[0]])) ->
     idle_no_retry = 1;
     assert(!idle_no_retry)
+  }
+}
+#endif
+
+#ifdef HOL
+/* (6) no orphan: a slot held at Redis by the lease of a client that left
+ * (cancelled, or its session ended) while lockd has forgotten that waiter
+ * (unlinked) and no give-back of it is on its way: nobody relies on it and
+ * nothing in lockd will free it before its ttl. Checked in every state, so
+ * the slot's expiry (any time later) does not hide it. A grant lockd was
+ * never told of (l_blind: a request run after lockd answered it 503, an
+ * acquire whose reply, or a reclaim that, was answered 503) is the fault's
+ * cost and not counted (README.md) */
+bit orphan;
+proctype orphans()
+{
+end:
+  atomic {
+    ((l_cancel || l_fail) && h[LEAVER] && !l_blind && w_st[LEAVER] == W_NONE && !gb) ->
+    orphan = 1;
+    assert(!orphan)
   }
 }
 #endif
@@ -977,7 +1192,22 @@ proctype client(byte c)
   :: cl_st[c] == C_RENEWING -> d_step { engine_release(c) }
   od;
 #else
+#ifdef HOL
+  /* the leaver may leave, once, at any moment while it waits (queued,
+   * asking, riding, reclaiming): its client goes (engine_cancel) or its
+   * session ends (waiters_fail) */
+  if
+  :: c == LEAVER ->
+     if
+     :: cl_st[c] == C_HOLD || cl_st[c] == C_DONE
+     :: d_step { cl_st[c] == C_WAITING -> leave_cancel(c) }
+     :: d_step { cl_st[c] == C_WAITING -> leave_fail(c) }
+     fi
+  :: else -> cl_st[c] == C_HOLD || cl_st[c] == C_DONE
+  fi;
+#else
   cl_st[c] == C_HOLD || cl_st[c] == C_DONE;    /* C_DONE: its acquire was answered 503 */
+#endif
   if
   :: cl_st[c] == C_HOLD ->
      if
@@ -1004,6 +1234,9 @@ init {
     run idle_slot();
 #ifdef HOF
     run idle_retry();
+#endif
+#ifdef HOL
+    run orphans();
 #endif
 #ifdef HOR
     run relied();

@@ -71,6 +71,10 @@
  *                        retry (waits for a kick only; an expiry sends none)
  *   MUT_DOWN_NO_PROMOTE  handoff.pml -DHOF: a head answered 503 leaves the
  *                        queue without telling the next waiter
+ *   MUT_LEAVE_NO_GIVEBACK handoff.pml -DHOL: ride_back's failed branch gives
+ *                        nothing back (main before 85a02bc)
+ *   MUT_ASK_LOST         handoff.pml -DHOL: no wqueue.ask, on_poke reads only
+ *                        the poke and the holder's expiry (main before d0af9b2)
  *   MUT_HO_RERELEASE_FREES handoff.pml -DHOR: a release whose lease holds no
  *                        slot (a second release after a 503, a late one)
  *                        frees the first holder's slot and hands it on
@@ -78,7 +82,8 @@
  *                        slot expired and was trimmed (ZADD with no ZSCORE
  *                        check)
  * Switches of handoff.pml: HO (the root), HOF (lost requests and replies,
- * holder expiry, crashes, the retry timer), HOR (with HOF: renewals and a
+ * holder expiry, crashes, the retry timer), HOL (with HOF: client LEAVER
+ * leaves once while it waits), HOR (with HOF: renewals and a
  * second release after a 503; RENEWER, RERELEASER pick the clients),
  * TRYONCE, REMOTE, LIMIT; NOEXP, NOCRASH (HOR: no expiry, no crash: for
  * trails without them).
