@@ -180,6 +180,13 @@ size_t engine_nodes(struct engine *e, struct eng_node *out, size_t max)
 
 /* ---- acquire ---- */
 
+void engine_acquire_in_doubt(struct engine *e, struct lk_loop *lp, enum lk_code code,
+                             const char *name, const char *lease)
+{
+    if (code == LK_BACKEND_DOWN)
+        waiters_release_bg(e, lp, name, lease, 0, false);
+}
+
 static void acquire_done(void *arg, const struct bk_res *br)
 {
     struct op *o = arg;
@@ -222,6 +229,7 @@ static void acquire_done(void *arg, const struct bk_res *br)
         r.retry_ms = br->delay_ms; /* LK_BACKEND_RECOVERING: the grace left */
         if (r.code == LK_UNSUPPORTED)
             r.message = br->refusal;
+        engine_acquire_in_doubt(o->e, o->lp, br->code, o->name, o->lease);
     }
     o->done(o->arg, &r);
     free(o);

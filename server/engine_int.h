@@ -154,6 +154,14 @@ static inline bool engine_release_in_doubt(enum lk_code code)
 {
     return code == LK_BACKEND_DOWN || code == LK_BACKEND_RECOVERING;
 }
+/* An acquire answered code (not granted): when the backend did not answer
+ * in time or its reply was lost (LK_BACKEND_DOWN), its script may have run
+ * and granted lease, which its client never gets; the lease is given back
+ * (compare-and-delete: nobody else holds a lease lockd drew for this
+ * acquire), as etcd's Mutex deletes its own key when a lock attempt fails,
+ * rather than the name staying held until the lease's ttl. */
+void engine_acquire_in_doubt(struct engine *e, struct lk_loop *lp, enum lk_code code,
+                             const char *name, const char *lease);
 /* Counts a grant in lockd_acquire_total and lockd_grants_total{mode}. */
 void engine_count_grant(bool shared, int64_t limit);
 /* The backend's limit for an acquire's: 0 (not given) is 1. */

@@ -418,6 +418,8 @@ static void attempt_done(void *arg, const struct bk_res *br)
     unlink_waiter(e, w, &h);
     promote(e, h, code != LK_LOCKED);
     pthread_mutex_unlock(&e->wmu);
+    /* answered 503, the acquire (or a reclaim's renewal) may have run */
+    engine_acquire_in_doubt(e, w->lp, br->code, w->name, w->lease);
     if (cancelled) {
         ev_timer_stop(loop_ev(w->lp), &w->timer);
         free(w);

@@ -938,6 +938,57 @@ static void test_release_in_doubt_rider_failed(void)
     th_redis_stop(&r2);
 }
 
+/* Acquires answered 503 while their scripts still run (Redis frozen past
+ * backend_timeout_ms, as in release_in_doubt): a try-acquire and a waiting
+ * acquire (its first attempt, attempt_done), both on free names. When Redis
+ * resumes it grants both leases, which no client knows; lockd gives each
+ * back (engine_acquire_in_doubt), so both names are free again within 1 s,
+ * not held until the 20 s ttl. */
+static void test_acquire_in_doubt_given_back(void)
+{
+    long long scale = th_time_scale();
+    const char *names[2] = {"doubt-try", "doubt-wait"};
+    struct th_redis r2;
+    th_redis_start(&r2, 0, NULL);
+    char url[64], tmo[24];
+    snprintf(url, sizeof(url), "redis://127.0.0.1:%d", r2.port);
+    snprintf(tmo, sizeof(tmo), "%lld", 500 * scale);
+    const char *args[] = {"--redis", url, "--backend_timeout_ms", tmo, NULL};
+    struct th_lockd l;
+    th_lockd_start(&l, args, NULL);
+    long long calls0 = th_redis_calls(&r2, "fcall");
+    struct pool p;
+    pool_init(&p, 2);
+    kill(r2.pid, SIGSTOP);
+    pool_add(&p, &l, names[0], "{\"ttl_ms\":20000}");
+    pool_add(&p, &l, names[1], "{\"ttl_ms\":20000,\"wait_ms\":15000}");
+    pool_drain(&p, 3000 * scale);
+    kill(r2.pid, SIGCONT);
+    long st[2] = {0, 0};
+    int64_t t1 = th_now_ms(), dt[2] = {0, 0};
+    while ((st[0] == 0 || st[0] == 409 || st[1] == 0 || st[1] == 409) &&
+           th_now_ms() - t1 < 1000 * scale) {
+        for (int i = 0; i < 2; i++) {
+            if (st[i] != 0 && st[i] != 409)
+                continue;
+            st[i] = th_req(cl, "POST", th_url(&l, "/locks/", names[i]), "{\"ttl_ms\":1000}", NULL, NULL);
+            dt[i] = th_now_ms() - t1;
+        }
+        th_sleep_ms(20);
+    }
+    long long calls = th_redis_calls(&r2, "fcall") - calls0;
+    printf("# acquires answered %d, %d; then free after %lld, %lld ms (%ld, %ld); %lld script calls\n",
+           p.w[0].status, p.w[1].status, (long long)dt[0], (long long)dt[1], st[0], st[1], calls);
+    CHECK_EQ_INT(p.ndone, 2);
+    CHECK_EQ_INT(p.w[0].status, 503);
+    CHECK_EQ_INT(p.w[1].status, 503);
+    CHECK_EQ_INT(st[0], 200);
+    CHECK_EQ_INT(st[1], 200);
+    pool_free(&p);
+    th_lockd_kill(&l, SIGTERM);
+    th_redis_stop(&r2);
+}
+
 /* 2,000 waiters on one name, handed the lock one at a time: each granted
  * exactly once, never two at a time, tokens strictly increasing; the gauge
  * follows the queue and the handoff histogram counts every handoff. */
@@ -1359,6 +1410,7 @@ int main(void)
     TH_RUN(test_release_in_doubt_semaphore);
     TH_RUN(test_release_in_doubt_lost);
     TH_RUN(test_release_in_doubt_rider_failed);
+    TH_RUN(test_acquire_in_doubt_given_back);
     TH_RUN(test_session_and_timeout_redis);
     TH_RUN(test_session_and_timeout_memory);
     TH_RUN(test_attempts_per_handoff);
