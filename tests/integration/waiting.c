@@ -711,6 +711,18 @@ static void test_ride_keeps_wakeup_semaphore(void)
     ride_keeps_wakeup("ride-s", 2);
 }
 
+/* A Redis of its own and a lockd on it that gives up on Redis after 500 ms
+ * (scaled): the doubt tests below freeze that Redis past it. */
+static void doubt_start(struct th_redis *r2, struct th_lockd *l)
+{
+    th_redis_start(r2, 0, NULL);
+    char url[64], tmo[24];
+    snprintf(url, sizeof(url), "redis://127.0.0.1:%d", r2->port);
+    snprintf(tmo, sizeof(tmo), "%lld", 500 * th_time_scale());
+    const char *args[] = {"--redis", url, "--backend_timeout_ms", tmo, NULL};
+    th_lockd_start(l, args, NULL);
+}
+
 /* A release answered 503 while its script still runs (engine.c
  * release_done: the backend in doubt) wakes this lockd's own waiter, which
  * its own pub/sub message (skipped as its own) would not: a lockd with
@@ -728,13 +740,8 @@ static void release_in_doubt(const char *name, const char *hbody, int nholders, 
 {
     long long scale = th_time_scale();
     struct th_redis r2;
-    th_redis_start(&r2, 0, NULL);
-    char url[64], tmo[24];
-    snprintf(url, sizeof(url), "redis://127.0.0.1:%d", r2.port);
-    snprintf(tmo, sizeof(tmo), "%lld", 500 * scale);
-    const char *args[] = {"--redis", url, "--backend_timeout_ms", tmo, NULL};
     struct th_lockd l;
-    th_lockd_start(&l, args, NULL);
+    doubt_start(&r2, &l);
     char lease[2][40];
     long long top = 0;
     for (int i = 0; i < nholders; i++) {
@@ -804,14 +811,10 @@ static void test_release_in_doubt_lost(void)
     long long scale = th_time_scale();
     const char *name = "doubt-lost";
     struct th_redis r2;
-    th_redis_start(&r2, 0, NULL);
-    char url[64], tmo[24], pause[48];
-    snprintf(url, sizeof(url), "redis://127.0.0.1:%d", r2.port);
-    snprintf(tmo, sizeof(tmo), "%lld", 500 * scale);
-    snprintf(pause, sizeof(pause), "CLIENT PAUSE %lld ALL", 800 * scale);
-    const char *args[] = {"--redis", url, "--backend_timeout_ms", tmo, NULL};
     struct th_lockd l;
-    th_lockd_start(&l, args, NULL);
+    doubt_start(&r2, &l);
+    char pause[48];
+    snprintf(pause, sizeof(pause), "CLIENT PAUSE %lld ALL", 800 * scale);
     char lease[40];
     grab(&l, name, "{\"ttl_ms\":20000}", lease);
     struct pool p;
@@ -877,13 +880,9 @@ static void test_release_in_doubt_rider_failed(void)
     long long scale = th_time_scale();
     const char *name = "doubt-gone";
     struct th_redis r2;
-    th_redis_start(&r2, 0, NULL);
-    char url[64], tmo[24], sid[65], wbody[160], sess[128];
-    snprintf(url, sizeof(url), "redis://127.0.0.1:%d", r2.port);
-    snprintf(tmo, sizeof(tmo), "%lld", 500 * scale);
-    const char *args[] = {"--redis", url, "--backend_timeout_ms", tmo, NULL};
     struct th_lockd l;
-    th_lockd_start(&l, args, NULL);
+    doubt_start(&r2, &l);
+    char sid[65], wbody[160], sess[128];
     char lease[40];
     long long t0 = grab(&l, name, "{\"ttl_ms\":20000}", lease);
     session_new(&l, 20000, sid);
@@ -949,13 +948,8 @@ static void test_acquire_in_doubt_given_back(void)
     long long scale = th_time_scale();
     const char *names[2] = {"doubt-try", "doubt-wait"};
     struct th_redis r2;
-    th_redis_start(&r2, 0, NULL);
-    char url[64], tmo[24];
-    snprintf(url, sizeof(url), "redis://127.0.0.1:%d", r2.port);
-    snprintf(tmo, sizeof(tmo), "%lld", 500 * scale);
-    const char *args[] = {"--redis", url, "--backend_timeout_ms", tmo, NULL};
     struct th_lockd l;
-    th_lockd_start(&l, args, NULL);
+    doubt_start(&r2, &l);
     long long calls0 = th_redis_calls(&r2, "fcall");
     struct pool p;
     pool_init(&p, 2);
