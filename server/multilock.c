@@ -246,8 +246,10 @@ static void step_done(void *arg, const struct bk_res *br)
     }
     /* Roll back: what was taken goes back before anyone waits (and before
      * the refusal is answered), so no request ever holds a name while it
-     * waits for another, and a refused set leaves nothing held. */
+     * waits for another, and a refused set leaves nothing held. A step
+     * answered 503 may have run all the same: its name goes back too. */
     note_refusal(m, br, idx);
+    engine_acquire_in_doubt(m->e, m->lp, br->code, m->names[idx], m->lease);
     if (m->taken == 0) {
         ml_refused(m);
         return;
@@ -293,6 +295,10 @@ static void multi_done(void *arg, const struct bk_res *br)
     note_refusal(m, br, br->blocked < m->n ? br->blocked : 0);
     if (br->code == LK_OK) /* a grant without its tokens: never answered as one */
         m->code = LK_INTERNAL;
+    /* answered 503, the script may have run and taken every name: give
+     * each back (as engine_acquire_in_doubt does for one name) */
+    for (size_t i = 0; br->code == LK_BACKEND_DOWN && i < m->n; i++)
+        engine_acquire_in_doubt(m->e, m->lp, br->code, m->names[i], m->lease);
     ml_refused(m);
 }
 

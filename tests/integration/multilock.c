@@ -11,7 +11,9 @@
  * queue is granted at once; max_waiters bounds waiting sets; a waiting set
  * whose client hangs up leaves its queue, and one whose client hangs up as
  * it is granted gives every name back at once; bad input is 400 with nothing
- * held. Starts its own redis-server and lockd processes.
+ * held; a set answered 503 (Redis frozen past backend_timeout_ms) whose
+ * script ran all the same is given back at once. Starts its own
+ * redis-server and lockd processes.
  */
 #include <pthread.h>
 #include <signal.h>
@@ -203,6 +205,59 @@ static void t_one_script_call(void)
     long long after = th_redis_calls(&rd, "fcall") + th_redis_calls(&rd, "function|load");
     CHECK_EQ_INT(after - before, 1);
     CHECK_EQ_INT(held_count(&ra, "one-"), 20);
+}
+
+/* A set answered 503 whose script ran all the same gives every name back
+ * (multilock.c multi_done, as engine_acquire_in_doubt for one name): a lockd
+ * with backend_timeout_ms 500 on a Redis of its own; Redis frozen (SIGSTOP)
+ * while a set of three is asked (20 s ttl), so the answer is 503 and the
+ * script waits in Redis' socket; Redis resumed, the script runs, and every
+ * name must be free again within 1 s, not at the set's ttl. */
+static void t_in_doubt_given_back(void)
+{
+    long long scale = th_time_scale();
+    struct th_redis r2;
+    struct th_lockd l;
+    th_redis_start(&r2, 0, NULL);
+    char url[64], tmo[24];
+    snprintf(url, sizeof(url), "redis://127.0.0.1:%d", r2.port);
+    snprintf(tmo, sizeof(tmo), "%lld", 500 * scale);
+    const char *args[] = {"--redis", url, "--backend_timeout_ms", tmo, NULL};
+    th_lockd_start(&l, args, NULL);
+    long long calls0 = th_redis_calls(&r2, "fcall");
+    kill(r2.pid, SIGSTOP);
+    struct th_resp r;
+    th_http(cl, "POST", th_url(&l, "/locks", ""), names_body("doubt-", 3, ",\"ttl_ms\":20000"),
+            NULL, &r);
+    long st = r.status;
+    th_resp_free(&r);
+    kill(r2.pid, SIGCONT);
+    int64_t t1 = th_now_ms();
+    while (th_redis_calls(&r2, "fcall") == calls0 && th_now_ms() - t1 < 1000 * scale)
+        th_sleep_ms(5);
+    bool ran = th_redis_calls(&r2, "fcall") > calls0; /* the set's script */
+    long free_st[3] = {0, 0, 0};
+    char lease[3][40];
+    int nfree = 0;
+    while (nfree < 3 && th_now_ms() - t1 < 1000 * scale) {
+        for (int i = 0; i < 3; i++) {
+            char name[32];
+            snprintf(name, sizeof(name), "doubt-%d", i);
+            if (free_st[i] != 200 && (free_st[i] = one_acquire(&l, name, "{\"ttl_ms\":5000}",
+                                                                lease[i])) == 200)
+                nfree++;
+        }
+        if (nfree < 3)
+            th_sleep_ms(20);
+    }
+    printf("# the set answered %ld; its script %s; %d of 3 names free %lld ms after Redis "
+           "resumed\n",
+           st, ran ? "ran" : "never ran", nfree, (long long)(th_now_ms() - t1));
+    CHECK_EQ_INT(st, 503);
+    CHECK(ran);
+    CHECK_EQ_INT(nfree, 3);
+    th_lockd_kill(&l, SIGTERM);
+    th_redis_stop(&r2);
 }
 
 /* ---------------------------------------------------------------- stress */
@@ -766,6 +821,7 @@ int main(void)
     TH_RUN(t_all_or_none_redis_two_lockd);
     TH_RUN(t_all_or_none_redlock);
     TH_RUN(t_one_script_call);
+    TH_RUN(t_in_doubt_given_back);
     TH_RUN(t_renew_release_memory);
     TH_RUN(t_renew_release_redis);
     TH_RUN(t_session_memory);
