@@ -464,16 +464,7 @@ static void t_multilock_in_doubt(void)
         th_sleep_ms(5);
     bool ran = th_redis_calls(&node[y], "fcall") > calls0; /* the step's script */
     const char *names[2] = {first, second};
-    long fst[2] = {0, 0};
-    int nfree = 0;
-    while (nfree < 2 && th_now_ms() - t1 < 1000 * scale) {
-        for (int i = 0; i < 2; i++)
-            if (fst[i] != 200 &&
-                (fst[i] = req(c, &L[0], "POST", names[i], "{\"ttl_ms\":1000}", NULL, NULL)) == 200)
-                nfree++;
-        if (nfree < 2)
-            th_sleep_ms(20);
-    }
+    int nfree = th_until_free(c, &L[0], names, 2, t1, 1000);
     printf("# the set answered %ld; the frozen primary's step %s; %d of 2 names free %lld ms "
            "after it resumed\n",
            st, ran ? "ran" : "never ran", nfree, (long long)(th_now_ms() - t1));

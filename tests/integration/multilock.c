@@ -236,20 +236,8 @@ static void t_in_doubt_given_back(void)
     while (th_redis_calls(&r2, "fcall") == calls0 && th_now_ms() - t1 < 1000 * scale)
         th_sleep_ms(5);
     bool ran = th_redis_calls(&r2, "fcall") > calls0; /* the set's script */
-    long free_st[3] = {0, 0, 0};
-    char lease[3][40];
-    int nfree = 0;
-    while (nfree < 3 && th_now_ms() - t1 < 1000 * scale) {
-        for (int i = 0; i < 3; i++) {
-            char name[32];
-            snprintf(name, sizeof(name), "doubt-%d", i);
-            if (free_st[i] != 200 && (free_st[i] = one_acquire(&l, name, "{\"ttl_ms\":5000}",
-                                                                lease[i])) == 200)
-                nfree++;
-        }
-        if (nfree < 3)
-            th_sleep_ms(20);
-    }
+    const char *names[3] = {"doubt-0", "doubt-1", "doubt-2"};
+    int nfree = th_until_free(cl, &l, names, 3, t1, 1000);
     printf("# the set answered %ld; its script %s; %d of 3 names free %lld ms after Redis "
            "resumed\n",
            st, ran ? "ran" : "never ran", nfree, (long long)(th_now_ms() - t1));

@@ -807,6 +807,24 @@ long th_grant(struct th_client *c, const char *url, const char *body, long long 
     return st;
 }
 
+int th_until_free(struct th_client *c, const struct th_lockd *l, const char *const *names, int n,
+                  int64_t t0, int64_t within_ms)
+{
+    bool *got = calloc((size_t)n, sizeof(*got));
+    int ngot = 0;
+    while (ngot < n && th_now_ms() - t0 < within_ms * th_time_scale()) {
+        for (int i = 0; i < n; i++)
+            if (!got[i] &&
+                th_req(c, "POST", th_url(l, "/locks/", names[i]), "{\"ttl_ms\":1000}", NULL,
+                       NULL) == 200)
+                got[i] = true, ngot++;
+        if (ngot < n)
+            th_sleep_ms(20);
+    }
+    free(got);
+    return ngot;
+}
+
 long long th_metric_sum(struct th_client *c, const struct th_lockd *l, const char *metric)
 {
     char url[160], series[160];

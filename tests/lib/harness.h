@@ -198,6 +198,13 @@ long th_req(struct th_client *c, const char *method, const char *url, const char
  * the response body. Returns the status. */
 long th_grant(struct th_client *c, const char *url, const char *body, long long *token, char *hdr,
               size_t hdrcap, char *err, size_t errcap);
+/* Try-acquires each of names (a 1 s ttl) through l, again every 20 ms
+ * while refused, until each was granted or within_ms (stretched by
+ * th_time_scale) passed since t0 (th_now_ms). Returns how many were
+ * granted; each granted one is left to its ttl. (A name given back in the
+ * background is free again soon: the 503 tests.) */
+int th_until_free(struct th_client *c, const struct th_lockd *l, const char *const *names, int n,
+                  int64_t t0, int64_t within_ms);
 /* The sum of every series of metric (e.g. "lockd_backend_restarts_total")
  * in l's /metrics, 0 when it has none; fails the test unless /metrics
  * answers 200. */
