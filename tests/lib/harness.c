@@ -73,16 +73,20 @@ void th_fail(const char *file, int line, const char *fmt, ...)
 
 static const char *current;
 
+static int64_t case_start_ms;
+
 void th_case_begin(const char *name)
 {
     current = name;
+    case_start_ms = th_now_ms();
     fprintf(stderr, "... %s\n", name);
 }
 
 void th_case_end(const char *name)
 {
     passed++;
-    fprintf(stdout, "ok %s\n", name);
+    /* the case's wall time: where a suite's time goes */
+    fprintf(stdout, "ok %s (%lld ms)\n", name, (long long)(th_now_ms() - case_start_ms));
     fflush(stdout);
     current = NULL;
 }
