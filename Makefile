@@ -27,7 +27,7 @@ TSANFLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=thread
 DEB_PKGS := build-essential pkg-config libmicrohttpd-dev libjansson-dev libhiredis-dev libev-dev \
             libcmocka-dev libcurl4-openssl-dev uthash-dev libgnutls28-dev libsodium-dev redis-server \
             redis-tools curl clang valgrind nginx etcd-server etcd-client \
-            man-db openssl strace systemd spin
+            man-db openssl strace systemd spin clang-format
 
 LIB_SRC  := $(filter-out server/main.c,$(wildcard server/*.c)) $(wildcard api/*.c) $(wildcard config/*.c)
 LUA      := $(wildcard server/scripts/*.lua)
@@ -243,6 +243,8 @@ test-fast: build/tests
 lint:
 	@[ -x node_modules/.bin/redocly ] || npm ci --no-audit --no-fund --silent || npm install --no-audit --no-fund --silent
 	node_modules/.bin/redocly lint openapi.yaml
+	@# the C as .clang-format lays it out (STYLE.md; `make format` fixes it)
+	clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h')
 
 # api -> engine -> backend: the engine and backends include no HTTP or JSON headers,
 # and api/ names no backend type (bk_*)

@@ -637,7 +637,8 @@ static void req_start(struct http_worker *wk, struct req *r, struct MHD_Connecti
     r->sock = -1;
     r->trace_id[0] = '\0';
     if (wk->srv->cfg->access_log && lk_log_level <= LK_INFO)
-        http_trace_id(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "traceparent"), r->trace_id);
+        http_trace_id(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "traceparent"),
+                      r->trace_id);
     const char *rid = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Request-Id");
     if (rid != NULL && strlen(rid) < sizeof(r->req_id) && rid[0] != '\0') {
         bool clean = true;
@@ -891,7 +892,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     struct conn_track *t = r->track;
     r->track = NULL;
     int64_t now_us = lk_now_us(); /* lk_now_ms() is this clock in ms */
-    if (t != NULL) /* the next request's time starts now */
+    if (t != NULL)                /* the next request's time starts now */
         track_restart(wk, t, now_us / 1000);
     stop_eof_watch(r);
     switch ((enum req_park)r->park) {

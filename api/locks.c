@@ -49,8 +49,8 @@ static bool query_field(void *arg, const char *k, const char *v)
 }
 
 /* Checks query parameter names; collects ?lease= values. */
-bool check_query(struct req *r, const char *const *allowed, const char **lease,
-                        bool *conflict, struct api_error *e)
+bool check_query(struct req *r, const char *const *allowed, const char **lease, bool *conflict,
+                 struct api_error *e)
 {
     struct qcheck q = {allowed, e, true, NULL, false};
     http_query_each(r, query_field, &q);
@@ -62,8 +62,8 @@ bool check_query(struct req *r, const char *const *allowed, const char **lease,
 }
 
 /* The lease from header, query or body: present ones must agree. */
-bool find_lease(struct req *r, const char *body_lease, const char *query_lease,
-                       bool query_conflict, const char **out, struct api_error *e)
+bool find_lease(struct req *r, const char *body_lease, const char *query_lease, bool query_conflict,
+                const char **out, struct api_error *e)
 {
     /* Two Lock-Lease headers that differ are as ambiguous as a header and a
      * query that differ. */

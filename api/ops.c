@@ -110,9 +110,9 @@ void ops_metrics(struct req *r)
     for (size_t f = 0; f < sizeof(node_families) / sizeof(node_families[0]); f++) {
         const struct node_family *nf = &node_families[f];
         if (off < sizeof(extra))
-            off += (size_t)snprintf(extra + off, sizeof(extra) - off,
-                                    "# HELP %s %s\n# TYPE %s %s\n", nf->name, nf->help, nf->name,
-                                    nf->type);
+            off +=
+                (size_t)snprintf(extra + off, sizeof(extra) - off, "# HELP %s %s\n# TYPE %s %s\n",
+                                 nf->name, nf->help, nf->name, nf->type);
         for (size_t i = 0; i < n && off < sizeof(extra); i++)
             off += (size_t)snprintf(extra + off, sizeof(extra) - off, "%s{node=\"%s\"} %lld\n",
                                     nf->name, nodes[i].addr, nf->value(&nodes[i]));

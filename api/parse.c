@@ -58,8 +58,9 @@ json_t *parse_acquire(const char *body, size_t len, const struct lk_config *cfg,
     }
     /* A semaphore's holders each take one of its slots: it has no modes. */
     if (strcmp(out->mode, "shared") == 0 && out->limit > 1) {
-        api_error_set(e, LK_INVALID,
-                      "field 'limit' > 1 (a semaphore) takes no 'mode': its holders share its slots");
+        api_error_set(
+            e, LK_INVALID,
+            "field 'limit' > 1 (a semaphore) takes no 'mode': its holders share its slots");
         goto bad;
     }
     if (out->session == NULL && (out->reentrant || out->max_hold_ms >= 0)) {

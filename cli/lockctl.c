@@ -1388,8 +1388,8 @@ static enum lc_result session_create(struct lc_ctx *x, const char *owner, long l
     if (sttl_ms >= 0)
         json_object_set_new(body, "ttl_ms", json_integer(sttl_ms));
     *sent_ms = mono_ms();
-    enum lc_result res =
-        client_call(&x->client, x->h, "POST", "/sessions", NULL, body, LOCKCTL_TIMEOUT_MS, quiet, r);
+    enum lc_result res = client_call(&x->client, x->h, "POST", "/sessions", NULL, body,
+                                     LOCKCTL_TIMEOUT_MS, quiet, r);
     json_decref(body);
     return res;
 }

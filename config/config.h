@@ -31,9 +31,9 @@ struct lk_config {
     int64_t max_sessions;
     int64_t backend_timeout_ms;
     int64_t redis_wait_replicas;
-    int64_t restart_grace_ms;   /* Redis lost its data: no new grants this long after re-asserting */
-    int64_t fence_retention_ms; /* a fence counter's ttl after its name's last grant */
-    int64_t max_locks;          /* live leases recorded per node for re-assertion */
+    int64_t restart_grace_ms; /* Redis lost its data: no new grants this long after re-asserting */
+    int64_t fence_retention_ms;  /* a fence counter's ttl after its name's last grant */
+    int64_t max_locks;           /* live leases recorded per node for re-assertion */
     char *redis_master_name;     /* sentinel: the primary's name at the sentinels */
     char *redis_master_user;     /* sentinel: data nodes' user ("" = the URLs') */
     char *redis_master_password; /* sentinel: data nodes' password ("" = the URLs') */

@@ -47,12 +47,12 @@ struct mem_holder {
  * needed for correctness. */
 struct mem_lock {
     UT_hash_handle hh;
-    int64_t delay_until_ms; /* lock-delay (Chubby) after a session expiry */
-    int64_t limit;          /* the limit in force while held */
+    int64_t delay_until_ms;  /* lock-delay (Chubby) after a session expiry */
+    int64_t limit;           /* the limit in force while held */
     int64_t writer_until_ms; /* an exclusive waiter was refused by readers: none join until then */
     int64_t index;           /* bk_res.index: bumped on every change of the holders */
     int64_t keep_until_ms;   /* a free entry stays this long, so its index lives on */
-    struct mem_holder *h;   /* &one while cap is 1 */
+    struct mem_holder *h;    /* &one while cap is 1 */
     uint32_t n, cap;
     bool observed; /* its index was read: kept while free (see above) */
     struct mem_holder one;
@@ -351,8 +351,8 @@ static void grant_more(struct mem *m, const struct bk_req *req, int64_t now)
 
 /* Whether an acquire of (mode, limit) may join l's holders; sets r's code
  * and blocking holder when not. */
-static bool admits(struct mem_lock *l, const struct bk_req *req, int64_t now,
-                   struct bk_holder *h, struct bk_res *r)
+static bool admits(struct mem_lock *l, const struct bk_req *req, int64_t now, struct bk_holder *h,
+                   struct bk_res *r)
 {
     if (!alive(l) && l->delay_until_ms > now) { /* in its lock-delay */
         r->code = LK_LOCKED;
@@ -369,9 +369,9 @@ static bool admits(struct mem_lock *l, const struct bk_req *req, int64_t now,
         r->limit = l->limit;
         return false;
     }
-    if (l->limit > 1 ? l->n < (uint64_t)l->limit
-                     : req->mode == BK_SHARED && l->h[0].mode == BK_SHARED &&
-                           l->writer_until_ms <= now)
+    if (l->limit > 1
+            ? l->n < (uint64_t)l->limit
+            : req->mode == BK_SHARED && l->h[0].mode == BK_SHARED && l->writer_until_ms <= now)
         return true;
     const struct mem_holder *b = blocking_holder(l);
     if (req->wait && req->mode == BK_EXCLUSIVE && l->limit == 1 && b->mode == BK_SHARED)
@@ -843,9 +843,8 @@ static void mem_free(void *bk)
 
 static const struct backend_ops mem_ops = {
     .name = "memory",
-    .caps =
-        BK_CAP_SHARED | BK_CAP_LIMIT | BK_CAP_FLOOR | BK_CAP_FORCE | BK_CAP_INDEX | BK_CAP_GROUP |
-            BK_CAP_MULTI,
+    .caps = BK_CAP_SHARED | BK_CAP_LIMIT | BK_CAP_FLOOR | BK_CAP_FORCE | BK_CAP_INDEX |
+            BK_CAP_GROUP | BK_CAP_MULTI,
     .attach = mem_attach,
     .detach = mem_detach,
     .submit = mem_submit,

@@ -430,7 +430,8 @@ static void grant_res(struct rcmd *cmd, int64_t token, struct bk_res *out)
  * now_us (acquire_shared.lua), then bk_req.more's. */
 enum { SH_ARG_WL = 5, SH_ARG_REST = 6, SH_ARG_LIMIT = 8, SH_ARG_NOW = 9 };
 /* group_send_slot copies a Redlock reader's wl rest ttl limit now_us as one run */
-_Static_assert(SH_ARG_NOW == SH_ARG_WL + 4, "a shared acquire's per-member arguments are contiguous");
+_Static_assert(SH_ARG_NOW == SH_ARG_WL + 4,
+               "a shared acquire's per-member arguments are contiguous");
 
 /* Where rb_release_handoff puts its per-lock arguments (after FCALL fn 1
  * lock publisher): the acquire's at the places above, then now_us, the
@@ -740,7 +741,8 @@ static void handle_renew_release(struct rcmd *cmd, const redisReply *r)
         if (cmd->kind == RK_RENEW && r->elements >= 5) { /* {1, token, ttl, owner, mode} */
             memset(&h, 0, sizeof(h));
             if (r->element[3]->type == REDIS_REPLY_STRING)
-                snprintf(h.owner, sizeof(h.owner), "%.*s", (int)r->element[3]->len, r->element[3]->str);
+                snprintf(h.owner, sizeof(h.owner), "%.*s", (int)r->element[3]->len,
+                         r->element[3]->str);
             h.fencing_token = out.fencing_token;
             h.expires_in_ms = out.ttl_ms > 0 ? out.ttl_ms : 0; /* as holder_from_mode's */
             h.mode = rint64(r->element[4]) == 1 ? BK_SHARED : BK_EXCLUSIVE;

@@ -166,7 +166,8 @@ const char *engine_backend_name(const struct engine *e)
 size_t engine_nodes(struct engine *e, struct eng_node *out, size_t max)
 {
     struct bk_node nodes[METRICS_MAX_NODES];
-    size_t n = e->bk.ops->nodes(e->bk.state, nodes, max < METRICS_MAX_NODES ? max : METRICS_MAX_NODES);
+    size_t n =
+        e->bk.ops->nodes(e->bk.state, nodes, max < METRICS_MAX_NODES ? max : METRICS_MAX_NODES);
     for (size_t i = 0; i < n; i++) {
         memcpy(out[i].addr, nodes[i].addr, sizeof(out[i].addr));
         memcpy(out[i].reason, nodes[i].reason, sizeof(out[i].reason));
@@ -194,9 +195,9 @@ static void acquire_done(void *arg, const struct bk_res *br)
     result_init(&r, br->code, o->name);
     r.owner = o->owner;
     if (br->code == LK_OK && o->has_session) {
-        enum lk_code c = session_add_lock(o->e, o->session, o->name, o->lease, o->owner,
-                                          br->fencing_token, o->ttl_ms, o->max_hold_ms,
-                                          o->shared, o->limit);
+        enum lk_code c =
+            session_add_lock(o->e, o->session, o->name, o->lease, o->owner, br->fencing_token,
+                             o->ttl_ms, o->max_hold_ms, o->shared, o->limit);
         if (c != LK_OK) {
             /* The session died while the grant was in flight: undo it. */
             waiters_release_bg(o->e, o->lp, o->name, o->lease, 0, true);

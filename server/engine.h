@@ -53,14 +53,14 @@ struct eng_result {
     int64_t expires_at_ms; /* wall clock */
     const char *session;   /* NULL = none */
     const char *owner;
-    int64_t count;           /* reentrant hold count (1 without); release: what is left */
+    int64_t count;            /* reentrant hold count (1 without); release: what is left */
     struct eng_holder holder; /* LK_LOCKED / LK_HELD_BY_OTHER */
     bool has_holder;
     int64_t waited_ms;
-    bool shared;   /* OK acquire: the mode granted */
-    int64_t limit; /* LK_LIMIT_MISMATCH: the limit in force */
+    bool shared;         /* OK acquire: the mode granted */
+    int64_t limit;       /* LK_LIMIT_MISMATCH: the limit in force */
     bool holder_is_self; /* LK_LOCKED: the asking session holds the name itself */
-    int64_t retry_ms; /* LK_BACKEND_RECOVERING: when to ask again (Retry-After) */
+    int64_t retry_ms;    /* LK_BACKEND_RECOVERING: when to ask again (Retry-After) */
     /* LK_UNSUPPORTED: why, the backend's sentence (lives as long as the
      * program), or NULL for errors.c's message */
     const char *message;
@@ -120,9 +120,9 @@ struct eng_info {
     size_t nholders;
     size_t total_holders; /* how many hold it */
     int64_t limit;        /* the limit in force when held */
-    int64_t waiters; /* acquires queued for it in this lockd */
-    bool has_index;  /* the backend keeps an index (watching) */
-    int64_t index;   /* grows whenever the holders change (DESIGN.md §Watching) */
+    int64_t waiters;      /* acquires queued for it in this lockd */
+    bool has_index;       /* the backend keeps an index (watching) */
+    int64_t index;        /* grows whenever the holders change (DESIGN.md §Watching) */
 };
 typedef void (*eng_info_fn)(void *arg, const struct eng_info *info);
 enum lk_code engine_inspect(struct engine *e, struct lk_loop *lp, const char *name,
@@ -135,8 +135,7 @@ enum lk_code engine_inspect(struct engine *e, struct lk_loop *lp, const char *na
  * LK_UNSUPPORTED (done not called) when the backend keeps no index. On
  * lp's thread; done runs there. */
 enum lk_code engine_watch(struct engine *e, struct lk_loop *lp, const char *name, int64_t index,
-                          int64_t wait_ms, eng_info_fn done, void *arg,
-                          struct eng_waiter **waiter);
+                          int64_t wait_ms, eng_info_fn done, void *arg, struct eng_waiter **waiter);
 bool engine_has_index(const struct engine *e);
 
 struct eng_entry {
@@ -148,8 +147,8 @@ struct eng_entry {
     int64_t index;
 };
 /* code LK_OK, LK_BAD_CURSOR or LK_BACKEND_DOWN; next_cursor NULL at the end. */
-typedef void (*eng_list_fn)(void *arg, enum lk_code code, const struct eng_entry *entries,
-                            size_t n, const char *next_cursor);
+typedef void (*eng_list_fn)(void *arg, enum lk_code code, const struct eng_entry *entries, size_t n,
+                            const char *next_cursor);
 enum lk_code engine_list(struct engine *e, struct lk_loop *lp, const char *prefix,
                          const char *cursor, size_t limit, eng_list_fn done, void *arg);
 /* Acquires queued for name in this lockd. Any thread. */
@@ -162,7 +161,7 @@ struct eng_node {
     char addr[128];
     bool up;
     char reason[128];
-    int64_t errors; /* backend calls that failed on it (lockd_backend_errors_total) */
+    int64_t errors;   /* backend calls that failed on it (lockd_backend_errors_total) */
     int64_t restarts; /* lockd_backend_restarts_total: a new Redis process found there */
     bool recovering;  /* re-asserting leases after a restart, or in its grace */
 };
@@ -186,6 +185,5 @@ bool engine_draining(const struct engine *e);
 size_t engine_session_count(struct engine *e);
 /* At exit: releases session locks if release_on_shutdown (blocking, bounded). */
 void engine_shutdown(struct engine *e);
-
 
 #endif

@@ -103,7 +103,7 @@ static void bg_release_done(void *arg, const struct bk_res *r)
 {
     struct bg_release *b = arg;
     if (b->count)
-        metrics_add(r->code == LK_OK               ? M_RELEASE_OK
+        metrics_add(r->code == LK_OK             ? M_RELEASE_OK
                     : r->code == LK_BACKEND_DOWN ? M_RELEASE_ERROR
                                                  : M_RELEASE_NOT_HELD,
                     1);

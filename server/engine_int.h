@@ -81,13 +81,13 @@ struct engine {
     struct wqueue *queues;
     struct wlist *watches; /* under wmu: watchers by name (waiters.c) */
     atomic_int nwatched;   /* names in watches: 0 lets a grant skip wmu */
-    int64_t nwaiters; /* under wmu: what max_waiters bounds */
+    int64_t nwaiters;      /* under wmu: what max_waiters bounds */
 
     pthread_mutex_t smu;
     struct session *sessions;
     struct sess_lock *held;
     size_t nsessions;
-    struct heap sess_heap;  /* (deadline, session) */
+    struct heap sess_heap; /* (deadline, session) */
     /* The plain leases this lockd granted and has not seen released or
      * expired (any thread; its own leaf mutexes): lockd_locks_held
      * {session_bound="false"} and their lockd_lock_hold_seconds. Session
@@ -273,13 +273,13 @@ bool session_owner(struct engine *e, const char *id, char owner[LK_OWNER_MAX + 1
 bool session_holds(struct engine *e, const char *id, const char *name);
 /* Records a grant under session id; LK_SESSION_NOT_FOUND if it died. */
 enum lk_code session_add_lock(struct engine *e, const char *id, const char *name, const char *lease,
-                              const char *owner, int64_t token, int64_t ttl_ms,
-                              int64_t max_hold_ms, bool shared, int64_t limit) LK_WUR;
+                              const char *owner, int64_t token, int64_t ttl_ms, int64_t max_hold_ms,
+                              bool shared, int64_t limit) LK_WUR;
 /* Reentrant re-acquire: when session id holds name in the same mode and
  * limit (a shared hold counts up; no upgrade from shared to exclusive),
  * count+1 and fill r. */
-bool session_reenter(struct engine *e, const char *id, const char *name, bool shared,
-                     int64_t limit, struct eng_result *r, char lease_out[LK_LEASE_LEN + 1],
+bool session_reenter(struct engine *e, const char *id, const char *name, bool shared, int64_t limit,
+                     struct eng_result *r, char lease_out[LK_LEASE_LEN + 1],
                      char owner_out[LK_OWNER_MAX + 1]);
 
 /* A client's release of (name, lease). */
@@ -293,8 +293,7 @@ enum sess_release session_release_begin(struct engine *e, const char *name, cons
 /* The backend answered a release that session_release_begin called SR_LAST:
  * gone (LK_OK, LK_NOT_HELD, LK_HELD_BY_OTHER) detaches the lock; anything
  * else (LK_BACKEND_DOWN) keeps it held, renewed and reported. */
-void session_release_end(struct engine *e, const char *name, const char *lease,
-                         enum lk_code code);
+void session_release_end(struct engine *e, const char *name, const char *lease, enum lk_code code);
 /* A renewal succeeded: a session-bound lease takes the new TTL. Returns its
  * hold count and copies its session id (0 and nothing when not bound). */
 int64_t session_note_renew(struct engine *e, const char *name, const char *lease, int64_t ttl_ms,
@@ -329,8 +328,8 @@ struct wd_batch {
 };
 /* Takes what is due (under smu); *capped gets leases whose max_hold_ms ran
  * out, to release (names and leases, n in *ncapped). */
-struct wd_batch *session_watchdog_due(struct engine *e, int64_t now, char (**capped)[2][LK_NAME_MAX + 1],
-                                      size_t *ncapped);
+struct wd_batch *session_watchdog_due(struct engine *e, int64_t now,
+                                      char (**capped)[2][LK_NAME_MAX + 1], size_t *ncapped);
 /* Applies a batch's results (renewed, lost, retry) and frees it. */
 void session_watchdog_done(struct wd_batch *b);
 void sessions_free_all(struct engine *e);

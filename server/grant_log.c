@@ -77,9 +77,8 @@ struct glog {
 /* A lowercase hex digit's value plus one; 0 for any other byte. A table:
  * this runs twice per acquire+release pair (the engine's plain leases). */
 static const uint8_t HEX1[256] = {
-    ['0'] = 1,  ['1'] = 2,  ['2'] = 3,  ['3'] = 4,  ['4'] = 5,  ['5'] = 6,
-    ['6'] = 7,  ['7'] = 8,  ['8'] = 9,  ['9'] = 10, ['a'] = 11, ['b'] = 12,
-    ['c'] = 13, ['d'] = 14, ['e'] = 15, ['f'] = 16,
+    ['0'] = 1, ['1'] = 2,  ['2'] = 3,  ['3'] = 4,  ['4'] = 5,  ['5'] = 6,  ['6'] = 7,  ['7'] = 8,
+    ['8'] = 9, ['9'] = 10, ['a'] = 11, ['b'] = 12, ['c'] = 13, ['d'] = 14, ['e'] = 15, ['f'] = 16,
 };
 
 /* 32 lowercase hex digits (what lk_random_hex makes) to 16 bytes; false

@@ -43,7 +43,8 @@ static void log_expired(const struct sess_end *se)
         off += len;
     }
     snprintf(count, sizeof(count), "%zu", se->n);
-    lk_log_kv(LK_INFO, "session expired", "session", se->id, "locks", count, "names", names, (char *)NULL);
+    lk_log_kv(LK_INFO, "session expired", "session", se->id, "locks", count, "names", names,
+              (char *)NULL);
 }
 
 static void reap(struct engine *e, int64_t now)
@@ -263,6 +264,7 @@ void engine_shutdown(struct engine *e)
     char a[24], b[24];
     snprintf(a, sizeof(a), "%zu", released);
     snprintf(b, sizeof(b), "%zu", total);
-    lk_log_kv(left > 0 ? LK_WARN : LK_INFO, "release_on_shutdown", "released", a, "locks", b, (char *)NULL);
+    lk_log_kv(left > 0 ? LK_WARN : LK_INFO, "release_on_shutdown", "released", a, "locks", b,
+              (char *)NULL);
     shut_unref(sh);
 }

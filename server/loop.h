@@ -33,5 +33,4 @@ void loop_run(struct lk_loop *lp);
 /* Asks the loop to return from loop_run(). Any thread. */
 void loop_stop(struct lk_loop *lp);
 
-
 #endif

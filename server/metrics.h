@@ -30,7 +30,7 @@ enum metric_id {
     M_SESSIONS_EXPIRED,
     M_FORCED_RELEASES, /* an operator's force-unlocks that released something */
     M_BACKEND_ERRORS,
-    M_CLUSTER_MOVED,    /* cluster: redirections followed, lockd_cluster_redirections_total{kind} */
+    M_CLUSTER_MOVED, /* cluster: redirections followed, lockd_cluster_redirections_total{kind} */
     M_CLUSTER_ASK,
     M_LOCKS_HELD,       /* gauge: session-bound leases held through this lockd */
     M_LOCKS_HELD_PLAIN, /* gauge: plain leases granted here, not seen released or expired */

@@ -188,8 +188,8 @@ static const struct rn_cmd_type ra_type = {
 /* One reassert.lua call for items [first, first + count) with mode; tag:
  * NULL for the node's own marker and grace keys, else those of the slot of
  * "{tag}" (a cluster primary). */
-static void send_part(struct ra_run *run, struct rn_conn *c, size_t first, size_t count,
-                      char mode, const char *tag)
+static void send_part(struct ra_run *run, struct rn_conn *c, size_t first, size_t count, char mode,
+                      const char *tag)
 {
     struct reassert *ra = run->ra;
     struct ra_cmd *cmd = lk_calloc(1, sizeof(*cmd));
@@ -271,8 +271,7 @@ static void send_slots(struct ra_run *run, struct rn_conn *c)
         while (first + count < run->n && count < RA_BATCH && run->items[first + count].slot == slot)
             count++;
         run->parts_left++;
-        send_part(run, c, first, count, run->mode == '0' ? '3' : run->mode,
-                  redis_slot_tag(slot));
+        send_part(run, c, first, count, run->mode == '0' ? '3' : run->mode, redis_slot_tag(slot));
         first += count;
     }
     if (--run->parts_left == 0)
@@ -339,8 +338,7 @@ static void on_restart(void *arg, bool moved)
     pthread_mutex_unlock(&ra->mu);
 }
 
-void ra_adopt(struct reassert *to, struct reassert *from, ra_pick_fn pick, void *arg,
-              bool failover)
+void ra_adopt(struct reassert *to, struct reassert *from, ra_pick_fn pick, void *arg, bool failover)
 {
     if (to == NULL || from == NULL || to == from)
         return;
@@ -352,7 +350,7 @@ void ra_adopt(struct reassert *to, struct reassert *from, ra_pick_fn pick, void 
            "re-asserted",
            rn_node_addr(to->node), rn_node_addr(from->node), n);
     rn_node_count_restart(to->node); /* lockd_backend_restarts_total{node} */
-    on_restart(to, true); /* the next ready connection, or the next operation, runs it */
+    on_restart(to, true);            /* the next ready connection, or the next operation, runs it */
 }
 
 enum lk_code ra_gate(struct reassert *ra, bool grant, int64_t *retry_ms)

@@ -44,10 +44,10 @@
 
 #define RC_MAX_SEEDS 16
 #define RC_MAX_SHARDS REDIS_MAP_NODES /* primaries (and former ones) known, never forgotten */
-#define RC_POLL_MS 1000  /* ask for the map this often even when nothing happened */
-#define RC_ASK_GAP_MS 50 /* after a redirection or trouble, at most this often */
-#define RC_TRIES 8       /* redirections and retries of one operation before 503 */
-#define RC_RETRY_MS 25   /* pause before the k-th retry: k * RC_RETRY_MS */
+#define RC_POLL_MS 1000               /* ask for the map this often even when nothing happened */
+#define RC_ASK_GAP_MS 50              /* after a redirection or trouble, at most this often */
+#define RC_TRIES 8                    /* redirections and retries of one operation before 503 */
+#define RC_RETRY_MS 25                /* pause before the k-th retry: k * RC_RETRY_MS */
 #define RC_ADDR REDIS_ADDR_LEN
 
 struct rc_shard {
@@ -95,9 +95,9 @@ struct rc {
     int stop;
     pthread_t th;
     bool running;
-    redisContext *query; /* discovery thread only: the node that answered last */
+    redisContext *query;           /* discovery thread only: the node that answered last */
     char query_addr[RC_ADDR + 16]; /* for the log: its host, whole, and port */
-    char query_host[RC_ADDR]; /* its host, as reached */
+    char query_host[RC_ADDR];      /* its host, as reached */
 };
 
 /* ---------------------------------------------------------------- the map */
@@ -255,7 +255,7 @@ static int shard_open(struct rc *rc, const char *addr, char *err, size_t errlen)
     const char *colon = strrchr(addr, ':');
     if (colon == NULL || (size_t)(colon - addr) > REDIS_HOST_MAX)
         return -1;
-    struct redis_url u = rc->seeds[0]; /* its credentials */
+    struct redis_url u = rc->seeds[0];            /* its credentials */
     memcpy(u.host, addr, (size_t)(colon - addr)); /* the host whole: it fits (redis_map.h) */
     u.host[colon - addr] = '\0';
     u.port = atoi(colon + 1);
@@ -1037,7 +1037,8 @@ static void rc_free(void *state)
 static const struct backend_ops rc_ops = {
     .name = "cluster",
     .caps = BK_CAP_SHARED | BK_CAP_LIMIT | BK_CAP_FLOOR | BK_CAP_FORCE | BK_CAP_INDEX |
-            BK_CAP_MULTI | BK_CAP_GROUP | BK_CAP_HANDOFF, /* the lock layer's; names of many slots: LK_UNSUPPORTED */
+            BK_CAP_MULTI | BK_CAP_GROUP |
+            BK_CAP_HANDOFF, /* the lock layer's; names of many slots: LK_UNSUPPORTED */
     .attach = rc_attach,
     .detach = rc_detach,
     .submit = rc_submit,

@@ -93,9 +93,9 @@ enum lk_code redis_lock_undo(void *state, struct lk_loop *lp, const char *name, 
  * Pure, any thread; fuzzed by tests/fuzz/fuzz_cursor.c. */
 #define REDIS_CURSOR_MAX (LK_NAME_MAX + 64)
 struct redis_list_pos {
-    char scan[21];                 /* SCAN cursor, "0" for the start */
-    char stop[21];                 /* "" or the span end */
-    char after[LK_NAME_MAX + 1];   /* "" or a lock name */
+    char scan[21];               /* SCAN cursor, "0" for the start */
+    char stop[21];               /* "" or the span end */
+    char after[LK_NAME_MAX + 1]; /* "" or a lock name */
 };
 /* The cursor for where (list.lua's answer) into out; false when there is
  * none to give: where is "0" (the walk is over) or too long. */

@@ -15,8 +15,8 @@
 
 struct redisReply;
 
-#define REDIS_MAP_NODES 64 /* addresses one map names, at most */
-#define REDIS_HOST_MAX 255 /* as struct redis_url's host */
+#define REDIS_MAP_NODES 64                  /* addresses one map names, at most */
+#define REDIS_HOST_MAX 255                  /* as struct redis_url's host */
 #define REDIS_ADDR_LEN (REDIS_HOST_MAX + 8) /* "<host>:<port>" and its NUL */
 
 /* A map as one node told it: owner[s] indexes addrs[] ("<host>:<port>"),

@@ -2,8 +2,8 @@
  * redis_pubsub.h - release notifications over Redis pub/sub: a thread of
  * its own with one subscriber connection (a node-layer rn_conn) that
  * subscribes to a lock's release channel while lockd has waiters for it
- * (and a second after, redis_pubsub.c RPS_LINGER_MS), and hands each release message (and each subscription confirmation) to a
- * hook. Knows the channel's name format, nothing else of locks.
+ * (and a second after, redis_pubsub.c RPS_LINGER_MS), and hands each release message (and each
+ * subscription confirmation) to a hook. Knows the channel's name format, nothing else of locks.
  */
 #ifndef LOCKD_SERVER_REDIS_PUBSUB_H
 #define LOCKD_SERVER_REDIS_PUBSUB_H

@@ -177,9 +177,9 @@ enum lk_code session_add_lock(struct engine *e, const char *id, const char *name
 
     pthread_mutex_lock(&e->smu);
     struct session *s = find_live(e, id);
-    enum lk_code code = s == NULL                            ? LK_SESSION_NOT_FOUND
+    enum lk_code code = s == NULL                           ? LK_SESSION_NOT_FOUND
                         : find_lock(e, name, lease) != NULL ? LK_INTERNAL /* leases are unique */
-                                                             : LK_OK;
+                                                            : LK_OK;
     if (code != LK_OK) {
         pthread_mutex_unlock(&e->smu);
         free(sl);
@@ -197,8 +197,8 @@ enum lk_code session_add_lock(struct engine *e, const char *id, const char *name
     return LK_OK;
 }
 
-bool session_reenter(struct engine *e, const char *id, const char *name, bool shared,
-                     int64_t limit, struct eng_result *r, char lease_out[LK_LEASE_LEN + 1],
+bool session_reenter(struct engine *e, const char *id, const char *name, bool shared, int64_t limit,
+                     struct eng_result *r, char lease_out[LK_LEASE_LEN + 1],
                      char owner_out[LK_OWNER_MAX + 1])
 {
     limit = engine_limit_of(limit);

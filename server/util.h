@@ -42,9 +42,9 @@ enum lk_code {
     LK_BACKEND_DOWN,      /* never a grant on doubt: answered 503 */
     LK_SHUTTING_DOWN,
     /* answers libmicrohttpd makes before a handler runs (api/http_own.c) */
-    LK_BAD_REQUEST,       /* not HTTP lockd can read: request line, Host, chunks */
-    LK_HEADERS_TOO_LARGE, /* request line and headers over 8 KiB */
-    LK_HTTP_VERSION,      /* neither HTTP/1.0 nor HTTP/1.1 */
+    LK_BAD_REQUEST,        /* not HTTP lockd can read: request line, Host, chunks */
+    LK_HEADERS_TOO_LARGE,  /* request line and headers over 8 KiB */
+    LK_HTTP_VERSION,       /* neither HTTP/1.0 nor HTTP/1.1 */
     LK_BACKEND_RECOVERING, /* a Redis lost its data: no new grant until re-asserted + grace */
     LK_TOO_MANY_LOCKS,     /* max_locks leases recorded for re-assertion already */
     LK_CODE_COUNT

@@ -81,10 +81,10 @@ struct eng_waiter {
     int64_t deadline_ms;
     int64_t retry_at_ms; /* head only: when to try again; 0 = on a kick only */
     ev_timer timer;
-    enum wstate state; /* under wmu */
-    bool cancelled;    /* under wmu: the client left */
-    bool kick_pending; /* under wmu: a release came while attempting */
-    bool failed;       /* under wmu: answer fail_code at the next chance */
+    enum wstate state;  /* under wmu */
+    bool cancelled;     /* under wmu: the client left */
+    bool kick_pending;  /* under wmu: a release came while attempting */
+    bool failed;        /* under wmu: answer fail_code at the next chance */
     bool ride_released; /* under wmu: a rider's release released (waiters_ride_done) */
     bool ride_doubt;    /* under wmu: its release was answered in doubt (503): the
                          * hand-off may have granted it (ride_back: reclaim) */
@@ -100,7 +100,7 @@ struct eng_waiter {
     struct bk_holder gholder;
     /* a watcher: in wl's list (prev, next), never in a queue */
     bool is_watch;
-    int64_t index;    /* the index its client knows */
+    int64_t index; /* the index its client knows */
     eng_info_fn wdone;
     struct wlist *wl; /* under wmu */
     /* a multi-lock's: moves between queues, never a BK_ACQUIRE of its own */
@@ -113,8 +113,8 @@ struct eng_waiter {
 struct wlist {
     char name[LK_NAME_MAX + 1];
     struct eng_waiter *list;
-    int nper[LOOP_MAX];              /* watchers per loop index */
-    struct lk_loop *lps[LOOP_MAX];   /* the loop of each index that has some */
+    int nper[LOOP_MAX];                      /* watchers per loop index */
+    struct lk_loop *lps[LOOP_MAX];           /* the loop of each index that has some */
     uint64_t inflight[(LOOP_MAX + 63) / 64]; /* an inspect of it is in flight there */
     uint64_t again[(LOOP_MAX + 63) / 64];    /* a change came meanwhile: look again */
     int64_t expiry_at[LOOP_MAX];             /* each loop's next look, at an expiry; 0 none */
@@ -124,7 +124,7 @@ struct wlist {
 struct wqueue {
     char name[LK_NAME_MAX + 1];
     struct eng_waiter *list;
-    int64_t n;               /* waiters in list */
+    int64_t n;                /* waiters in list */
     struct eng_holder holder; /* from the last failed attempt */
     bool has_holder;
     int64_t holder_expiry_ms; /* monotonic; when the holder's lease runs out; 0 = the
@@ -359,8 +359,7 @@ static void attempt_done(void *arg, const struct bk_res *br)
         finish(w, &r);
         return;
     }
-    if (br->code == LK_BACKEND_RECOVERING && !w->cancelled && !w->failed &&
-        now < w->deadline_ms) {
+    if (br->code == LK_BACKEND_RECOVERING && !w->cancelled && !w->failed && now < w->deadline_ms) {
         /* A Redis that restarted is being re-asserted, or its grace runs: a
          * waiter keeps its place and asks again when it is over. */
         if (w->kick_pending)
@@ -856,9 +855,9 @@ struct eng_waiter *waiters_ride(struct engine *e, const char *name, struct bk_ha
         before = w;
         w = w->next;
     }
-    if (w != NULL && (w->state != W_QUEUED || w->failed || w->cancelled || w->is_multi ||
-                      w->shared || lk_now_ms() >= w->deadline_ms ||
-                      (before != NULL && w->limit != before->limit)))
+    if (w != NULL &&
+        (w->state != W_QUEUED || w->failed || w->cancelled || w->is_multi || w->shared ||
+         lk_now_ms() >= w->deadline_ms || (before != NULL && w->limit != before->limit)))
         w = NULL;
     if (w != NULL) {
         w->state = W_ATTEMPTING; /* nothing else answers or frees it now */
@@ -1302,8 +1301,7 @@ void waiters_renewed(struct engine *e, const char *name, int64_t ttl_ms)
 }
 
 enum lk_code engine_watch(struct engine *e, struct lk_loop *lp, const char *name, int64_t index,
-                          int64_t wait_ms, eng_info_fn done, void *arg,
-                          struct eng_waiter **out)
+                          int64_t wait_ms, eng_info_fn done, void *arg, struct eng_waiter **out)
 {
     *out = NULL;
     if (!engine_has_index(e))

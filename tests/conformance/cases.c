@@ -841,7 +841,8 @@ static void case_semaphore(struct cf *c)
     int64_t last = 0;
     /* one slot held (a lone holder's value on the Redis family): another
      * limit is refused naming 3, an exclusive or a shared acquire alike */
-    const struct cf_res *one = cf_acquire_as(c, "sem-one", LEASE_A, "", 60000, BK_EXCLUSIVE, 3, false);
+    const struct cf_res *one =
+        cf_acquire_as(c, "sem-one", LEASE_A, "", 60000, BK_EXCLUSIVE, 3, false);
     CHECK_EQ_INT(one->code, LK_OK);
     CHECK(one->room);
     one = cf_acquire(c, "sem-one", LEASE_B, "", 5000);
@@ -879,8 +880,7 @@ static void case_semaphore(struct cf *c)
     CHECK_EQ_INT(cf_acquire_as(c, "sem", LEASE_B, "", 60000, BK_EXCLUSIVE, 3, false)->code,
                  LK_LOCKED);
     CHECK_EQ_INT(cf_release(c, "sem", LEASE_A, 0)->code, LK_OK);
-    CHECK_EQ_INT(cf_acquire_as(c, "sem", LEASE_B, "", 60000, BK_EXCLUSIVE, 3, false)->code,
-                 LK_OK);
+    CHECK_EQ_INT(cf_acquire_as(c, "sem", LEASE_B, "", 60000, BK_EXCLUSIVE, 3, false)->code, LK_OK);
     /* an exclusive holder's name: a semaphore acquire is a mismatch naming 1 */
     cf_grant(c, "sem-x", LEASE_A, "");
     r = cf_acquire_as(c, "sem-x", LEASE_B, "", 5000, BK_EXCLUSIVE, 3, false);
@@ -960,8 +960,8 @@ static void case_force_release(struct cf *c)
     int64_t top = 0;
     const char *leases[3] = {LEASE_A, LEASE_B, LEASE_C};
     for (int i = 0; i < 3; i++) {
-        const struct cf_res *r = cf_acquire_as(c, "force-sem", leases[i], "", 60000, BK_EXCLUSIVE,
-                                               3, false);
+        const struct cf_res *r =
+            cf_acquire_as(c, "force-sem", leases[i], "", 60000, BK_EXCLUSIVE, 3, false);
         CHECK_EQ_INT(r->code, LK_OK);
         top = r->fencing_token;
     }

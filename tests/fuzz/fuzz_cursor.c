@@ -143,7 +143,8 @@ static void fuzz_memory(const uint8_t *data, size_t size)
         must(p->code == LK_OK, "a cursor it gave out pages on");
         must(p->n <= count, "page size");
         for (size_t k = 0; k < p->n; k++) {
-            must(seen < nw && strcmp(p->names[k], want[seen]) == 0, "each held name once, in order");
+            must(seen < nw && strcmp(p->names[k], want[seen]) == 0,
+                 "each held name once, in order");
             seen++;
         }
         if (!p->has_next)
@@ -276,8 +277,8 @@ static void fuzz_split(const char *s, size_t n)
     size_t k = 999;
     const char *inner = NULL;
     size_t d = strspn(s, "0123456789");
-    int ref = d >= 1 && d <= 9 && s[d] == '.' && !(d > 1 && s[0] == '0') &&
-              strtoul(s, NULL, 10) < n;
+    int ref =
+        d >= 1 && d <= 9 && s[d] == '.' && !(d > 1 && s[0] == '0') && strtoul(s, NULL, 10) < n;
     int ok = backend_cursor_split(s, n, &k, &inner);
     must(ok == ref, "split accepts exactly '<k>.' in decimal, k < n");
     if (ok) {

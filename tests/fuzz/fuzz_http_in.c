@@ -49,8 +49,8 @@ static int ref_traceparent(const char *tp)
 {
     size_t n = strlen(tp);
     if (n < 55 || !lower_hex(tp, 2, 0) || strncmp(tp, "ff", 2) == 0 || tp[2] != '-' ||
-        !lower_hex(tp + 3, 32, 1) || tp[35] != '-' || !lower_hex(tp + 36, 16, 1) ||
-        tp[52] != '-' || !lower_hex(tp + 53, 2, 0))
+        !lower_hex(tp + 3, 32, 1) || tp[35] != '-' || !lower_hex(tp + 36, 16, 1) || tp[52] != '-' ||
+        !lower_hex(tp + 53, 2, 0))
         return 0;
     if (strncmp(tp, "00", 2) == 0)
         return n == 55;

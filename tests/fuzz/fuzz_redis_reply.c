@@ -113,8 +113,8 @@ static void ref_slots(const redisReply *r, struct redis_map *m)
         if (pr == NULL || (ip->type != REDIS_REPLY_STRING && ip->type != REDIS_REPLY_NIL))
             continue;
         const char *host = ip->type == REDIS_REPLY_STRING && ip->str[0] ? ip->str : VIA;
-        if (!ref_num(pr, &port) || port < 1 || port > 65535 ||
-            strcmp(host, "?") == 0 || strlen(host) > REDIS_ADDR_LEN - 8)
+        if (!ref_num(pr, &port) || port < 1 || port > 65535 || strcmp(host, "?") == 0 ||
+            strlen(host) > REDIS_ADDR_LEN - 8)
             continue;
         char a[REDIS_ADDR_LEN];
         snprintf(a, sizeof(a), "%s:%lld", host, port);
@@ -337,7 +337,8 @@ static void fuzz_roundtrip(const uint8_t *data, size_t size)
                     idx[k] = i;
         }
         for (int k = 0; k < REDIS_SLOTS; k++)
-            must(m->owner[k] == (want[k] < 0 ? -1 : idx[want[k]]) && (want[k] < 0 || idx[want[k]] >= 0),
+            must(m->owner[k] == (want[k] < 0 ? -1 : idx[want[k]]) &&
+                     (want[k] < 0 || idx[want[k]] >= 0),
                  pass == 0 ? "CLUSTER SLOTS reads back" : "CLUSTER SHARDS reads back");
         freeReplyObject(r);
     }
@@ -392,7 +393,8 @@ static void fuzz_info(const uint8_t *data, size_t size)
     const char *keys[] = {kl > 0 ? key : "run_id", "redis_version"};
     for (int i = 0; i < 2; i++) {
         char got[64], want[64];
-        bool g = redis_info_field(info, keys[i], got, cap), w = ref_info_field(info, keys[i], want, cap);
+        bool g = redis_info_field(info, keys[i], got, cap),
+             w = ref_info_field(info, keys[i], want, cap);
         must(g == w, "a field is found as the reference finds it");
         must(!g || strcmp(got, want) == 0, "a field's value is the reference's");
         must(g || got[0] == '\0', "a missing field reads empty");
@@ -403,7 +405,8 @@ static void fuzz_info(const uint8_t *data, size_t size)
     if (ref_info_field(info, "redis_version", want, cap) && want[0] >= '0' && want[0] <= '9') {
         char *end;
         long major = strtol(want, &end, 10), minor = *end == '.' ? strtol(end + 1, NULL, 10) : 0;
-        must(ok == (major > REDIS_MIN_MAJOR || (major == REDIS_MIN_MAJOR && minor >= REDIS_MIN_MINOR)),
+        must(ok == (major > REDIS_MIN_MAJOR ||
+                    (major == REDIS_MIN_MAJOR && minor >= REDIS_MIN_MINOR)),
              "a version is judged by its major and minor");
     } else if (want[0] == '\0' || isalpha((unsigned char)want[0]) || want[0] == '.') {
         must(ok, "no version, or not a number: not judged"); /* (strtol reads signs and spaces) */

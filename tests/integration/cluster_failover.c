@@ -134,8 +134,7 @@ static void t_failover_to_replica(void)
     char cmd[256];
     kill(rep.pid, SIGSTOP);
     snprintf(cmd, sizeof(cmd),
-             "EVAL \"redis.call('SET',KEYS[1],string.rep('x',33554432))\" 1 '" PREFIX
-             "{%s}:junk'",
+             "EVAL \"redis.call('SET',KEYS[1],string.rep('x',33554432))\" 1 '" PREFIX "{%s}:junk'",
              hs[0].name);
     th_redis_cli(&node[0], cmd);
     for (int i = NKEPT; i < NKEPT + NMISSED; i++)

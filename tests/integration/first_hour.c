@@ -78,7 +78,8 @@ static void test_headers_too_large_is_json(void)
     CHECK_EQ_INT(th_raw_request(fd, ok, body, sizeof(body)), 200);
     close(fd);
     free(ok);
-    const size_t sizes[] = {8160, 8300, 8700, 8900, 9000, 9100, 9300, 11700, 11800, 11900, 12100, 30000};
+    const size_t sizes[] = {8160, 8300,  8700,  8900,  9000,  9100,
+                            9300, 11700, 11800, 11900, 12100, 30000};
     for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
         char *r = big_header_request(sizes[i]);
         raw_json_error(r, 431, "headers_too_large");

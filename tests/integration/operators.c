@@ -391,7 +391,8 @@ static int64_t grant_then_shorten(const struct th_lockd *h, const char *name, in
     char lh[2][80];
     int n = readers > 0 ? readers : 1;
     for (int i = 0; i < n; i++) {
-        const char *body = readers > 0 ? "{\"ttl_ms\":5000,\"mode\":\"shared\"}" : "{\"ttl_ms\":5000}";
+        const char *body =
+            readers > 0 ? "{\"ttl_ms\":5000,\"mode\":\"shared\"}" : "{\"ttl_ms\":5000}";
         CHECK_EQ_INT(call("POST", th_url(h, "/locks/", name), body, client_hdr, &r), 200);
         snprintf(lh[i], sizeof(lh[i]), "Lock-Lease: %s", th_jstr(&r, "lease"));
         th_resp_free(&r);
@@ -473,9 +474,12 @@ static void t_renew_shorter_two_lockd(void)
 static void t_watch_bad_input(void)
 {
     struct th_resp r;
-    const char *bad[] = {"w?index=x&wait_ms=10", "w?index=1&wait_ms=-1",
-                         "w?index=1&wait_ms=300001", "w?index=9007199254740992&wait_ms=1",
-                         "w?indx=1", NULL};
+    const char *bad[] = {"w?index=x&wait_ms=10",
+                         "w?index=1&wait_ms=-1",
+                         "w?index=1&wait_ms=300001",
+                         "w?index=9007199254740992&wait_ms=1",
+                         "w?indx=1",
+                         NULL};
     for (int i = 0; bad[i] != NULL; i++) {
         call("GET", th_url(&mem, "/locks/", bad[i]), NULL, client_hdr, &r);
         CHECK_EQ_INT(r.status, 400);
@@ -516,8 +520,8 @@ static void t_watch_thousand(void)
     static int fds[N];
     char req[512];
     snprintf(req, sizeof(req),
-             "GET /locks/watch-many?index=%lld&wait_ms=60000 HTTP/1.1\r\nHost: x\r\n%s\r\n\r\n", idx,
-             client_hdr);
+             "GET /locks/watch-many?index=%lld&wait_ms=60000 HTTP/1.1\r\nHost: x\r\n%s\r\n\r\n",
+             idx, client_hdr);
     for (int i = 0; i < N; i++) {
         fds[i] = th_connect(rb.port);
         CHECK(write(fds[i], req, strlen(req)) == (ssize_t)strlen(req));
@@ -540,8 +544,7 @@ static void t_watch_thousand(void)
         CHECK(strstr(body, "\"held\":false") != NULL || strstr(body, "\"held\": false") != NULL);
         close(fds[i]);
     }
-    printf("    1000 watchers answered %lld ms after the release\n",
-           (long long)(th_now_ms() - t0));
+    printf("    1000 watchers answered %lld ms after the release\n", (long long)(th_now_ms() - t0));
     CHECK(th_now_ms() - t0 < 2000 * th_time_scale());
 }
 
@@ -562,10 +565,11 @@ int main(void)
     fclose(f);
     snprintf(client_hdr, sizeof(client_hdr), "Authorization: Bearer client-secret");
     snprintf(admin_hdr, sizeof(admin_hdr), "Authorization: Bearer admin-secret");
-    const char *margs[] = {"--backend", "memory", "--auth_token_file", ctok,
-                           "--admin_token_file", atok, NULL};
-    const char *rargs[] = {"--backend", "redis", "--redis", redis_url, "--auth_token_file", ctok,
-                           "--admin_token_file", atok, NULL};
+    const char *margs[] = {"--backend", "memory", "--auth_token_file", ctok, "--admin_token_file",
+                           atok,        NULL};
+    const char *rargs[] = {
+        "--backend",          "redis", "--redis", redis_url, "--auth_token_file", ctok,
+        "--admin_token_file", atok,    NULL};
     const char *nargs[] = {"--backend", "memory", NULL};
     th_lockd_start(&mem, margs, NULL);
     th_lockd_start(&ra, rargs, NULL);

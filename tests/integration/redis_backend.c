@@ -832,8 +832,12 @@ static void t_release_handoff(void)
     fx_open_on(&f, &R);
     CHECK(wait_node(&f, true, 2000));
     /* exclusive to exclusive */
-    struct sres a = sreq(&f, &(struct bk_req){.op = BK_ACQUIRE, .name = "ho-x", .lease = LEASE_A,
-                                              .owner = "", .limit = 1, .ttl_ms = 5000});
+    struct sres a = sreq(&f, &(struct bk_req){.op = BK_ACQUIRE,
+                                              .name = "ho-x",
+                                              .lease = LEASE_A,
+                                              .owner = "",
+                                              .limit = 1,
+                                              .ttl_ms = 5000});
     CHECK_EQ_INT(a.code, LK_OK);
     struct hres h = handoff(&f, "ho-x", LEASE_A, 0, LEASE_B, BK_EXCLUSIVE, 1, &ev);
     CHECK_EQ_INT(ev, 1);
@@ -899,8 +903,7 @@ static void t_release_handoff(void)
  * exclusive waiter, more a semaphore's), granted only if after ("" = none)
  * holds the name by then; answered into x, not waited for. */
 static void handoff_start(struct fx *f, const char *name, const char *lease, const char *wlease,
-                          const char *after, int64_t limit, struct bk_handoff *ho,
-                          struct hres *x)
+                          const char *after, int64_t limit, struct bk_handoff *ho, struct hres *x)
 {
     memset(ho, 0, sizeof(*ho));
     ho->lease = wlease;

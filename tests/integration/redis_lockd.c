@@ -596,7 +596,8 @@ static void t_rider_hangup_while_at_redis(void)
     for (int i = 0; i < 2; i++) {
         struct th_resp r;
         CHECK_EQ_INT(th_status(c, "POST", url, "{\"limit\":2,\"ttl_ms\":30000}", NULL, &r), 200);
-        snprintf(lease[i], sizeof(lease[i]), "%s", th_jstr(&r, "lease") ? th_jstr(&r, "lease") : "");
+        snprintf(lease[i], sizeof(lease[i]), "%s",
+                 th_jstr(&r, "lease") ? th_jstr(&r, "lease") : "");
         th_resp_free(&r);
     }
     int wfd = th_connect(l.port);
@@ -606,9 +607,9 @@ static void t_rider_hangup_while_at_redis(void)
     th_sleep_ms(300 * scale); /* queued, refused once: it waits for a release */
     long long calls0 = freeze_redis();
     char rq[256];
-    int n = snprintf(rq, sizeof(rq),
-                     "DELETE /locks/gone-r HTTP/1.1\r\nHost: x\r\nLock-Lease: %s\r\n\r\n",
-                     lease[0]);
+    int n =
+        snprintf(rq, sizeof(rq),
+                 "DELETE /locks/gone-r HTTP/1.1\r\nHost: x\r\nLock-Lease: %s\r\n\r\n", lease[0]);
     int rfd = th_connect(l.port);
     CHECK(write(rfd, rq, (size_t)n) == n);
     th_sleep_ms(150 * scale); /* parsed, its EVALSHA (with the waiter's acquire) sent */

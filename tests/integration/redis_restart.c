@@ -239,8 +239,7 @@ static void t_shared_across_restart(void)
         if (i >= NSEM)
             snprintf(body, sizeof(body), "{\"ttl_ms\":12000,\"mode\":\"shared\"}");
         else if (x->sb)
-            snprintf(body, sizeof(body), "{\"ttl_ms\":3000,\"limit\":3,\"session\":\"%.40s\"}",
-                     s2);
+            snprintf(body, sizeof(body), "{\"ttl_ms\":3000,\"limit\":3,\"session\":\"%.40s\"}", s2);
         else
             snprintf(body, sizeof(body), "{\"ttl_ms\":12000,\"limit\":3}");
         struct th_resp r;
@@ -262,23 +261,26 @@ static void t_shared_across_restart(void)
             struct th_resp r;
             long st = req(c, "POST", l, "/locks/sem", "{\"ttl_ms\":1000,\"limit\":3}", NULL, &r);
             if (st == 200)
-                th_fail(__FILE__, __LINE__, "a fourth slot of 'sem' granted %lld ms after the "
-                        "restart: %s", (long long)(th_now_ms() - back), r.body);
+                th_fail(__FILE__, __LINE__,
+                        "a fourth slot of 'sem' granted %lld ms after the "
+                        "restart: %s",
+                        (long long)(th_now_ms() - back), r.body);
             CHECK(st == 503 || st == 409);
             n503 += st == 503;
             n409 += st == 409;
             th_resp_free(&r);
             st = req(c, "POST", l, "/locks/rw", "{\"ttl_ms\":1000}", NULL, &r);
             if (st == 200)
-                th_fail(__FILE__, __LINE__, "a writer of 'rw' granted over readers %lld ms after "
-                        "the restart: %s", (long long)(th_now_ms() - back), r.body);
+                th_fail(__FILE__, __LINE__,
+                        "a writer of 'rw' granted over readers %lld ms after "
+                        "the restart: %s",
+                        (long long)(th_now_ms() - back), r.body);
             CHECK(st == 503 || st == 409);
             th_resp_free(&r);
         }
         th_sleep_ms(20);
     }
-    printf("# shared holds after the restart: %d x 503, %d x 409 for a fourth slot\n", n503,
-           n409);
+    printf("# shared holds after the restart: %d x 503, %d x 409 for a fourth slot\n", n503, n409);
     CHECK(n503 > 0 && n409 > 0);
     CHECK_EQ_INT(th_restarts(c, &L1), r1 + 1);
     CHECK_EQ_INT(th_restarts(c, &L2), r2 + 1);
@@ -656,8 +658,8 @@ static void t_max_locks_multi(void)
         CHECK(json_is_false(json_object_get(r.json, "held")));
         th_resp_free(&r);
     }
-    CHECK_EQ_INT(req(c, "POST", &L10, "/locks",
-                     "{\"names\":[\"mf-0\",\"mf-1\"],\"ttl_ms\":10000}", NULL, &r),
+    CHECK_EQ_INT(req(c, "POST", &L10, "/locks", "{\"names\":[\"mf-0\",\"mf-1\"],\"ttl_ms\":10000}",
+                     NULL, &r),
                  200);
     CHECK_EQ_INT(json_array_size(json_object_get(r.json, "locks")), 2);
     th_resp_free(&r);

@@ -883,7 +883,8 @@ static long long rl_reader(struct th_client *c, const char *url, const char *nam
     for (int i = 0; i < 3; i++)
         for (int k; (k = node_readers(i, name)) != n;) {
             if (th_now_ms() >= end)
-                th_fail(__FILE__, __LINE__, "node %d lists %d readers of %s, not %d", i, k, name, n);
+                th_fail(__FILE__, __LINE__, "node %d lists %d readers of %s, not %d", i, k, name,
+                        n);
             th_sleep_ms(10);
         }
     return t;
@@ -1689,7 +1690,8 @@ static void t_lone_reader_end_counted(void)
     CHECK_EQ_INT(lr_index(insp, "le", ""), 2 * F);
     th_redis_cli(&R[0], "DEL 'rl:{le}'");
     CHECK_EQ_INT(lr_index(insp, "le", ""), 2 * (F + 1) + 1); /* <- 2F + 1 */
-    snprintf(cmd, sizeof(cmd), "FCALL %s 2 'rl:{le}' 'rl:{le}:fence' '0lx' '0 20000 o' 20000 1", excl);
+    snprintf(cmd, sizeof(cmd), "FCALL %s 2 'rl:{le}' 'rl:{le}:fence' '0lx' '0 20000 o' 20000 1",
+             excl);
     CHECK_EQ_INT(reply_token(th_redis_cli(&R[0], cmd)), F + 2); /* <- F + 1 */
     lr_fence_is("le", F + 2, false);
     /* a write-back raise while it holds keeps the 'l' */
@@ -2143,7 +2145,8 @@ static void t_waiter_woken_across_lockd(void)
     printf("# release through a -> waiter on b granted: worst of 3 %lld ms\n", (long long)worst);
     CHECK(worst < 200 * th_time_scale());
     int64_t took = waiter_on_b_after(c, url, &b, "ww", "PUT", "{\"ttl_ms\":300}");
-    printf("# renewed for 300 ms through a -> waiter on b granted after %lld ms\n", (long long)took);
+    printf("# renewed for 300 ms through a -> waiter on b granted after %lld ms\n",
+           (long long)took);
     CHECK(took >= 290);
     CHECK(took < 300 + 200 * th_time_scale());
     th_client_free(c);
@@ -2161,9 +2164,9 @@ static void t_waiter_woken_across_lockd(void)
  * go once) in one renew_many call per node and cycle, not one per lock:
  * over 3 s (6 cycles) each node serves far fewer than the 120 script
  * calls lock-by-lock renewals would take (bound: 5 per cycle), and every
- * lock is still held, on every node, with its token, after 2 ttls. Fails when renewals go one lock per call (WATCHDOG_BATCH 1 in
- * session.c: 20 a cycle; checked), or when the locks are not renewed on
- * every node.
+ * lock is still held, on every node, with its token, after 2 ttls. Fails when renewals go one lock
+ * per call (WATCHDOG_BATCH 1 in session.c: 20 a cycle; checked), or when the locks are not renewed
+ * on every node.
  */
 static void t_watchdog_batched(void)
 {

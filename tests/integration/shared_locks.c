@@ -134,8 +134,8 @@ static void readers_then_writer(const struct th_lockd *r1, const struct th_lockd
               "shared");
     th_resp_free(&tr);
 
-    struct blocked w = {wl, name, "{\"wait_ms\":10000,\"ttl_ms\":30000,\"owner\":\"writer\"}", 0,
-                        0, "", 0};
+    struct blocked w = {wl, name, "{\"wait_ms\":10000,\"ttl_ms\":30000,\"owner\":\"writer\"}", 0, 0,
+                        "", 0};
     pthread_t wt, rt;
     pthread_create(&wt, NULL, blocked_run, &w);
     struct queued_arg q = {wl, name, 1};
@@ -143,8 +143,8 @@ static void readers_then_writer(const struct th_lockd *r1, const struct th_lockd
     /* a try-once reader is refused now, on either lockd */
     CHECK_EQ_INT(acquire(cl, r1, name, "{\"mode\":\"shared\"}", NULL, NULL), 409);
     CHECK_EQ_INT(acquire(cl, lr, name, "{\"mode\":\"shared\"}", NULL, NULL), 409);
-    struct blocked late = {lr, name, "{\"mode\":\"shared\",\"wait_ms\":10000,\"ttl_ms\":30000}",
-                           0, 0, "", 0};
+    struct blocked late = {
+        lr, name, "{\"mode\":\"shared\",\"wait_ms\":10000,\"ttl_ms\":30000}", 0, 0, "", 0};
     pthread_create(&rt, NULL, blocked_run, &late);
     if (lr == wl) {
         struct queued_arg q2 = {lr, name, 2};
@@ -228,9 +228,8 @@ static void t_reader_releases_publish_two_lockd(void)
     const char *name = "rp-two";
     char leases[5][40];
     for (int i = 0; i < 5; i++)
-        CHECK_EQ_INT(acquire(cl, &ra, name, "{\"mode\":\"shared\",\"ttl_ms\":30000}", leases[i],
-                             NULL),
-                     200);
+        CHECK_EQ_INT(
+            acquire(cl, &ra, name, "{\"mode\":\"shared\",\"ttl_ms\":30000}", leases[i], NULL), 200);
     struct blocked w = {&rb, name, "{\"wait_ms\":10000,\"ttl_ms\":30000}", 0, 0, "", 0};
     pthread_t wt;
     pthread_create(&wt, NULL, blocked_run, &w);
@@ -398,13 +397,12 @@ static void t_readers_released_together(void)
 {
     const char *name = "rel-many";
     char leases[8][40], ex[160];
-    snprintf(ex, sizeof(ex), "EXISTS 'lockd:{%s}' 'lockd:{%s}:z' 'lockd:{%s}:h'", name, name,
-             name);
+    snprintf(ex, sizeof(ex), "EXISTS 'lockd:{%s}' 'lockd:{%s}:z' 'lockd:{%s}:h'", name, name, name);
     for (int round = 0; round < 5; round++) {
         for (int i = 0; i < 8; i++)
-            CHECK_EQ_INT(acquire(cl, &ra, name, "{\"mode\":\"shared\",\"ttl_ms\":30000}",
-                                 leases[i], NULL),
-                         200);
+            CHECK_EQ_INT(
+                acquire(cl, &ra, name, "{\"mode\":\"shared\",\"ttl_ms\":30000}", leases[i], NULL),
+                200);
         long long f0 = th_redis_calls(&rd, "fcall");
         release_together(name, leases, 6);
         long long calls = th_redis_calls(&rd, "fcall") - f0;
@@ -431,17 +429,15 @@ static void t_expired_reader_release(void)
     char la[40], lb[40], lc[40], zc[96], ex[160], fc[96];
     snprintf(zc, sizeof(zc), "ZCARD 'lockd:{%s}:z'", name);
     snprintf(fc, sizeof(fc), "GET 'lockd:{%s}:fence'", name);
-    snprintf(ex, sizeof(ex), "EXISTS 'lockd:{%s}' 'lockd:{%s}:z' 'lockd:{%s}:h'", name, name,
-             name);
+    snprintf(ex, sizeof(ex), "EXISTS 'lockd:{%s}' 'lockd:{%s}:z' 'lockd:{%s}:h'", name, name, name);
     CHECK_EQ_INT(acquire(cl, &ra, name, "{\"mode\":\"shared\",\"ttl_ms\":300}", la, NULL), 200);
-    CHECK_EQ_INT(acquire(cl, &ra, name, "{\"mode\":\"shared\",\"ttl_ms\":30000}", lb, NULL),
-                 200);
+    CHECK_EQ_INT(acquire(cl, &ra, name, "{\"mode\":\"shared\",\"ttl_ms\":30000}", lb, NULL), 200);
     CHECK_EQ_INT(acquire(cl, &ra, name, "{\"mode\":\"shared\",\"ttl_ms\":300}", lc, NULL), 200);
     CHECK_EQ_INT(atoi(th_redis_cli(&rd, zc)), 3);
     th_sleep_ms(450); /* a and c expired, in the set */
     long long f0 = atoll(th_redis_cli(&rd, fc));
     CHECK_EQ_INT(release(cl, &ra, name, la), 409); /* b holds */
-    CHECK_EQ_INT(atoi(th_redis_cli(&rd, zc)), 1); /* a and c trimmed */
+    CHECK_EQ_INT(atoi(th_redis_cli(&rd, zc)), 1);  /* a and c trimmed */
     CHECK(atoll(th_redis_cli(&rd, fc)) > f0);
     CHECK_EQ_INT(release(cl, &rb, name, lc), 409);
     CHECK_EQ_INT(release(cl, &rb, name, lb), 200);
@@ -566,7 +562,7 @@ static void t_expired_reader_trimmed(void)
     CHECK_EQ_INT(acquire(cl, &ra, name, "{\"mode\":\"shared\",\"ttl_ms\":30000}", lc, &tc), 200);
     CHECK(tc > tb);
     snprintf(cmd, sizeof(cmd), "ZCARD 'lockd:{%s}:z'", name);
-    CHECK_EQ_INT(atoi(th_redis_cli(&rd, cmd)), 3); /* a untrimmed */
+    CHECK_EQ_INT(atoi(th_redis_cli(&rd, cmd)), 3);  /* a untrimmed */
     long long i1 = inspect_int(&rb, name, "index"); /* inspect trims a: its count */
     CHECK(i1 > i0);
     CHECK_EQ_INT(inspect_int(&rb, name, "holders"), 2);
@@ -628,8 +624,7 @@ static bool granted(void *arg)
  * the queue's head (BK_CAP_HANDOFF, release_handoff.lua): the 3 releases
  * one by one grant with no acquire call of their own, 3 script calls in
  * all (a release and a separate acquire each: 6). */
-static void semaphore_handoff(const struct th_lockd *l, const struct th_redis *r,
-                              const char *name)
+static void semaphore_handoff(const struct th_lockd *l, const struct th_redis *r, const char *name)
 {
     const char *body = "{\"limit\":3,\"ttl_ms\":30000}";
     char held[3][40];
@@ -638,8 +633,8 @@ static void semaphore_handoff(const struct th_lockd *l, const struct th_redis *r
     struct blocked b[HANDOFF_WAITERS];
     pthread_t th[HANDOFF_WAITERS];
     for (int i = 0; i < HANDOFF_WAITERS; i++) {
-        b[i] = (struct blocked){
-            l, name, "{\"limit\":3,\"wait_ms\":15000,\"ttl_ms\":30000}", 0, 0, "", 0};
+        b[i] = (struct blocked){l,  name, "{\"limit\":3,\"wait_ms\":15000,\"ttl_ms\":30000}", 0, 0,
+                                "", 0};
         pthread_create(&th[i], NULL, blocked_run, &b[i]);
         struct queued_arg q = {l, name, i + 1};
         CHECK(th_wait_for(has_waiters, &q, 5000 * th_time_scale()));
@@ -763,8 +758,8 @@ static void semaphore_chain(const struct th_lockd *l, const struct th_redis *r, 
     struct blocked b[2 * CHAIN_LIMIT];
     pthread_t th[2 * CHAIN_LIMIT];
     for (int i = 0; i < 2 * CHAIN_LIMIT; i++) {
-        b[i] = (struct blocked){
-            l, name, "{\"limit\":4,\"wait_ms\":15000,\"ttl_ms\":30000}", 0, 0, "", 0};
+        b[i] = (struct blocked){l,  name, "{\"limit\":4,\"wait_ms\":15000,\"ttl_ms\":30000}", 0, 0,
+                                "", 0};
         pthread_create(&th[i], NULL, blocked_run, &b[i]);
         struct queued_arg q = {l, name, i + 1};
         CHECK(th_wait_for(has_waiters, &q, 5000 * th_time_scale()));
@@ -1220,14 +1215,19 @@ static void t_lone_holders_across_redis_restart(void)
     restart_rd();
     CHECK(th_wait_for(rs_ready, &rs1, 10000 * th_time_scale()));
     CHECK(th_wait_for(rs_ready, &rs2, 10000 * th_time_scale()));
-    CHECK_EQ_INT(acquire(cl, &rs2, "lr-restart", "{\"mode\":\"shared\",\"ttl_ms\":5000,\"wait_ms\":3000}", r2, &t2),
+    CHECK_EQ_INT(acquire(cl, &rs2, "lr-restart",
+                         "{\"mode\":\"shared\",\"ttl_ms\":5000,\"wait_ms\":3000}", r2, &t2),
                  200);
     CHECK(t2 > t1);
-    CHECK_EQ_INT(acquire(cl, &rs2, "lr-restart", "{\"ttl_ms\":5000,\"wait_ms\":300}", w, NULL), 409);
-    CHECK_EQ_INT(acquire(cl, &rs2, "ls-restart", "{\"limit\":3,\"ttl_ms\":5000,\"wait_ms\":300}", w, NULL), 409);
+    CHECK_EQ_INT(acquire(cl, &rs2, "lr-restart", "{\"ttl_ms\":5000,\"wait_ms\":300}", w, NULL),
+                 409);
+    CHECK_EQ_INT(
+        acquire(cl, &rs2, "ls-restart", "{\"limit\":3,\"ttl_ms\":5000,\"wait_ms\":300}", w, NULL),
+        409);
     CHECK_EQ_INT(release(cl, &rs1, "lr-restart", r1), 200);
     CHECK_EQ_INT(release(cl, &rs2, "lr-restart", r2), 200);
-    CHECK_EQ_INT(acquire(cl, &rs2, "lr-restart", "{\"ttl_ms\":5000,\"wait_ms\":3000}", w, NULL), 200);
+    CHECK_EQ_INT(acquire(cl, &rs2, "lr-restart", "{\"ttl_ms\":5000,\"wait_ms\":3000}", w, NULL),
+                 200);
     CHECK_EQ_INT(release(cl, &rs2, "lr-restart", w), 200);
     CHECK_EQ_INT(release(cl, &rs1, "ls-restart", s1), 200);
 }
@@ -1676,8 +1676,8 @@ static void rt_lease(char *buf, int c, int i)
  * now_us, then each rider's lease, sb, ttl_ms, owner. A reader (limit 1) or
  * a semaphore's slot with lease, nmore readers riding on it (leases
  * riders[i], ttl_ms rttl); its token, 0 when refused. */
-static long long rt_fcall(const char *name, const char *lease, int ttl, int limit,
-                          long long now_us, int nmore, char riders[][40], int rttl)
+static long long rt_fcall(const char *name, const char *lease, int ttl, int limit, long long now_us,
+                          int nmore, char riders[][40], int rttl)
 {
     char cmd[1024];
     int off = snprintf(cmd, sizeof(cmd),
@@ -1819,8 +1819,8 @@ static void t_riders_tokens_above_lagging_floor(void)
     CHECK_EQ_INT(rt_fcall("rt-ahead", lease, 30000, 1, ahead + 500, 0, NULL, 0), ahead + 500);
     last = rt_riders("rt-ahead", 7, ahead, 30000, 30000);
     CHECK_EQ_INT(last, ahead + 504);
-    CHECK_EQ_INT(acquire(cl, &ra, "rt-ahead", "{\"mode\":\"shared\",\"ttl_ms\":30000}", lease, &tok),
-                 200);
+    CHECK_EQ_INT(
+        acquire(cl, &ra, "rt-ahead", "{\"mode\":\"shared\",\"ttl_ms\":30000}", lease, &tok), 200);
     rt_above("a reader joining riders granted above their floor", tok, last);
     CHECK_EQ_INT(release(cl, &ra, "rt-ahead", lease), 200);
     /* and, once they are all gone, a writer */
@@ -1859,8 +1859,8 @@ static void t_semaphore_handoff_above_lagging_floor(void)
     struct blocked b[2 * CHAIN_LIMIT];
     pthread_t th[2 * CHAIN_LIMIT];
     for (int i = 0; i < 2 * CHAIN_LIMIT; i++) {
-        b[i] = (struct blocked){
-            &ra, name, "{\"limit\":4,\"wait_ms\":15000,\"ttl_ms\":30000}", 0, 0, "", 0};
+        b[i] = (struct blocked){&ra, name, "{\"limit\":4,\"wait_ms\":15000,\"ttl_ms\":30000}", 0, 0,
+                                "",  0};
         pthread_create(&th[i], NULL, blocked_run, &b[i]);
         struct queued_arg q = {&ra, name, i + 1};
         CHECK(th_wait_for(has_waiters, &q, 5000 * th_time_scale()));

@@ -919,10 +919,10 @@ static void test_release_in_doubt_rider_failed(void)
             break;
         th_sleep_ms(20);
     }
-    printf("# %s: session end %ld, the release %ld, W %s (%ld %s); a new acquire %ld after %lld ms\n",
-           name, ds, b.status, got ? "answered" : "not answered", got ? p.w[idx[0]].status : 0L,
-           got && rw_err(&p.w[idx[0]]) ? rw_err(&p.w[idx[0]]) : "", st,
-           (long long)(th_now_ms() - t1));
+    printf(
+        "# %s: session end %ld, the release %ld, W %s (%ld %s); a new acquire %ld after %lld ms\n",
+        name, ds, b.status, got ? "answered" : "not answered", got ? p.w[idx[0]].status : 0L,
+        got && rw_err(&p.w[idx[0]]) ? rw_err(&p.w[idx[0]]) : "", st, (long long)(th_now_ms() - t1));
     CHECK(ds == 200 || ds == 204);
     CHECK_EQ_INT(b.status, 503);
     CHECK_EQ_INT(got, 1);

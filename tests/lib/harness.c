@@ -389,8 +389,8 @@ void th_cluster_add_replica(const struct th_redis *primary, struct th_redis *rep
              "--cluster-master-id %s >%s/cluster-replica.log 2>&1",
              replica->port, primary->port, id, th_tmpdir());
     if (system(cmd) != 0)
-        th_fail(__FILE__, __LINE__, "redis-cli --cluster add-node failed (see %s/cluster-replica.log)",
-                th_tmpdir());
+        th_fail(__FILE__, __LINE__,
+                "redis-cli --cluster add-node failed (see %s/cluster-replica.log)", th_tmpdir());
     if (!th_wait_for(replica_synced, replica, 15000))
         th_fail(__FILE__, __LINE__, "replica on port %d never synced with %d", replica->port,
                 primary->port);
@@ -818,9 +818,8 @@ int th_until_free(struct th_client *c, const struct th_lockd *l, const char *con
     int ngot = 0;
     while (ngot < n && th_now_ms() - t0 < within_ms * th_time_scale()) {
         for (int i = 0; i < n; i++)
-            if (!got[i] &&
-                th_req(c, "POST", th_url(l, "/locks/", names[i]), "{\"ttl_ms\":1000}", NULL,
-                       NULL) == 200)
+            if (!got[i] && th_req(c, "POST", th_url(l, "/locks/", names[i]), "{\"ttl_ms\":1000}",
+                                  NULL, NULL) == 200)
                 got[i] = true, ngot++;
         if (ngot < n)
             th_sleep_ms(20);

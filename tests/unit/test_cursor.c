@@ -27,7 +27,7 @@ static void test_split(void **state)
     assert_int_equal(k, 12);
     assert_string_equal(inner, "17:42:job-a~0123456789ab");
     /* spellings "%zu." never writes: redlock's strtol took the first four */
-    static const char *const no[] = {"00.x", "+0.x", " 0.x", "-0.x", "01.x", "0x.x",
+    static const char *const no[] = {"00.x", "+0.x", " 0.x", "-0.x", "01.x",        "0x.x",
                                      "1",    ".x",   "",     "3.x",  "9999999999.x"};
     for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++)
         assert_false(backend_cursor_split(no[i], 3, &k, &inner));

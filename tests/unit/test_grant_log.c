@@ -66,8 +66,8 @@ static void test_record(void **state)
     put(g, "n4", "0123456789ABCDEF0123456789ABCDEF", 40, 1000); /* nor upper case */
     assert_int_equal(glog_count(g), 2);
     assert_false(glog_full(g));
-    assert_true(glog_room(g, 1));  /* 2 + 1 <= 3 */
-    assert_false(glog_room(g, 2)); /* a 2-name multi-lock would make 4 */
+    assert_true(glog_room(g, 1));      /* 2 + 1 <= 3 */
+    assert_false(glog_room(g, 2));     /* a 2-name multi-lock would make 4 */
     glog_renew(g, a, "n1", 7000, 500); /* expires 7500 */
     glog_token(g, a, "n1", 15);
     glog_token(g, a, "n1", 12); /* never lowered */

@@ -235,9 +235,9 @@ static void test_trace_id(void **state)
     http_trace_id("cc-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-what-next", t);
     assert_string_equal(t, "4bf92f3577b34da6a3ce929d0e0e4736");
     static const char *const invalid[] = {
-        "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01", /* parent-id zero */
-        "00-00000000000000000000000000000000-00f067aa0ba902b7-01", /* trace-id zero */
-        "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01", /* upper case */
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",   /* parent-id zero */
+        "00-00000000000000000000000000000000-00f067aa0ba902b7-01",   /* trace-id zero */
+        "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",   /* upper case */
         "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-x", /* 00 is 55 long */
         "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
         "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01x",
@@ -283,9 +283,9 @@ static void test_time_and_random(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_names), cmocka_unit_test(test_leases),
-        cmocka_unit_test(test_json),  cmocka_unit_test(test_json_out),
-        cmocka_unit_test(test_itoa),  cmocka_unit_test(test_time_and_random),
+        cmocka_unit_test(test_names),    cmocka_unit_test(test_leases),
+        cmocka_unit_test(test_json),     cmocka_unit_test(test_json_out),
+        cmocka_unit_test(test_itoa),     cmocka_unit_test(test_time_and_random),
         cmocka_unit_test(test_trace_id),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -185,7 +185,7 @@ static void test_index_kept_only_where_read(void **state)
     }
     assert_int_equal(HASH_COUNT(m->locks), 0);
     assert_int_equal(HASH_COUNT(m->kept), 1); /* never-held's: it was read */
-    int64_t unread = m->free_index; /* what a name with no entry reads now */
+    int64_t unread = m->free_index;           /* what a name with no entry reads now */
     assert_true(unread > fresh);
 
     assert_int_equal(acquire(m, "read-held", 60000), LK_OK);
@@ -415,7 +415,8 @@ static void test_contract_extras(void **state)
     assert_int_equal(r.r.code, LK_LIMIT_MISMATCH);
     assert_int_equal(r.r.limit, 1);
     assert_int_equal(HASH_COUNT(m->locks), 2);
-    assert_int_equal(acquire(m, "sh", 60000), LK_LOCKED); /* an exclusive one waits for the reader */
+    assert_int_equal(acquire(m, "sh", 60000),
+                     LK_LOCKED); /* an exclusive one waits for the reader */
 
     char cursor[LK_NAME_MAX + 2];
     memset(cursor, 'z', LK_NAME_MAX + 1);

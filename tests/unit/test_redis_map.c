@@ -67,7 +67,8 @@ static void test_bound_not_a_number(void **state)
         freeReplyObject(r);
     }
     /* strings of numbers still count */
-    redisReply *r = reply_of("*1\r\n*3\r\n$1\r\n5\r\n$2\r\n10\r\n*2\r\n$8\r\n10.0.0.1\r\n$4\r\n7000\r\n");
+    redisReply *r =
+        reply_of("*1\r\n*3\r\n$1\r\n5\r\n$2\r\n10\r\n*2\r\n$8\r\n10.0.0.1\r\n$4\r\n7000\r\n");
     assert_true(redis_map_slots(r, "10.0.0.9", m));
     assert_int_equal(m->owner[4], -1);
     assert_int_equal(m->owner[5], 0);
@@ -121,9 +122,9 @@ static void test_redirect(void **state)
     assert_int_equal(slot, 0);
     assert_string_equal(addr, "::1:7001");
     static const char *const no[] = {
-        "ASK +12182 10.0.0.2:7001", "MOVED  12 10.0.0.2:7001", "MOVED 0012 10.0.0.2:7001",
-        "MOVED 16384 10.0.0.2:7001", "MOVED 12 10.0.0.2", "MOVED 12 :7001",
-        "MOVED 12 10.0.0.2:0", "MOVED 12 10.0.0.2:7001x", "MOVED 12",
+        "ASK +12182 10.0.0.2:7001",  "MOVED  12 10.0.0.2:7001", "MOVED 0012 10.0.0.2:7001",
+        "MOVED 16384 10.0.0.2:7001", "MOVED 12 10.0.0.2",       "MOVED 12 :7001",
+        "MOVED 12 10.0.0.2:0",       "MOVED 12 10.0.0.2:7001x", "MOVED 12",
     };
     for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++)
         assert_false(redis_redirect_parse(no[i], &slot, &addr));
