@@ -9,8 +9,8 @@
 # live-sessions, redlock, redlock-shared (bitstate: too big to search
 # exhaustively here),
 # wide, redlock-drift, redlock-shared-drift, redlock-shared-3,
-# redlock-w24 (bitstate), handoff-l3, handoff-faults-2 (exhaustive; these
-# seven make model-full only), redlock-index-late (bitstate, in make
+# redlock-w24 (bitstate), handoff-l3, handoff-faults-2, loops-2 (exhaustive;
+# these eight make model-full only), redlock-index-late (bitstate, in make
 # model), redlock-index, redlock-index-still (bitstate; by hand only: the
 # watch index can read lower once, README.md); `safety` alone runs the
 # `make model` set. README.md says what each covers. Runs go two at a time
@@ -88,8 +88,10 @@ flags_of() {
     # with a larger MEMLIM (README.md)
     handoff-renew-doubt) echo "-DHO -DHOF -DHOR -DNC=3 -DRERELEASER=3" ;;
     # loops.pml: the wake-up protocol across two loops (3 waiters, a
-    # semaphore of 2, one waiter leaving once; README.md, "Two loops")
-    loops) echo "-DLP" ;;
+    # semaphore of 2, one waiter leaving once, one attempt answered 503;
+    # README.md, "Two loops"); loops-2: two leaves (make model-full)
+    loops) echo "-DLP -DDOWN" ;;
+    loops-2) echo "-DLP -DDOWN -DLEAVES=2" ;;
     *) echo "check.sh: unknown configuration $1" >&2; exit 2 ;;
     esac
 }
@@ -149,9 +151,10 @@ MUTANT_SET="$MUTANT_SET MUT_HO_RERELEASE_FREES MUT_HO_RENEW_READDS MUT_RLIDX_NO_
 MODEL_SET="contention handoff-renew redlock-index-late ${MODEL_SET#contention handoff-renew }"
 FULL_SET="redlock-index-late $FULL_SET"
 
-# loops.pml across two loops (README.md, "Two loops"): ~2 s
+# loops.pml across two loops (README.md, "Two loops"): loops ~4 s,
+# loops-2 ~50 s, 1 GB (model-full only)
 MODEL_SET="$MODEL_SET loops"
-FULL_SET="$FULL_SET loops"
+FULL_SET="loops-2 $FULL_SET loops"
 MUTANT_SET="$MUTANT_SET MUT_LP_ASK_LOST MUT_LP_PROMOTE_OLD MUT_LP_SWEEP_NO_PROMOTE"
 
 # several runs of this script, $jobs at a time; fails when any failed

@@ -27,7 +27,8 @@
  * attempt_done()) are two steps of the loop, between which the loop does
  * nothing else and every other thread may act (todo).
  *
- * One waiter, any, may leave once while it is in the queue (queued or
+ * One waiter, any, may leave once (LEAVES, 1; 2 in configuration loops-2:
+ * two waiters, or one twice) while it is in the queue (queued or
  * attempting), in one of three ways: its client goes (engine_cancel, on
  * its loop: unlinked at once when queued, promote(h, false); attempting:
  * cancelled, handled by attempt_done, a grant given back by
@@ -36,6 +37,14 @@
  * and posts on_sweep to its loop; a grant is given back because
  * session_add_lock fails); its deadline passes (on_timer fires: unlinked,
  * promote(h, false); attempting, attempt_done's refusal fails it).
+ *
+ * With -DDOWN (both configurations) one attempt, any, is answered 503
+ * (LK_BACKEND_DOWN: lockd's deadline on the call, its connection
+ * dropped): its acquire ran at Redis (granted or refused) or never did;
+ * attempt_done unlinks it and tells the next at once (promote(h, true):
+ * code != LK_LOCKED) and engine_acquire_in_doubt gives its lease back
+ * (release.lua: a slot freed and a kick only when the acquire had been
+ * granted, else NOT_HELD and no kick).
  *
  * Time is abstract. A refused head arms a retry at its holder's expiry
  * (retry: holder_expiry_ms + 1, attempt_done, on_poke): it may fire at any
@@ -64,7 +73,8 @@
  *
  * Not modelled (README.md "Two loops"): riders (waiters_ride: handoff.pml),
  * grouped grants (shared readers), multi-locks, watchers, Redis expiry,
- * 503s and the backend's recovery, lockd's drain, max_waiters, renewals.
+ * a release or give-back answered 503, the backend's recovery
+ * (LK_BACKEND_RECOVERING), lockd's drain, max_waiters, renewals.
  *
  * Mutants (make model-mutants):
  *   MUT_LP_ASK_LOST        main before d0af9b2 (also -DMUT_ASK_LOST): no
@@ -106,6 +116,7 @@
 #define R_OK     1  /* granted, no slot left (room false) */
 #define R_ROOM   2  /* granted, a slot still free (bk_res.room) */
 #define R_FAIL   3  /* attempt() found it failed: its fail_code (not LOCKED) */
+#define R_DOWN   4  /* LK_BACKEND_DOWN (503): run at Redis or not, unknown (-DDOWN) */
 
 #define EV_POKE  1  /* on_poke (struct poke .attempt = now) */
 #define EV_SWEEP 2  /* on_sweep */
@@ -133,9 +144,16 @@ byte freed;         /* wqueue.freed */
 byte held = LIMIT;  /* slots held at Redis */
 bit  ih[LIMIT];     /* the two first holders, not released yet */
 byte kicks;         /* releases run at Redis whose waiters_kick has not run */
-bit  left;          /* a waiter left (once) */
-byte leaver = NONE; /* which */
-bit  fpend;         /* its session ended, waiters_fail has not run yet */
+#ifndef LEAVES
+#define LEAVES 1
+#endif
+byte nleft;         /* waiters that left (at most LEAVES) */
+bit  fpend[NW];     /* its session ended, waiters_fail has not run yet */
+#ifdef DOWN
+bit  dn;            /* an attempt was answered 503 (once) */
+bit  dheld;         /* its acquire ran at Redis and holds a slot (lockd cannot know) */
+bit  dgb;           /* its in-doubt give-back on its way (engine_acquire_in_doubt) */
+#endif
 
 /* scratch, only inside atomic steps (not part of the state) */
 hidden byte x_nh, x_t, x_k, x_cur, x_kind, x_sw;
@@ -265,10 +283,15 @@ inline attempt_done(i)
      :: else -> ws[i] = W_QUEUED; retry[i] = 1; res[i] = 0  /* arm(): retry at the expiry */
      fi
   :: else ->
-     /* timed out, cancelled or failed: unlinked, the next told (asks at
-      * once when code != LK_LOCKED: a failed one's fail_code) */
+     /* timed out, cancelled, failed or 503: unlinked, the next told (asks
+      * at once when code != LK_LOCKED: a failed one's fail_code, 503);
+      * a 503's acquire may have run: given back (engine_acquire_in_doubt,
+      * waiters_release_bg) */
      unlink(i);
-     promote(x_nh, fl[i], i);
+     promote(x_nh, fl[i] || res[i] == R_DOWN, i);
+#ifdef DOWN
+     if :: res[i] == R_DOWN -> dgb = 1 :: else fi;
+#endif
      gone(i)
   fi
 }
@@ -379,7 +402,7 @@ inline waiters_fail(i)
   :: atomic { todo == NONE && ws[i] == W_NEW && lp[i] == L && (i == 0 || ws[(i) - 1] != W_NEW) -> waiters_acquire(i) } \
   :: atomic { todo == NONE && ws[i] == W_RAN && lp[i] == L -> attempt_done(i) } \
   :: atomic { todo == NONE && ws[i] == W_QUEUED && lp[i] == L && (retry[i] || late[i]) -> on_timer(i) } \
-  :: atomic { todo == NONE && !left && INQ(i) && lp[i] == L -> left = 1; leaver = i; engine_cancel(i) }
+  :: atomic { todo == NONE && nleft < LEAVES && INQ(i) && lp[i] == L -> nleft++; engine_cancel(i) }
 
 proctype loop(bit L)
 {
@@ -410,8 +433,22 @@ end:
 #define LEAVE_STEPS(i)
 #else
 #define LEAVE_STEPS(i) \
-  :: atomic { !left && INQ(i) -> left = 1; leaver = i; sdead[i] = 1; fpend = 1 } \
-  :: atomic { !left && INQ(i) -> left = 1; leaver = i; late[i] = 1 }
+  :: atomic { nleft < LEAVES && INQ(i) -> nleft++; sdead[i] = 1; fpend[i] = 1 } \
+  :: atomic { nleft < LEAVES && INQ(i) -> nleft++; late[i] = 1 }
+#endif
+
+/* one attempt answered 503 (lockd's deadline on the call, the connection
+ * dropped): its acquire ran at Redis (granted or refused) or never did */
+#ifdef DOWN
+#define DOWN_STEPS(i) \
+  :: atomic { ws[i] == W_SENT && !dn -> dn = 1; \
+       if \
+       :: held < LIMIT -> held++; dheld = 1 \
+       :: true \
+       fi; \
+       res[i] = R_DOWN; ws[i] = W_RAN }
+#else
+#define DOWN_STEPS(i)
 #endif
 
 /* a waiter's acquire run at Redis (one script at a time), its release
@@ -423,6 +460,7 @@ end:
        :: else -> res[i] = R_LOCKED \
        fi; \
        ws[i] = W_RAN } \
+  DOWN_STEPS(i) \
   :: atomic { ws[i] == W_HOLD -> held--; kicks++; ws[i] = W_GONE } \
   :: atomic { gb[i] -> gb[i] = 0; held--; kicks++ } \
   LEAVE_STEPS(i)
@@ -439,15 +477,28 @@ end:
   :: atomic { ih[1] -> ih[1] = 0; held--; kicks++ }
   /* release_done / release_bg_done / a pub/sub message: waiters_kick */
   :: atomic { kicks > 0 -> kicks--; waiters_kick() }
+#ifdef DOWN
+  /* the in-doubt give-back at Redis (compare-and-delete of the lease):
+   * released, release_bg_done kicks; not held (never ran, or refused),
+   * NOT_HELD: no kick */
+  :: atomic { dgb -> dgb = 0; if :: dheld -> dheld = 0; held--; kicks++ :: else fi }
+#endif
   /* the reaper: waiters_fail(e, session) */
-  :: atomic { fpend -> fpend = 0; waiters_fail(leaver) }
+  :: atomic { fpend[0] -> fpend[0] = 0; waiters_fail(0) }
+  :: atomic { fpend[1] -> fpend[1] = 0; waiters_fail(1) }
+  :: atomic { fpend[2] -> fpend[2] = 0; waiters_fail(2) }
   od
 }
 
 /* (L) no lost wake-up (header) */
 #define LIVEQ(i) (ws[i] == W_QUEUED && !fl[i] && !cn[i] && !late[i] && !sdead[i])
 #define DUE(i)   (ATTEMPTING(i) || gb[i] || (ws[i] == W_QUEUED && late[i]))
-#define PENDING  (len(ev[0]) > 0 || len(ev[1]) > 0 || kicks > 0 || fpend || \
+#ifdef DOWN
+#define DGB dgb
+#else
+#define DGB 0
+#endif
+#define PENDING  (len(ev[0]) > 0 || len(ev[1]) > 0 || kicks > 0 || fpend[0] || fpend[1] || fpend[2] || DGB || \
                   DUE(0) || DUE(1) || DUE(2))
 bit lost;
 proctype nolost()
