@@ -155,7 +155,7 @@ FULL_SET="redlock-index-late $FULL_SET"
 # loops-2 ~50 s, 1 GB (model-full only)
 MODEL_SET="$MODEL_SET loops"
 FULL_SET="loops-2 $FULL_SET loops"
-MUTANT_SET="$MUTANT_SET MUT_LP_ASK_LOST MUT_LP_PROMOTE_OLD MUT_LP_SWEEP_NO_PROMOTE"
+MUTANT_SET="$MUTANT_SET MUT_LP_ASK_LOST MUT_LP_PROMOTE_OLD MUT_LP_SWEEP_NO_PROMOTE MUT_LP_POKE_NO_ARM"
 
 # several runs of this script, $jobs at a time; fails when any failed
 par() {

@@ -67,6 +67,8 @@
  * released do not count either: their release is not a wake-up owed for
  * the free slot. The ask bit does not count by itself: with no poke
  * posted, nobody reads it (so this is stricter than "no ask bit set").
+ * (H) a waiting head has its retry (proctype headretry): never a live head
+ * queued with no retry armed while nothing is on its way, free slot or not.
  * Checked in every state rather than at the end (pan's invalid end state):
  * the retry timers keep the system live, so a lost wake-up never ends in a
  * deadlock; it is a state, reached and left by the retry.
@@ -85,6 +87,9 @@
  *                          out) instead of the new head's loop: (L) fails
  *   MUT_LP_SWEEP_NO_PROMOTE on_sweep unlinks a failed head without telling
  *                          the new head: (L) fails
+ *   MUT_LP_POKE_NO_ARM     on_poke's look-only branch arms no retry (a head
+ *                          promoted while its holder's lease runs): (H)
+ *                          fails
  * With -DONE_LOOP every waiter is on loop 0 (the mutants' contrast with
  * one loop, by hand); with -DLEAVE_CANCEL a leaver only cancels.
  */
@@ -309,7 +314,11 @@ inline on_poke(L, n)
 #else
      :: n || exp0 -> ws[q[0]] = W_ATT; retry[q[0]] = 0; todo = q[0]
 #endif
+#ifndef MUT_LP_POKE_NO_ARM
      :: else -> retry[q[0]] = 1
+#else
+     :: else
+#endif
      fi
   :: else
   fi
@@ -511,6 +520,23 @@ end:
   }
 }
 
+/* (H) a head that waits has its retry: never a live head queued with no
+ * retry armed at its holder's expiry while nothing is on its way (free
+ * slot or not): a holder whose slot then lapses at Redis (no message)
+ * would leave it waiting for a release that may never come (handoff.pml's
+ * (5w), here without the free slot, since this model has no expiry) */
+#define HEADLIVE (qn > 0 && LIVEQ(q[0]) && !retry[q[0]])
+bit noretry;
+proctype headretry()
+{
+end:
+  atomic {
+    (HEADLIVE && !PENDING) ->
+    noretry = 1;
+    assert(!noretry)
+  }
+}
+
 init {
   atomic {
     q[0] = NONE; q[1] = NONE; q[2] = NONE;
@@ -522,6 +548,7 @@ init {
     if :: lp[2] = 0 :: lp[2] = 1 fi;
 #endif
     run nolost();
+    run headretry();
     run world();
     run loop(0);
     run loop(1)
