@@ -152,7 +152,7 @@ MODEL_SET="contention handoff-renew redlock-index-late ${MODEL_SET#contention ha
 FULL_SET="redlock-index-late $FULL_SET"
 
 # loops.pml across two loops (README.md, "Two loops"): loops ~4 s,
-# loops-2 ~50 s, 1 GB (model-full only)
+# loops-2 ~50-60 s, 951 MB (model-full only)
 MODEL_SET="$MODEL_SET loops"
 FULL_SET="loops-2 $FULL_SET loops"
 MUTANT_SET="$MUTANT_SET MUT_LP_ASK_LOST MUT_LP_PROMOTE_OLD MUT_LP_SWEEP_NO_PROMOTE MUT_LP_POKE_NO_ARM"
