@@ -4,13 +4,13 @@
 #   model/check.sh full                 safety on every configuration (make model-full)
 #   model/check.sh mutants              each mutant must yield a counterexample
 # CONFIG is one of leases, sessions, contention, liveness, rwlock,
-# semaphore, shared-live, sem-live, handoff, handoff-faults, handoff-renew
-# (exhaustive), mixed,
+# semaphore, shared-live, sem-live, handoff, handoff-faults, handoff-renew,
+# loops (exhaustive), mixed,
 # live-sessions, redlock, redlock-shared (bitstate: too big to search
 # exhaustively here),
 # wide, redlock-drift, redlock-shared-drift, redlock-shared-3,
-# redlock-w24 (bitstate), handoff-l3, handoff-faults-2 (exhaustive; these
-# seven make model-full only), redlock-index-late (bitstate, in make
+# redlock-w24 (bitstate), handoff-l3, handoff-faults-2, loops-2 (exhaustive;
+# these eight make model-full only), redlock-index-late (bitstate, in make
 # model), redlock-index, redlock-index-still (bitstate; by hand only: the
 # watch index can read lower once, README.md); `safety` alone runs the
 # `make model` set. README.md says what each covers. Runs go two at a time
@@ -87,6 +87,11 @@ flags_of() {
     # rider's reclaim): 7.1e7 states, 5.9 GB, past the caps here; by hand
     # with a larger MEMLIM (README.md)
     handoff-renew-doubt) echo "-DHO -DHOF -DHOR -DNC=3 -DRERELEASER=3" ;;
+    # loops.pml: the wake-up protocol across two loops (3 waiters, a
+    # semaphore of 2, one waiter leaving once, one attempt answered 503;
+    # README.md, "Two loops"); loops-2: two leaves (make model-full)
+    loops) echo "-DLP -DDOWN" ;;
+    loops-2) echo "-DLP -DDOWN -DLEAVES=2" ;;
     *) echo "check.sh: unknown configuration $1" >&2; exit 2 ;;
     esac
 }
@@ -108,7 +113,7 @@ run() {
     d=$out/$tag
     rm -rf "$d"; mkdir -p "$d"; cp "$repo"/model/*.pml "$d"/
     root=lockd.pml
-    case " $* " in *" -DRL "*) root=redlock.pml ;; *" -DSH "*) root=shared.pml ;; *" -DHO "*) root=handoff.pml ;; esac
+    case " $* " in *" -DRL "*) root=redlock.pml ;; *" -DSH "*) root=shared.pml ;; *" -DHO "*) root=handoff.pml ;; *" -DLP "*) root=loops.pml ;; esac
     (cd "$d" && spin -a "$@" $root >spin.log 2>&1) || { cat "$d/spin.log"; errors=99; return; }
     (cd "$d" && ${CC:-cc} ${MODEL_CFLAGS:--O2 -fno-gcse -fno-tree-pre} -w $cc ${PAN_FLAGS:-} -o pan pan.c) || { errors=99; return; }
     (cd "$d" && ulimit -v 4000000 && timeout "${MODEL_TIMEOUT:-300}" ./pan $rf ${PAN_RUN:-} >pan.out 2>&1)
@@ -145,6 +150,12 @@ MUTANT_SET="$MUTANT_SET MUT_HO_RERELEASE_FREES MUT_HO_RENEW_READDS MUT_RLIDX_NO_
 # redlock-index-late (~45 s, bitstate)
 MODEL_SET="contention handoff-renew redlock-index-late ${MODEL_SET#contention handoff-renew }"
 FULL_SET="redlock-index-late $FULL_SET"
+
+# loops.pml across two loops (README.md, "Two loops"): loops ~4 s,
+# loops-2 ~50-60 s, 951 MB (model-full only)
+MODEL_SET="$MODEL_SET loops"
+FULL_SET="loops-2 $FULL_SET loops"
+MUTANT_SET="$MUTANT_SET MUT_LP_ASK_LOST MUT_LP_PROMOTE_OLD MUT_LP_SWEEP_NO_PROMOTE MUT_LP_POKE_NO_ARM"
 
 # several runs of this script, $jobs at a time; fails when any failed
 par() {
@@ -207,6 +218,7 @@ mutant)
     MUT_SH_NO_WRITER_PREF) c=shared-live ;;
     MUT_RIDE_DOWN_FORGETS|MUT_SEM_NO_RETRY|MUT_DOWN_NO_PROMOTE|MUT_DOUBT_NO_KICK|MUT_DOUBT_NO_RECLAIM|MUT_LEAVE_NO_GIVEBACK|MUT_ASK_LOST) c=handoff-faults ;;
     MUT_HO_*) c=handoff-renew ;;
+    MUT_LP_*) c=loops ;;
     MUT_RIDE_*|MUT_NO_ROOM) c=handoff ;;
     *) echo "check.sh: unknown mutant $m" >&2; exit 2 ;;
     esac
@@ -224,6 +236,11 @@ mutant)
         # (31 s, 0.8 GB) and MUT_RLSH_NO_RESIDUE 4.8e6 (45 s, 1.2 GB); in
         # redlock-shared itself the search fills the -w22 table first
         run "$m" "$SAFE -DBFS" "-m400000" -D"$m" $(flags_of $c) -DFAULTS=0 -DRESTARTS=0 -DK=1 -DRENEWS=0 ;;
+    MUT_LP_ASK_LOST)
+        # leavers that only cancel: the ask-now poke is then lost only on
+        # its way to a loop the new head is not on (with one loop,
+        # -DONE_LOOP, this search finds nothing: README.md, "Two loops")
+        run "$m" "$SAFE" "-m400000" -D"$m" $(flags_of $c) -DLEAVE_CANCEL ;;
     *) case $c in
     liveness) run "$m" "$LIVE" "-a -f -m400000" -D"$m" $(flags_of $c) ;;
     shared-live) run "$m" "$LIVE_SH" "-a -f -m400000" -D"$m" $(flags_of $c) ;;
