@@ -271,18 +271,24 @@ hidden byte fr;        /* ghost (scratch): this release_handoff call removed its
 bit  l_cancel;          /* its HTTP client left (engine_cancel): cancelled */
 bit  l_fail;            /* its session ended (waiters_fail): failed, fail_code 404 */
 bit  l_sweep;           /* on_sweep posted (waiters_fail) */
-bit  gb;                /* the give-back (waiters_release_bg: release.lua of its lease) on its way to Redis */
-byte gb_rep;            /* its reply, not yet read by lockd: OK+1, NOT_HELD+1 */
-bit  l_blind;           /* ghost: its slot at Redis came from a grant lockd was never told of
-                         * (a request run after lockd answered it 503, or a grant whose
-                         * reply, or whose reclaim, was answered 503) */
+bit  gb[NC];            /* c's give-back (waiters_release_bg: release.lua of its lease) on its
+                         * way to Redis: the leaver's (it left), or any client's whose acquire
+                         * or reclaim was answered 503 (engine_acquire_in_doubt) */
+byte gb_rep[NC];        /* its reply, not yet read by lockd: OK+1, NOT_HELD+1 */
+bit  l_later;           /* ghost: a request lockd sent for the leaver after a fault (its
+                         * reclaim, its give-back) has run at Redis */
+bit  l_stale;           /* ghost: the leaver's slot came from a request answered 503 (sent
+                         * on the dropped connection) that Redis ran after one of those: (6) */
 hidden byte lw, lh;     /* scratch of one step */
+/* c granted at Redis by a request lockd answered 503 (orph) after a
+ * request lockd sent for c later (its reclaim or give-back, on a new
+ * connection) ran: out of order across connections, nothing in lockd
+ * frees that slot (README.md, (6)) */
+#define STALE_IF(c, orph) if :: (c) == LEAVER && (orph) && l_later -> l_stale = 1 :: else fi
+#define LATER_RAN(c) if :: (c) == LEAVER -> l_later = 1 :: else fi
 #define CANC(c) ((c) == LEAVER && l_cancel)
 #define FAILED(c) ((c) == LEAVER && l_fail)
 #define GONE(c) ((c) == LEAVER && (l_cancel || l_fail))
-/* the leaver's slot granted at Redis: seen tells whether lockd will hear of it */
-#define GRANT_SEEN(c, seen) if :: (c) == LEAVER -> l_blind = !(seen) :: else fi
-#define BLIND_IF(c, x) if :: (c) == LEAVER && (x) -> l_blind = 1 :: else fi
 #else
 #define FAILED(c) 0
 #define GONE(c) 0
@@ -331,7 +337,7 @@ inline acquire_shared(c) {
   if
   :: n < LIMIT -> w_room[c] = (n + 1 < LIMIT); h[c] = 1; granted_g(c); att_rep[c] = OK + 1
 #ifdef HOL
-     ; GRANT_SEEN(c, !a_orph[c])
+     ; STALE_IF(c, a_orph[c])
 #endif
   :: else -> att_rep[c] = LOCKED + 1
   fi;
@@ -382,7 +388,7 @@ inline release_handoff(i) {
         if
         :: n < LIMIT -> w_room[r] = (n + 1 < LIMIT); h[r] = 1; granted_g(r); rel_g[i] = OK + 1
 #ifdef HOL
-           ; GRANT_SEEN(r, !r_orph[i])
+           ; STALE_IF(r, r_orph[i])
 #endif
         :: else -> rel_g[i] = LOCKED + 1
         fi
@@ -500,10 +506,17 @@ inline waiter_leaves(c, now) {
 
 /* waiters_release_bg of the leaver's lease: a compare-and-delete release,
  * its own request (with FAULTS 1 never answered 503: see README.md) */
-inline give_back() {
-  assert(!gb && gb_rep == 0);
-  gb = 1
+inline give_back(c) {
+  assert(!gb[c] && gb_rep[c] == 0);
+  gb[c] = 1
 }
+/* engine_acquire_in_doubt's give-back: the leaver's; every client's with
+ * -DGB_ALL (by hand: past the 3000 MB cap, README.md) */
+#ifdef GB_ALL
+#define ACQ_GIVE_BACK(c) give_back(c)
+#else
+#define ACQ_GIVE_BACK(c) if :: (c) == LEAVER -> give_back(c) :: else fi
+#endif
 
 /* engine_cancel (its client's connection closed, on its loop): queued, it
  * is unlinked and freed; attempting, it is marked cancelled and its answer
@@ -579,7 +592,7 @@ inline attempt_done(c, code) {
 #ifdef HOL
      if
      :: GONE(c) ->                             /* cancelled, or its session gone (session_add_lock */
-        give_back()                            /* fails: 404): nobody knows this lease, it goes back */
+        give_back(c)                            /* fails: 404): nobody knows this lease, it goes back */
      :: else ->
 #endif
 #ifdef HOF
@@ -601,6 +614,12 @@ inline attempt_done(c, code) {
 #endif
      g_seq[c] = 0;                             /* (2) no longer queued here */
      cl_st[c] = C_DONE
+#if defined(HOL) && !defined(MUT_NO_ACQ_GIVEBACK)
+     /* engine_acquire_in_doubt (c157a0f): the acquire, or the reclaim's
+      * renewal, may have run and granted c's lease, which nobody will
+      * know: waiters_release_bg gives it back (any client, left or not) */
+     ; ACQ_GIVE_BACK(c)
+#endif
 #endif
 #ifdef HOL
   :: code == LOCKED + 1 && GONE(c) ->          /* "cancelled, failed": unlinked, answered; */
@@ -655,11 +674,11 @@ inline ride_back(c) {
 #ifdef HOL
   if
   :: CANC(c) ->                                /* its client left meanwhile: unlinked, freed; */
-     if :: w_doubt[c] -> give_back() :: else fi;  /* in doubt, the possible grant goes back */
+     if :: w_doubt[c] -> give_back(c) :: else fi;  /* in doubt, the possible grant goes back */
      waiter_leaves(c, 0)
   :: FAILED(c) ->                              /* its session ended: no reclaim; in doubt, the */
 #ifndef MUT_LEAVE_NO_GIVEBACK
-     if :: w_doubt[c] -> give_back() :: else fi;  /* possible grant goes back; again: attempt() */
+     if :: w_doubt[c] -> give_back(c) :: else fi;  /* possible grant goes back; again: attempt() */
 #endif
      waiter_leaves(c, 1)                       /* finds it failed, attempt_done(fail_code) */
   :: else ->
@@ -840,16 +859,10 @@ inline drop_one(j) {
   if
   :: !a_orph[j] && (att[j] || att_rep[j] != 0) ->
      LATE(att[j]);
-#ifdef HOL
-     BLIND_IF(j, att_rep[j] == OK + 1);        /* its grant's reply lost: lockd never hears of it */
-#endif
      att_rep[j] = 0; a_orph[j] = att[j]; attempt_done(j, BACKEND_DOWN + 1)
   :: !rc_orph[j] && (rc[j] || rc_rep[j] != 0) ->
      /* a reclaim answered 503: answered as an attempt's 503 */
      LATE(rc[j]);
-#ifdef HOL
-     BLIND_IF(j, h[j]);                        /* the slot it would have reclaimed: never heard of */
-#endif
      rc_rep[j] = 0; rc_orph[j] = rc[j]; attempt_done(j, BACKEND_DOWN + 1)
 #ifdef HOR
   :: !rn_orph[j] && (rn[j] || rn_rep[j] != 0) ->
@@ -903,7 +916,31 @@ inline drop_one(j) {
   :: d_step { rel[c] && r_orph[c] -> rel[c] = 0; \
        rel_rider[c] = NONE; rel_after[c] = NONE; rel_g[c] = 0; r_orph[c] = 0 } \
   :: d_step { h[c] && EXPIRES -> h[c] = 0; g_hold[c] = 0; g_live[c] = 0; g_exp = 1 HOR_EXP(c) HOL_EXP(c) } \
-  HOR_EVENTS(c)
+  HOR_EVENTS(c) \
+  HOL_EVENTS(c)
+#endif
+/* c's give-back at Redis (release.lua of c's lease, waiters_release_bg:
+ * removes the slot only if that lease holds one) and its answer
+ * (release_bg_done: released, waiters_kick) */
+#ifdef HOL
+#define HOL_EVENTS(c) \
+  :: d_step { gb[c] -> gb[c] = 0; \
+       if \
+       :: h[c] -> h[c] = 0; g_hold[c] = 0; gb_rep[c] = OK + 1 \
+       :: else -> gb_rep[c] = NOT_HELD + 1 \
+       fi; \
+       LATER_RAN(c) } \
+  :: d_step { gb_rep[c] != 0 -> \
+       if :: gb_rep[c] == OK + 1 && qn > 0 -> q_hexp = 0; slot_freed(NONE) :: else fi; \
+       gb_rep[c] = 0 }
+#define HOL_IDLE(c) && !gb[c] && gb_rep[c] == 0
+#define HOL_EXP(c) ; if :: (c) == LEAVER -> l_stale = 0 :: else fi
+#define HOL_RC(c) ; LATER_RAN(c)
+#else
+#define HOL_RC(c)
+#define HOL_EXP(c)
+#define HOL_EVENTS(c)
+#define HOL_IDLE(c)
 #endif
 /* c's reclaim (renew.lua of its own lease: read-only here, the model
  * being untimed) at Redis, or lost (answered 503), and its answer. With
@@ -913,7 +950,7 @@ inline drop_one(j) {
 #ifndef HOR
 #define RECLAIM_EVENTS(c) \
   :: d_step { rc[c] -> rc_rep[c] = (h[c] -> OK + 1 : NOT_HELD + 1); rc[c] = 0; \
-       if :: rc_orph[c] -> rc_rep[c] = 0; rc_orph[c] = 0 :: else fi } \
+       if :: rc_orph[c] -> rc_rep[c] = 0; rc_orph[c] = 0 :: else fi HOL_RC(c) } \
   :: d_step { rc[c] && rc_orph[c] -> rc[c] = 0; rc_orph[c] = 0 } \
   :: d_step { rc_rep[c] != 0 -> cd = rc_rep[c]; rc_rep[c] = 0; reclaim_done(c, cd) }
 #else
@@ -924,11 +961,6 @@ inline drop_one(j) {
 #define EXPIRES 0       /* (a check's switch: no slot expires) */
 #else
 #define EXPIRES 1
-#endif
-#ifdef HOL
-#define HOL_EXP(c) ; if :: (c) == LEAVER -> l_blind = 0 :: else fi
-#else
-#define HOL_EXP(c)
 #endif
 #ifndef HOR
 #define HOR_EXP(c)
@@ -993,16 +1025,6 @@ end:
    * the new head, if it changed, is told (promote(h, false)) */
   :: d_step { l_sweep -> l_sweep = 0;
        if :: w_st[LEAVER] == W_QUEUED -> waiter_leaves(LEAVER, 0) :: else fi }
-  /* the give-back at Redis (release.lua: removes the slot only if its lease
-   * holds one) and its answer (release_bg_done: released, waiters_kick) */
-  :: d_step { gb -> gb = 0;
-       if
-       :: h[LEAVER] -> h[LEAVER] = 0; g_hold[LEAVER] = 0; l_blind = 0; gb_rep = OK + 1
-       :: else -> gb_rep = NOT_HELD + 1
-       fi }
-  :: d_step { gb_rep != 0 ->
-       if :: gb_rep == OK + 1 && qn > 0 -> q_hexp = 0; slot_freed(NONE) :: else fi;
-       gb_rep = 0 }
 #endif
 #endif
   od
@@ -1023,7 +1045,7 @@ end:
 #else
 #ifndef HOR
 #define IDLE(c) (!att[c] && att_rep[c] == 0 && !rel[c] && !rel_done[c] && follow[c] == 0 && !back[c] && !PEND(c) \
-                 && !rc[c] && rc_rep[c] == 0)
+                 && !rc[c] && rc_rep[c] == 0 HOL_IDLE(c))
 #else
 #define IDLE(c) (!att[c] && att_rep[c] == 0 && !rel[c] && !rel_done[c] && follow[c] == 0 && !back[c] \
                  && !rel[c + NC] && !rel_done[c + NC] && !rn[c] && rn_rep[c] == 0 && !rc[c] && rc_rep[c] == 0)
@@ -1031,7 +1053,7 @@ end:
 #ifndef HOL
 #define IDLE_ALL (!poke_a && !poke_n && !remote_rel && !SUB_PENDING)
 #else
-#define IDLE_ALL (!poke_a && !poke_n && !remote_rel && !SUB_PENDING && !l_sweep && !gb && gb_rep == 0)
+#define IDLE_ALL (!poke_a && !poke_n && !remote_rel && !SUB_PENDING && !l_sweep)
 #endif
 #endif
 #if NC > 3
@@ -1099,7 +1121,7 @@ proctype orphans()
 {
 end:
   atomic {
-    ((l_cancel || l_fail) && h[LEAVER] && !l_blind && w_st[LEAVER] == W_NONE && !gb) ->
+    ((l_cancel || l_fail) && h[LEAVER] && !l_stale && w_st[LEAVER] == W_NONE && !gb[LEAVER]) ->
     orphan = 1;
     assert(!orphan)
   }
