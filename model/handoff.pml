@@ -68,16 +68,25 @@
  * ride_back (cancelled: unlinked, a release in doubt's possible grant goes
  * back; failed: no reclaim, that grant goes back, then attempt() finds it
  * failed: unlinked, promote(h, true)); waiters_ride carries no failed or
- * cancelled waiter, nor any past one that asks. The give-back is a request
- * of its own (release.lua: removes the slot only if that lease holds one),
- * run at Redis at any moment, its answer a kick (release_bg_done); with
- * FAULTS 1 it is never answered 503 (neither by its own deadline nor by a
- * drop of its connection). Property added: (6) no orphan (proctype
- * orphans): never a slot held at Redis by the leaver's lease once it left,
- * lockd has unlinked it and no give-back is on its way, unless lockd was
- * never told of that grant (l_blind: a request run at Redis after lockd
- * answered it 503, an acquire whose grant's reply or a reclaim that was
- * answered 503; README.md). Checked in every state, so a slot that would
+ * cancelled waiter, nor any past one that asks. An attempt or a reclaim
+ * answered 503 (attempt_done's failure branch with LK_BACKEND_DOWN) gives
+ * its lease back as well (engine_acquire_in_doubt, c157a0f: the acquire,
+ * or the hand-off the reclaim looks for, may have run), whether the
+ * waiter left or not: modelled for the leaver (gb[LEAVER]), for every
+ * client with -DGB_ALL (by hand: 3.2 GB, past the cap; README.md). The
+ * give-back is a request of its own (release.lua: removes the slot only if
+ * that lease holds one), one per client (gb[c]), run at Redis at any
+ * moment, its answer a kick (release_bg_done); with FAULTS 1 it is never
+ * answered 503 (neither by its own deadline nor by a drop of its
+ * connection). Property added: (6) no orphan (proctype orphans): never a
+ * slot held at Redis by the leaver's lease once it left, lockd has
+ * unlinked it and no give-back is on its way. A grant whose reply was lost
+ * to a 503, or that a reclaim answered 503 may have found, counts; the one
+ * exclusion (l_stale) is a request answered 503 (sent on the dropped
+ * connection) that Redis runs after a request lockd sent later for the
+ * leaver (its reclaim or its give-back, on a new connection) already ran:
+ * nothing in lockd orders the two (README.md; -DSTALE_STRICT drops the
+ * exclusion and (6) fails so). Checked in every state, so a slot that would
  * expire later is caught all the same. (5) is checked after a leave as
  * before it: an ask-now poke whose head left before it ran is kept on the
  * queue (q_ask, wqueue.ask since d0af9b2) and paid by the next head's own
@@ -134,6 +143,11 @@
  *                          ended after its release was answered 503): the
  *                          hand-off's grant stays held by a lease nobody
  *                          knows: (6) fails
+ *   MUT_NO_ACQ_GIVEBACK    (HOL) main before c157a0f: an attempt answered 503
+ *                          gives nothing back (engine_acquire_in_doubt left
+ *                          out): a cancelled head granted at Redis, its reply
+ *                          lost to the deadline, holds a slot nobody knows:
+ *                          (6) fails
  *   MUT_ASK_LOST           (HOL) main before d0af9b2: no q->ask, on_poke
  *                          reads only the poke and the holder's expiry: a
  *                          grant's ask-now poke for a head whose session
@@ -284,7 +298,11 @@ hidden byte lw, lh;     /* scratch of one step */
  * request lockd sent for c later (its reclaim or give-back, on a new
  * connection) ran: out of order across connections, nothing in lockd
  * frees that slot (README.md, (6)) */
+#ifndef STALE_STRICT
 #define STALE_IF(c, orph) if :: (c) == LEAVER && (orph) && l_later -> l_stale = 1 :: else fi
+#else
+#define STALE_IF(c, orph) skip  /* (a check's switch: (6) with no exclusion) */
+#endif
 #define LATER_RAN(c) if :: (c) == LEAVER -> l_later = 1 :: else fi
 #define CANC(c) ((c) == LEAVER && l_cancel)
 #define FAILED(c) ((c) == LEAVER && l_fail)
@@ -1112,10 +1130,11 @@ end:
  * (cancelled, or its session ended) while lockd has forgotten that waiter
  * (unlinked) and no give-back of it is on its way: nobody relies on it and
  * nothing in lockd will free it before its ttl. Checked in every state, so
- * the slot's expiry (any time later) does not hide it. A grant lockd was
- * never told of (l_blind: a request run after lockd answered it 503, an
- * acquire whose reply, or a reclaim that, was answered 503) is the fault's
- * cost and not counted (README.md) */
+ * the slot's expiry (any time later) does not hide it. Grants lockd was
+ * never told of count (a reply lost to a 503, a reclaim answered 503, a
+ * request run at Redis after lockd answered it 503: each is given back,
+ * engine_acquire_in_doubt, ride_back), but for l_stale: such a request run
+ * after the leaver's later reclaim or give-back had run (README.md) */
 bit orphan;
 proctype orphans()
 {
