@@ -286,8 +286,8 @@ bit  l_cancel;          /* its HTTP client left (engine_cancel): cancelled */
 bit  l_fail;            /* its session ended (waiters_fail): failed, fail_code 404 */
 bit  l_sweep;           /* on_sweep posted (waiters_fail) */
 bit  gb[NC];            /* c's give-back (waiters_release_bg: release.lua of its lease) on its
-                         * way to Redis: the leaver's (it left), or any client's whose acquire
-                         * or reclaim was answered 503 (engine_acquire_in_doubt) */
+                         * way to Redis: the leaver's (it left, or its attempt or reclaim was
+                         * answered 503: engine_acquire_in_doubt; every client's with GB_ALL) */
 byte gb_rep[NC];        /* its reply, not yet read by lockd: OK+1, NOT_HELD+1 */
 bit  l_later;           /* ghost: a request lockd sent for the leaver after a fault (its
                          * reclaim, its give-back) has run at Redis */
@@ -635,7 +635,8 @@ inline attempt_done(c, code) {
 #if defined(HOL) && !defined(MUT_NO_ACQ_GIVEBACK)
      /* engine_acquire_in_doubt (c157a0f): the acquire, or the reclaim's
       * renewal, may have run and granted c's lease, which nobody will
-      * know: waiters_release_bg gives it back (any client, left or not) */
+      * know: waiters_release_bg gives it back (left or not; the leaver's,
+      * every client's with -DGB_ALL) */
      ; ACQ_GIVE_BACK(c)
 #endif
 #endif
